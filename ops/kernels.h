@@ -1,0 +1,138 @@
+// Kernels: the device-agnostic op interface the scheduler's executor is written against.
+//
+// Every method takes raw device pointers (from core::Tensor::raw_data() of tensors on the
+// kernels' device) with explicit row strides ("ld": elements between consecutive rows; ld = 0
+// broadcasts one row to every row). Matrices are row-major. Work is queued in order on the
+// device's stream; methods return once it is queued (CPU: once it is done). Shapes are given
+// per argument as `// name: [rows, cols]`.
+//
+// One implementation per device: ops/cpu (OpenBLAS and loops, always built) and ops/cuda
+// (cuBLAS and custom kernels, built with CAVS_WITH_CUDA). Each registers itself; executors
+// find theirs with GetKernels(device). Every implementation is checked against the CPU one
+// by tests/ops/kernels_equivalence_test.cc.
+//
+// Thread-safety: an implementation is used by one executor thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/device.h"
+
+namespace cavs::ops {
+
+// Element-wise ops of the fused row program (see EwInstr).
+enum class EwOp : uint8_t {
+  kCopy,         // dst = a
+  kZero,         // dst = 0
+  kAdd,          // dst = a + b
+  kSub,          // dst = a - b
+  kMul,          // dst = a * b
+  kAccumulate,   // dst += a
+  kSigmoid,      // dst = 1 / (1 + exp(-a))
+  kTanh,         // dst = tanh(a)
+  kRelu,         // dst = max(a, 0)
+  kNeg,          // dst = -a
+  kScale,        // dst = scalar * a + offset
+  kSum,          // dst[0] = Σ_c a[c]   (dst is one column wide)
+  kBroadcast,    // dst[c] = a[0]       (a is one column wide)
+  kDropout,      // dst = a * keep(seed, uid, c) / (1 - scalar); keep when uniform >= scalar
+  kSigmoidGrad,  // dst = b * a * (1 - a)     (a = y, b = dy)
+  kTanhGrad,     // dst = b * (1 - a * a)
+  kReluGrad,     // dst = a > 0 ? b : 0
+};
+
+// A row operand: element (r, c) is ptr[r * ld + c]. ld = 0 broadcasts one row.
+struct EwArg {
+  float* ptr = nullptr;
+  int64_t ld = 0;
+};
+
+// One instruction of a fused element-wise program: applied to `width` columns of every row.
+struct EwInstr {
+  EwOp op = EwOp::kCopy;
+  int64_t width = 0;
+  EwArg dst, a, b;
+  float scalar = 0.0f;
+  float offset = 0.0f;
+  uint64_t seed = 0;              // kDropout: the mask's Philox key
+  const int32_t* uids = nullptr;  // kDropout: per-row vertex uid (mask counter = uid * width + c)
+};
+
+// The keep decision of kDropout, shared by every device so that masks agree.
+// PhiloxUniform(seed, uid * width + c) >= p (see core/random.h).
+
+enum class ReduceOp : uint8_t { kSum, kMean, kMax };
+
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+  virtual core::Device device() const = 0;
+
+  // c: [m, n] = alpha * op(a) op(b) + beta * c, op(a): [m, k], op(b): [k, n]; transposes
+  // are of the stored row-major matrices (a stored [k, m] when trans_a).
+  [[nodiscard]] virtual absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                          int64_t k, float alpha, const float* a, int64_t lda,
+                                          const float* b, int64_t ldb, float beta, float* c,
+                                          int64_t ldc) = 0;
+
+  // Runs `count` instructions over rows [0, rows), instruction by instruction within a row,
+  // rows in any order: a fused kernel for a chain of element-wise ops. `host` is the program
+  // in host memory; `device` the same program in device memory (equal to `host` on the CPU).
+  [[nodiscard]] virtual absl::Status Elementwise(const EwInstr* host, const EwInstr* device,
+                                                 int count, int64_t rows) = 0;
+
+  // dst: [m, w] row i = src row idx[i], or zeros where idx[i] < 0.
+  [[nodiscard]] virtual absl::Status GatherRows(const float* src, int64_t src_ld,
+                                                const int32_t* idx, int64_t m, int64_t w,
+                                                float* dst, int64_t dst_ld) = 0;
+  // dst row idx[i] += src row i (skipped where idx[i] < 0). `unique`: no index repeats, so
+  // no two rows collide (lets a device skip atomics).
+  [[nodiscard]] virtual absl::Status ScatterAddRows(const float* src, int64_t src_ld,
+                                                    const int32_t* idx, int64_t m, int64_t w,
+                                                    float* dst, int64_t dst_ld, bool unique) = 0;
+
+  // dst: [m, w] row i = reduce over j in [offsets[i], offsets[i+1]) of src row ids[j]
+  // (zeros for an empty segment). kMax writes the winning ids[j] per element into argmax
+  // ([m, w], ld w). kMean divides by the segment length.
+  [[nodiscard]] virtual absl::Status SegmentReduce(ReduceOp op, const float* src, int64_t src_ld,
+                                                   const int32_t* offsets, const int32_t* ids,
+                                                   int64_t m, int64_t w, float* dst, int64_t dst_ld,
+                                                   int32_t* argmax) = 0;
+  // The gradient of SegmentReduce: dsrc row ids[j] += dy row i (divided by the segment
+  // length for kMean; only into the argmax row, per element, for kMax).
+  [[nodiscard]] virtual absl::Status SegmentReduceGrad(ReduceOp op, const float* dy, int64_t dy_ld,
+                                                       const int32_t* offsets, const int32_t* ids,
+                                                       const int32_t* argmax, int64_t m, int64_t w,
+                                                       float* dsrc, int64_t dsrc_ld) = 0;
+
+  // Softmax cross-entropy over rows of logits: [n, c]. Rows with labels[i] < 0 are masked.
+  // dlogits: [n, c] (ld c) = scale * (softmax - onehot) on labelled rows, 0 elsewhere.
+  // stats: 2 floats on the device, accumulated: += Σ loss over labelled rows, += number of
+  // labelled rows whose argmax equals the label. pred: [n] argmax per row (may be null).
+  [[nodiscard]] virtual absl::Status SoftmaxCrossEntropy(const float* logits, int64_t ld, int64_t n,
+                                                         int64_t c, const int32_t* labels,
+                                                         float scale, float* dlogits, float* stats,
+                                                         int32_t* pred) = 0;
+
+  // dst: [w] += alpha * Σ_r src row r, src: [m, w].
+  [[nodiscard]] virtual absl::Status ColumnSum(const float* src, int64_t ld, int64_t m, int64_t w,
+                                               float alpha, float* dst) = 0;
+  // dst: [w] += Σ_r x[r, c] * y[r, c].
+  [[nodiscard]] virtual absl::Status ColumnDot(const float* x, int64_t x_ld, const float* y,
+                                               int64_t y_ld, int64_t m, int64_t w, float* dst) = 0;
+  // dst: [n] = 0.
+  [[nodiscard]] virtual absl::Status Fill(float* dst, int64_t n, float value) = 0;
+  // Waits for queued work.
+  [[nodiscard]] virtual absl::Status Synchronize() = 0;
+};
+
+using KernelsFactory = std::function<absl::StatusOr<Kernels*>(int ordinal)>;
+void RegisterKernels(core::DeviceType type, KernelsFactory factory);
+// The kernels of `device`; an error naming the device if this build or machine has none.
+[[nodiscard]] absl::StatusOr<Kernels*> GetKernels(core::Device device);
+
+}  // namespace cavs::ops
