@@ -1,0 +1,36 @@
+# Shared by scripts/test.sh and scripts/train.sh (sourced, not run). Both configure the default
+# build in build/default with exactly the same arguments, so neither invalidates the other.
+
+CAVS_JOBS="${CAVS_JOBS:-2}"
+
+# cavs_configure <build dir> [extra cmake args...]: configures with Ninja (and ccache if present).
+cavs_configure() {
+  local dir="$1"
+  shift
+  local args=(-S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release)
+  if command -v ccache >/dev/null; then
+    args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    # The CUDA launcher only for builds that may compile CUDA (CMake warns about unused ones).
+    if [[ " $* " != *" -DCAVS_WITH_CUDA=OFF "* ]]; then
+      args+=(-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+    fi
+  fi
+  # A build dir made by another generator cannot be reused; start it afresh.
+  if [[ -f "$dir/CMakeCache.txt" ]] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' \
+    "$dir/CMakeCache.txt"; then
+    echo "configure: $dir was made by another generator; removing it"
+    rm -rf "$dir"
+  fi
+  cmake "${args[@]}" "$@"
+}
+
+# cavs_configure_default: the default configuration (CUDA, MPI, NCCL wherever found).
+cavs_configure_default() {
+  cavs_configure build/default "$@"
+}
+
+# cavs_elapsed <start seconds>: "1m23s" since then.
+cavs_elapsed() {
+  local s=$((SECONDS - $1))
+  printf '%dm%02ds' $((s / 60)) $((s % 60))
+}
