@@ -31,12 +31,25 @@ step() {
   echo "==== $STEP ($(cavs_elapsed "$START"))"
 }
 
+for config in $CONFIGS; do
+  if [[ "$config" != cpu && "$config" != default ]]; then
+    STEP="arguments"
+    echo "test.sh: unknown configuration '$config' in CAVS_TEST_CONFIGS (use cpu, default)" >&2
+    exit 2
+  fi
+done
+
 step "setup"
 bash scripts/setup.sh
 
 step "format"
 # Every tracked C++/CUDA source; untracked work in progress is not checked.
-mapfile -d '' sources < <(git ls-files -z -- '*.h' '*.cc' '*.cu' '*.cuh')
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  mapfile -d '' sources < <(git ls-files -z -- '*.h' '*.cc' '*.cu' '*.cuh')
+else  # an exported tree without .git: every source outside the build folders
+  mapfile -d '' sources < <(find . -path './build*' -prune -o -type f \( -name '*.h' -o \
+    -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) -print0)
+fi
 if ((${#sources[@]} > 0)); then
   clang-format --dry-run --Werror "${sources[@]}"
 fi
@@ -76,10 +89,6 @@ for config in $CONFIGS; do
       cmake "${consumer_args[@]}"
       cmake --build build/consumer -j "$CAVS_JOBS"
       build/consumer/cavs_consumer
-      ;;
-    *)
-      echo "test.sh: unknown configuration '$config' in CAVS_TEST_CONFIGS (use cpu, default)" >&2
-      exit 2
       ;;
   esac
 done
