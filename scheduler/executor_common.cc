@@ -1,0 +1,59 @@
+#include "scheduler/executor_common.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+
+namespace cavs::scheduler {
+
+namespace {
+
+absl::Status CheckInputs(const vertex::Function& f, const Graph& g, int sample, int64_t classes) {
+  const int n = g.num_vertices();
+  for (int v = 0; v < static_cast<int>(g.tokens.size()); ++v) {
+    if (g.tokens[v] < -1 ||
+        (g.tokens[v] >= 0 && g.tokens[v] >= f.vocab_size() && f.uses_tokens())) {
+      return absl::InvalidArgumentError(absl::StrCat("sample ", sample, ", vertex ", v, ": token ",
+                                                     g.tokens[v], " outside the vocabulary [0, ",
+                                                     f.vocab_size(), ")"));
+    }
+  }
+  for (int v = 0; v < static_cast<int>(g.labels.size()); ++v) {
+    if (g.labels[v] < -1 || (classes > 0 && g.labels[v] >= classes)) {
+      return absl::InvalidArgumentError(absl::StrCat("sample ", sample, ", vertex ", v, ": label ",
+                                                     g.labels[v], " outside [0, ", classes, ")"));
+    }
+  }
+  if (g.feature_dim > 0 && f.pull_width() > 0 && g.feature_dim != f.pull_width()) {
+    return absl::InvalidArgumentError(absl::StrCat("sample ", sample, ": features of width ",
+                                                   g.feature_dim, ", but '", f.name(), "' pulls ",
+                                                   f.pull_width()));
+  }
+  (void)n;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateBatch(const vertex::Function& f, const std::vector<Graph>& graphs) {
+  const int64_t classes = f.pushes().empty() ? 0 : f.forward().nodes[f.pushes()[0]].width;
+  for (int i = 0; i < static_cast<int>(graphs.size()); ++i) {
+    CAVS_RETURN_IF_ERROR(ValidateGraph(graphs[i], i, f.max_arity()));
+    CAVS_RETURN_IF_ERROR(CheckInputs(f, graphs[i], i, classes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CreateParameters(const vertex::Function& f, core::ParameterStore* store) {
+  for (const vertex::ParamInfo& p : f.params()) {
+    CAVS_ASSIGN_OR_RETURN(core::Parameter * param,
+                          store->GetOrCreate(p.name, p.shape, p.init, p.sparse_grad));
+    if (param->sparse_grad != p.sparse_grad) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", p.name, "' is used both as an embedding table and as a ",
+                       "dense parameter"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cavs::scheduler

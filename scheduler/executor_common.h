@@ -1,0 +1,53 @@
+// What every executor shares: run options and results, batch validation, parameter creation,
+// and the dropout key. The reference executor and the batched engines agree on all of it, so
+// their results can be compared number for number.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/parameter.h"
+#include "scheduler/graph.h"
+#include "vertex/function.h"
+
+namespace cavs::scheduler {
+
+struct RunOptions {
+  bool training = true;  // dropout active
+  bool backward = true;  // compute gradients into the parameter store
+  // Mean: the loss and its gradient are averaged over the batch's labelled vertices. Sum: the
+  // plain sum (the distributed layer divides by the global count itself).
+  enum class Loss { kMean, kSum } loss = Loss::kMean;
+  uint64_t dropout_seed = 0;  // per step: the same seed gives the same masks
+  bool keep_outputs = false;  // return push 0's rows (tests, inference)
+};
+
+struct RunResult {
+  double loss_sum = 0.0;  // Σ cross-entropy over labelled vertices
+  int64_t labelled = 0;   // labelled vertices in the batch
+  int64_t correct = 0;    // of those, how many have argmax(push 0) == label
+  int64_t vertices = 0;
+  // Per graph, per vertex: argmax of push 0 (when the function pushes).
+  std::vector<std::vector<int32_t>> predictions;
+  // Per graph: push 0's rows, [V * width] (keep_outputs only).
+  std::vector<std::vector<float>> outputs;
+};
+
+// Checks every graph (structure, arity within what `f` reads, tokens below the vocabulary,
+// labels below push 0's width, feature width) with errors naming the sample and the vertex.
+[[nodiscard]] absl::Status ValidateBatch(const vertex::Function& f,
+                                         const std::vector<Graph>& graphs);
+
+// Creates `f`'s parameters in `store` (or checks the existing ones' shapes: the error names
+// the parameter and both shapes).
+[[nodiscard]] absl::Status CreateParameters(const vertex::Function& f, core::ParameterStore* store);
+
+// The Philox key of a dropout op's mask in one step. Mask element (vertex uid, column c) keeps
+// when PhiloxUniform(key, uid * width + c) >= p. A vertex's uid is its index in the batch in
+// input order: graphs' vertex counts before it plus its id in its graph.
+inline uint64_t DropoutKey(uint64_t step_seed, int64_t op_seed) {
+  return step_seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(op_seed);
+}
+
+}  // namespace cavs::scheduler
