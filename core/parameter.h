@@ -1,7 +1,9 @@
 // ParameterStore: the named parameters of a model, with their gradients.
 //
 // A parameter has a dense value and either a dense gradient (same shape) or, for embedding
-// tables, a row-sparse one: the touched row ids (unique) and one gradient row per id. Names
+// tables, a row-sparse one: the touched row ids (unique) and one gradient row per id; such a
+// parameter has no dense gradient storage (an embedding table's gradient would be as large as
+// the table). Gradients live on the store's device and exist from creation on. Names
 // are unique; creating an existing name again returns the same parameter if the shape agrees
 // and an error naming the parameter and both shapes if not. Parameters keep their creation
 // order, which is the order optimizers, checkpoints and communicators see them in.
@@ -30,12 +32,18 @@ namespace cavs::core {
 struct Parameter {
   std::string name;
   Tensor value;  // the parameter, on the store's device
-  Tensor grad;   // dense gradient, same shape as value; unused (and zero) when sparse_grad
+  Tensor grad;   // dense gradient, same shape as value; undefined when sparse_grad
   bool sparse_grad = false;
-  // Row-sparse gradient (sparse_grad only): unique row ids and their gradient rows.
+  // Row-sparse gradient (sparse_grad only): unique row ids and their gradient rows. The
+  // store's own helpers keep the ids sorted; consumers only rely on them being unique.
   std::vector<int64_t> grad_rows;
   Tensor grad_values;  // [grad_rows.size(), value.cols()]
 };
+
+// OK if `p`'s gradient is well formed: a dense gradient of the value's shape, or unique sparse
+// row ids within [0, value.rows()) with grad_values of shape [grad_rows.size(), value.cols()].
+// Optimizers and communicators call it before trusting the gradient; the error names `p`.
+[[nodiscard]] absl::Status ValidateGradient(const Parameter& p);
 
 class ParameterStore {
  public:
@@ -54,6 +62,12 @@ class ParameterStore {
 
   // Zeroes every dense gradient and empties every sparse one.
   [[nodiscard]] absl::Status ZeroGrad();
+  // Adds `values` (float32 [rows.size(), p->value.cols()], any device) to the sparse gradient
+  // of `p` at `rows`; a row given twice, or already present, is summed, and grad_rows stays
+  // unique and sorted. Errors (nothing changed): `p` not sparse_grad, a row out of range,
+  // values of the wrong shape. Merges on the host; device gradients are copied both ways.
+  [[nodiscard]] absl::Status AccumulateSparseGrad(Parameter* p, const std::vector<int64_t>& rows,
+                                                  const Tensor& values);
   // Total number of parameter elements.
   int64_t NumElements() const;
 
