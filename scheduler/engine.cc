@@ -1,0 +1,570 @@
+#include "scheduler/engine.h"
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "scheduler/engine_compile.h"
+
+namespace cavs::scheduler {
+
+using internal::Compiled;
+using internal::ProgramSchedule;
+using internal::Step;
+using internal::View;
+using vertex::Node;
+using vertex::OpClass;
+using vertex::OpKind;
+
+struct Engine::Compiled : internal::Compiled {};
+
+namespace {
+
+double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// One batch's memory and recorded launches.
+struct Batch {
+  const Plan* plan = nullptr;
+  const RunOptions* options = nullptr;
+  std::vector<float*> buffer_base;   // per buffer: row 0 (nullptr if not allocated)
+  const int32_t* ints = nullptr;     // device copy of plan.ints
+  std::vector<ops::EwInstr> instrs;  // host copy of every fused program
+  const ops::EwInstr* dev_instrs = nullptr;
+  std::vector<std::function<absl::Status()>> launches;
+  std::vector<core::Tensor> scratch;  // argmax buffers, the embedding gradient rows
+  float* stats = nullptr;             // 2 floats: loss sum, correct
+  int32_t* pred = nullptr;            // argmax per row
+  core::Tensor embed_rows;            // [unique tokens, dim] gradient of the table
+  std::string embed_table;
+  absl::flat_hash_map<int, int32_t*> argmax_of;  // forward GatherReduce(max) -> argmax
+};
+
+class Recorder {
+ public:
+  Recorder(const vertex::Function& f, const Compiled& c, core::ParameterStore& store,
+           ops::Kernels& k, Batch& b)
+      : f_(f), c_(c), store_(store), k_(k), b_(b) {}
+
+  absl::Status Program(bool backward, OpClass cls, int64_t r0, int64_t r1);
+  void Loss();
+
+ private:
+  float* Ptr(const ProgramSchedule& s, int node, int64_t row) const {
+    const View& v = s.views[node];
+    return b_.buffer_base[v.buffer] + row * v.ld + v.col;
+  }
+  int64_t Ld(const ProgramSchedule& s, int node) const { return s.views[node].ld; }
+  float* ParamValue(const std::string& name) const {
+    return static_cast<float*>(store_.Find(name)->value.raw_data());
+  }
+  float* ParamGrad(const std::string& name) const {
+    return static_cast<float*>(store_.Find(name)->grad.raw_data());
+  }
+  const int32_t* Ints(int64_t offset) const { return b_.ints + offset; }
+  int FieldIndex(const std::string& name) const {
+    for (size_t i = 0; i < f_.scatter().size(); ++i) {
+      if (f_.scatter()[i].name == name) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  ops::EwArg Arg(const vertex::Program& p, const ProgramSchedule& s, int node, int64_t r0) const {
+    if (p.nodes[node].is_static()) return {ParamValue(p.nodes[node].name), 0};
+    return {Ptr(s, node, r0), Ld(s, node)};
+  }
+
+  void Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
+             int64_t r1);
+  void EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0);
+  absl::Status Single(bool backward, const vertex::Program& p, const ProgramSchedule& s, int id,
+                      int64_t r0, int64_t r1);
+  absl::Status Sink(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0,
+                    int64_t r1);
+
+  const vertex::Function& f_;
+  const Compiled& c_;
+  core::ParameterStore& store_;
+  ops::Kernels& k_;
+  Batch& b_;
+};
+
+void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0) {
+  const Node& n = p.nodes[id];
+  ops::EwInstr in;
+  in.width = n.width;
+  in.dst = {Ptr(s, id, r0), Ld(s, id)};
+  if (!n.inputs.empty()) in.a = Arg(p, s, n.inputs[0], r0);
+  if (n.inputs.size() > 1) in.b = Arg(p, s, n.inputs[1], r0);
+  switch (n.kind) {
+    case OpKind::kAdd:
+      in.op = ops::EwOp::kAdd;
+      break;
+    case OpKind::kSub:
+      in.op = ops::EwOp::kSub;
+      break;
+    case OpKind::kMul:
+      in.op = ops::EwOp::kMul;
+      break;
+    case OpKind::kSigmoid:
+      in.op = ops::EwOp::kSigmoid;
+      break;
+    case OpKind::kTanh:
+      in.op = ops::EwOp::kTanh;
+      break;
+    case OpKind::kRelu:
+      in.op = ops::EwOp::kRelu;
+      break;
+    case OpKind::kNeg:
+      in.op = ops::EwOp::kNeg;
+      break;
+    case OpKind::kScale:
+      in.op = ops::EwOp::kScale;
+      in.scalar = n.scalar;
+      in.offset = n.offset;
+      break;
+    case OpKind::kSum:
+      in.op = ops::EwOp::kSum;
+      in.width = p.nodes[n.inputs[0]].width;
+      break;
+    case OpKind::kBroadcastCols:
+      in.op = ops::EwOp::kBroadcast;
+      break;
+    case OpKind::kSigmoidGrad:
+      in.op = ops::EwOp::kSigmoidGrad;
+      break;
+    case OpKind::kTanhGrad:
+      in.op = ops::EwOp::kTanhGrad;
+      break;
+    case OpKind::kReluGrad:
+      in.op = ops::EwOp::kReluGrad;
+      break;
+    case OpKind::kDropout:
+      if (b_.options->training && n.scalar > 0.0f) {
+        in.op = ops::EwOp::kDropout;
+        in.scalar = n.scalar;
+        in.seed = DropoutKey(b_.options->dropout_seed, n.index);
+        in.uids = Ints(b_.plan->uids) + r0;
+      } else {
+        in.op = ops::EwOp::kCopy;
+      }
+      break;
+    case OpKind::kConcat: {
+      int64_t col = 0;
+      for (int x : n.inputs) {
+        ops::EwInstr cp;
+        cp.op = ops::EwOp::kCopy;
+        cp.width = p.nodes[x].width;
+        cp.dst = {Ptr(s, id, r0) + col, Ld(s, id)};
+        cp.a = Arg(p, s, x, r0);
+        b_.instrs.push_back(cp);
+        col += cp.width;
+      }
+      return;
+    }
+    case OpKind::kPadSlice: {
+      ops::EwInstr zero;
+      zero.op = ops::EwOp::kZero;
+      zero.width = n.width;
+      zero.dst = in.dst;
+      b_.instrs.push_back(zero);
+      in.op = ops::EwOp::kCopy;
+      in.width = n.end - n.begin;
+      in.dst.ptr += n.begin;
+      break;
+    }
+    default:
+      CAVS_CHECK(false, "not fusable: ", vertex::OpKindName(n.kind));
+  }
+  b_.instrs.push_back(in);
+}
+
+void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
+                     int64_t r1) {
+  const size_t first = b_.instrs.size();
+  for (int id : st.nodes) EmitInstr(p, s, id, r0);
+  const int count = static_cast<int>(b_.instrs.size() - first);
+  CAVS_CHECK(count == st.instrs, "instruction count");
+  Batch* b = &b_;
+  ops::Kernels* k = &k_;
+  b_.launches.push_back([b, k, first, count, rows = r1 - r0]() {
+    return k->Elementwise(b->instrs.data() + first, b->dev_instrs + first, count, rows);
+  });
+}
+
+absl::Status Recorder::Single(bool backward, const vertex::Program& p, const ProgramSchedule& s,
+                              int id, int64_t r0, int64_t r1) {
+  const Node& n = p.nodes[id];
+  const int64_t m = r1 - r0;
+  ops::Kernels* k = &k_;
+  float* dst = vertex::IsSink(n.kind) ? nullptr : Ptr(s, id, r0);
+  const int64_t ld = vertex::IsSink(n.kind) ? 0 : Ld(s, id);
+  switch (n.kind) {
+    case OpKind::kMatMul: {
+      const Node& w = p.nodes[n.inputs[1]];
+      const float* x = Ptr(s, n.inputs[0], r0);
+      const int64_t xld = Ld(s, n.inputs[0]);
+      const float* wv = ParamValue(w.name);
+      const int64_t in = n.transpose ? w.param_shape[1] : w.param_shape[0];
+      const int64_t wld = w.param_shape[1];
+      b_.launches.push_back([=]() {
+        return k->Gemm(false, n.transpose, m, n.width, in, 1.0f, x, xld, wv, wld, 0.0f, dst, ld);
+      });
+      return absl::OkStatus();
+    }
+    case OpKind::kEmbed: {
+      const float* table = ParamValue(p.nodes[n.inputs[0]].name);
+      const int32_t* tok = Ints(b_.plan->tokens) + r0;
+      b_.launches.push_back(
+          [=]() { return k->GatherRows(table, n.width, tok, m, n.width, dst, ld); });
+      return absl::OkStatus();
+    }
+    case OpKind::kGather: {
+      const int fi = FieldIndex(n.field);
+      const int src_node = f_.scatter()[fi].node;
+      const float* src = Ptr(c_.fwd, src_node, 0);
+      const int64_t sld = Ld(c_.fwd, src_node);
+      const int32_t* idx = Ints(b_.plan->child_rows[n.index]) + r0;
+      b_.launches.push_back([=]() { return k->GatherRows(src, sld, idx, m, n.width, dst, ld); });
+      return absl::OkStatus();
+    }
+    case OpKind::kGatherReduce: {
+      const int src_node = f_.scatter()[FieldIndex(n.field)].node;
+      const float* src = Ptr(c_.fwd, src_node, 0);
+      const int64_t sld = Ld(c_.fwd, src_node);
+      const int32_t* off = Ints(b_.plan->reduce_offsets) + r0;
+      const int32_t* ids = Ints(b_.plan->reduce_ids);
+      int32_t* argmax = nullptr;
+      if (n.reduce == vertex::Reduce::kMax) {  // one [rows, width] buffer, found by the backward
+        auto it = b_.argmax_of.find(id);
+        if (it == b_.argmax_of.end()) {
+          CAVS_ASSIGN_OR_RETURN(core::Tensor t,
+                                core::Tensor::Empty(core::Shape({b_.plan->num_rows, n.width}),
+                                                    core::DType::kInt32, k_.device()));
+          b_.scratch.push_back(t);
+          it = b_.argmax_of.emplace(id, t.data<int32_t>()).first;
+        }
+        argmax = it->second;
+      }
+      const ops::ReduceOp op = static_cast<ops::ReduceOp>(n.reduce);
+      int32_t* am = argmax ? argmax + r0 * n.width : nullptr;
+      b_.launches.push_back(
+          [=]() { return k->SegmentReduce(op, src, sld, off, ids, m, n.width, dst, ld, am); });
+      return absl::OkStatus();
+    }
+    default:
+      if (vertex::IsSink(n.kind)) return Sink(p, s, id, r0, r1);
+      return absl::InternalError(absl::StrCat("no kernel for ", vertex::OpKindName(n.kind),
+                                              backward ? " (backward)" : ""));
+  }
+}
+
+absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0,
+                            int64_t r1) {
+  const Node& n = p.nodes[id];
+  const int64_t m = r1 - r0;
+  ops::Kernels* k = &k_;
+  const int dy_node = n.inputs.back();
+  const float* dy = Ptr(s, dy_node, r0);
+  const int64_t dld = Ld(s, dy_node);
+  const int64_t w = p.nodes[dy_node].width;
+  switch (n.kind) {
+    case OpKind::kGatherGrad: {
+      float* acc = b_.buffer_base[c_.field_grad[FieldIndex(n.field)]];
+      const int32_t* idx = Ints(b_.plan->child_rows[n.index]) + r0;
+      const bool unique = b_.plan->unique_parents;
+      b_.launches.push_back(
+          [=]() { return k->ScatterAddRows(dy, dld, idx, m, w, acc, w, unique); });
+      return absl::OkStatus();
+    }
+    case OpKind::kGatherReduceGrad: {
+      float* acc = b_.buffer_base[c_.field_grad[FieldIndex(n.field)]];
+      const int32_t* off = Ints(b_.plan->reduce_offsets) + r0;
+      const int32_t* ids = Ints(b_.plan->reduce_ids);
+      const ops::ReduceOp op = static_cast<ops::ReduceOp>(n.reduce);
+      const int32_t* am = nullptr;
+      if (n.reduce == vertex::Reduce::kMax)
+        am = b_.argmax_of.at(static_cast<int>(n.index)) + r0 * w;
+      b_.launches.push_back(
+          [=]() { return k->SegmentReduceGrad(op, dy, dld, off, ids, am, m, w, acc, w); });
+      return absl::OkStatus();
+    }
+    case OpKind::kWeightGradMatMul: {
+      // dW [in, out] += xᵀ dy over all rows; transposed forward (y = x Wᵀ): dW += dyᵀ x.
+      const int x_node = n.inputs[0];
+      const float* x = Ptr(s, x_node, r0);
+      const int64_t xld = Ld(s, x_node);
+      const int64_t xw = p.nodes[x_node].width;
+      float* g = ParamGrad(n.name);
+      if (n.transpose) {
+        b_.launches.push_back(
+            [=]() { return k->Gemm(true, false, w, xw, m, 1.0f, dy, dld, x, xld, 1.0f, g, xw); });
+      } else {
+        b_.launches.push_back(
+            [=]() { return k->Gemm(true, false, xw, w, m, 1.0f, x, xld, dy, dld, 1.0f, g, w); });
+      }
+      return absl::OkStatus();
+    }
+    case OpKind::kWeightGradBias: {
+      float* g = ParamGrad(n.name);
+      const float alpha = n.scalar;
+      b_.launches.push_back([=]() { return k->ColumnSum(dy, dld, m, w, alpha, g); });
+      return absl::OkStatus();
+    }
+    case OpKind::kWeightGradScale: {
+      const float* x = Ptr(s, n.inputs[0], r0);
+      const int64_t xld = Ld(s, n.inputs[0]);
+      float* g = ParamGrad(n.name);
+      b_.launches.push_back([=]() { return k->ColumnDot(x, xld, dy, dld, m, w, g); });
+      return absl::OkStatus();
+    }
+    case OpKind::kEmbedGrad: {
+      if (!b_.embed_rows.defined()) {
+        CAVS_ASSIGN_OR_RETURN(
+            b_.embed_rows,
+            core::Tensor::Zeros(
+                core::Shape({static_cast<int64_t>(b_.plan->unique_tokens.size()), w}),
+                core::DType::kFloat32, k_.device()));
+        b_.embed_table = n.name;
+      }
+      if (b_.embed_table != n.name) {
+        return absl::UnimplementedError(absl::StrCat("embedding tables '", b_.embed_table,
+                                                     "' and '", n.name, "' in one function"));
+      }
+      float* rows = b_.embed_rows.data<float>();
+      const int32_t* slot = Ints(b_.plan->token_slot) + r0;
+      b_.launches.push_back(
+          [=]() { return k->ScatterAddRows(dy, dld, slot, m, w, rows, w, false); });
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InternalError("not a sink");
+  }
+}
+
+absl::Status Recorder::Program(bool backward, OpClass cls, int64_t r0, int64_t r1) {
+  const vertex::Program& p = backward ? f_.backward() : f_.forward();
+  const ProgramSchedule& s = backward ? c_.bwd : c_.fwd;
+  if (r1 <= r0) return absl::OkStatus();
+  for (const Step& st : s.steps[static_cast<int>(cls)]) {
+    if (st.fused) {
+      Fused(p, s, st, r0, r1);
+    } else {
+      CAVS_RETURN_IF_ERROR(Single(backward, p, s, st.nodes[0], r0, r1));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Recorder::Loss() {
+  if (f_.pushes().empty()) return;
+  const int push0 = f_.pushes()[0];
+  const float* logits = Ptr(c_.fwd, push0, 0);
+  const int64_t ld = Ld(c_.fwd, push0);
+  const int64_t n = b_.plan->num_rows;
+  const int64_t classes = f_.forward().nodes[push0].width;
+  const int32_t* labels = Ints(b_.plan->labels);
+  const bool mean = b_.options->loss == RunOptions::Loss::kMean && b_.plan->labelled > 0;
+  const float scale = mean ? 1.0f / static_cast<float>(b_.plan->labelled) : 1.0f;
+  float* dlogits =
+      c_.dlogits >= 0 && b_.buffer_base[c_.dlogits] ? b_.buffer_base[c_.dlogits] : nullptr;
+  float* stats = b_.stats;
+  int32_t* pred = b_.pred;
+  ops::Kernels* k = &k_;
+  b_.launches.push_back([=]() {
+    return k->SoftmaxCrossEntropy(logits, ld, n, classes, labels, scale, dlogits, stats, pred);
+  });
+}
+
+}  // namespace
+}  // namespace cavs::scheduler
+
+namespace cavs::scheduler {
+
+Engine::~Engine() = default;
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const vertex::Function* f,
+                                                       core::ParameterStore* store,
+                                                       EngineOptions options) {
+  if (store->device() != options.device) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the parameter store lives on ", store->device().DebugString(),
+                     " but the engine runs on ", options.device.DebugString()));
+  }
+  CAVS_RETURN_IF_ERROR(CreateParameters(*f, store));
+  std::unique_ptr<Engine> e(new Engine());
+  e->f_ = f;
+  e->store_ = store;
+  e->options_ = options;
+  CAVS_ASSIGN_OR_RETURN(e->kernels_, ops::GetKernels(options.device));
+  e->compiled_ = std::make_unique<Compiled>();
+  static_cast<internal::Compiled&>(*e->compiled_) = internal::Compile(*f);
+  return e;
+}
+
+namespace {
+
+int CountLaunches(const ProgramSchedule& s, OpClass cls) {
+  return static_cast<int>(s.steps[static_cast<int>(cls)].size());
+}
+
+// Total fused instructions the batch records (sizes the upload before recording).
+int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward) {
+  int64_t total = 0;
+  if (rows == 0) return 0;
+  for (int pass = 0; pass < (backward ? 2 : 1); ++pass) {
+    const ProgramSchedule& s = pass == 0 ? c.fwd : c.bwd;
+    for (int cls = 0; cls < 5; ++cls) {
+      const int64_t times = cls == static_cast<int>(OpClass::kInRounds) ? rounds : 1;
+      for (const Step& st : s.steps[cls]) total += st.fused ? st.instrs * times : 0;
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+int Engine::ForwardLaunchesPerRound() const {
+  return CountLaunches(compiled_->fwd, OpClass::kInRounds);
+}
+int Engine::BackwardLaunchesPerRound() const {
+  return CountLaunches(compiled_->bwd, OpClass::kInRounds);
+}
+
+absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const RunOptions& options) {
+  const double t0 = Seconds();
+  CAVS_RETURN_IF_ERROR(ValidateBatch(*f_, graphs));
+  CAVS_ASSIGN_OR_RETURN(Plan plan, BuildPlan(*f_, graphs, options_.plan));
+  const Compiled& c = *compiled_;
+  const core::Device dev = options_.device;
+  const int64_t n = plan.num_rows;
+  // Arena: every buffer the batch needs, [n, width] each, 16-float aligned.
+  std::vector<int64_t> offsets(c.buffers.size(), -1);
+  int64_t floats = 0;
+  for (size_t i = 0; i < c.buffers.size(); ++i) {
+    if (c.buffers[i].backward_only && !options.backward) continue;
+    if (c.buffers[i].features) continue;
+    offsets[i] = floats;
+    floats += (n * c.buffers[i].width + 15) / 16 * 16;
+  }
+  const int64_t stats_at = floats;
+  floats += 16;
+  CAVS_ASSIGN_OR_RETURN(
+      core::Tensor arena,
+      core::Tensor::Empty(core::Shape({std::max<int64_t>(floats, 1)}), core::DType::kFloat32, dev));
+  // Upload region: ints | features | fused programs.
+  const int64_t instr_count = CountInstrs(c, n, plan.num_rounds, options.backward);
+  const int64_t ints_bytes = static_cast<int64_t>(plan.ints.size() + n) * 4;  // + pred
+  const int64_t feat_at = (ints_bytes + 63) / 64 * 64;
+  const int64_t instr_at =
+      (feat_at + static_cast<int64_t>(plan.features.size()) * 4 + 63) / 64 * 64;
+  const int64_t upload_bytes = instr_at + instr_count * static_cast<int64_t>(sizeof(ops::EwInstr));
+  CAVS_ASSIGN_OR_RETURN(
+      core::Tensor upload,
+      core::Tensor::Empty(core::Shape({(upload_bytes + 3) / 4}), core::DType::kFloat32, dev));
+  char* up = static_cast<char*>(upload.raw_data());
+  Batch b;
+  b.plan = &plan;
+  b.options = &options;
+  b.ints = reinterpret_cast<const int32_t*>(up);
+  b.pred = reinterpret_cast<int32_t*>(up) + plan.ints.size();
+  b.dev_instrs = reinterpret_cast<const ops::EwInstr*>(up + instr_at);
+  b.instrs.reserve(instr_count);
+  b.stats = arena.data<float>() + stats_at;
+  b.buffer_base.assign(c.buffers.size(), nullptr);
+  for (size_t i = 0; i < c.buffers.size(); ++i) {
+    if (c.buffers[i].features) b.buffer_base[i] = reinterpret_cast<float*>(up + feat_at);
+    if (offsets[i] >= 0) b.buffer_base[i] = arena.data<float>() + offsets[i];
+  }
+  // Record the whole schedule.
+  Recorder rec(*f_, c, *store_, *kernels_, b);
+  CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kBeforeRounds, 0, n));
+  for (int r = 0; r < plan.num_rounds; ++r) {
+    CAVS_RETURN_IF_ERROR(
+        rec.Program(false, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]));
+  }
+  CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kAfterRounds, 0, n));
+  rec.Loss();
+  if (options.backward) {
+    CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kBeforeRounds, 0, n));
+    for (int r = plan.num_rounds - 1; r >= 0; --r) {
+      CAVS_RETURN_IF_ERROR(
+          rec.Program(true, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]));
+    }
+    CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kAfterRounds, 0, n));
+    CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kWeightGrad, 0, n));
+  }
+  CAVS_CHECK(static_cast<int64_t>(b.instrs.size()) == instr_count, "fused program size");
+  const double t_plan = Seconds();
+  // One transfer: the plan's ints, its features and every fused program.
+  std::vector<char> staging(upload_bytes, 0);
+  std::memcpy(staging.data(), plan.ints.data(), plan.ints.size() * 4);
+  if (!plan.features.empty()) {
+    std::memcpy(staging.data() + feat_at, plan.features.data(), plan.features.size() * 4);
+  }
+  if (instr_count > 0) {
+    std::memcpy(staging.data() + instr_at, b.instrs.data(), instr_count * sizeof(ops::EwInstr));
+  }
+  CAVS_ASSIGN_OR_RETURN(core::Backend * backend, core::GetBackend(dev));
+  CAVS_RETURN_IF_ERROR(backend->CopyFromHost(up, staging.data(), upload_bytes));
+  for (size_t i = 0; i < c.buffers.size(); ++i) {
+    if (offsets[i] >= 0 && c.buffers[i].zero) {
+      CAVS_RETURN_IF_ERROR(kernels_->Fill(b.buffer_base[i], n * c.buffers[i].width, 0.0f));
+    }
+  }
+  CAVS_RETURN_IF_ERROR(kernels_->Fill(b.stats, 2, 0.0f));
+  for (auto& launch : b.launches) CAVS_RETURN_IF_ERROR(launch());
+  // Results.
+  RunResult result;
+  float stats[2] = {0, 0};
+  CAVS_RETURN_IF_ERROR(backend->CopyToHost(stats, b.stats, sizeof(stats)));
+  result.loss_sum = stats[0];
+  result.correct = static_cast<int64_t>(stats[1] + 0.5f);
+  result.labelled = plan.labelled;
+  result.vertices = n;
+  if (!f_->pushes().empty()) {
+    std::vector<int32_t> pred(n);
+    CAVS_RETURN_IF_ERROR(backend->CopyToHost(pred.data(), b.pred, n * 4));
+    std::vector<float> out;
+    const int push0 = f_->pushes()[0];
+    const int64_t classes = f_->forward().nodes[push0].width;
+    if (options.keep_outputs) {
+      const View v = c.fwd.views[push0];
+      std::vector<float> all(n * v.ld);
+      CAVS_RETURN_IF_ERROR(backend->CopyToHost(all.data(), b.buffer_base[v.buffer], n * v.ld * 4));
+      out.resize(n * classes);
+      for (int64_t r = 0; r < n; ++r) {
+        std::memcpy(out.data() + r * classes, all.data() + r * v.ld + v.col, classes * 4);
+      }
+    }
+    for (size_t gi = 0; gi < graphs.size(); ++gi) {
+      result.predictions.emplace_back();
+      if (options.keep_outputs) result.outputs.emplace_back();
+      for (int64_t u = plan.graph_offsets[gi]; u < plan.graph_offsets[gi + 1]; ++u) {
+        const int64_t row = plan.row_of_uid[u];
+        result.predictions.back().push_back(pred[row]);
+        if (options.keep_outputs) {
+          result.outputs.back().insert(result.outputs.back().end(), out.begin() + row * classes,
+                                       out.begin() + (row + 1) * classes);
+        }
+      }
+    }
+  }
+  if (b.embed_rows.defined() && !plan.unique_tokens.empty()) {
+    CAVS_RETURN_IF_ERROR(store_->AccumulateSparseGrad(store_->Find(b.embed_table),
+                                                      plan.unique_tokens, b.embed_rows));
+  }
+  stats_.rounds = plan.num_rounds;
+  stats_.rows = n;
+  stats_.plan_seconds = t_plan - t0;
+  stats_.run_seconds = Seconds() - t0;
+  stats_.commands = static_cast<int64_t>(b.launches.size());
+  stats_.arena_bytes = floats * 4;
+  stats_.upload_bytes = upload_bytes;
+  return result;
+}
+
+}  // namespace cavs::scheduler

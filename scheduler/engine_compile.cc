@@ -1,0 +1,178 @@
+#include "scheduler/engine_compile.h"
+
+#include "core/status.h"
+
+namespace cavs::scheduler::internal {
+
+using vertex::Node;
+using vertex::OpClass;
+using vertex::OpKind;
+
+int InstrCount(const Node& n) {
+  if (n.kind == OpKind::kConcat) return static_cast<int>(n.inputs.size());
+  if (n.kind == OpKind::kPadSlice) return 2;
+  return 1;
+}
+
+namespace {
+
+bool IsLeafOrView(OpKind k) {
+  return k == OpKind::kParam || k == OpKind::kPull || k == OpKind::kForwardValue ||
+         k == OpKind::kScatterGrad || k == OpKind::kPushGrad || k == OpKind::kSlice;
+}
+
+int NewBuffer(Compiled& c, int64_t width, bool backward_only, bool zero = false) {
+  c.buffers.push_back({width, zero, backward_only, false});
+  return static_cast<int>(c.buffers.size()) - 1;
+}
+
+// Concat inputs that can be produced straight into the Concat's columns get views there;
+// the Concat then costs nothing. Outer Concats first, so nested ones compose.
+void AliasConcats(Compiled& c, const vertex::Program& p, ProgramSchedule& s, bool backward) {
+  std::vector<char> aliased(p.nodes.size(), 0);
+  for (int id = static_cast<int>(p.nodes.size()) - 1; id >= 0; --id) {
+    const Node& n = p.nodes[id];
+    if (n.kind != OpKind::kConcat) continue;
+    bool ok = true;
+    for (size_t i = 0; i < n.inputs.size() && ok; ++i) {
+      const int in = n.inputs[i];
+      ok = !IsLeafOrView(p.nodes[in].kind) && !p.nodes[in].is_static() && !aliased[in] &&
+           s.views[in].buffer < 0;
+      for (size_t j = 0; j < i; ++j) ok = ok && n.inputs[j] != in;
+    }
+    if (!ok) continue;
+    if (s.views[id].buffer < 0) s.views[id] = {NewBuffer(c, n.width, backward), 0, n.width};
+    int64_t col = s.views[id].col;
+    for (int in : n.inputs) {
+      s.views[in] = {s.views[id].buffer, col, s.views[id].ld};
+      aliased[in] = 1;
+      col += p.nodes[in].width;
+    }
+    s.no_op[id] = 1;
+  }
+}
+
+void AssignViews(Compiled& c, const vertex::Function& f, const vertex::Program& p,
+                 ProgramSchedule& s, bool backward) {
+  for (int id = 0; id < static_cast<int>(p.nodes.size()); ++id) {
+    const Node& n = p.nodes[id];
+    if (n.is_static() || vertex::IsSink(n.kind)) {
+      s.no_op[id] = 1;
+      continue;
+    }
+    switch (n.kind) {
+      case OpKind::kPull: {
+        const int b = NewBuffer(c, n.width, false);
+        c.buffers[b].features = true;
+        s.views[id] = {b, 0, n.width};
+        s.no_op[id] = 1;
+        continue;
+      }
+      case OpKind::kSlice: {
+        const View in = s.views[n.inputs[0]];
+        s.views[id] = {in.buffer, in.col + n.begin, in.ld};
+        s.no_op[id] = 1;
+        continue;
+      }
+      case OpKind::kForwardValue:
+        s.views[id] = c.fwd.views[n.index];
+        s.no_op[id] = 1;
+        continue;
+      case OpKind::kScatterGrad:
+        for (size_t fi = 0; fi < f.scatter().size(); ++fi) {
+          if (f.scatter()[fi].name == n.field) s.views[id] = {c.field_grad[fi], 0, n.width};
+        }
+        s.no_op[id] = 1;
+        continue;
+      case OpKind::kPushGrad:
+        s.views[id] = n.index == 0 ? View{c.dlogits, 0, n.width}
+                                   : View{NewBuffer(c, n.width, true, true), 0, n.width};
+        s.no_op[id] = 1;
+        continue;
+      default:
+        if (s.views[id].buffer < 0) s.views[id] = {NewBuffer(c, n.width, backward), 0, n.width};
+    }
+  }
+}
+
+bool Fusable(const Node& n) { return vertex::IsElementwise(n.kind); }
+
+// Cuts one op class into steps: all ready single ops, then one maximal fused group, repeated.
+std::vector<Step> CutSteps(const vertex::Program& p, const ProgramSchedule& s, OpClass cls) {
+  const int n = static_cast<int>(p.nodes.size());
+  std::vector<char> done(n, 1);
+  std::vector<int> pending;
+  for (int id = 0; id < n; ++id) {
+    if (p.nodes[id].op_class == cls && !p.nodes[id].is_static()) {
+      done[id] = 0;
+      pending.push_back(id);
+    }
+  }
+  auto ready = [&](int id) {
+    for (int in : p.nodes[id].inputs) {
+      if (!done[in]) return false;
+    }
+    return true;
+  };
+  std::vector<Step> steps;
+  while (!pending.empty()) {
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (int id : pending) {
+        if (done[id] || !ready(id) || (Fusable(p.nodes[id]) && !s.no_op[id])) continue;
+        done[id] = 1;
+        progress = true;
+        if (!s.no_op[id] || vertex::IsSink(p.nodes[id].kind)) steps.push_back({false, {id}, 0});
+      }
+    }
+    Step group{true, {}, 0};
+    for (int id : pending) {
+      if (done[id] || !ready(id)) continue;
+      if (!s.no_op[id] && !Fusable(p.nodes[id])) continue;
+      if (s.no_op[id] && vertex::IsSink(p.nodes[id].kind)) continue;
+      done[id] = 1;
+      if (s.no_op[id]) continue;
+      group.nodes.push_back(id);
+      group.instrs += InstrCount(p.nodes[id]);
+    }
+    if (!group.nodes.empty()) steps.push_back(std::move(group));
+    std::vector<int> rest;
+    for (int id : pending) {
+      if (!done[id]) rest.push_back(id);
+    }
+    CAVS_CHECK(rest.size() < pending.size() || rest.empty(), "schedule made no progress");
+    pending.swap(rest);
+  }
+  return steps;
+}
+
+}  // namespace
+
+Compiled Compile(const vertex::Function& f) {
+  Compiled c;
+  const vertex::Program& fp = f.forward();
+  const vertex::Program& bp = f.backward();
+  c.fwd.views.assign(fp.nodes.size(), View());
+  c.fwd.no_op.assign(fp.nodes.size(), 0);
+  AliasConcats(c, fp, c.fwd, false);
+  AssignViews(c, f, fp, c.fwd, false);
+  if (!f.pushes().empty()) {
+    const int64_t classes = fp.nodes[f.pushes()[0]].width;
+    c.dlogits = NewBuffer(c, classes, false);  // the loss kernel writes it in inference too
+  }
+  for (const vertex::ScatterField& sf : f.scatter()) {
+    c.field_grad.push_back(NewBuffer(c, fp.nodes[sf.node].width, true, true));
+  }
+  c.bwd.views.assign(bp.nodes.size(), View());
+  c.bwd.no_op.assign(bp.nodes.size(), 0);
+  AliasConcats(c, bp, c.bwd, true);
+  AssignViews(c, f, bp, c.bwd, true);
+  for (int cls = 0; cls < 5; ++cls) {
+    c.fwd.steps[cls] = CutSteps(fp, c.fwd, static_cast<OpClass>(cls));
+    c.bwd.steps[cls] = CutSteps(bp, c.bwd, static_cast<OpClass>(cls));
+  }
+  return c;
+}
+
+}  // namespace cavs::scheduler::internal

@@ -1,0 +1,53 @@
+// The per-function part of the Engine: views (where each node's rows live) and steps (what
+// runs, op by op or as a fused element-wise group, in each op class). Internal to the
+// scheduler; see engine.h for the design.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "vertex/function.h"
+
+namespace cavs::scheduler::internal {
+
+// Where a per-vertex node's rows live: element (row, c) = buffer[row * ld + col + c].
+struct View {
+  int buffer = -1;  // -1: no rows (parameters, sinks)
+  int64_t col = 0;
+  int64_t ld = 0;
+};
+
+struct Buffer {
+  int64_t width = 0;
+  bool zero = false;           // zeroed before each batch (gradient accumulators)
+  bool backward_only = false;  // not allocated in inference
+  bool features = false;       // the pulled features, uploaded with the plan
+};
+
+struct Step {
+  bool fused = false;      // a group of element-wise nodes run by one Elementwise call
+  std::vector<int> nodes;  // one node unless fused
+  int instrs = 0;          // fused: instructions per call
+};
+
+struct ProgramSchedule {
+  std::vector<View> views;
+  std::vector<char> no_op;                 // views of other nodes, leaves, free Concats
+  std::array<std::vector<Step>, 5> steps;  // by vertex::OpClass
+};
+
+struct Compiled {
+  std::vector<Buffer> buffers;
+  ProgramSchedule fwd, bwd;
+  int dlogits = -1;             // buffer of d loss / d push 0
+  std::vector<int> field_grad;  // scatter field -> its gradient accumulator buffer
+};
+
+// Builds views and steps for `f` (forward and backward).
+Compiled Compile(const vertex::Function& f);
+
+// Instructions the fused step's node emits (Concat: one per input; PadSlice: two; else one).
+int InstrCount(const vertex::Node& n);
+
+}  // namespace cavs::scheduler::internal

@@ -1,0 +1,69 @@
+// Plan: how one batch of graphs runs — rounds, the round-major vertex order, and every index
+// array the kernels read — built on the host in one O(V + E) pass.
+//
+// Rows. The batch's vertices are renumbered round-major: round r owns rows
+// [round_offsets[r], round_offsets[r + 1]), so a round's ops read and write contiguous rows of
+// every [num_rows, width] buffer. A vertex's uid is its index in input order (graph offsets
+// plus its id in its graph); uid_of_row maps back.
+//
+// Index arrays. All int32 arrays live in one vector (`ints`) at the offsets below, so a device
+// executor uploads a batch's plan in one transfer. Child rows are rows (not uids), -1 where a
+// slot is empty; the reduction CSR lists the children's rows of every row.
+//
+// Policies (all give the same results; they differ in how many rounds and how full):
+//   - kHeight (default): round = height (leaves are round 0); the fewest rounds.
+//   - kDepth: round = (max depth - depth), depth counted from the roots: top-down order, the
+//     rounds a top-down function needs.
+//   - kAgenda: DyNet-style agenda: each round takes the ready vertices (all children done), at
+//     most `max_round_rows` of them, oldest uid first; bounds a round's memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/graph.h"
+#include "vertex/function.h"
+
+namespace cavs::scheduler {
+
+enum class Policy { kHeight, kDepth, kAgenda };
+[[nodiscard]] absl::StatusOr<Policy> ParsePolicy(const std::string& name);
+
+struct PlanOptions {
+  Policy policy = Policy::kHeight;
+  int64_t max_round_rows = 0;  // kAgenda: cap per round (0: no cap)
+};
+
+struct Plan {
+  int64_t num_rows = 0;
+  int num_rounds = 0;
+  std::vector<int64_t> round_offsets;  // num_rounds + 1
+
+  std::vector<int32_t> ints;  // every index array below, back to back
+  // Offsets into `ints` (each array is num_rows long unless noted; -1 in an entry: absent).
+  std::vector<int64_t> child_rows;     // per gather slot k = 0..max_slot: row of child k
+  int64_t reduce_offsets = -1;         // num_rows + 1 CSR offsets into reduce_ids (if reductions)
+  int64_t reduce_ids = -1;             // children's rows, in slot order
+  int64_t tokens = -1;                 // token per row (-1: none)
+  int64_t labels = -1;                 // label per row (-1: unlabelled)
+  int64_t uids = -1;                   // uid per row
+  int64_t token_slot = -1;             // per row: index into unique_tokens, or -1
+  std::vector<int64_t> unique_tokens;  // sorted distinct tokens of the batch
+  std::vector<float> features;         // [num_rows, feature width] row-major, or empty
+  std::vector<int64_t> row_of_uid;     // uid -> row
+  std::vector<int64_t> graph_offsets;  // uid of each graph's vertex 0; size graphs + 1
+  int64_t labelled = 0;                // rows with a label
+  bool unique_parents = true;          // no vertex is a child of two slots (trees, chains)
+
+  const int32_t* Ints(int64_t offset) const { return ints.data() + offset; }
+  int64_t RoundRows(int r) const { return round_offsets[r + 1] - round_offsets[r]; }
+};
+
+// Builds the plan for `graphs` under `f`. REQUIRES: the batch passed ValidateBatch(f, graphs).
+[[nodiscard]] absl::StatusOr<Plan> BuildPlan(const vertex::Function& f,
+                                             const std::vector<Graph>& graphs,
+                                             const PlanOptions& options = {});
+
+}  // namespace cavs::scheduler

@@ -1,0 +1,214 @@
+// The batched engine against the serial reference executor: forward outputs, loss and every
+// gradient on random trees, chains and DAGs, for every policy and batch sizes 1 to 512.
+#include "scheduler/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/allocator.h"
+#include "core/random.h"
+#include "scheduler/reference_executor.h"
+#include "tests/scheduler/random_graphs.h"
+#include "vertex/models.h"
+
+namespace cavs::scheduler {
+namespace {
+
+using testing::RandomChain;
+using testing::RandomDag;
+using testing::RandomTree;
+
+constexpr double kTolerance = 1e-5;
+
+vertex::models::CellConfig Cell() {
+  vertex::models::CellConfig c;
+  c.vocab = 50;
+  c.embed = 8;
+  c.hidden = 6;
+  c.classes = 5;
+  return c;
+}
+
+// max |a - b| / max(max |b|, 1e-3): the error relative to the tensor's scale.
+double RelErr(const std::vector<float>& a, const std::vector<double>& b) {
+  double err = 0, scale = 1e-3;
+  for (size_t i = 0; i < b.size(); ++i) {
+    err = std::max(err, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return err / scale;
+}
+
+std::vector<float> DenseGrad(const core::Parameter& p) {
+  if (!p.sparse_grad) return p.grad.ToVector();
+  std::vector<float> out(p.value.numel(), 0.0f);
+  const std::vector<float> rows = p.grad_values.ToVector();
+  const int64_t w = p.value.cols();
+  for (size_t i = 0; i < p.grad_rows.size(); ++i) {
+    for (int64_t j = 0; j < w; ++j) out[p.grad_rows[i] * w + j] += rows[i * w + j];
+  }
+  return out;
+}
+
+void ExpectMatchesReference(const vertex::Function& f, const std::vector<Graph>& graphs,
+                            const PlanOptions& plan, const RunOptions& options,
+                            const std::string& what) {
+  SCOPED_TRACE(what);
+  core::ParameterStore store(7);
+  EngineOptions eo;
+  eo.plan = plan;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(&f, &store, eo);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_TRUE(store.ZeroGrad().ok());
+  core::CpuAllocator::Global()->ResetPeak();
+  const int64_t before = core::CpuAllocator::Global()->stats().bytes_in_use;
+  absl::StatusOr<RunResult> got = (*engine)->Run(graphs, options);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const int64_t peak = core::CpuAllocator::Global()->stats().peak_bytes_in_use - before;
+  const EngineStats& st = (*engine)->stats();
+  EXPECT_LE(peak, 2 * (st.arena_bytes + st.upload_bytes) + 65536) << "memory beyond the plan";
+  absl::StatusOr<ReferenceResult> want =
+      RunReference(f, graphs, SnapshotParameters(f, store), options);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(got->labelled, want->run.labelled);
+  EXPECT_NEAR(got->loss_sum, want->run.loss_sum, kTolerance * std::max(1.0, want->run.loss_sum));
+  ASSERT_EQ(got->outputs.size(), want->run.outputs.size());
+  for (size_t g = 0; g < got->outputs.size(); ++g) {
+    std::vector<double> ref(want->run.outputs[g].begin(), want->run.outputs[g].end());
+    EXPECT_LT(RelErr(got->outputs[g], ref), kTolerance) << "outputs of graph " << g;
+  }
+  if (!options.backward) return;
+  for (const vertex::ParamInfo& p : f.params()) {
+    EXPECT_LT(RelErr(DenseGrad(*store.Find(p.name)), want->grads.at(p.name)), kTolerance)
+        << "gradient of " << p.name;
+  }
+}
+
+std::vector<Graph> Trees(core::Rng& rng, int count, int max_leaves) {
+  std::vector<Graph> gs;
+  for (int i = 0; i < count; ++i) {
+    gs.push_back(RandomTree(rng, 1 + static_cast<int>(rng.UniformInt(max_leaves)),
+                            {.vocab = 50, .classes = 5}));
+  }
+  return gs;
+}
+
+RunOptions Options() {
+  RunOptions o;
+  o.keep_outputs = true;
+  o.dropout_seed = 3;
+  return o;
+}
+
+TEST(EngineTest, TreeCellsEveryPolicyAndBatchSize) {
+  const vertex::models::CellConfig c = Cell();
+  core::Rng rng(1);
+  for (auto f : {vertex::models::BinaryTreeLstm(c), vertex::models::TreeFc(c),
+                 vertex::models::TreeGru(c), vertex::models::ChildSumTreeLstm(c, 2)}) {
+    ASSERT_TRUE(f.ok()) << f.status();
+    for (int batch : {1, 7, 64}) {
+      const std::vector<Graph> gs = Trees(rng, batch, 12);
+      for (Policy policy : {Policy::kHeight, Policy::kDepth, Policy::kAgenda}) {
+        PlanOptions po{policy, policy == Policy::kAgenda ? 5 : 0};
+        ExpectMatchesReference(*f, gs, po, Options(),
+                               f->name() + " batch " + std::to_string(batch) + " policy " +
+                                   std::to_string(static_cast<int>(policy)));
+      }
+    }
+  }
+}
+
+TEST(EngineTest, Batch512AndSingleVertexGraphs) {
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  core::Rng rng(2);
+  std::vector<Graph> gs = Trees(rng, 512, 20);
+  for (int i = 0; i < 20; ++i) gs[i * 7] = RandomTree(rng, 1, {.vocab = 50, .classes = 5});
+  ExpectMatchesReference(*f, gs, {}, Options(), "512 trees");
+  RunOptions inference = Options();
+  inference.backward = false;
+  ExpectMatchesReference(*f, gs, {}, inference, "512 trees, inference");
+}
+
+TEST(EngineTest, SequenceCellsOnChains) {
+  const vertex::models::CellConfig c = Cell();
+  core::Rng rng(3);
+  std::vector<Graph> gs = {RandomChain(rng, 1000, {.vocab = 50, .classes = 5})};
+  for (int i = 0; i < 30; ++i) {
+    gs.push_back(
+        RandomChain(rng, 1 + static_cast<int>(rng.UniformInt(40)), {.vocab = 50, .classes = 5}));
+  }
+  for (auto f : {vertex::models::Lstm(c), vertex::models::Gru(c)}) {
+    ASSERT_TRUE(f.ok());
+    for (Policy policy : {Policy::kHeight, Policy::kDepth, Policy::kAgenda}) {
+      ExpectMatchesReference(*f, gs, {policy, 16}, Options(), f->name());
+    }
+  }
+}
+
+// Every op, DAGs with shared children and wide fan-in, reductions, dropout, features.
+TEST(EngineTest, EveryOpOnDags) {
+  using namespace vertex;
+  absl::StatusOr<Function> f = Define("every_op", [](Vertex& v) {
+    Expr x = v.pull(3);
+    Expr e = v.embed("emb", 50, 3);
+    State s = v.gather_sum(), m = v.gather_mean(), mx = v.gather_max(), c0 = v.gather(0);
+    Expr in = Concat({x, e, s["h"], m["h"], mx["h"], c0["h"]});
+    Expr a = MatMul(in, v.param("W", {14, 4})) - v.param("bias", {4});
+    Expr b = Relu(a) * v.param("gain", {1, 4}) + Neg(Tanh(Slice(a, 0, 4)));
+    Expr d = Dropout(Scale(b, 0.5f, 0.25f), 0.3f, 9);
+    Expr h = Sigmoid(Concat({d, Slice(d, 0, 2)})) *
+             Tanh(Concat({Sum(d), d, Slice(d, 1, 2)}) * Concat({x, x}));
+    v.scatter({{"h", Slice(h, 0, 2)}});
+    v.push(MatMul(OneMinus(h), v.param("out", {6, 5})));
+  });
+  ASSERT_TRUE(f.ok()) << f.status();
+  core::Rng rng(4);
+  std::vector<Graph> gs;
+  for (int i = 0; i < 40; ++i) {
+    Graph g =
+        RandomDag(rng, 1 + static_cast<int>(rng.UniformInt(30)), 6, {.vocab = 50, .classes = 5});
+    g.feature_dim = 3;
+    for (int j = 0; j < 3 * g.num_vertices(); ++j) g.features.push_back(rng.Uniform() - 0.5f);
+    gs.push_back(std::move(g));
+  }
+  for (Policy policy : {Policy::kHeight, Policy::kDepth, Policy::kAgenda}) {
+    ExpectMatchesReference(*f, gs, {policy, 9}, Options(), "every op");
+  }
+  RunOptions sum = Options();
+  sum.loss = RunOptions::Loss::kSum;
+  sum.training = false;
+  ExpectMatchesReference(*f, gs, {}, sum, "every op, summed loss, eval");
+}
+
+TEST(EngineTest, BadBatchIsAnError) {
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  core::ParameterStore store(1);
+  auto engine = Engine::Create(&*f, &store);
+  ASSERT_TRUE(engine.ok());
+  Graph cyc;
+  cyc.AddVertex({1});
+  cyc.AddVertex({0});
+  absl::StatusOr<RunResult> r = (*engine)->Run({Graph::Chain(2), cyc}, RunOptions());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sample 1"), std::string::npos) << r.status();
+  EXPECT_TRUE((*engine)->Run({}, RunOptions()).ok());  // an empty batch is fine
+}
+
+TEST(EngineTest, LaunchesPerRound) {
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  core::ParameterStore store(1);
+  auto engine = Engine::Create(&*f, &store);
+  ASSERT_TRUE(engine.ok());
+  // Four gathers (h and c of two children, written straight into the Concat), one GEMM and
+  // one fused element-wise kernel.
+  EXPECT_LE((*engine)->ForwardLaunchesPerRound(), 6);
+  EXPECT_LE((*engine)->BackwardLaunchesPerRound(), 8);
+}
+
+}  // namespace
+}  // namespace cavs::scheduler
