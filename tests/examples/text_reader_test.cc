@@ -1,0 +1,118 @@
+#include "examples/data/text_reader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "scheduler/graph.h"
+#include "tests/examples/data_test_util.h"
+
+namespace cavs::examples {
+namespace {
+
+using ::cavs::examples::testing::FileExists;
+using ::cavs::examples::testing::Msg;
+using ::cavs::examples::testing::WriteTemp;
+
+constexpr char kTrain[] = " the cat sat \n\n \t \n the dog sat on the cat\n a <unk> ran\n";
+
+Vocabulary TrainVocab() {
+  absl::StatusOr<Vocabulary> v = BuildTextVocabulary(WriteTemp("lm_train.txt", kTrain));
+  EXPECT_TRUE(v.ok()) << v.status();
+  return v.ok() ? *std::move(v) : Vocabulary();
+}
+
+TEST(TextReaderTest, VocabularyFromTrainingFile) {
+  const Vocabulary v = TrainVocab();
+  // <unk> <s> </s>, then the(3) cat(2) sat(2), then a dog on ran (1 each, byte order).
+  const std::vector<std::string> expected = {"<unk>", "<s>", "</s>", "the", "cat",
+                                             "sat",   "a",   "dog",  "on",  "ran"};
+  ASSERT_EQ(v.size(), static_cast<int32_t>(expected.size()));
+  for (int32_t id = 0; id < v.size(); ++id) EXPECT_EQ(v.Word(id), expected[id]);
+  absl::StatusOr<Vocabulary> frequent =
+      BuildTextVocabulary(::testing::TempDir() + "lm_train.txt", 2);
+  ASSERT_TRUE(frequent.ok());
+  EXPECT_EQ(frequent->size(), 6);
+}
+
+TEST(TextReaderTest, SentencesAreChainsPredictingTheNextWord) {
+  const Vocabulary v = TrainVocab();
+  absl::StatusOr<std::vector<TextSentence>> s = ReadTextString(kTrain, v);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 3u);  // blank and whitespace-only lines skipped
+  const TextSentence& first = (*s)[0];
+  EXPECT_EQ(first.words, (std::vector<std::string>{"the", "cat", "sat"}));
+  const scheduler::Graph& g = first.graph;
+  ASSERT_EQ(g.num_vertices(), 4);
+  EXPECT_EQ(g.child(0, 0), -1);
+  for (int t = 1; t < 4; ++t) {
+    EXPECT_EQ(g.num_children(t), 1);
+    EXPECT_EQ(g.child(t, 0), t - 1);
+  }
+  const int32_t bos = v.Id("<s>"), eos = v.Id("</s>");
+  EXPECT_EQ(g.tokens, (std::vector<int32_t>{bos, v.Id("the"), v.Id("cat"), v.Id("sat")}));
+  EXPECT_EQ(g.labels, (std::vector<int32_t>{v.Id("the"), v.Id("cat"), v.Id("sat"), eos}));
+  EXPECT_TRUE(scheduler::ValidateGraph(g, 0, 1).ok());
+  EXPECT_EQ(g.Roots(), (std::vector<int32_t>{3}));
+  // "<unk>" in the text is the unknown token.
+  EXPECT_EQ((*s)[2].graph.tokens[2], Vocabulary::kUnkId);
+}
+
+TEST(TextReaderTest, WithoutBeginTokenAndUnknownWords) {
+  const Vocabulary v = TrainVocab();
+  TextReadOptions options;
+  options.add_begin_token = false;
+  absl::StatusOr<std::vector<TextSentence>> s = ReadTextString("zebra\tcat\n", v, options);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 1u);
+  EXPECT_EQ((*s)[0].graph.tokens, (std::vector<int32_t>{Vocabulary::kUnkId, v.Id("cat")}));
+  EXPECT_EQ((*s)[0].graph.labels, (std::vector<int32_t>{v.Id("cat"), v.Id("</s>")}));
+}
+
+TEST(TextReaderTest, Errors) {
+  const Vocabulary v = TrainVocab();
+  absl::StatusOr<std::vector<TextSentence>> s =
+      ReadTextString(std::string("a b\nthe c\0t\n", 11), v, {}, "p.txt");
+  EXPECT_EQ(Msg(s.status()), "p.txt:2:6: invalid control byte '\\x00'");
+  TextReadOptions small;
+  small.max_line_bytes = 8;
+  s = ReadTextString("a b\nthe cat sat\n", v, small, "p.txt");
+  EXPECT_EQ(Msg(s.status()), "p.txt:2:9: line longer than 8 bytes");
+  s = ReadTextString("a b\n", Vocabulary(), {}, "p.txt");
+  EXPECT_EQ(Msg(s.status()), "vocabulary for 'p.txt' lacks </s>");
+  EXPECT_EQ(ReadTextFile(::testing::TempDir() + "none.txt", v).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(TextReaderTest, LoadDataset) {
+  const std::string train = WriteTemp("lm_ds_train.txt", kTrain);
+  const std::string valid = WriteTemp("lm_ds_valid.txt", "the emu sat\n");
+  absl::StatusOr<TextDataset> d = LoadTextDataset(train, valid);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->train.size(), 3u);
+  ASSERT_EQ(d->valid.size(), 1u);
+  EXPECT_TRUE(d->test.empty());
+  EXPECT_EQ(d->valid[0].graph.tokens[2], Vocabulary::kUnkId);  // "emu" is not in train
+  const std::string empty = WriteTemp("lm_ds_empty.txt", "\n\n");
+  EXPECT_EQ(Msg(LoadTextDataset(empty, valid).status()), "no sentences in '" + empty + "'");
+}
+
+TEST(TextReaderTest, RealPtbValid) {
+  const char* env = std::getenv("CAVS_PTB_DIR");
+  const std::string path =
+      std::string(env != nullptr ? env : CAVS_SOURCE_DIR "/../shared/data/ptb") + "/valid.txt";
+  if (!FileExists(path)) GTEST_SKIP() << "no " << path << " (set CAVS_PTB_DIR)";
+  absl::StatusOr<TextDataset> d = LoadTextDataset(path, "");
+  ASSERT_TRUE(d.ok()) << d.status();
+  int64_t words = 0;
+  for (const TextSentence& s : d->train) words += static_cast<int64_t>(s.words.size());
+  std::printf("PTB valid: %zu sentences, %lld words, vocabulary %d\n", d->train.size(),
+              static_cast<long long>(words), d->vocabulary.size());
+  EXPECT_EQ(d->train.size(), 3370u);
+  EXPECT_EQ(d->vocabulary.Id("<unk>"), Vocabulary::kUnkId);
+}
+
+}  // namespace
+}  // namespace cavs::examples

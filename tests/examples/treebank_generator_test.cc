@@ -1,0 +1,185 @@
+#include "examples/data/treebank_generator.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "tests/examples/data_test_util.h"
+
+namespace cavs::examples {
+namespace {
+
+TEST(SplitMix64Test, MatchesTheReferenceSequence) {
+  // Reference values of Vigna's splitmix64.c for seed 0.
+  SplitMix64 rng(0);
+  EXPECT_EQ(rng.Next(), 0xe220a8397b1dcdafULL);
+  EXPECT_EQ(rng.Next(), 0x6e789e6aa1b965f4ULL);
+  EXPECT_EQ(rng.Next(), 0x06c45d188009454fULL);
+}
+
+TEST(LexiconTest, ClassesAndUniqueWords) {
+  const Lexicon lex = Lexicon::Make(7, 500);
+  absl::flat_hash_set<std::string> seen;
+  for (const LexiconEntry& e : lex.entries()) EXPECT_TRUE(seen.insert(e.word).second) << e.word;
+  EXPECT_EQ(lex.entries().size(), 40u + 4 + 6 + 5 + 2 + 500);  // function, operators, content
+  EXPECT_EQ(lex.Find("not")->word_class, WordClass::kNegator);
+  EXPECT_EQ(lex.Find("very")->word_class, WordClass::kIntensifier);
+  EXPECT_EQ(lex.Find("somewhat")->word_class, WordClass::kDiminisher);
+  EXPECT_EQ(lex.Find("but")->word_class, WordClass::kContrast);
+  EXPECT_EQ(lex.Find("the")->word_class, WordClass::kNeutral);
+  EXPECT_EQ(lex.Find("zzz"), nullptr);
+  for (int score : {60, 100, 200, -60, -100, -200}) {
+    EXPECT_FALSE(lex.OfClass(WordClass::kSentiment, score).empty()) << score;
+  }
+}
+
+TEST(RuleTest, ScoreToLabelBoundaries) {
+  const std::vector<std::pair<int, int>> cases = {{-300, 0}, {-150, 0}, {-149, 1}, {-50, 1},
+                                                  {-49, 2},  {0, 2},    {49, 2},   {50, 3},
+                                                  {149, 3},  {150, 4},  {300, 4}};
+  for (auto [score, label] : cases) EXPECT_EQ(ScoreToLabel(score), label) << score;
+}
+
+// The rule on hand-built trees, with words of known classes from the lexicon.
+class RuleOnTreesTest : public ::testing::Test {
+ protected:
+  const Lexicon lex_ = Lexicon::Make(kSyntheticSeed, kSyntheticContentWords);
+  std::string Word(int score) const {
+    return lex_.entries()[lex_.OfClass(WordClass::kSentiment, score).front()].word;
+  }
+  // Root score of `tree`, an SST line whose words G/B are replaced by +100/-100 words and
+  // g by a +60 word.
+  int Root(std::string tree) const {
+    for (auto [from, score] : {std::pair<char, int>{'G', 100}, {'B', -100}, {'g', 60}}) {
+      for (size_t at; (at = tree.find(std::string(" ") + from + ")")) != std::string::npos;) {
+        tree.replace(at + 1, 1, Word(score));
+      }
+    }
+    absl::StatusOr<SstTree> t = ParseSstTree(tree);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? RuleScores(*t, lex_).back() : -999;
+  }
+};
+
+TEST_F(RuleOnTreesTest, OperatorsActOnTheirSiblingPhrase) {
+  EXPECT_EQ(Root("(2 (2 the) (2 G))"), 100);
+  EXPECT_EQ(Root("(2 (2 not) (2 G))"), -80);  // negation flips and damps
+  EXPECT_EQ(Root("(2 (2 not) (2 B))"), 80);
+  EXPECT_EQ(Root("(2 (2 very) (2 G))"), 200);                     // intensifier doubles
+  EXPECT_EQ(Root("(2 (2 somewhat) (2 B))"), -50);                 // diminisher halves
+  EXPECT_EQ(Root("(2 (2 G) (2 (2 but) (2 B)))"), 100 / 4 - 100);  // "but": the right dominates
+  EXPECT_EQ(Root("(2 (2 (2 but) (2 B)) (2 G))"), 0);              // a left "but" phrase just adds
+  EXPECT_EQ(Root("(2 (2 G) (2 not))"), 100);                      // an operator with no scope
+  EXPECT_EQ(Root("(2 (2 very) (2 (2 very) (2 (2 G) (2 G))))"), 300);  // clamped at 300
+  EXPECT_EQ(Root("(2 (2 not) (2 (2 very) (2 g)))"), -96);             // -(2 * 60) * 4 / 5
+}
+
+TEST_F(RuleOnTreesTest, SameWordsDifferentTreesDifferentLabels) {
+  // A bag of words cannot tell these apart; the scope of "not" decides.
+  const int narrow = Root("(2 (2 (2 not) (2 G)) (2 G))");  // (not G) G
+  const int wide = Root("(2 (2 not) (2 (2 G) (2 G)))");    // not (G G)
+  EXPECT_EQ(narrow, 20);
+  EXPECT_EQ(wide, -160);
+  EXPECT_NE(ScoreToLabel(narrow), ScoreToLabel(wide));
+}
+
+TEST(TreebankGeneratorTest, DeterministicAndSeeded) {
+  const std::string a = SyntheticSplitText(1, 300, 0, 50);
+  EXPECT_EQ(a, SyntheticSplitText(1, 300, 0, 50));
+  EXPECT_NE(a, SyntheticSplitText(2, 300, 0, 50));
+  EXPECT_NE(a, SyntheticSplitText(1, 300, 1, 50));
+  // A longer run starts with the same trees.
+  EXPECT_EQ(SyntheticSplitText(1, 300, 0, 80).substr(0, a.size()), a);
+}
+
+std::string ShippedFile(const std::string& name) {
+  return std::string(CAVS_SOURCE_DIR) + "/data/synthetic/" + name;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+struct Split {
+  const char* file;
+  int index;
+  int size;
+};
+constexpr std::array<Split, 3> kSplits = {{{"train.txt", 0, kSyntheticTrain},
+                                           {"dev.txt", 1, kSyntheticDev},
+                                           {"test.txt", 2, kSyntheticTest}}};
+
+TEST(TreebankGeneratorTest, ShippedFilesAreReproducedByteForByte) {
+  for (const Split& s : kSplits) {
+    const std::string shipped = ReadAll(ShippedFile(s.file));
+    ASSERT_FALSE(shipped.empty()) << ShippedFile(s.file);
+    const std::string generated =
+        SyntheticSplitText(kSyntheticSeed, kSyntheticContentWords, s.index, s.size);
+    // Not EXPECT_EQ: a megabyte diff helps no one. Regenerate with the command in
+    // data/README.md if the generator changed on purpose.
+    EXPECT_TRUE(shipped == generated)
+        << s.file << " drifted from the generator (" << shipped.size() << " vs " << generated.size()
+        << " bytes); see data/README.md";
+  }
+}
+
+// Label statistics of the shipped splits, and agreement with the rule.
+TEST(TreebankGeneratorTest, ShippedLabelsAreReasonableAndFollowTheRule) {
+  const Lexicon lex = Lexicon::Make(kSyntheticSeed, kSyntheticContentWords);
+  for (const Split& s : kSplits) {
+    absl::StatusOr<std::vector<SstTree>> trees = ReadSstFile(ShippedFile(s.file));
+    ASSERT_TRUE(trees.ok()) << trees.status();
+    ASSERT_EQ(static_cast<int>(trees->size()), s.size);
+    std::array<int64_t, 5> roots{}, nodes{};
+    int64_t words = 0, agree = 0, total = 0, bag_differs = 0;
+    size_t max_words = 0;
+    for (const SstTree& t : *trees) {
+      ASSERT_TRUE(ValidateSstTree(t).ok()) << ValidateSstTree(t);
+      ++roots[t.graph.labels.back()];
+      for (int32_t label : t.graph.labels) ++nodes[label];
+      words += static_cast<int64_t>(t.words.size());
+      max_words = std::max(max_words, t.words.size());
+      const std::vector<int> scores = RuleScores(t, lex);
+      for (size_t v = 0; v < scores.size(); ++v)
+        agree += ScoreToLabel(scores[v]) == t.graph.labels[v];
+      total += static_cast<int64_t>(scores.size());
+      int bag = 0;  // the root's score if operators had no scope: the plain sum of word scores
+      for (const std::string& w : t.words) {
+        const LexiconEntry* e = lex.Find(w);
+        if (e != nullptr && e->word_class == WordClass::kSentiment) bag += e->score;
+      }
+      bag_differs += ScoreToLabel(std::clamp(bag, -300, 300)) != ScoreToLabel(scores.back());
+    }
+    const double n = static_cast<double>(s.size);
+    std::printf(
+        "%s: %d trees, %.1f words/tree (max %zu), roots 0-4: %.3f %.3f %.3f %.3f %.3f, "
+        "nodes 0-4: %.3f %.3f %.3f %.3f %.3f, rule agreement %.3f, root label changed "
+        "by structure %.3f\n",
+        s.file, s.size, words / n, max_words, roots[0] / n, roots[1] / n, roots[2] / n,
+        roots[3] / n, roots[4] / n, nodes[0] / double(total), nodes[1] / double(total),
+        nodes[2] / double(total), nodes[3] / double(total), nodes[4] / double(total),
+        agree / double(total), bag_differs / n);
+    for (int c = 0; c < 5; ++c) {
+      EXPECT_GT(roots[c], s.size / 20) << "root class " << c;  // each class at least 5%
+      EXPECT_LT(roots[c], s.size / 2) << "root class " << c;   // none dominates
+    }
+    EXPECT_GT(words / n, 16.0);
+    EXPECT_LT(words / n, 23.0);
+    EXPECT_LE(max_words, 50u);
+    EXPECT_GT(agree / double(total), 0.95);  // noise is 3% of nodes
+    EXPECT_LT(agree / double(total), 0.99);
+    EXPECT_GT(bag_differs / n, 0.2);  // structure changes the root's label often
+  }
+}
+
+}  // namespace
+}  // namespace cavs::examples
