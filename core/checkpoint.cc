@@ -181,22 +181,27 @@ absl::Status WriteAtomically(const std::string& path,
   return SyncDirectory(dir);
 }
 
-void WriteTensorEntry(CheckpointWriter& w, CheckpointEntryKind kind, const std::string& name,
-                      const Tensor& t) {
+absl::Status WriteTensorEntry(CheckpointWriter& w, CheckpointEntryKind kind,
+                              const std::string& name, const Tensor& t) {
+  // A device tensor goes through a host copy, one tensor at a time.
+  Tensor host = t;
+  if (!t.device().is_cpu()) {
+    absl::StatusOr<Tensor> copy = t.CopyTo(Device::Cpu());
+    if (!copy.ok()) {
+      return absl::Status(
+          copy.status().code(),
+          absl::StrCat("copying '", name, "' to the host: ", copy.status().message()));
+    }
+    host = *std::move(copy);
+  }
   w.AppendInt(static_cast<uint8_t>(kind));
   w.AppendString(name);
-  w.AppendInt(static_cast<uint8_t>(t.dtype()));
-  w.AppendInt(static_cast<uint8_t>(t.shape().rank()));
-  for (int64_t d : t.shape().dims()) w.AppendInt(d);
-  w.AppendInt(static_cast<uint64_t>(t.nbytes()));
-  if (t.device().is_cpu()) {
-    w.Append(t.raw_data(), t.nbytes());
-    return;
-  }
-  // A device tensor goes through a host copy, one tensor at a time.
-  absl::StatusOr<Tensor> host = t.CopyTo(Device::Cpu());
-  CAVS_CHECK(host.ok(), "copying ", name, " to the host: ", host.status().ToString());
-  w.Append(host->raw_data(), host->nbytes());
+  w.AppendInt(static_cast<uint8_t>(host.dtype()));
+  w.AppendInt(static_cast<uint8_t>(host.shape().rank()));
+  for (int64_t d : host.shape().dims()) w.AppendInt(d);
+  w.AppendInt(static_cast<uint64_t>(host.nbytes()));
+  w.Append(host.raw_data(), host.nbytes());
+  return w.status();
 }
 
 absl::Status CheckSaveArguments(const std::string& path, int64_t step,
@@ -251,10 +256,10 @@ absl::Status SaveCheckpoint(const std::string& path, const ParameterStore& store
       w.Append(value.data(), value.size());
     }
     for (const auto& p : store.parameters()) {
-      WriteTensorEntry(w, CheckpointEntryKind::kParameter, p->name, p->value);
+      CAVS_RETURN_IF_ERROR(WriteTensorEntry(w, CheckpointEntryKind::kParameter, p->name, p->value));
     }
     for (const auto& [name, t] : state) {
-      WriteTensorEntry(w, CheckpointEntryKind::kOptimizerState, name, t);
+      CAVS_RETURN_IF_ERROR(WriteTensorEntry(w, CheckpointEntryKind::kOptimizerState, name, t));
     }
     return w.status();
   });

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/random.h"
 
 namespace cavs::core {
@@ -456,6 +457,68 @@ TEST_F(CheckpointTest, LatestCheckpointPicksTheNewestCompleteFile) {
   absl::StatusOr<std::string> latest = LatestCheckpoint(dir_);
   ASSERT_TRUE(latest.ok()) << latest.status();
   EXPECT_EQ(*latest, CheckpointPath(dir_, 20));  // numeric order: 20 > 5
+}
+
+// A stand-in "cuda:0" whose memory is host memory: it takes the device code paths (copies through
+// the backend, optimizer kernels from the registry) without a GPU. Registered only by the test
+// below; each test runs in its own process under ctest.
+class HostMemoryDevice final : public Backend {
+ public:
+  Device device() const override { return Device::Cuda(0); }
+  Allocator* allocator() override { return CpuAllocator::Global(); }
+  absl::Status CopyFromHost(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    ++copies;
+    return absl::OkStatus();
+  }
+  absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override {
+    return CopyFromHost(dst, src, bytes);
+  }
+  absl::Status CopyWithin(void* dst, const void* src, size_t bytes) override {
+    return CopyFromHost(dst, src, bytes);
+  }
+  absl::Status SetZero(void* dst, size_t bytes) override {
+    std::memset(dst, 0, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+  int copies = 0;
+};
+
+TEST(DeviceCheckpointTest, DeviceParametersTrainSaveAndLoadLikeHostOnes) {
+  if (DeviceAvailable(DeviceType::kCuda)) GTEST_SKIP() << "a real CUDA backend is linked";
+  static HostMemoryDevice* device = new HostMemoryDevice();
+  RegisterBackendFactory(DeviceType::kCuda, [](int) -> absl::StatusOr<Backend*> { return device; });
+  ParameterStore dev_store(7, Device::Cuda(0)), host_store(7);
+  BuildModel(dev_store);
+  BuildModel(host_store);
+  auto dev_adam = MakeAdam(), host_adam = MakeAdam();
+  EXPECT_EQ(dev_adam->Step(dev_store).code(), absl::StatusCode::kFailedPrecondition);  // no kernels
+  RegisterOptimizerKernels(DeviceType::kCuda, CpuOptimizerKernels());  // host memory: CPU math
+  for (int k = 0; k < 3; ++k) {
+    TrainStep(dev_store, *dev_adam, k);
+    TrainStep(host_store, *host_adam, k);
+  }
+  EXPECT_EQ(dev_store.parameters()[0]->value.device(), Device::Cuda(0));
+  EXPECT_EQ(Values(dev_store), Values(host_store));
+  const std::string dir = MakeTempDir();
+  const std::string dev_path = dir + "/dev.cavs", host_path = dir + "/host.cavs";
+  ASSERT_TRUE(SaveCheckpoint(dev_path, dev_store, dev_adam.get(), 3).ok());
+  ASSERT_TRUE(SaveCheckpoint(host_path, host_store, host_adam.get(), 3).ok());
+  EXPECT_EQ(ReadBytes(dev_path), ReadBytes(host_path));  // the device does not show in the file
+
+  ParameterStore loaded(8, Device::Cuda(0));
+  BuildModel(loaded);
+  auto loaded_adam = MakeAdam();
+  const int copies_before = device->copies;
+  ASSERT_TRUE(LoadCheckpoint(host_path, loaded, loaded_adam.get()).ok());
+  EXPECT_GE(device->copies - copies_before, 9);  // 3 parameters and 6 state tensors
+  EXPECT_EQ(Values(loaded), Values(host_store));
+  TrainStep(loaded, *loaded_adam, 3);
+  TrainStep(host_store, *host_adam, 3);
+  EXPECT_EQ(Values(loaded), Values(host_store));
+  RegisterOptimizerKernels(DeviceType::kCuda, nullptr);
+  fs::remove_all(dir);
 }
 
 }  // namespace
