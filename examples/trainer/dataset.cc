@@ -1,0 +1,192 @@
+#include "examples/trainer/dataset.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/random.h"
+#include "core/status.h"
+#include "examples/data/sst_reader.h"
+#include "examples/data/text_reader.h"
+#include "examples/data/vocabulary.h"
+#include "examples/trainer/model_registry.h"
+
+namespace cavs::trainer {
+namespace {
+
+using Sentences = std::vector<std::vector<std::string>>;
+
+struct Paths {
+  std::string train, dev, test;
+};
+
+Paths ResolvePaths(const TrainerConfig& c) {
+  Paths p{c.train_path, c.dev_path, c.test_path};
+  if (p.train.empty()) {
+    std::string dir = DefaultDataDir();
+    p.train = dir + "/train.txt";
+    if (p.dev.empty()) p.dev = dir + "/dev.txt";
+    if (p.test.empty()) p.test = dir + "/test.txt";
+  }
+  return p;
+}
+
+// Whether `path` holds SST trees: its first non-blank byte is '('.
+absl::StatusOr<bool> LooksLikeSst(const std::string& path, const std::string& format) {
+  if (format != "auto") return format == "sst";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
+  char ch;
+  while (in.get(ch)) {
+    if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') return ch == '(';
+  }
+  return false;
+}
+
+uint64_t HashVocabulary(const examples::Vocabulary& v) {
+  std::string all;
+  for (int32_t i = 0; i < v.size(); ++i) absl::StrAppend(&all, v.Word(i), "\n");
+  return core::HashName(all);
+}
+
+template <typename T>
+void Truncate(std::vector<T>* items, int64_t max) {
+  if (max > 0 && static_cast<int64_t>(items->size()) > max) items->resize(max);
+}
+
+// Moves the last `fraction` of `train` into `dev` (which it replaces).
+template <typename T>
+void HoldOut(double fraction, std::vector<T>* train, std::vector<T>* dev) {
+  if (fraction <= 0) return;
+  size_t keep = train->size() - static_cast<size_t>(fraction * train->size());
+  dev->assign(std::make_move_iterator(train->begin() + keep),
+              std::make_move_iterator(train->end()));
+  train->resize(keep);
+}
+
+absl::StatusOr<std::vector<examples::SstTree>> ReadTrees(const std::string& path) {
+  if (path.empty()) return std::vector<examples::SstTree>{};
+  return examples::ReadSstFile(path);
+}
+
+absl::StatusOr<Dataset> LoadSentiment(const TrainerConfig& c, const Paths& p) {
+  CAVS_ASSIGN_OR_RETURN(auto train, ReadTrees(p.train));
+  std::vector<examples::SstTree> dev, test;
+  if (c.dev_fraction > 0) {
+    HoldOut(c.dev_fraction, &train, &dev);
+  } else {
+    CAVS_ASSIGN_OR_RETURN(dev, ReadTrees(p.dev));
+  }
+  CAVS_ASSIGN_OR_RETURN(test, ReadTrees(p.test));
+  Truncate(&train, c.max_train);
+  Truncate(&dev, c.max_dev);
+  examples::WordCounter counter;
+  examples::CountWords(train, &counter);
+  examples::Vocabulary vocab = examples::Vocabulary::FromCounts(counter.counts(), c.min_count);
+  Dataset d;
+  for (auto* split : {&train, &dev, &test}) examples::AssignTokenIds(vocab, split);
+  auto graphs = [](std::vector<examples::SstTree>& trees) {
+    std::vector<scheduler::Graph> out;
+    out.reserve(trees.size());
+    for (auto& t : trees) out.push_back(std::move(t.graph));
+    return out;
+  };
+  d.train = graphs(train);
+  d.dev = graphs(dev);
+  d.test = graphs(test);
+  d.vocab_size = vocab.size();
+  d.vocab_hash = HashVocabulary(vocab);
+  d.classes = examples::kSstNumClasses;
+  return d;
+}
+
+absl::StatusOr<Sentences> ReadSentences(const std::string& path, const std::string& format) {
+  if (path.empty()) return Sentences{};
+  CAVS_ASSIGN_OR_RETURN(bool sst, LooksLikeSst(path, format));
+  if (!sst) return examples::ReadTextWords(path);
+  CAVS_ASSIGN_OR_RETURN(auto trees, examples::ReadSstFile(path));
+  Sentences out;
+  for (auto& t : trees) out.push_back(std::move(t.words));
+  return out;
+}
+
+std::vector<scheduler::Graph> Chains(const Sentences& sentences,
+                                     const examples::Vocabulary& vocab) {
+  int32_t begin = vocab.Id(examples::kBeginToken), end = vocab.Id(examples::kEndToken);
+  std::vector<scheduler::Graph> out;
+  out.reserve(sentences.size());
+  for (const auto& words : sentences) {
+    std::vector<int32_t> ids;
+    for (const std::string& w : words) ids.push_back(vocab.Id(w));
+    out.push_back(SentenceChain(ids, begin, end));
+  }
+  return out;
+}
+
+absl::StatusOr<Dataset> LoadLanguage(const TrainerConfig& c, const Paths& p) {
+  CAVS_ASSIGN_OR_RETURN(Sentences train, ReadSentences(p.train, c.format));
+  Sentences dev, test;
+  if (c.dev_fraction > 0) {
+    HoldOut(c.dev_fraction, &train, &dev);
+  } else {
+    CAVS_ASSIGN_OR_RETURN(dev, ReadSentences(p.dev, c.format));
+  }
+  CAVS_ASSIGN_OR_RETURN(test, ReadSentences(p.test, c.format));
+  Truncate(&train, c.max_train);
+  Truncate(&dev, c.max_dev);
+  examples::WordCounter counter;
+  for (const auto& words : train) counter.AddAll(words);
+  examples::Vocabulary vocab = examples::Vocabulary::FromCounts(
+      counter.counts(), c.min_count,
+      {std::string(examples::kBeginToken), std::string(examples::kEndToken)});
+  Dataset d;
+  d.train = Chains(train, vocab);
+  d.dev = Chains(dev, vocab);
+  d.test = Chains(test, vocab);
+  d.vocab_size = vocab.size();
+  d.vocab_hash = HashVocabulary(vocab);
+  d.classes = vocab.size();
+  d.language_model = true;
+  return d;
+}
+
+}  // namespace
+
+scheduler::Graph SentenceChain(const std::vector<int32_t>& ids, int32_t begin, int32_t end) {
+  scheduler::Graph g = scheduler::Graph::Chain(static_cast<int>(ids.size()) + 1);
+  g.tokens.push_back(begin);
+  g.tokens.insert(g.tokens.end(), ids.begin(), ids.end());
+  g.labels = ids;
+  g.labels.push_back(end);
+  return g;
+}
+
+absl::StatusOr<Dataset> LoadDataset(const TrainerConfig& config) {
+  CAVS_ASSIGN_OR_RETURN(ModelKind kind, ParseModelKind(config.model));
+  Paths paths = ResolvePaths(config);
+  if (!std::filesystem::exists(paths.train)) {
+    return absl::NotFoundError(absl::StrCat(paths.train, ": no such training file"));
+  }
+  if (paths.dev.empty() && config.dev_fraction <= 0) {
+    return absl::InvalidArgumentError("no dev set: give --dev or --dev-fraction");
+  }
+  Dataset d;
+  if (IsLanguageModel(kind)) {
+    CAVS_ASSIGN_OR_RETURN(d, LoadLanguage(config, paths));
+  } else {
+    CAVS_ASSIGN_OR_RETURN(bool sst, LooksLikeSst(paths.train, config.format));
+    if (!sst) {
+      return absl::InvalidArgumentError(absl::StrCat(paths.train, ": --model=", config.model,
+                                                     " needs SST trees (bracketed, one per line)"));
+    }
+    CAVS_ASSIGN_OR_RETURN(d, LoadSentiment(config, paths));
+  }
+  if (d.train.empty()) return absl::InvalidArgumentError(paths.train + ": no training samples");
+  if (d.dev.empty()) return absl::InvalidArgumentError("the dev set is empty");
+  return d;
+}
+
+}  // namespace cavs::trainer

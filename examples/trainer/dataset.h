@@ -1,0 +1,36 @@
+// The data of a cavs-train run: train/dev/test graphs and the vocabulary they share.
+//
+// Tree models read SST files; language models read sentences (one per line) or, with an SST
+// file, the sentences of its trees. Either way the vocabulary is built from the training
+// split only (after --dev-fraction holds out the tail of the training file), so dev words
+// unseen in training are <unk>.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "examples/trainer/trainer_config.h"
+#include "scheduler/graph.h"
+
+namespace cavs::trainer {
+
+struct Dataset {
+  std::vector<scheduler::Graph> train, dev, test;
+  int64_t vocab_size = 0;
+  uint64_t vocab_hash = 0;  // FNV-1a over the words in id order: a checkpoint's guard
+  int classes = 0;          // 5 for sentiment; vocab_size for a language model
+  bool language_model = false;
+};
+
+// Loads the files named by `config` (the bundled synthetic treebank where none are given).
+// Errors: a missing file (NotFound), a malformed line (InvalidArgument "file:line:col: ..."),
+// an empty training or dev set.
+[[nodiscard]] absl::StatusOr<Dataset> LoadDataset(const TrainerConfig& config);
+
+// A language-model chain for `ids`: vertex 0 reads `begin`, vertex t reads ids[t-1] and every
+// vertex is labelled with the next token (`end` after the last word).
+scheduler::Graph SentenceChain(const std::vector<int32_t>& ids, int32_t begin, int32_t end);
+
+}  // namespace cavs::trainer

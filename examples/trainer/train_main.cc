@@ -1,0 +1,50 @@
+// cavs-train: trains a model with examples/trainer (see docs/trainer.md and --help).
+// Exit status: 0 on success, 2 on a usage, file or data error, 1 on any other failure.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_replace.h"
+#include "examples/trainer/trainer.h"
+#include "examples/trainer/trainer_config.h"
+
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::string message = absl::StrReplaceAll(status.message(), {{"\n", " "}});
+  std::cerr << "cavs-train: error: " << message << std::endl;
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kDataLoss:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  absl::StatusOr<cavs::trainer::TrainerConfig> config = cavs::trainer::ParseTrainerFlags(args);
+  if (!config.ok()) return Fail(config.status());
+  if (config->help) {
+    std::cout << cavs::trainer::HelpText();
+    return 0;
+  }
+  cavs::trainer::TrainOptions options;
+  options.out = &std::cout;
+  options.progress = !config->quiet && isatty(fileno(stdout)) != 0;
+  auto trainer = cavs::trainer::Trainer::Create(*config, options);
+  if (!trainer.ok()) return Fail(trainer.status());
+  absl::Status status = (*trainer)->Run();
+  if (!status.ok()) return Fail(status);
+  return 0;
+}

@@ -1,0 +1,187 @@
+#include "examples/trainer/trainer.h"
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/status.h"
+#include "ops/cpu/cpu_parallel.h"
+#include "scheduler/plan.h"
+
+namespace cavs::trainer {
+namespace {
+
+constexpr size_t kEvalBatch = 200;
+
+double Since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::vector<scheduler::Graph> Slice(const std::vector<scheduler::Graph>& all,
+                                    const std::vector<size_t>& order, size_t begin, size_t end) {
+  std::vector<scheduler::Graph> out;
+  out.reserve(end - begin);
+  for (size_t i = begin; i < end; ++i) out.push_back(all[order[i]]);
+  return out;
+}
+
+}  // namespace
+
+uint64_t StepDropoutSeed(uint64_t seed, int64_t step) {
+  return core::HashName(absl::StrCat("dropout:", seed, ":", step));
+}
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerConfig& config,
+                                                         const TrainOptions& options) {
+  CAVS_RETURN_IF_ERROR(ValidateConfig(config));
+  std::unique_ptr<Trainer> t(new Trainer(config, options));
+  CAVS_RETURN_IF_ERROR(t->Build());
+  if (config.resume) CAVS_RETURN_IF_ERROR(t->Resume());
+  return t;
+}
+
+absl::Status Trainer::Build() {
+  CAVS_ASSIGN_OR_RETURN(kind_, ParseModelKind(config_.model));
+  CAVS_ASSIGN_OR_RETURN(data_, LoadDataset(config_));
+  if (config_.threads > 0) ops::SetCpuThreads(config_.threads);
+  vertex::models::CellConfig cell{data_.vocab_size, config_.embed, config_.hidden, data_.classes,
+                                  static_cast<float>(config_.dropout)};
+  CAVS_ASSIGN_OR_RETURN(vertex::Function f, MakeModel(kind_, cell));
+  function_ = std::make_unique<vertex::Function>(std::move(f));
+  CAVS_ASSIGN_OR_RETURN(core::Device device, core::ParseDevice(config_.device));
+  store_ = std::make_unique<core::ParameterStore>(config_.seed, device);
+  scheduler::EngineOptions eo;
+  eo.device = device;
+  CAVS_ASSIGN_OR_RETURN(eo.plan.policy, scheduler::ParsePolicy(config_.policy));
+  CAVS_ASSIGN_OR_RETURN(engine_, scheduler::Engine::Create(function_.get(), store_.get(), eo));
+  core::OptimizerConfig oc;
+  CAVS_ASSIGN_OR_RETURN(oc.kind, core::ParseOptimizerKind(config_.optimizer));
+  oc.lr = static_cast<float>(config_.lr);
+  oc.weight_decay = static_cast<float>(config_.weight_decay);
+  oc.clip_norm = static_cast<float>(config_.clip);
+  CAVS_ASSIGN_OR_RETURN(optimizer_, core::MakeOptimizer(oc));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> Trainer::TrainEpoch(int epoch, double* trees_per_sec) {
+  const auto& train = data_.train;
+  std::vector<size_t> order(train.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  shuffle_rng_.Shuffle(order);
+  ProgressBar bar(options_.out, options_.progress && options_.out != nullptr);
+  bar.Start(epoch, static_cast<int64_t>(train.size()));
+  auto start = std::chrono::steady_clock::now();
+  double loss_sum = 0.0;
+  int64_t labelled = 0;
+  for (size_t begin = 0; begin < train.size(); begin += config_.batch) {
+    size_t end = std::min(train.size(), begin + config_.batch);
+    std::vector<scheduler::Graph> batch = Slice(train, order, begin, end);
+    scheduler::RunOptions ro;
+    ro.training = true;
+    ro.backward = true;
+    ro.dropout_seed = StepDropoutSeed(config_.seed, optimizer_->step());
+    CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
+    CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, engine_->Run(batch, ro));
+    CAVS_RETURN_IF_ERROR(optimizer_->Step(*store_));
+    loss_sum += r.loss_sum;
+    labelled += r.labelled;
+    bar.Update(static_cast<int64_t>(end), labelled > 0 ? loss_sum / labelled : 0.0);
+  }
+  bar.Finish();
+  double seconds = Since(start);
+  *trees_per_sec = seconds > 0 ? train.size() / seconds : 0.0;
+  return labelled > 0 ? loss_sum / labelled : 0.0;
+}
+
+absl::StatusOr<EvalMetrics> Trainer::Evaluate(const std::vector<scheduler::Graph>& graphs) {
+  EvalMetrics m;
+  std::vector<size_t> order(graphs.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  scheduler::RunOptions ro;
+  ro.training = false;
+  ro.backward = false;
+  ro.keep_outputs = !data_.language_model;  // the binary accuracy reads the root's logits
+  for (size_t begin = 0; begin < graphs.size(); begin += kEvalBatch) {
+    size_t end = std::min(graphs.size(), begin + kEvalBatch);
+    std::vector<scheduler::Graph> batch = Slice(graphs, order, begin, end);
+    CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, engine_->Run(batch, ro));
+    CAVS_RETURN_IF_ERROR(AccumulateMetrics(batch, r, !data_.language_model, data_.classes, &m));
+  }
+  return m;
+}
+
+absl::Status Trainer::Run() {
+  for (int epoch = epochs_done_ + 1; epoch <= config_.epochs; ++epoch) {
+    EpochRecord record;
+    record.epoch = epoch;
+    CAVS_ASSIGN_OR_RETURN(record.train_loss, TrainEpoch(epoch, &record.trees_per_sec));
+    CAVS_ASSIGN_OR_RETURN(EvalMetrics dev, Evaluate(data_.dev));
+    record.dev_loss = dev.MeanLoss();
+    record.dev_root_acc = dev.RootAccuracy();
+    record.dev_binary_acc = dev.BinaryAccuracy();
+    record.dev_all_acc = dev.AllNodesAccuracy();
+    record.dev_perplexity = dev.Perplexity();
+    CAVS_RETURN_IF_ERROR(FinishEpoch(record));
+  }
+  if (data_.test.empty()) return WriteOutputs(nullptr);
+  CAVS_ASSIGN_OR_RETURN(EvalMetrics test, Evaluate(data_.test));
+  return WriteOutputs(&test);
+}
+
+absl::Status Trainer::FinishEpoch(EpochRecord record) {
+  epochs_done_ = record.epoch;
+  record.seconds = Elapsed();
+  curve_.push_back(record);
+  Say(EpochLine(record, config_.epochs, data_.language_model));
+  if (!config_.log_json.empty()) {
+    std::ofstream log(config_.log_json, record.epoch == 1 ? std::ios::trunc : std::ios::app);
+    log << EpochJson(record, config_.model, data_.language_model) << "\n";
+    if (!log) return absl::InvalidArgumentError("--log-json: cannot write " + config_.log_json);
+  }
+  if (!config_.csv.empty()) {
+    CAVS_RETURN_IF_ERROR(WriteCsv(config_.csv, curve_, data_.language_model));
+  }
+  if (!config_.checkpoint_dir.empty()) CAVS_RETURN_IF_ERROR(SaveEpochCheckpoint());
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::WriteOutputs(const EvalMetrics* test) {
+  std::string csv = config_.csv;
+  if (!config_.plot.empty()) {
+    if (csv.empty()) {
+      csv = config_.plot + ".csv";
+      CAVS_RETURN_IF_ERROR(WriteCsv(csv, curve_, data_.language_model));
+    }
+    CAVS_ASSIGN_OR_RETURN(std::string note, PlotCurve(csv, config_.plot, data_.language_model,
+                                                      absl::StrCat("cavs-train ", config_.model)));
+    Say(note);
+  }
+  EpochRecord last = curve_.empty() ? EpochRecord{} : curve_.back();
+  std::string json = EpochJson(last, config_.model, data_.language_model);
+  json.pop_back();  // reopen the object
+  absl::StrAppendFormat(&json, ",\"epochs\":%d,\"train_samples\":%d,\"dev_samples\":%d",
+                        epochs_done_, data_.train.size(), data_.dev.size());
+  absl::StrAppendFormat(&json, ",\"hidden\":%d,\"embed\":%d,\"vocab\":%d,\"parameters\":%d",
+                        config_.hidden, config_.embed, data_.vocab_size, store_->NumElements());
+  if (test != nullptr) {
+    if (data_.language_model) {
+      absl::StrAppendFormat(&json, ",\"test_perplexity\":%.6g", test->Perplexity());
+    } else {
+      absl::StrAppendFormat(&json, ",\"test_root_acc\":%.6g,\"test_binary_acc\":%.6g",
+                            test->RootAccuracy(), test->BinaryAccuracy());
+    }
+  }
+  summary_json_ = json + "}";
+  Say("SUMMARY " + summary_json_);
+  return absl::OkStatus();
+}
+
+double Trainer::Elapsed() const { return elapsed_before_ + Since(start_); }
+
+void Trainer::Say(const std::string& line) const {
+  if (options_.out != nullptr) *options_.out << line << std::endl;
+}
+
+}  // namespace cavs::trainer

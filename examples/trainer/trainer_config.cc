@@ -1,0 +1,225 @@
+#include "examples/trainer/trainer_config.h"
+
+#include <sys/stat.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "core/device.h"
+#include "core/optimizer.h"
+#include "core/status.h"
+#include "examples/trainer/model_registry.h"
+#include "scheduler/plan.h"
+
+#ifndef CAVS_TRAINER_SOURCE_DATA_DIR
+#define CAVS_TRAINER_SOURCE_DATA_DIR ""
+#endif
+#ifndef CAVS_TRAINER_INSTALL_DATA_DIR
+#define CAVS_TRAINER_INSTALL_DATA_DIR "/usr/local/share/cavs/data/synthetic"
+#endif
+
+namespace cavs::trainer {
+namespace {
+
+struct FlagSpec {
+  const char* name;
+  const char* value_name;  // empty for boolean flags
+  const char* help;
+  std::function<absl::Status(TrainerConfig&, const std::string&)> set;
+};
+
+absl::Status BadValue(const std::string& flag, const std::string& value, const char* what) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", value, "' is not ", what));
+}
+
+template <typename T>
+std::function<absl::Status(TrainerConfig&, const std::string&)> Int(const char* name,
+                                                                    T TrainerConfig::*field) {
+  return [name, field](TrainerConfig& c, const std::string& v) {
+    int64_t x = 0;
+    if (!absl::SimpleAtoi(v, &x)) return BadValue(name, v, "an integer");
+    c.*field = static_cast<T>(x);
+    return absl::OkStatus();
+  };
+}
+
+std::function<absl::Status(TrainerConfig&, const std::string&)> Real(const char* name,
+                                                                     double TrainerConfig::*field) {
+  return [name, field](TrainerConfig& c, const std::string& v) {
+    double x = 0;
+    if (!absl::SimpleAtod(v, &x)) return BadValue(name, v, "a number");
+    c.*field = x;
+    return absl::OkStatus();
+  };
+}
+
+std::function<absl::Status(TrainerConfig&, const std::string&)> Text(
+    std::string TrainerConfig::*field) {
+  return [field](TrainerConfig& c, const std::string& v) {
+    c.*field = v;
+    return absl::OkStatus();
+  };
+}
+
+std::function<absl::Status(TrainerConfig&, const std::string&)> Bool(const char* name,
+                                                                     bool TrainerConfig::*field) {
+  return [name, field](TrainerConfig& c, const std::string& v) {
+    if (v == "true" || v == "1" || v.empty()) {
+      c.*field = true;
+    } else if (v == "false" || v == "0") {
+      c.*field = false;
+    } else {
+      return BadValue(name, v, "true or false");
+    }
+    return absl::OkStatus();
+  };
+}
+
+const std::vector<FlagSpec>& Flags() {
+  using C = TrainerConfig;
+  static const auto* flags = new std::vector<FlagSpec>{
+      {"model", "NAME", "tree-lstm | child-sum-tree-lstm | tree-fc | tree-gru | lstm-lm | gru-lm",
+       Text(&C::model)},
+      {"train", "FILE", "training data (default: the bundled data/synthetic/train.txt)",
+       Text(&C::train_path)},
+      {"dev", "FILE", "dev data (default: the bundled data/synthetic/dev.txt)", Text(&C::dev_path)},
+      {"test", "FILE",
+       "test data, evaluated once at the end (default: the bundled test.txt when --train is not "
+       "given, else none)",
+       Text(&C::test_path)},
+      {"format", "FMT", "auto | sst (bracketed trees) | text (one sentence per line)",
+       Text(&C::format)},
+      {"dev-fraction", "F", "> 0: hold out the last fraction F of --train as dev (ignores --dev)",
+       Real("dev-fraction", &C::dev_fraction)},
+      {"max-train", "N", "use only the first N training samples (0: all)",
+       Int("max-train", &C::max_train)},
+      {"max-dev", "N", "use only the first N dev samples (0: all)", Int("max-dev", &C::max_dev)},
+      {"epochs", "N", "training epochs (default 5)", Int("epochs", &C::epochs)},
+      {"batch", "N", "samples per batch (default 25)", Int("batch", &C::batch)},
+      {"hidden", "N", "hidden state size (default 150)", Int("hidden", &C::hidden)},
+      {"embed", "N", "embedding size (default 300)", Int("embed", &C::embed)},
+      {"optimizer", "NAME", "sgd | adagrad | adam (default adagrad)", Text(&C::optimizer)},
+      {"lr", "X", "learning rate (default 0.05)", Real("lr", &C::lr)},
+      {"weight-decay", "X", "L2 weight decay (AdamW-style for adam; default 0)",
+       Real("weight-decay", &C::weight_decay)},
+      {"clip", "X", "> 0: clip the global gradient norm to X (default 0: off)",
+       Real("clip", &C::clip)},
+      {"dropout", "P", "dropout on the input embedding (default 0)", Real("dropout", &C::dropout)},
+      {"min-count", "N", "vocabulary: words seen fewer times become <unk> (default 1)",
+       Int("min-count", &C::min_count)},
+      {"seed", "N", "seed of initialization, shuffling and dropout (default 1)",
+       Int("seed", &C::seed)},
+      {"device", "DEV", "cpu | cuda | cuda:N (default cpu)", Text(&C::device)},
+      {"threads", "N", "CPU threads (default 0: the runtime's default)",
+       Int("threads", &C::threads)},
+      {"policy", "NAME", "batching policy: height | depth | agenda (default height)",
+       Text(&C::policy)},
+      {"checkpoint-dir", "DIR", "write ckpt-<epoch>.cavs here after every epoch",
+       Text(&C::checkpoint_dir)},
+      {"resume", "", "continue from the latest checkpoint in --checkpoint-dir",
+       Bool("resume", &C::resume)},
+      {"log-json", "FILE", "write one JSON object per epoch to FILE", Text(&C::log_json)},
+      {"csv", "FILE", "write the learning curve (one row per epoch) to FILE", Text(&C::csv)},
+      {"plot", "FILE.png", "plot the learning curve with gnuplot (needs --csv or writes one)",
+       Text(&C::plot)},
+      {"quiet", "", "no progress bar, even on a terminal", Bool("quiet", &C::quiet)},
+      {"help", "", "print this help and exit", Bool("help", &C::help)},
+  };
+  return *flags;
+}
+
+const FlagSpec* FindFlag(const std::string& name) {
+  std::string canonical = absl::StrReplaceAll(name, {{"_", "-"}});
+  for (const FlagSpec& f : Flags()) {
+    if (canonical == f.name) return &f;
+  }
+  return nullptr;
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+absl::StatusOr<TrainerConfig> ParseTrainerFlags(const std::vector<std::string>& args) {
+  TrainerConfig config;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.size() < 3 || arg.rfind("--", 0) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument '", arg, "' (flags look like --name=value)"));
+    }
+    size_t eq = arg.find('=');
+    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    const FlagSpec* flag = FindFlag(name);
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
+    }
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (*flag->value_name != '\0') {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("--", flag->name, " needs a value"));
+      }
+      value = args[++i];
+    }
+    CAVS_RETURN_IF_ERROR(flag->set(config, value));
+  }
+  if (config.help) return config;
+  CAVS_RETURN_IF_ERROR(ValidateConfig(config));
+  return config;
+}
+
+absl::Status ValidateConfig(const TrainerConfig& c) {
+  auto bad = [](const std::string& what) { return absl::InvalidArgumentError(what); };
+  CAVS_RETURN_IF_ERROR(ParseModelKind(c.model).status());
+  CAVS_RETURN_IF_ERROR(core::ParseOptimizerKind(c.optimizer).status());
+  CAVS_RETURN_IF_ERROR(core::ParseDevice(c.device).status());
+  CAVS_RETURN_IF_ERROR(scheduler::ParsePolicy(c.policy).status());
+  if (c.format != "auto" && c.format != "sst" && c.format != "text") {
+    return bad(absl::StrCat("--format: '", c.format, "' is not auto, sst or text"));
+  }
+  if (c.epochs < 1) return bad("--epochs must be at least 1");
+  if (c.batch < 1) return bad("--batch must be at least 1");
+  if (c.hidden < 1 || c.embed < 1) return bad("--hidden and --embed must be at least 1");
+  if (!(c.lr > 0)) return bad("--lr must be positive");
+  if (c.weight_decay < 0 || c.clip < 0) return bad("--weight-decay and --clip must be >= 0");
+  if (!(c.dropout >= 0 && c.dropout < 1)) return bad("--dropout must be in [0, 1)");
+  if (!(c.dev_fraction >= 0 && c.dev_fraction < 1)) return bad("--dev-fraction must be in [0, 1)");
+  if (c.min_count < 1) return bad("--min-count must be at least 1");
+  if (c.threads < 0) return bad("--threads must be >= 0");
+  if (c.max_train < 0 || c.max_dev < 0) return bad("--max-train and --max-dev must be >= 0");
+  if (c.resume && c.checkpoint_dir.empty()) return bad("--resume needs --checkpoint-dir");
+  return absl::OkStatus();
+}
+
+std::string HelpText() {
+  std::string out =
+      "Usage: cavs-train [--flag=value ...]\n"
+      "Trains a Cavs model (one vertex function, batched over differently shaped graphs).\n"
+      "With no flags: a binary Tree-LSTM on the bundled synthetic treebank (data/synthetic).\n"
+      "Errors exit with status 2.\n\nFlags:\n";
+  for (const FlagSpec& f : Flags()) {
+    std::string left = absl::StrCat("  --", f.name);
+    if (*f.value_name != '\0') absl::StrAppend(&left, "=", f.value_name);
+    left.resize(std::max<size_t>(left.size() + 1, 28), ' ');
+    absl::StrAppend(&out, left, f.help, "\n");
+  }
+  return out;
+}
+
+std::string DefaultDataDir() {
+  std::string source = CAVS_TRAINER_SOURCE_DATA_DIR;
+  if (!source.empty() && IsDir(source)) return source;
+  return CAVS_TRAINER_INSTALL_DATA_DIR;
+}
+
+}  // namespace cavs::trainer

@@ -1,0 +1,64 @@
+// TrainerConfig: every setting of a cavs-train run, and its command-line parser.
+//
+// The parser is hand-rolled (absl/flags exits the process on a bad flag; a library must not):
+// it accepts `--name=value` and `--name value`, `-` or `_` inside names, and bare boolean
+// flags (`--resume`). Every error is an InvalidArgument naming the flag, one line, so that
+// main can print it and exit with status 2. The help text is generated from the same table
+// as the parser, so the two cannot drift apart.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace cavs::trainer {
+
+struct TrainerConfig {
+  std::string model = "tree-lstm";
+  std::string train_path;  // empty: the bundled data/synthetic files (DefaultDataDir())
+  std::string dev_path;
+  std::string test_path;
+  std::string format = "auto";  // auto | sst | text (one sentence per line)
+  double dev_fraction = 0.0;    // > 0: hold out the last fraction of --train as the dev set
+  int64_t max_train = 0;        // > 0: use only the first N training samples
+  int64_t max_dev = 0;          // > 0: use only the first N dev samples
+  int epochs = 5;
+  int batch = 25;
+  int64_t hidden = 150;
+  int64_t embed = 300;
+  std::string optimizer = "adagrad";
+  double lr = 0.05;
+  double weight_decay = 0.0;
+  double clip = 0.0;  // > 0: clip the global gradient norm
+  double dropout = 0.0;
+  int min_count = 1;
+  uint64_t seed = 1;
+  std::string device = "cpu";
+  int threads = 0;  // 0: the runtime's default
+  std::string policy = "height";
+  std::string checkpoint_dir;
+  bool resume = false;
+  std::string log_json;
+  std::string csv;
+  std::string plot;
+  bool quiet = false;  // no progress bar even on a terminal
+  bool help = false;
+};
+
+// Parses argv[1..] (argv[0] is the program name). --help sets `help`; the caller prints
+// HelpText(). Errors: an unknown flag, a missing or malformed value, a value out of range.
+[[nodiscard]] absl::StatusOr<TrainerConfig> ParseTrainerFlags(const std::vector<std::string>& args);
+
+// The --help text: usage, then every flag with its default and meaning.
+std::string HelpText();
+
+// Checks ranges and names (model, optimizer, device, policy, format); ParseTrainerFlags calls it.
+[[nodiscard]] absl::Status ValidateConfig(const TrainerConfig& config);
+
+// The folder of the bundled synthetic treebank: the source tree's data/synthetic when it
+// exists, else the installed share/cavs/data/synthetic.
+std::string DefaultDataDir();
+
+}  // namespace cavs::trainer

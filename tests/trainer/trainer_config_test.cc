@@ -1,0 +1,81 @@
+#include "examples/trainer/trainer_config.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace cavs::trainer {
+namespace {
+
+absl::StatusOr<TrainerConfig> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "cavs-train");
+  return ParseTrainerFlags(args);
+}
+
+void ExpectError(std::vector<std::string> args, const std::string& fragment) {
+  absl::StatusOr<TrainerConfig> c = Parse(args);
+  ASSERT_FALSE(c.ok()) << args[0];
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find(fragment), std::string::npos) << c.status();
+  EXPECT_EQ(std::string(c.status().message()).find('\n'), std::string::npos);
+}
+
+TEST(TrainerFlagsTest, DefaultsAreTheMainJob) {
+  absl::StatusOr<TrainerConfig> c = Parse({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model, "tree-lstm");
+  EXPECT_EQ(c->batch, 25);
+  EXPECT_EQ(c->hidden, 150);
+  EXPECT_EQ(c->embed, 300);
+  EXPECT_EQ(c->optimizer, "adagrad");
+  EXPECT_DOUBLE_EQ(c->lr, 0.05);
+  EXPECT_TRUE(c->train_path.empty());
+}
+
+TEST(TrainerFlagsTest, ParsesBothFormsAndUnderscores) {
+  absl::StatusOr<TrainerConfig> c =
+      Parse({"--model=lstm-lm", "--epochs", "4", "--weight_decay=1e-4", "--resume",
+             "--checkpoint-dir", "/tmp/x", "--device=cpu", "--policy=agenda", "--seed=7"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model, "lstm-lm");
+  EXPECT_EQ(c->epochs, 4);
+  EXPECT_DOUBLE_EQ(c->weight_decay, 1e-4);
+  EXPECT_TRUE(c->resume);
+  EXPECT_EQ(c->checkpoint_dir, "/tmp/x");
+  EXPECT_EQ(c->policy, "agenda");
+  EXPECT_EQ(c->seed, 7u);
+}
+
+TEST(TrainerFlagsTest, HelpListsEveryFlag) {
+  absl::StatusOr<TrainerConfig> c = Parse({"--help"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->help);
+  std::string help = HelpText();
+  for (const char* flag :
+       {"--model",          "--train",     "--dev",       "--test",   "--epochs",       "--batch",
+        "--hidden",         "--embed",     "--optimizer", "--lr",     "--weight-decay", "--clip",
+        "--dropout",        "--min-count", "--seed",      "--device", "--threads",      "--policy",
+        "--checkpoint-dir", "--resume",    "--log-json",  "--csv",    "--plot"}) {
+    EXPECT_NE(help.find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST(TrainerFlagsTest, ErrorsNameTheFlag) {
+  ExpectError({"--bogus=1"}, "unknown flag --bogus");
+  ExpectError({"--epochs"}, "--epochs needs a value");
+  ExpectError({"--epochs=two"}, "--epochs: 'two' is not an integer");
+  ExpectError({"--lr=fast"}, "--lr: 'fast' is not a number");
+  ExpectError({"--model=transformer"}, "unknown model 'transformer'");
+  ExpectError({"--optimizer=lbfgs"}, "lbfgs");
+  ExpectError({"--device=tpu"}, "unknown device");
+  ExpectError({"--policy=random"}, "random");
+  ExpectError({"--epochs=0"}, "--epochs");
+  ExpectError({"--dropout=1.5"}, "--dropout");
+  ExpectError({"--resume"}, "--resume needs --checkpoint-dir");
+  ExpectError({"--resume=maybe"}, "true or false");
+  ExpectError({"stray"}, "unexpected argument 'stray'");
+}
+
+}  // namespace
+}  // namespace cavs::trainer

@@ -1,0 +1,172 @@
+// End-to-end tests of the training loop on the bundled synthetic treebank (data/synthetic).
+#include "examples/trainer/trainer.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace cavs::trainer {
+namespace {
+
+// Root labels of data/synthetic/dev.txt: the most frequent class (2) covers 131 of 500.
+constexpr double kDevMajorityRate = 131.0 / 500.0;
+
+std::string FreshDir(const std::string& name) {
+  std::string dir = ::testing::TempDir() + "/cavs_trainer_" + name + "_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TrainerConfig Small() {
+  TrainerConfig c;
+  c.hidden = 24;
+  c.embed = 24;
+  c.max_train = 600;
+  c.max_dev = 500;
+  c.epochs = 2;
+  return c;
+}
+
+std::unique_ptr<Trainer> MustCreate(const TrainerConfig& c) {
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+TEST(TrainerTest, LearnsWellAboveChanceOnTheBundledData) {
+  TrainerConfig c = Small();
+  c.max_train = 1500;
+  c.hidden = 32;
+  c.embed = 32;
+  std::unique_ptr<Trainer> t = MustCreate(c);
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->Run().ok());
+  ASSERT_EQ(t->curve().size(), 2u);
+  const EpochRecord& last = t->curve().back();
+  EXPECT_GT(last.dev_root_acc, kDevMajorityRate + 0.15);
+  EXPECT_GT(last.dev_binary_acc, 0.75);
+  EXPECT_LT(last.train_loss, t->curve().front().train_loss);
+  EXPECT_NE(t->summary_json().find("\"dev_root_acc\":"), std::string::npos);
+}
+
+TEST(TrainerTest, ResumeIsBitIdentical) {
+  TrainerConfig c = Small();
+  c.max_train = 200;
+  c.dropout = 0.3;  // dropout seeds must follow the step, not the process
+  c.checkpoint_dir = FreshDir("straight");
+  std::unique_ptr<Trainer> straight = MustCreate(c);
+  ASSERT_NE(straight, nullptr);
+  ASSERT_TRUE(straight->Run().ok());
+
+  c.checkpoint_dir = FreshDir("resumed");
+  c.epochs = 1;
+  std::unique_ptr<Trainer> first = MustCreate(c);
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(first->Run().ok());
+  c.epochs = 2;
+  c.resume = true;
+  std::unique_ptr<Trainer> second = MustCreate(c);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->epochs_done(), 1);
+  ASSERT_TRUE(second->Run().ok());
+
+  const auto& a = straight->store().parameters();
+  const auto& b = second->store().parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::vector<float> va = a[i]->value.ToVector(), vb = b[i]->value.ToVector();
+    ASSERT_EQ(va.size(), vb.size()) << a[i]->name;
+    EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0) << a[i]->name;
+  }
+  ASSERT_EQ(second->curve().size(), 2u);  // the curve so far travels in the checkpoint
+  EXPECT_EQ(second->curve()[1].train_loss, straight->curve()[1].train_loss);
+  EXPECT_TRUE(std::filesystem::exists(c.checkpoint_dir + "/ckpt-2.cavs"));
+}
+
+TEST(TrainerTest, ResumeRejectsAnotherConfig) {
+  TrainerConfig c = Small();
+  c.max_train = 50;
+  c.epochs = 1;
+  c.checkpoint_dir = FreshDir("mismatch");
+  std::unique_ptr<Trainer> t = MustCreate(c);
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->Run().ok());
+  c.resume = true;
+  c.hidden = 16;
+  absl::StatusOr<std::unique_ptr<Trainer>> again = Trainer::Create(c);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(again.status().message().find("hidden=24, this run has hidden=16"), std::string::npos)
+      << again.status();
+}
+
+TEST(TrainerTest, ResumeWithoutCheckpointStartsFresh) {
+  TrainerConfig c = Small();
+  c.max_train = 20;
+  c.epochs = 1;
+  c.resume = true;
+  c.checkpoint_dir = FreshDir("empty");
+  std::unique_ptr<Trainer> t = MustCreate(c);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->epochs_done(), 0);
+}
+
+TEST(TrainerTest, DataErrorsAreClear) {
+  TrainerConfig c = Small();
+  c.train_path = "/nonexistent/train.txt";
+  c.dev_path = "/nonexistent/dev.txt";
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound) << t.status();
+
+  std::string dir = FreshDir("bad");
+  std::ofstream(dir + "/bad.txt") << "(3 (2 good) (4 fine))\n(3 (2 broken)\n";
+  c.train_path = dir + "/bad.txt";
+  c.dev_path = dir + "/bad.txt";
+  t = Trainer::Create(c);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("bad.txt:2:"), std::string::npos) << t.status();
+}
+
+// A text whose next word is predictable: windows of a cycle of 30 words.
+std::string WriteCyclicText(const std::string& dir) {
+  std::string path = dir + "/cyclic.txt";
+  std::ofstream out(path);
+  uint32_t state = 12345;
+  for (int s = 0; s < 600; ++s) {
+    state = state * 1664525u + 1013904223u;
+    int first = static_cast<int>(state >> 8) % 30, length = 4 + static_cast<int>(state >> 20) % 8;
+    for (int k = 0; k < length; ++k) out << (k ? " " : "") << "w" << (first + k) % 30;
+    out << "\n";
+  }
+  return path;
+}
+
+TEST(TrainerTest, LanguageModelPerplexityFalls) {
+  TrainerConfig c = Small();
+  c.model = "lstm-lm";
+  c.train_path = WriteCyclicText(FreshDir("lm"));
+  c.dev_fraction = 0.1;
+  c.max_train = 0;
+  c.epochs = 3;
+  c.lr = 0.1;
+  std::unique_ptr<Trainer> t = MustCreate(c);
+  ASSERT_NE(t, nullptr);
+  EXPECT_TRUE(t->data().language_model);
+  EXPECT_EQ(t->data().dev.size(), 60u);
+  ASSERT_TRUE(t->Run().ok());
+  ASSERT_EQ(t->curve().size(), 3u);
+  EXPECT_LT(t->curve()[1].dev_perplexity, t->curve()[0].dev_perplexity);
+  EXPECT_LT(t->curve()[2].dev_perplexity, t->curve()[1].dev_perplexity);
+  EXPECT_LT(t->curve()[2].dev_perplexity, 10.0);  // 33 tokens; uniform would be 33
+}
+
+}  // namespace
+}  // namespace cavs::trainer
