@@ -1,0 +1,202 @@
+#include "ops/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "ops/cuda/cuda_status.h"
+
+namespace cavs::ops {
+
+int CudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no device: not an error worth keeping
+    return 0;
+  }
+  return count;
+}
+
+CudaBackend::CudaBackend(int ordinal, cudaStream_t stream)
+    : ordinal_(ordinal), stream_(stream), allocator_(ordinal, stream) {}
+
+CudaBackend::~CudaBackend() {
+  allocator_.ReleaseCached();
+  cudaStreamDestroy(stream_);
+}
+
+absl::Status CudaBackend::CopyFromHost(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  // Pageable sources are staged before cudaMemcpyAsync returns; a pinned one is read later.
+  if (IsPinned(src)) CAVS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CopyFromPinnedAsync(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  CAVS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CopyWithin(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return absl::OkStatus();
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::SetZero(void* dst, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dst, 0, bytes, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Synchronize() {
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CudaBackend*> GetCudaBackend(int ordinal) {
+  static std::mutex* mu = new std::mutex();
+  static std::vector<CudaBackend*>* backends = new std::vector<CudaBackend*>();  // never freed
+  std::lock_guard<std::mutex> lock(*mu);
+  if (ordinal >= 0 && static_cast<size_t>(ordinal) < backends->size() &&
+      (*backends)[ordinal] != nullptr) {
+    return (*backends)[ordinal];  // the common case: every tensor copy asks
+  }
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError(
+        absl::StrCat("device cuda:", ordinal, " requested, but this machine has no CUDA device (",
+                     err == cudaSuccess ? "none found" : cudaGetErrorString(err), ")"));
+  }
+  if (ordinal < 0 || ordinal >= count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device cuda:", ordinal, " requested, but this machine has ", count, " CUDA device(s)"));
+  }
+  if (backends->size() < static_cast<size_t>(count)) backends->resize(count, nullptr);
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(guard.Set(ordinal));
+  cudaStream_t stream = nullptr;
+  CAVS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  (*backends)[ordinal] = new CudaBackend(ordinal, stream);
+  return (*backends)[ordinal];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pinned host memory.
+
+namespace {
+
+struct PinnedRegistry {
+  std::mutex mu;
+  std::map<uintptr_t, size_t> blocks;  // start -> bytes
+};
+
+PinnedRegistry& Pinned() {
+  static PinnedRegistry* registry = new PinnedRegistry();
+  return *registry;
+}
+
+}  // namespace
+
+absl::StatusOr<void*> PinnedAlloc(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return CAVS_CUDA_STATUS(err);
+  }
+  PinnedRegistry& r = Pinned();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.blocks[reinterpret_cast<uintptr_t>(p)] = bytes;
+  return p;
+}
+
+void PinnedFree(void* p) {
+  if (p == nullptr) return;
+  {
+    PinnedRegistry& r = Pinned();
+    std::lock_guard<std::mutex> lock(r.mu);
+    CAVS_CHECK(r.blocks.erase(reinterpret_cast<uintptr_t>(p)) == 1,
+               "PinnedFree of memory not from PinnedAlloc");
+  }
+  cudaFreeHost(p);
+}
+
+bool IsPinned(const void* p) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  PinnedRegistry& r = Pinned();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.blocks.upper_bound(addr);
+  if (it == r.blocks.begin()) return false;
+  --it;
+  return addr < it->first + it->second;
+}
+
+PinnedStaging::~PinnedStaging() {
+  if (done_ != nullptr) {
+    cudaEventSynchronize(done_);
+    cudaEventDestroy(done_);
+  }
+  PinnedFree(host_);
+}
+
+absl::StatusOr<void*> PinnedStaging::Acquire(size_t bytes) {
+  if (pending_) {
+    CAVS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done_));
+    pending_ = false;
+  }
+  if (bytes > capacity_) {
+    const size_t size = std::max(bytes, capacity_ + capacity_ / 2);
+    PinnedFree(host_);
+    host_ = nullptr;
+    capacity_ = 0;
+    CAVS_ASSIGN_OR_RETURN(host_, PinnedAlloc(size));
+    capacity_ = size;
+  }
+  return host_;
+}
+
+absl::Status PinnedStaging::Upload(void* dst, size_t bytes) {
+  CAVS_CHECK(bytes <= capacity_, "PinnedStaging::Upload of ", bytes, " bytes from a buffer of ",
+             capacity_);
+  if (bytes == 0) return absl::OkStatus();
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  if (done_ == nullptr) {
+    CAVS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  }
+  CAVS_RETURN_IF_ERROR(backend_->CopyFromPinnedAsync(dst, host_, bytes));
+  CAVS_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, backend_->stream()));
+  pending_ = true;
+  return absl::OkStatus();
+}
+
+}  // namespace cavs::ops

@@ -1,0 +1,151 @@
+#include <algorithm>
+
+#include "core/random.h"
+#include "ops/cuda/cuda_elementwise.h"
+
+namespace cavs::ops {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kSharedInstrs = 48;  // longer programs are read from global memory
+constexpr int kElementsPerBlock = 4096;
+
+__device__ __forceinline__ float& At(const EwArg& x, int64_t row, int64_t c) {
+  return x.ptr[row * x.ld + c];
+}
+
+// Calls f(row, c) for every (row, c) of rows [r0, r0 + nr) x [0, width), threads over both.
+template <typename F>
+__device__ __forceinline__ void ForEach(int64_t r0, int nr, int width, F f) {
+  const int total = nr * width;
+  for (int e = threadIdx.x; e < total; e += kThreads) {
+    const int r = e / width;
+    f(r0 + r, e - r * width);
+  }
+}
+
+// dst[0] = Σ_c a[c]: one warp per row, lanes over columns.
+__device__ void RowSum(const EwInstr& in, int64_t r0, int nr) {
+  const int lane = threadIdx.x & 31;
+  const int width = static_cast<int>(in.width);
+  for (int r = threadIdx.x >> 5; r < nr; r += kWarps) {
+    float sum = 0.0f;
+    for (int c = lane; c < width; c += 32) sum += At(in.a, r0 + r, c);
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane == 0) At(in.dst, r0 + r, 0) = sum;
+  }
+}
+
+__device__ void Dropout(const EwInstr& in, int64_t r0, int nr) {
+  const float p = in.scalar;
+  const float scale = 1.0f / (1.0f - p);
+  const uint64_t width = static_cast<uint64_t>(in.width);
+  ForEach(r0, nr, static_cast<int>(in.width), [&](int64_t row, int c) {
+    const uint64_t uid = static_cast<uint64_t>(static_cast<int64_t>(in.uids[row]));
+    const bool keep = core::PhiloxUniform(in.seed, uid * width + c) >= p;
+    At(in.dst, row, c) = keep ? At(in.a, row, c) * scale : 0.0f;
+  });
+}
+
+// One instruction over rows [r0, r0 + nr) of the block.
+__device__ void Run(const EwInstr& in, int64_t r0, int nr) {
+  if (in.width <= 0) return;
+  const int w = static_cast<int>(in.width);
+  const EwArg &d = in.dst, &a = in.a, &b = in.b;
+  switch (in.op) {
+    case EwOp::kCopy:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = At(a, r, c); });
+    case EwOp::kZero:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = 0.0f; });
+    case EwOp::kAdd:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = At(a, r, c) + At(b, r, c); });
+    case EwOp::kSub:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = At(a, r, c) - At(b, r, c); });
+    case EwOp::kMul:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = At(a, r, c) * At(b, r, c); });
+    case EwOp::kAccumulate:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) += At(a, r, c); });
+    case EwOp::kSigmoid:
+      return ForEach(r0, nr, w,
+                     [&](int64_t r, int c) { At(d, r, c) = 1.0f / (1.0f + expf(-At(a, r, c))); });
+    case EwOp::kTanh:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = tanhf(At(a, r, c)); });
+    case EwOp::kRelu:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = fmaxf(At(a, r, c), 0.0f); });
+    case EwOp::kNeg:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = -At(a, r, c); });
+    case EwOp::kScale: {
+      const float s = in.scalar, o = in.offset;
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = s * At(a, r, c) + o; });
+    }
+    case EwOp::kSum:
+      return RowSum(in, r0, nr);
+    case EwOp::kBroadcast:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = At(a, r, 0); });
+    case EwOp::kDropout:
+      return Dropout(in, r0, nr);
+    case EwOp::kSigmoidGrad:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) {
+        const float y = At(a, r, c);
+        At(d, r, c) = At(b, r, c) * y * (1.0f - y);
+      });
+    case EwOp::kTanhGrad:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) {
+        const float y = At(a, r, c);
+        At(d, r, c) = At(b, r, c) * (1.0f - y * y);
+      });
+    case EwOp::kReluGrad:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) {
+        At(d, r, c) = At(a, r, c) > 0.0f ? At(b, r, c) : 0.0f;
+      });
+  }
+}
+
+// program: [count] instructions in device memory; each block runs them over its rows.
+__global__ void __launch_bounds__(kThreads)
+    ElementwiseKernel(const EwInstr* __restrict__ program, int count, int64_t rows,
+                      int rows_per_block) {
+  __shared__ alignas(16) unsigned char shared[kSharedInstrs * sizeof(EwInstr)];
+  const EwInstr* prog = program;
+  if (count <= kSharedInstrs) {
+    const int words = count * static_cast<int>(sizeof(EwInstr) / sizeof(int));
+    for (int i = threadIdx.x; i < words; i += kThreads) {
+      reinterpret_cast<int*>(shared)[i] = reinterpret_cast<const int*>(program)[i];
+    }
+    __syncthreads();
+    prog = reinterpret_cast<const EwInstr*>(shared);
+  }
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  const int nr = static_cast<int>(min(static_cast<int64_t>(rows_per_block), rows - r0));
+  for (int k = 0; k < count; ++k) {
+    if (k > 0) __syncthreads();  // later instructions read earlier results of the same rows
+    Run(prog[k], r0, nr);
+  }
+}
+
+static_assert(sizeof(EwInstr) % sizeof(int) == 0);
+
+}  // namespace
+
+cudaError_t LaunchElementwise(cudaStream_t stream, const EwInstr* host, const EwInstr* device,
+                              int count, int64_t rows, int num_sms) {
+  if (count <= 0 || rows <= 0) return cudaSuccess;
+  int64_t width = 1;
+  for (int k = 0; host != nullptr && k < count; ++k) width = std::max(width, host[k].width);
+  // Enough rows per block to give each thread a few elements, but enough blocks to fill the
+  // device twice over when there are rows to spare.
+  int64_t rows_per_block = std::max<int64_t>(1, kElementsPerBlock / width);
+  const int64_t min_blocks = 2 * static_cast<int64_t>(std::max(num_sms, 1));
+  rows_per_block =
+      std::min(rows_per_block, std::max<int64_t>(1, (rows + min_blocks - 1) / min_blocks));
+  if (rows_per_block * width >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+  if (blocks >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  ElementwiseKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      device, count, rows, static_cast<int>(rows_per_block));
+  return cudaGetLastError();
+}
+
+}  // namespace cavs::ops

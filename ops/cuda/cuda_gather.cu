@@ -1,0 +1,220 @@
+#include <algorithm>
+
+#include "ops/cuda/cuda_gather.h"
+
+namespace cavs::ops {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// Threads along x over a row's `cols` (vectors), along y and the grid over rows.
+struct RowGrid {
+  dim3 grid, block;
+};
+
+RowGrid MakeRowGrid(int64_t m, int64_t cols) {
+  int bx = 32;
+  while (bx < cols && bx < kThreads) bx *= 2;
+  const int by = kThreads / bx;
+  const int64_t blocks = std::min<int64_t>((m + by - 1) / by, int64_t{1} << 20);
+  return {dim3(static_cast<unsigned>(std::max<int64_t>(blocks, 1))), dim3(bx, by)};
+}
+
+#define CAVS_FOR_EACH_ROW(row, m)                                                            \
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; row < (m); \
+       row += static_cast<int64_t>(gridDim.x) * blockDim.y)
+
+template <int V>
+struct Vec;
+template <>
+struct Vec<1> {
+  using T = float;
+  __device__ static T Zero() { return 0.0f; }
+  __device__ static void Add(T& d, T s) { d += s; }
+  __device__ static void AtomicAdd(T* d, T s) { atomicAdd(d, s); }
+};
+template <>
+struct Vec<4> {
+  using T = float4;
+  __device__ static T Zero() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
+  __device__ static void Add(T& d, T s) {
+    d.x += s.x;
+    d.y += s.y;
+    d.z += s.z;
+    d.w += s.w;
+  }
+  __device__ static void AtomicAdd(T* d, T s) {
+    atomicAdd(&d->x, s.x);
+    atomicAdd(&d->y, s.y);
+    atomicAdd(&d->z, s.z);
+    atomicAdd(&d->w, s.w);
+  }
+};
+
+// dst: [m, cols * V] row i = src row idx[i] (zeros where idx[i] < 0). Strides in vectors.
+template <int V>
+__global__ void GatherKernel(const typename Vec<V>::T* __restrict__ src, int64_t src_ld,
+                             const int32_t* __restrict__ idx, int64_t m, int64_t cols,
+                             typename Vec<V>::T* __restrict__ dst, int64_t dst_ld) {
+  CAVS_FOR_EACH_ROW(i, m) {
+    const int64_t s = idx[i];
+    auto* d = dst + i * dst_ld;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      d[c] = s >= 0 ? src[s * src_ld + c] : Vec<V>::Zero();
+    }
+  }
+}
+
+// dst row idx[i] += src row i, atomically unless the rows are known to be distinct.
+template <int V, bool kAtomic>
+__global__ void ScatterAddKernel(const typename Vec<V>::T* __restrict__ src, int64_t src_ld,
+                                 const int32_t* __restrict__ idx, int64_t m, int64_t cols,
+                                 typename Vec<V>::T* dst, int64_t dst_ld) {
+  CAVS_FOR_EACH_ROW(i, m) {
+    const int64_t t = idx[i];
+    if (t < 0) continue;
+    const auto* s = src + i * src_ld;
+    auto* d = dst + t * dst_ld;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      if constexpr (kAtomic) {
+        Vec<V>::AtomicAdd(d + c, s[c]);
+      } else {
+        Vec<V>::Add(d[c], s[c]);
+      }
+    }
+  }
+}
+
+// dst: [m, w] row i = reduce of src rows ids[offsets[i] .. offsets[i+1]).
+__global__ void SegmentReduceKernel(ReduceOp op, const float* __restrict__ src, int64_t src_ld,
+                                    const int32_t* __restrict__ offsets,
+                                    const int32_t* __restrict__ ids, int64_t m, int64_t w,
+                                    float* __restrict__ dst, int64_t dst_ld,
+                                    int32_t* __restrict__ argmax) {
+  CAVS_FOR_EACH_ROW(i, m) {
+    const int32_t begin = offsets[i], end = offsets[i + 1];
+    for (int64_t c = threadIdx.x; c < w; c += blockDim.x) {
+      float acc = 0.0f;
+      if (op == ReduceOp::kMax) {
+        int32_t arg = -1;
+        if (begin < end) {
+          arg = ids[begin];
+          acc = src[arg * src_ld + c];
+        }
+        for (int32_t j = begin + 1; j < end; ++j) {
+          const float v = src[static_cast<int64_t>(ids[j]) * src_ld + c];
+          if (v > acc) {
+            acc = v;
+            arg = ids[j];
+          }
+        }
+        if (argmax != nullptr) argmax[i * w + c] = arg;
+      } else {
+        for (int32_t j = begin; j < end; ++j) acc += src[static_cast<int64_t>(ids[j]) * src_ld + c];
+        if (op == ReduceOp::kMean && end > begin) acc /= static_cast<float>(end - begin);
+      }
+      dst[i * dst_ld + c] = acc;
+    }
+  }
+}
+
+// dsrc row ids[j] += dy row i (scaled for kMean; only the argmax row per element for kMax).
+__global__ void SegmentReduceGradKernel(ReduceOp op, const float* __restrict__ dy, int64_t dy_ld,
+                                        const int32_t* __restrict__ offsets,
+                                        const int32_t* __restrict__ ids,
+                                        const int32_t* __restrict__ argmax, int64_t m, int64_t w,
+                                        float* dsrc, int64_t dsrc_ld) {
+  CAVS_FOR_EACH_ROW(i, m) {
+    const int32_t begin = offsets[i], end = offsets[i + 1];
+    if (begin >= end) continue;
+    for (int64_t c = threadIdx.x; c < w; c += blockDim.x) {
+      const float g = dy[i * dy_ld + c];
+      if (op == ReduceOp::kMax) {
+        const int64_t arg = argmax[i * w + c];
+        if (arg >= 0) atomicAdd(&dsrc[arg * dsrc_ld + c], g);
+        continue;
+      }
+      const float v = op == ReduceOp::kMean ? g / static_cast<float>(end - begin) : g;
+      for (int32_t j = begin; j < end; ++j) {
+        atomicAdd(&dsrc[static_cast<int64_t>(ids[j]) * dsrc_ld + c], v);
+      }
+    }
+  }
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// float4 access is possible when widths, strides and base pointers are multiples of 4 floats.
+bool CanVectorize(const float* a, int64_t a_ld, const float* b, int64_t b_ld, int64_t w) {
+  return w % 4 == 0 && a_ld % 4 == 0 && b_ld % 4 == 0 && Aligned16(a) && Aligned16(b);
+}
+
+}  // namespace
+
+cudaError_t LaunchGatherRows(cudaStream_t stream, const float* src, int64_t src_ld,
+                             const int32_t* idx, int64_t m, int64_t w, float* dst, int64_t dst_ld) {
+  if (m <= 0 || w <= 0) return cudaSuccess;
+  if (CanVectorize(src, src_ld, dst, dst_ld, w)) {
+    const RowGrid g = MakeRowGrid(m, w / 4);
+    GatherKernel<4><<<g.grid, g.block, 0, stream>>>(reinterpret_cast<const float4*>(src),
+                                                    src_ld / 4, idx, m, w / 4,
+                                                    reinterpret_cast<float4*>(dst), dst_ld / 4);
+  } else {
+    const RowGrid g = MakeRowGrid(m, w);
+    GatherKernel<1><<<g.grid, g.block, 0, stream>>>(src, src_ld, idx, m, w, dst, dst_ld);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchScatterAddRows(cudaStream_t stream, const float* src, int64_t src_ld,
+                                 const int32_t* idx, int64_t m, int64_t w, float* dst,
+                                 int64_t dst_ld, bool unique) {
+  if (m <= 0 || w <= 0) return cudaSuccess;
+  if (CanVectorize(src, src_ld, dst, dst_ld, w)) {
+    const RowGrid g = MakeRowGrid(m, w / 4);
+    const auto* s = reinterpret_cast<const float4*>(src);
+    auto* d = reinterpret_cast<float4*>(dst);
+    if (unique) {
+      ScatterAddKernel<4, false>
+          <<<g.grid, g.block, 0, stream>>>(s, src_ld / 4, idx, m, w / 4, d, dst_ld / 4);
+    } else {
+      ScatterAddKernel<4, true>
+          <<<g.grid, g.block, 0, stream>>>(s, src_ld / 4, idx, m, w / 4, d, dst_ld / 4);
+    }
+  } else {
+    const RowGrid g = MakeRowGrid(m, w);
+    if (unique) {
+      ScatterAddKernel<1, false>
+          <<<g.grid, g.block, 0, stream>>>(src, src_ld, idx, m, w, dst, dst_ld);
+    } else {
+      ScatterAddKernel<1, true>
+          <<<g.grid, g.block, 0, stream>>>(src, src_ld, idx, m, w, dst, dst_ld);
+    }
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSegmentReduce(cudaStream_t stream, ReduceOp op, const float* src, int64_t src_ld,
+                                const int32_t* offsets, const int32_t* ids, int64_t m, int64_t w,
+                                float* dst, int64_t dst_ld, int32_t* argmax) {
+  if (m <= 0 || w <= 0) return cudaSuccess;
+  const RowGrid g = MakeRowGrid(m, w);
+  SegmentReduceKernel<<<g.grid, g.block, 0, stream>>>(op, src, src_ld, offsets, ids, m, w, dst,
+                                                      dst_ld, argmax);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSegmentReduceGrad(cudaStream_t stream, ReduceOp op, const float* dy,
+                                    int64_t dy_ld, const int32_t* offsets, const int32_t* ids,
+                                    const int32_t* argmax, int64_t m, int64_t w, float* dsrc,
+                                    int64_t dsrc_ld) {
+  if (m <= 0 || w <= 0) return cudaSuccess;
+  if (op == ReduceOp::kMax && argmax == nullptr) return cudaErrorInvalidValue;
+  const RowGrid g = MakeRowGrid(m, w);
+  SegmentReduceGradKernel<<<g.grid, g.block, 0, stream>>>(op, dy, dy_ld, offsets, ids, argmax, m, w,
+                                                          dsrc, dsrc_ld);
+  return cudaGetLastError();
+}
+
+}  // namespace cavs::ops

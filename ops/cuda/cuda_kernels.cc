@@ -1,0 +1,193 @@
+#include "ops/cuda/cuda_kernels.h"
+
+#include <mutex>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "ops/cpu/cpu_elementwise.h"
+#include "ops/cuda/cublas_status.h"
+#include "ops/cuda/cuda_device_guard.h"
+#include "ops/cuda/cuda_elementwise.h"
+#include "ops/cuda/cuda_gather.h"
+#include "ops/cuda/cuda_gemm.h"
+#include "ops/cuda/cuda_reduce.h"
+#include "ops/cuda/cuda_softmax.h"
+#include "ops/cuda/cuda_status.h"
+
+namespace cavs::ops {
+
+namespace {
+
+// Sizes must be non-negative; with work to do, every listed pointer must be set.
+absl::Status CheckArgs(const char* op, int64_t rows, int64_t cols,
+                       std::initializer_list<const void*> pointers) {
+  if (rows < 0 || cols < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": negative size [", rows, ", ", cols, "]"));
+  }
+  if (rows == 0 || cols == 0) return absl::OkStatus();
+  int i = 0;
+  for (const void* p : pointers) {
+    if (p == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": pointer argument ", i, " is null for [", rows, ", ", cols, "]"));
+    }
+    ++i;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* backend) {
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend->MakeCurrent(guard));
+  int num_sms = 0;
+  CAVS_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, backend->ordinal()));
+  cublasHandle_t handle = nullptr;
+  CAVS_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
+  std::unique_ptr<CudaKernels> kernels(new CudaKernels(backend, handle, num_sms));
+  CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, backend->stream()));
+  CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
+  CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
+  return kernels;
+}
+
+CudaKernels::~CudaKernels() {
+  CudaDeviceGuard guard;
+  if (backend_->MakeCurrent(guard).ok()) cublasDestroy(cublas_);
+}
+
+absl::Status CudaKernels::SetAllowTf32(bool allow) {
+  CAVS_CUBLAS_RETURN_IF_ERROR(
+      cublasSetMathMode(cublas_, allow ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  allow_tf32_ = allow;
+  return absl::OkStatus();
+}
+
+absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                               float alpha, const float* a, int64_t lda, const float* b,
+                               int64_t ldb, float beta, float* c, int64_t ldc) {
+  CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", m, n, {c}));
+  if (k > 0) CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", m, n, {a, b}));
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  return CublasGemmRowMajor(cublas_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                            ldc);
+}
+
+absl::Status CudaKernels::Elementwise(const EwInstr* host, const EwInstr* device, int count,
+                                      int64_t rows) {
+  CAVS_RETURN_IF_ERROR(CheckArgs("Elementwise", rows, count, {host, device}));
+  if (rows == 0 || count == 0) return absl::OkStatus();
+  CAVS_RETURN_IF_ERROR(cpu::ValidateProgram(host, count, rows));  // the same checks as the CPU
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchElementwise(stream(), host, device, count, rows, num_sms_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaKernels::GatherRows(const float* src, int64_t src_ld, const int32_t* idx,
+                                     int64_t m, int64_t w, float* dst, int64_t dst_ld) {
+  CAVS_RETURN_IF_ERROR(CheckArgs("GatherRows", m, w, {src, idx, dst}));
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchGatherRows(stream(), src, src_ld, idx, m, w, dst, dst_ld));
+  return absl::OkStatus();
+}
+
+absl::Status CudaKernels::ScatterAddRows(const float* src, int64_t src_ld, const int32_t* idx,
+                                         int64_t m, int64_t w, float* dst, int64_t dst_ld,
+                                         bool unique) {
+  CAVS_RETURN_IF_ERROR(CheckArgs("ScatterAddRows", m, w, {src, idx, dst}));
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(
+      LaunchScatterAddRows(stream(), src, src_ld, idx, m, w, dst, dst_ld, unique));
+  return absl::OkStatus();
+}
+
+absl::Status CudaKernels::SegmentReduce(ReduceOp op, const float* src, int64_t src_ld,
+                                        const int32_t* offsets, const int32_t* ids, int64_t m,
+                                        int64_t w, float* dst, int64_t dst_ld, int32_t* argmax) {
+  CAVS_RETURN_IF_ERROR(CheckArgs("SegmentReduce", m, w, {src, offsets, ids, dst}));
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(
+      LaunchSegmentReduce(stream(), op, src, src_ld, offsets, ids, m, w, dst, dst_ld, argmax));
+  return absl::OkStatus();
+}
+
+absl::Status CudaKernels::SegmentReduceGrad(ReduceOp op, const float* dy, int64_t dy_ld,
+                                            const int32_t* offsets, const int32_t* ids,
+                                            const int32_t* argmax, int64_t m, int64_t w,
+                                            float* dsrc, int64_t dsrc_ld) {
+  CAVS_RETURN_IF_ERROR(CheckArgs("SegmentReduceGrad", m, w, {dy, offsets, ids, dsrc}));
+  if (op == ReduceOp::kMax) {
+    CAVS_RETURN_IF_ERROR(CheckArgs("SegmentReduceGrad(max)", m, w, {argmax}));
+  }
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(
+      LaunchSegmentReduceGrad(stream(), op, dy, dy_ld, offsets, ids, argmax, m, w, dsrc, dsrc_ld));
+  return absl::OkStatus();
+}
+
+absl::Status CudaKernels::SoftmaxCrossEntropy(const float* logits, int64_t ld, int64_t n, int64_t c,
+                                              const int32_t* labels, float scale, float* dlogits,
+                                              float* stats, int32_t* pred) {
+  CAVS_RETURN_IF_ERROR(CheckArgs("SoftmaxCrossEntropy", n, c, {logits, labels}));
+  if (n > 0 && c > 0 && ld < c) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SoftmaxCrossEntropy: row stride ", ld, " below the class count ", c));
+  }
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(
+      LaunchSoftmaxCrossEntropy(stream(), logits, ld, n, c, labels, scale, dlogits, stats, pred));
+  return absl::OkStatus();
+}
+
+absl::Status CudaKernels::ColumnSum(const float* src, int64_t ld, int64_t m, int64_t w, float alpha,
+                                    float* dst) {
+  CAVS_RETURN_IF_ERROR(CheckArgs("ColumnSum", m, w, {src, dst}));
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(
+      LaunchColumnReduce(stream(), src, ld, nullptr, 0, m, w, alpha, dst, num_sms_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaKernels::ColumnDot(const float* x, int64_t x_ld, const float* y, int64_t y_ld,
+                                    int64_t m, int64_t w, float* dst) {
+  CAVS_RETURN_IF_ERROR(CheckArgs("ColumnDot", m, w, {x, y, dst}));
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(
+      LaunchColumnReduce(stream(), x, x_ld, y, y_ld, m, w, 1.0f, dst, num_sms_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaKernels::Fill(float* dst, int64_t n, float value) {
+  CAVS_RETURN_IF_ERROR(CheckArgs("Fill", n, 1, {dst}));
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchFill(stream(), dst, n, value));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CudaKernels*> GetCudaKernels(int ordinal) {
+  static std::mutex* mu = new std::mutex();
+  static std::vector<CudaKernels*>* all = new std::vector<CudaKernels*>();  // never freed
+  CAVS_ASSIGN_OR_RETURN(CudaBackend * backend, GetCudaBackend(ordinal));
+  std::lock_guard<std::mutex> lock(*mu);
+  if (all->size() <= static_cast<size_t>(ordinal)) all->resize(ordinal + 1, nullptr);
+  if ((*all)[ordinal] == nullptr) {
+    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CudaKernels> kernels, CudaKernels::Create(backend));
+    (*all)[ordinal] = kernels.release();
+  }
+  return (*all)[ordinal];
+}
+
+}  // namespace cavs::ops

@@ -1,0 +1,86 @@
+// CudaKernels: ops::Kernels for one GPU: cuBLAS for Gemm, custom kernels for the rest.
+//
+// Every method queues its work on the device backend's stream (cuda_backend.h) and returns;
+// errors in the arguments it can see (negative sizes, missing pointers) and launch errors are
+// Statuses, faults inside a kernel surface at the next synchronizing call. Launches per call:
+// Gemm one cublasSgemm; Elementwise one kernel for the whole program; GatherRows,
+// ScatterAddRows, SegmentReduce(Grad), SoftmaxCrossEntropy, ColumnSum, ColumnDot one kernel
+// each; Fill one kernel or memset. The op families live in cuda_gemm, cuda_elementwise,
+// cuda_gather, cuda_softmax and cuda_reduce.
+//
+// TF32: Gemm computes in full fp32 by default (CUBLAS_DEFAULT_MATH), so results match the CPU
+// up to summation order. SetAllowTf32(true) lets cuBLAS use TF32 tensor cores (about 10 bits of
+// mantissa in the products), faster and less exact.
+//
+// Thread-safety: as ops::Kernels, one executor thread at a time.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ops/cuda/cuda_backend.h"
+#include "ops/kernels.h"
+
+namespace cavs::ops {
+
+class CudaKernels final : public Kernels {
+ public:
+  // Kernels on `backend`'s device and stream (not owned; outlives this).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<CudaKernels>> Create(CudaBackend* backend);
+  ~CudaKernels() override;
+  CudaKernels(const CudaKernels&) = delete;
+  CudaKernels& operator=(const CudaKernels&) = delete;
+
+  core::Device device() const override { return backend_->device(); }
+  absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc) override;
+  absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count,
+                           int64_t rows) override;
+  absl::Status GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
+                          int64_t w, float* dst, int64_t dst_ld) override;
+  absl::Status ScatterAddRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
+                              int64_t w, float* dst, int64_t dst_ld, bool unique) override;
+  absl::Status SegmentReduce(ReduceOp op, const float* src, int64_t src_ld, const int32_t* offsets,
+                             const int32_t* ids, int64_t m, int64_t w, float* dst, int64_t dst_ld,
+                             int32_t* argmax) override;
+  absl::Status SegmentReduceGrad(ReduceOp op, const float* dy, int64_t dy_ld,
+                                 const int32_t* offsets, const int32_t* ids, const int32_t* argmax,
+                                 int64_t m, int64_t w, float* dsrc, int64_t dsrc_ld) override;
+  absl::Status SoftmaxCrossEntropy(const float* logits, int64_t ld, int64_t n, int64_t c,
+                                   const int32_t* labels, float scale, float* dlogits, float* stats,
+                                   int32_t* pred) override;
+  absl::Status ColumnSum(const float* src, int64_t ld, int64_t m, int64_t w, float alpha,
+                         float* dst) override;
+  absl::Status ColumnDot(const float* x, int64_t x_ld, const float* y, int64_t y_ld, int64_t m,
+                         int64_t w, float* dst) override;
+  absl::Status Fill(float* dst, int64_t n, float value) override;
+  absl::Status Synchronize() override { return backend_->Synchronize(); }
+
+  // Lets Gemm use TF32 tensor cores (off by default).
+  [[nodiscard]] absl::Status SetAllowTf32(bool allow);
+  bool allow_tf32() const { return allow_tf32_; }
+
+  CudaBackend* backend() const { return backend_; }
+  cudaStream_t stream() const { return backend_->stream(); }
+  cublasHandle_t cublas() const { return cublas_; }
+
+ private:
+  CudaKernels(CudaBackend* backend, cublasHandle_t cublas, int num_sms)
+      : backend_(backend), cublas_(cublas), num_sms_(num_sms) {}
+
+  CudaBackend* backend_;
+  cublasHandle_t cublas_;
+  int num_sms_;
+  bool allow_tf32_ = false;
+};
+
+// The kernels of cuda:`ordinal`, created on first use and never destroyed; an error where the
+// machine has no such device.
+[[nodiscard]] absl::StatusOr<CudaKernels*> GetCudaKernels(int ordinal);
+
+}  // namespace cavs::ops

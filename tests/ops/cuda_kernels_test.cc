@@ -1,0 +1,276 @@
+// The CUDA kernels against the CPU kernels on the shapes that select their different code paths
+// (vectorized and scalar rows, atomics, warp- and block-per-row softmax, programs in shared and
+// global memory, many row chunks), and the dropout mask bit for bit. The op-by-op suite over
+// every device is kernels_equivalence_test.cc; this file covers what is CUDA-specific.
+#include "ops/cuda/cuda_kernels.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ops/kernels.h"
+#include "tests/ops/cuda_test_util.h"
+#include "tests/ops/ops_test_util.h"
+
+namespace cavs::ops {
+namespace {
+
+using testing::AllClose;
+using testing::DeviceArray;
+using testing::RandomFloats;
+using testing::RandomInts;
+
+class CudaKernelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CAVS_SKIP_WITHOUT_CUDA();
+    absl::StatusOr<Kernels*> cuda = GetKernels(core::Device::Cuda(0));
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    cuda_ = *cuda;
+    absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    cpu_ = *cpu;
+  }
+
+  // Runs `program` (pointers into host buffers) on the CPU as it is, and on the GPU with each
+  // pointer moved to the same offset of a device copy of its buffer; returns both results.
+  void CompareProgram(std::vector<EwInstr> program, std::vector<std::vector<float>*> buffers,
+                      const std::vector<int32_t>& uids, int64_t rows, double rtol) {
+    std::vector<std::unique_ptr<DeviceArray<float>>> dev;
+    for (auto* b : buffers) dev.push_back(std::make_unique<DeviceArray<float>>(*b));
+    DeviceArray<int32_t> dev_uids(uids.empty() ? std::vector<int32_t>{0} : uids);
+    std::vector<EwInstr> device_program = program;
+    auto move = [&](EwArg& arg) {
+      for (size_t i = 0; i < buffers.size(); ++i) {
+        float* base = buffers[i]->data();
+        if (arg.ptr >= base && arg.ptr < base + buffers[i]->size()) {
+          arg.ptr = dev[i]->get() + (arg.ptr - base);
+          return;
+        }
+      }
+      ASSERT_EQ(arg.ptr, nullptr);
+    };
+    for (EwInstr& in : device_program) {
+      move(in.dst);
+      move(in.a);
+      move(in.b);
+      if (in.uids != nullptr) in.uids = dev_uids.get();
+    }
+    DeviceArray<EwInstr> dev_program(device_program);
+    ASSERT_TRUE(cuda_
+                    ->Elementwise(device_program.data(), dev_program.get(),
+                                  static_cast<int>(program.size()), rows)
+                    .ok());
+    ASSERT_TRUE(
+        cpu_->Elementwise(program.data(), program.data(), static_cast<int>(program.size()), rows)
+            .ok());
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      EXPECT_TRUE(AllClose(dev[i]->Download(), *buffers[i], rtol, 1e-5)) << "buffer " << i;
+    }
+  }
+
+  Kernels* cuda_ = nullptr;
+  Kernels* cpu_ = nullptr;
+};
+
+TEST_F(CudaKernelsTest, DropoutMaskIsTheCpuMask) {
+  const int64_t rows = 300, w = 257;
+  std::vector<float> x = RandomFloats(rows * w, 1, 0.5f, 1.5f), y(rows * w, 7.0f);
+  std::vector<int32_t> uids = RandomInts(rows, 2, 0, 1 << 20);
+  EwInstr in;
+  in.op = EwOp::kDropout;
+  in.width = w;
+  in.dst = {y.data(), w};
+  in.a = {x.data(), w};
+  in.scalar = 0.3f;
+  in.seed = 0x1234567890abcdefull;
+  in.uids = uids.data();
+  DeviceArray<float> dx(x), dy(y.size());
+  DeviceArray<int32_t> duids(uids);
+  EwInstr dev = in;
+  dev.dst.ptr = dy.get();
+  dev.a.ptr = dx.get();
+  dev.uids = duids.get();
+  DeviceArray<EwInstr> program(std::vector<EwInstr>{dev});
+  ASSERT_TRUE(cuda_->Elementwise(&dev, program.get(), 1, rows).ok());
+  ASSERT_TRUE(cpu_->Elementwise(&in, &in, 1, rows).ok());
+  const std::vector<float> got = dy.Download();
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < rows * w; ++i) {
+    ASSERT_EQ(got[i] == 0.0f, y[i] == 0.0f) << "element " << i;
+    dropped += y[i] == 0.0f;
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / (rows * w), 0.3, 0.01);
+  EXPECT_TRUE(AllClose(got, y, 1e-6, 0.0));
+}
+
+// An LSTM-like program with cross-column reads (sum, broadcast, copies at column offsets) over
+// many rows, once from shared memory and once long enough to be read from global memory.
+TEST_F(CudaKernelsTest, ElementwiseProgramsMatchTheCpu) {
+  for (int repeats : {1, 8}) {
+    const int64_t rows = 5000, h = 37, ld = 6 * h;
+    std::vector<float> g = RandomFloats(rows * ld, 3), s(rows * 2 * h, 0.0f);
+    std::vector<float> bias = RandomFloats(h, 4);  // read with ld 0 by every row
+    std::vector<EwInstr> p;
+    auto op = [&](EwOp o, int64_t width, EwArg d, EwArg a, EwArg b = {}) {
+      EwInstr in;
+      in.op = o;
+      in.width = width;
+      in.dst = d;
+      in.a = a;
+      in.b = b;
+      in.scalar = 0.5f;
+      in.offset = 0.25f;
+      p.push_back(in);
+    };
+    float* G = g.data();
+    float* S = s.data();
+    for (int r = 0; r < repeats; ++r) {
+      op(EwOp::kSigmoid, 3 * h, {G, ld}, {G, ld});
+      op(EwOp::kTanh, h, {G + 3 * h, ld}, {G + 3 * h, ld});
+      op(EwOp::kMul, h, {S, 2 * h}, {G, ld}, {G + 3 * h, ld});
+      op(EwOp::kAccumulate, h, {S, 2 * h}, {G + 4 * h, ld});
+      op(EwOp::kTanhGrad, h, {S + h, 2 * h}, {S, 2 * h}, {G + h, ld});
+      op(EwOp::kSum, h, {G + 5 * h, ld}, {S + h, 2 * h});
+      op(EwOp::kBroadcast, h, {G + 4 * h, ld}, {G + 5 * h, ld});
+      op(EwOp::kScale, 2 * h, {S, 2 * h}, {S, 2 * h});
+      op(EwOp::kSigmoidGrad, h, {G + h, ld}, {G, ld}, {S, 2 * h});
+      op(EwOp::kReluGrad, h, {G + 2 * h, ld}, {G + 3 * h, ld}, {S + h, 2 * h});
+      op(EwOp::kRelu, h, {G + 3 * h, ld}, {S + h, 2 * h});
+      op(EwOp::kSub, h, {S + h, 2 * h}, {G + 4 * h, ld}, {bias.data(), 0});
+      op(EwOp::kNeg, h, {G + 2 * h, ld}, {G + 2 * h, ld});
+      op(EwOp::kAdd, h, {S, 2 * h}, {S, 2 * h}, {G + 2 * h, ld});
+      op(EwOp::kCopy, h, {G + 5 * h, ld}, {S, 2 * h});
+    }
+    op(EwOp::kZero, h, {G, ld}, {});
+    CompareProgram(p, {&g, &s, &bias}, {}, rows, 1e-4);
+  }
+}
+
+TEST_F(CudaKernelsTest, GatherAndScatterMatchTheCpu) {
+  for (int64_t w : {6, 8, 300}) {  // scalar, float4 and wide rows
+    const int64_t n = 500, m = 3000;
+    std::vector<float> src = RandomFloats(n * w, 4), out(m * w, 0.0f);
+    std::vector<int32_t> idx = RandomInts(m, 5, -1, n - 1);  // repeats and holes
+    DeviceArray<float> dsrc(src), dout(out);
+    DeviceArray<int32_t> didx(idx);
+    ASSERT_TRUE(cuda_->GatherRows(dsrc.get(), w, didx.get(), m, w, dout.get(), w).ok());
+    ASSERT_TRUE(cpu_->GatherRows(src.data(), w, idx.data(), m, w, out.data(), w).ok());
+    EXPECT_EQ(dout.Download(), out) << "w=" << w;
+    // Scatter the gathered rows back: repeated indices need atomics.
+    std::vector<float> acc = RandomFloats(n * w, 6);
+    DeviceArray<float> dacc(acc);
+    ASSERT_TRUE(cuda_->ScatterAddRows(dout.get(), w, didx.get(), m, w, dacc.get(), w, false).ok());
+    ASSERT_TRUE(cpu_->ScatterAddRows(out.data(), w, idx.data(), m, w, acc.data(), w, false).ok());
+    EXPECT_TRUE(AllClose(dacc.Download(), acc, 1e-5, 1e-5)) << "w=" << w;
+    // Unique indices: a permutation of the first n rows.
+    std::vector<int32_t> perm(n);
+    for (int32_t i = 0; i < n; ++i) perm[i] = (i * 7919) % n;
+    DeviceArray<int32_t> dperm(perm);
+    ASSERT_TRUE(cuda_->ScatterAddRows(dsrc.get(), w, dperm.get(), n, w, dacc.get(), w, true).ok());
+    ASSERT_TRUE(cpu_->ScatterAddRows(src.data(), w, perm.data(), n, w, acc.data(), w, true).ok());
+    EXPECT_TRUE(AllClose(dacc.Download(), acc, 1e-5, 1e-5)) << "w=" << w;
+  }
+}
+
+TEST_F(CudaKernelsTest, SegmentReductionsMatchTheCpu) {
+  const int64_t n = 400, m = 700, w = 33;
+  std::vector<int32_t> lengths = RandomInts(m, 7, 0, 4), offsets(m + 1, 0);
+  for (int64_t i = 0; i < m; ++i) offsets[i + 1] = offsets[i] + lengths[i];
+  std::vector<int32_t> ids = RandomInts(offsets[m], 8, 0, n - 1);
+  std::vector<float> src = RandomFloats(n * w, 9);
+  DeviceArray<float> dsrc(src);
+  DeviceArray<int32_t> doff(offsets), dids(ids);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax}) {
+    std::vector<float> out(m * w, 0.0f), dsrc_cpu(n * w, 0.0f);
+    std::vector<int32_t> argmax(m * w, 5);
+    DeviceArray<float> dout(out.size()), dgrad(dsrc_cpu);
+    DeviceArray<int32_t> dargmax(argmax);
+    ASSERT_TRUE(cuda_
+                    ->SegmentReduce(op, dsrc.get(), w, doff.get(), dids.get(), m, w, dout.get(), w,
+                                    dargmax.get())
+                    .ok());
+    ASSERT_TRUE(cpu_->SegmentReduce(op, src.data(), w, offsets.data(), ids.data(), m, w, out.data(),
+                                    w, argmax.data())
+                    .ok());
+    EXPECT_TRUE(AllClose(dout.Download(), out, 1e-5, 1e-6)) << static_cast<int>(op);
+    if (op == ReduceOp::kMax) EXPECT_EQ(dargmax.Download(), argmax);
+    // The gradient of the reduction, with dy = out.
+    ASSERT_TRUE(cuda_
+                    ->SegmentReduceGrad(op, dout.get(), w, doff.get(), dids.get(), dargmax.get(), m,
+                                        w, dgrad.get(), w)
+                    .ok());
+    ASSERT_TRUE(cpu_->SegmentReduceGrad(op, out.data(), w, offsets.data(), ids.data(),
+                                        argmax.data(), m, w, dsrc_cpu.data(), w)
+                    .ok());
+    EXPECT_TRUE(AllClose(dgrad.Download(), dsrc_cpu, 1e-5, 1e-5)) << static_cast<int>(op);
+  }
+}
+
+TEST_F(CudaKernelsTest, SoftmaxCrossEntropyMatchesTheCpu) {
+  for (int64_t c : {5, 1000, 3000}) {  // warp per row, and block per row
+    const int64_t n = 777, ld = c + 3;
+    std::vector<float> logits = RandomFloats(n * ld, 10, -4.0f, 4.0f);
+    std::vector<int32_t> labels = RandomInts(n, 11, -1, c - 1);
+    std::vector<float> dl(n * c, 9.0f), stats = {1.0f, 2.0f};
+    std::vector<int32_t> pred(n, -5);
+    DeviceArray<float> dlogits(logits), ddl(dl), dstats(stats);
+    DeviceArray<int32_t> dlabels(labels), dpred(pred);
+    ASSERT_TRUE(cuda_
+                    ->SoftmaxCrossEntropy(dlogits.get(), ld, n, c, dlabels.get(), 0.5f, ddl.get(),
+                                          dstats.get(), dpred.get())
+                    .ok());
+    ASSERT_TRUE(cpu_->SoftmaxCrossEntropy(logits.data(), ld, n, c, labels.data(), 0.5f, dl.data(),
+                                          stats.data(), pred.data())
+                    .ok());
+    EXPECT_TRUE(AllClose(ddl.Download(), dl, 1e-4, 1e-7)) << "c=" << c;
+    EXPECT_TRUE(AllClose(dstats.Download(), stats, 1e-4, 1e-3)) << "c=" << c;
+    EXPECT_EQ(dpred.Download(), pred) << "c=" << c;
+  }
+}
+
+TEST_F(CudaKernelsTest, ColumnReductionsAndFillMatchTheCpu) {
+  for (int64_t m : {1, 100, 20000}) {
+    const int64_t w = 37, ld = 40;
+    std::vector<float> x = RandomFloats(m * ld, 12), y = RandomFloats(m * ld, 13);
+    std::vector<float> sum = RandomFloats(w, 14), dot = RandomFloats(w, 15);
+    DeviceArray<float> dx(x), dy(y), dsum(sum), ddot(dot);
+    ASSERT_TRUE(cuda_->ColumnSum(dx.get(), ld, m, w, -0.5f, dsum.get()).ok());
+    ASSERT_TRUE(cpu_->ColumnSum(x.data(), ld, m, w, -0.5f, sum.data()).ok());
+    ASSERT_TRUE(cuda_->ColumnDot(dx.get(), ld, dy.get(), ld, m, w, ddot.get()).ok());
+    ASSERT_TRUE(cpu_->ColumnDot(x.data(), ld, y.data(), ld, m, w, dot.data()).ok());
+    EXPECT_TRUE(AllClose(dsum.Download(), sum, 1e-4, 1e-3)) << "m=" << m;
+    EXPECT_TRUE(AllClose(ddot.Download(), dot, 1e-4, 1e-3)) << "m=" << m;
+  }
+  DeviceArray<float> buf(1001);
+  ASSERT_TRUE(cuda_->Fill(buf.get(), 1001, 2.5f).ok());
+  EXPECT_EQ(buf.Download(), std::vector<float>(1001, 2.5f));
+  ASSERT_TRUE(cuda_->Fill(buf.get(), 1000, 0.0f).ok());
+  std::vector<float> want(1001, 0.0f);
+  want[1000] = 2.5f;
+  EXPECT_EQ(buf.Download(), want);
+}
+
+TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
+  const int64_t m = 67, n = 45, k = 129;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const int64_t lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n + 3;
+      std::vector<float> a = RandomFloats((ta ? k : m) * lda, 16);
+      std::vector<float> b = RandomFloats((tb ? n : k) * ldb, 17);
+      std::vector<float> c = RandomFloats(m * ldc, 18);
+      DeviceArray<float> da(a), db(b), dc(c);
+      ASSERT_TRUE(
+          cuda_->Gemm(ta, tb, m, n, k, 0.75f, da.get(), lda, db.get(), ldb, 0.5f, dc.get(), ldc)
+              .ok());
+      ASSERT_TRUE(
+          cpu_->Gemm(ta, tb, m, n, k, 0.75f, a.data(), lda, b.data(), ldb, 0.5f, c.data(), ldc)
+              .ok());
+      EXPECT_TRUE(AllClose(dc.Download(), c, 1e-4, 1e-4)) << "ta=" << ta << " tb=" << tb;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cavs::ops
