@@ -81,6 +81,25 @@ std::string EpochJson(const EpochRecord& r, const std::string& model, bool langu
       model, r.epoch, r.train_loss, r.dev_loss, dev, r.trees_per_sec, r.seconds);
 }
 
+const EpochRecord& BestEpoch(const std::vector<EpochRecord>& curve, bool language_model) {
+  size_t best = 0;
+  for (size_t i = 1; i < curve.size(); ++i) {
+    bool better = language_model ? curve[i].dev_perplexity < curve[best].dev_perplexity
+                                 : curve[i].dev_root_acc > curve[best].dev_root_acc;
+    if (better) best = i;
+  }
+  return curve[best];
+}
+
+std::string BestLine(const EpochRecord& best, bool language_model) {
+  if (language_model) {
+    return absl::StrFormat("best dev epoch %d: ppl %.2f", best.epoch, best.dev_perplexity);
+  }
+  return absl::StrFormat("best dev epoch %d: root %.2f%%  binary %.2f%%  all-nodes %.2f%%",
+                         best.epoch, 100 * best.dev_root_acc, 100 * best.dev_binary_acc,
+                         100 * best.dev_all_acc);
+}
+
 std::string CsvHeader(bool language_model) {
   return language_model ? "epoch,train_loss,dev_loss,dev_perplexity,trees_per_sec,seconds"
                         : "epoch,train_loss,dev_loss,dev_root_acc,dev_binary_acc,dev_all_acc,"

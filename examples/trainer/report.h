@@ -55,6 +55,12 @@ std::string EpochLine(const EpochRecord& r, int epochs, bool language_model);
 // One JSON object (no newline) for --log-json and the SUMMARY line.
 std::string EpochJson(const EpochRecord& r, const std::string& model, bool language_model);
 
+// The epoch with the best dev metric (highest root accuracy; lowest perplexity), the first
+// of equals. REQUIRES: !curve.empty().
+const EpochRecord& BestEpoch(const std::vector<EpochRecord>& curve, bool language_model);
+// "best dev epoch 3: root 45.05%  binary 84.52%  all-nodes 81.50%" (or perplexity).
+std::string BestLine(const EpochRecord& best, bool language_model);
+
 // CSV rows (no header), and the header, of the learning curve.
 std::string CsvHeader(bool language_model);
 std::string CsvRow(const EpochRecord& r, bool language_model);

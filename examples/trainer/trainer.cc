@@ -161,6 +161,17 @@ absl::Status Trainer::WriteOutputs(const EvalMetrics* test) {
   EpochRecord last = curve_.empty() ? EpochRecord{} : curve_.back();
   std::string json = EpochJson(last, config_.model, data_.language_model);
   json.pop_back();  // reopen the object
+  if (!curve_.empty()) {
+    const EpochRecord& best = BestEpoch(curve_, data_.language_model);
+    Say(BestLine(best, data_.language_model));
+    absl::StrAppendFormat(&json, ",\"best_epoch\":%d", best.epoch);
+    if (data_.language_model) {
+      absl::StrAppendFormat(&json, ",\"best_dev_perplexity\":%.6g", best.dev_perplexity);
+    } else {
+      absl::StrAppendFormat(&json, ",\"best_dev_root_acc\":%.6g,\"best_dev_binary_acc\":%.6g",
+                            best.dev_root_acc, best.dev_binary_acc);
+    }
+  }
   absl::StrAppendFormat(&json, ",\"epochs\":%d,\"train_samples\":%d,\"dev_samples\":%d",
                         epochs_done_, data_.train.size(), data_.dev.size());
   absl::StrAppendFormat(&json, ",\"hidden\":%d,\"embed\":%d,\"vocab\":%d,\"parameters\":%d",

@@ -64,5 +64,20 @@ TEST(ReportTest, CsvRowsRoundTrip) {
   EXPECT_EQ(FormatDuration(65), "1m05s");
 }
 
+TEST(ReportTest, BestEpochIsTheFirstBest) {
+  std::vector<EpochRecord> curve(3);
+  for (int i = 0; i < 3; ++i) curve[i].epoch = i + 1;
+  curve[0].dev_root_acc = 0.4;
+  curve[1].dev_root_acc = 0.45;
+  curve[2].dev_root_acc = 0.45;
+  curve[0].dev_perplexity = 90;
+  curve[1].dev_perplexity = 80;
+  curve[2].dev_perplexity = 70;
+  EXPECT_EQ(BestEpoch(curve, false).epoch, 2);
+  EXPECT_EQ(BestEpoch(curve, true).epoch, 3);
+  EXPECT_EQ(BestLine(curve[1], false),
+            "best dev epoch 2: root 45.00%  binary 0.00%  all-nodes 0.00%");
+}
+
 }  // namespace
 }  // namespace cavs::trainer

@@ -53,6 +53,7 @@ TEST(TrainerTest, LearnsWellAboveChanceOnTheBundledData) {
   EXPECT_GT(last.dev_binary_acc, 0.75);
   EXPECT_LT(last.train_loss, t->curve().front().train_loss);
   EXPECT_NE(t->summary_json().find("\"dev_root_acc\":"), std::string::npos);
+  EXPECT_NE(t->summary_json().find("\"best_epoch\":"), std::string::npos);
 }
 
 TEST(TrainerTest, ResumeIsBitIdentical) {
