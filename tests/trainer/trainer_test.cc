@@ -49,8 +49,8 @@ TEST(TrainerTest, LearnsWellAboveChanceOnTheBundledData) {
   ASSERT_TRUE(t->Run().ok());
   ASSERT_EQ(t->curve().size(), 2u);
   const EpochRecord& last = t->curve().back();
-  EXPECT_GT(last.dev_root_acc, kDevMajorityRate + 0.15);
-  EXPECT_GT(last.dev_binary_acc, 0.75);
+  EXPECT_GT(last.dev_root_acc, kDevMajorityRate + 0.15);  // measured 52-57% over seeds 1-5
+  EXPECT_GT(last.dev_binary_acc, 0.70);  // measured 77-78% over seeds 1-5; chance ~50%
   EXPECT_LT(last.train_loss, t->curve().front().train_loss);
   EXPECT_NE(t->summary_json().find("\"dev_root_acc\":"), std::string::npos);
   EXPECT_NE(t->summary_json().find("\"best_epoch\":"), std::string::npos);
