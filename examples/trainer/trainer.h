@@ -15,6 +15,7 @@
 // FailedPrecondition for user errors). Not thread-safe.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <ostream>
 #include <string>
