@@ -1,0 +1,209 @@
+#include "ops/cpu/cpu_elementwise.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "core/random.h"
+#include "core/status.h"
+#include "ops/cpu/cpu_math.h"
+#include "ops/cpu/cpu_parallel.h"
+
+namespace cavs::ops::cpu {
+namespace {
+
+bool IsValidOp(EwOp op) {
+  return static_cast<uint8_t>(op) <= static_cast<uint8_t>(EwOp::kReluGrad);
+}
+
+bool NeedsA(EwOp op) { return op != EwOp::kZero; }
+
+bool NeedsB(EwOp op) {
+  switch (op) {
+    case EwOp::kAdd:
+    case EwOp::kSub:
+    case EwOp::kMul:
+    case EwOp::kSigmoidGrad:
+    case EwOp::kTanhGrad:
+    case EwOp::kReluGrad:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Status CheckOperand(const EwArg& arg, const char* name, int i) {
+  if (arg.ptr == nullptr || arg.ld < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Elementwise: instruction ", i, " operand ",
+                                                   name, " is null or has ld ", arg.ld, " < 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckInstr(const EwInstr& in, int i, int64_t rows) {
+  if (!IsValidOp(in.op)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Elementwise: instruction ", i, " has unknown op ", static_cast<int>(in.op)));
+  }
+  if (in.width < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Elementwise: instruction ", i, " has width ", in.width));
+  }
+  if (in.width == 0 || rows == 0) return absl::OkStatus();
+  CAVS_RETURN_IF_ERROR(CheckOperand(in.dst, "dst", i));
+  const int64_t dst_width = in.op == EwOp::kSum ? 1 : in.width;
+  if (rows > 1 && in.dst.ld < dst_width) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Elementwise: instruction ", i, " writes overlapping rows (dst ld ", in.dst.ld,
+                     " < width ", dst_width, " with ", rows, " rows)"));
+  }
+  if (NeedsA(in.op)) CAVS_RETURN_IF_ERROR(CheckOperand(in.a, "a", i));
+  if (NeedsB(in.op)) CAVS_RETURN_IF_ERROR(CheckOperand(in.b, "b", i));
+  if (in.op == EwOp::kDropout && (in.uids == nullptr || !(in.scalar >= 0.0f && in.scalar < 1.0f))) {
+    return absl::InvalidArgumentError(absl::StrCat("Elementwise: dropout instruction ", i,
+                                                   " needs uids and a rate in [0, 1), got ",
+                                                   in.scalar));
+  }
+  return absl::OkStatus();
+}
+
+// dst[c] = a[c] * keep(c) / (1 - p) for one row; keep(c) = PhiloxUniform(seed, uid * w + c)
+// >= p. Draws one Philox block per four counters.
+CAVS_CPU_INLINE void DropoutRow(float* d, const float* a, int64_t w, const EwInstr& in, int64_t r) {
+  const float p = in.scalar;
+  const float inv_keep = 1.0f / (1.0f - p);
+  const uint64_t base =
+      static_cast<uint64_t>(static_cast<int64_t>(in.uids[r])) * static_cast<uint64_t>(w);
+  int64_t c = 0;
+  while (c < w) {
+    const uint64_t counter = base + static_cast<uint64_t>(c);
+    const core::PhiloxBlock block = core::PhiloxStreamBlock(in.seed, 0, counter >> 2);
+    for (uint64_t lane = counter & 3; lane < 4 && c < w; ++lane, ++c) {
+      const bool keep = core::UniformFromBits(block.v[lane]) >= p;
+      d[c] = keep ? a[c] * inv_keep : 0.0f;
+    }
+  }
+}
+
+// The element-wise loops: `#pragma GCC ivdep` because dst may be a or b (same element read
+// before written), which is safe, and the compiler's alias checks would otherwise send the
+// in-place case down the scalar path.
+#define CAVS_EW_LOOP _Pragma("GCC ivdep") for (int64_t c = 0; c < w; ++c)
+
+// Applies instruction `in` to row r.
+CAVS_CPU_INLINE void RunInstr(const EwInstr& in, int64_t r) {
+  const int64_t w = in.width;
+  float* d = in.dst.ptr + r * in.dst.ld;
+  const float* a = in.a.ptr != nullptr ? in.a.ptr + r * in.a.ld : nullptr;
+  const float* b = in.b.ptr != nullptr ? in.b.ptr + r * in.b.ld : nullptr;
+  switch (in.op) {
+    case EwOp::kCopy:
+      CAVS_EW_LOOP d[c] = a[c];
+      break;
+    case EwOp::kZero:
+      CAVS_EW_LOOP d[c] = 0.0f;
+      break;
+    case EwOp::kAdd:
+      CAVS_EW_LOOP d[c] = a[c] + b[c];
+      break;
+    case EwOp::kSub:
+      CAVS_EW_LOOP d[c] = a[c] - b[c];
+      break;
+    case EwOp::kMul:
+      CAVS_EW_LOOP d[c] = a[c] * b[c];
+      break;
+    case EwOp::kAccumulate:
+      CAVS_EW_LOOP d[c] += a[c];
+      break;
+    case EwOp::kSigmoid:
+      CAVS_EW_LOOP d[c] = Sigmoid(a[c]);
+      break;
+    case EwOp::kTanh:
+      CAVS_EW_LOOP d[c] = Tanh(a[c]);
+      break;
+    case EwOp::kRelu:
+      CAVS_EW_LOOP d[c] = a[c] > 0.0f ? a[c] : 0.0f;
+      break;
+    case EwOp::kNeg:
+      CAVS_EW_LOOP d[c] = -a[c];
+      break;
+    case EwOp::kScale: {
+      const float s = in.scalar, o = in.offset;
+      CAVS_EW_LOOP d[c] = s * a[c] + o;
+      break;
+    }
+    case EwOp::kSum: {
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t c = 0; c < w; ++c) sum += a[c];
+      d[0] = sum;
+      break;
+    }
+    case EwOp::kBroadcast: {
+      const float v = a[0];
+      CAVS_EW_LOOP d[c] = v;
+      break;
+    }
+    case EwOp::kDropout:
+      DropoutRow(d, a, w, in, r);
+      break;
+    case EwOp::kSigmoidGrad:
+      CAVS_EW_LOOP d[c] = b[c] * a[c] * (1.0f - a[c]);
+      break;
+    case EwOp::kTanhGrad:
+      CAVS_EW_LOOP d[c] = b[c] * (1.0f - a[c] * a[c]);
+      break;
+    case EwOp::kReluGrad:
+      CAVS_EW_LOOP d[c] = a[c] > 0.0f ? b[c] : 0.0f;
+      break;
+  }
+}
+
+#undef CAVS_EW_LOOP
+
+}  // namespace
+
+namespace internal {
+
+// Rows [begin, end) of the program; compiled once per vector ISA (CAVS_CPU_VECTOR_CLONES).
+CAVS_CPU_VECTOR_CLONES
+void RunProgramRows(const EwInstr* program, int count, int64_t begin, int64_t end) {
+  for (int64_t r = begin; r < end; ++r) {
+    for (int i = 0; i < count; ++i) {
+      if (program[i].width > 0) RunInstr(program[i], r);
+    }
+  }
+}
+
+}  // namespace internal
+
+absl::Status ValidateProgram(const EwInstr* program, int count, int64_t rows) {
+  if (count < 0 || rows < 0 || (count > 0 && program == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Elementwise: ", count, " instructions over ", rows, " rows"));
+  }
+  for (int i = 0; i < count; ++i) CAVS_RETURN_IF_ERROR(CheckInstr(program[i], i, rows));
+  return absl::OkStatus();
+}
+
+absl::Status Elementwise(const EwInstr* program, int count, int64_t rows) {
+  CAVS_RETURN_IF_ERROR(ValidateProgram(program, count, rows));
+  int64_t row_work = 0;
+  for (int i = 0; i < count; ++i) row_work += program[i].width;
+  if (rows == 0 || row_work == 0) return absl::OkStatus();
+  ParallelFor(rows, row_work, [&](int64_t begin, int64_t end) {
+    internal::RunProgramRows(program, count, begin, end);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Fill(float* dst, int64_t n, float value) {
+  if (n < 0 || (n > 0 && dst == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Fill: ", n, " elements", dst == nullptr ? " into null" : ""));
+  }
+  ParallelFor(n, 1, [&](int64_t begin, int64_t end) { std::fill(dst + begin, dst + end, value); });
+  return absl::OkStatus();
+}
+
+}  // namespace cavs::ops::cpu

@@ -1,0 +1,75 @@
+#include "ops/cpu/cpu_kernels.h"
+
+#include "ops/cpu/cpu_elementwise.h"
+#include "ops/cpu/cpu_gather.h"
+#include "ops/cpu/cpu_gemm.h"
+#include "ops/cpu/cpu_reduce.h"
+#include "ops/cpu/cpu_softmax.h"
+
+namespace cavs::ops {
+
+CpuKernels::CpuKernels() {
+  CpuThreads();  // reads CAVS_NUM_THREADS and puts OpenBLAS in single-threaded mode
+}
+
+CpuKernels* CpuKernels::Get() {
+  static CpuKernels* kernels = new CpuKernels();
+  return kernels;
+}
+
+absl::Status CpuKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                              float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                              float beta, float* c, int64_t ldc) {
+  return cpu::Gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+absl::Status CpuKernels::Elementwise(const EwInstr* host, const EwInstr* /*device*/, int count,
+                                     int64_t rows) {
+  return cpu::Elementwise(host, count, rows);
+}
+
+absl::Status CpuKernels::GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
+                                    int64_t w, float* dst, int64_t dst_ld) {
+  return cpu::GatherRows(src, src_ld, idx, m, w, dst, dst_ld);
+}
+
+absl::Status CpuKernels::ScatterAddRows(const float* src, int64_t src_ld, const int32_t* idx,
+                                        int64_t m, int64_t w, float* dst, int64_t dst_ld,
+                                        bool unique) {
+  return cpu::ScatterAddRows(src, src_ld, idx, m, w, dst, dst_ld, unique);
+}
+
+absl::Status CpuKernels::SegmentReduce(ReduceOp op, const float* src, int64_t src_ld,
+                                       const int32_t* offsets, const int32_t* ids, int64_t m,
+                                       int64_t w, float* dst, int64_t dst_ld, int32_t* argmax) {
+  return cpu::SegmentReduce(op, src, src_ld, offsets, ids, m, w, dst, dst_ld, argmax);
+}
+
+absl::Status CpuKernels::SegmentReduceGrad(ReduceOp op, const float* dy, int64_t dy_ld,
+                                           const int32_t* offsets, const int32_t* ids,
+                                           const int32_t* argmax, int64_t m, int64_t w, float* dsrc,
+                                           int64_t dsrc_ld) {
+  return cpu::SegmentReduceGrad(op, dy, dy_ld, offsets, ids, argmax, m, w, dsrc, dsrc_ld);
+}
+
+absl::Status CpuKernels::SoftmaxCrossEntropy(const float* logits, int64_t ld, int64_t n, int64_t c,
+                                             const int32_t* labels, float scale, float* dlogits,
+                                             float* stats, int32_t* pred) {
+  return cpu::SoftmaxCrossEntropy(logits, ld, n, c, labels, scale, dlogits, stats, pred);
+}
+
+absl::Status CpuKernels::ColumnSum(const float* src, int64_t ld, int64_t m, int64_t w, float alpha,
+                                   float* dst) {
+  return cpu::ColumnSum(src, ld, m, w, alpha, dst);
+}
+
+absl::Status CpuKernels::ColumnDot(const float* x, int64_t x_ld, const float* y, int64_t y_ld,
+                                   int64_t m, int64_t w, float* dst) {
+  return cpu::ColumnDot(x, x_ld, y, y_ld, m, w, dst);
+}
+
+absl::Status CpuKernels::Fill(float* dst, int64_t n, float value) {
+  return cpu::Fill(dst, n, value);
+}
+
+}  // namespace cavs::ops

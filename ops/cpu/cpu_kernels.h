@@ -1,0 +1,60 @@
+// CpuKernels: the CPU implementation of cavs::ops::Kernels, always built and always returned by
+// GetKernels(Device::Cpu()). The reference every other device is tested against.
+//
+// GEMM is OpenBLAS sgemm; everything else is plain loops that the compiler vectorizes (built
+// once per vector ISA and picked at load time, see ops/cpu/cpu_math.h). Work is split over one
+// small thread pool shared with OpenBLAS (ops/cpu/cpu_parallel.h: SetCpuThreads, and the
+// CAVS_NUM_THREADS environment variable). Every method has finished when it returns.
+//
+// Results are bit-identical for any thread count, except possibly GEMM's: the pool splits a
+// large product into blocks of C, which OpenBLAS need not round exactly as the whole.
+//
+// Thread-safety: methods may be called from several threads at once (the pool then serves one
+// caller and the others run serially), though the Kernels contract asks for one at a time.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "core/device.h"
+#include "ops/cpu/cpu_parallel.h"
+#include "ops/kernels.h"
+
+namespace cavs::ops {
+
+class CpuKernels final : public Kernels {
+ public:
+  CpuKernels();
+
+  // The process-wide instance (what GetKernels(Device::Cpu()) returns).
+  static CpuKernels* Get();
+
+  core::Device device() const override { return core::Device::Cpu(); }
+
+  absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc) override;
+  absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count,
+                           int64_t rows) override;
+  absl::Status GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
+                          int64_t w, float* dst, int64_t dst_ld) override;
+  absl::Status ScatterAddRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
+                              int64_t w, float* dst, int64_t dst_ld, bool unique) override;
+  absl::Status SegmentReduce(ReduceOp op, const float* src, int64_t src_ld, const int32_t* offsets,
+                             const int32_t* ids, int64_t m, int64_t w, float* dst, int64_t dst_ld,
+                             int32_t* argmax) override;
+  absl::Status SegmentReduceGrad(ReduceOp op, const float* dy, int64_t dy_ld,
+                                 const int32_t* offsets, const int32_t* ids, const int32_t* argmax,
+                                 int64_t m, int64_t w, float* dsrc, int64_t dsrc_ld) override;
+  absl::Status SoftmaxCrossEntropy(const float* logits, int64_t ld, int64_t n, int64_t c,
+                                   const int32_t* labels, float scale, float* dlogits, float* stats,
+                                   int32_t* pred) override;
+  absl::Status ColumnSum(const float* src, int64_t ld, int64_t m, int64_t w, float alpha,
+                         float* dst) override;
+  absl::Status ColumnDot(const float* x, int64_t x_ld, const float* y, int64_t y_ld, int64_t m,
+                         int64_t w, float* dst) override;
+  absl::Status Fill(float* dst, int64_t n, float value) override;
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+};
+
+}  // namespace cavs::ops

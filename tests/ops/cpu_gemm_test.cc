@@ -1,0 +1,150 @@
+// CpuKernels::Gemm against a triple-loop GEMM in double precision: every transpose combination,
+// odd sizes and leading dimensions, alpha/beta, the row- and column-split parallel paths.
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ops/cpu/cpu_kernels.h"
+#include "tests/ops/ops_test_util.h"
+
+namespace cavs::ops {
+namespace {
+
+using testing::AllClose;
+using testing::RandomFloats;
+
+struct GemmCase {
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+  int64_t lda, ldb, ldc;
+  float alpha, beta;
+};
+
+// The stored operands and the reference result of one case.
+struct GemmData {
+  std::vector<float> a, b, c;
+  std::vector<double> want, scale;  // scale[i, j] = Σ|alpha a b| + |beta c|
+};
+
+GemmData MakeData(const GemmCase& g, uint32_t seed) {
+  GemmData d;
+  const int64_t a_rows = g.trans_a ? g.k : g.m, b_rows = g.trans_b ? g.n : g.k;
+  d.a = RandomFloats(static_cast<size_t>(a_rows * g.lda), seed);
+  d.b = RandomFloats(static_cast<size_t>(b_rows * g.ldb), seed + 1);
+  d.c = RandomFloats(static_cast<size_t>(g.m * g.ldc), seed + 2);
+  d.want.assign(d.c.begin(), d.c.end());
+  d.scale.assign(d.c.size(), 0.0);
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t j = 0; j < g.n; ++j) {
+      double sum = 0.0, abs_sum = 0.0;
+      for (int64_t p = 0; p < g.k; ++p) {
+        const double av = g.trans_a ? d.a[p * g.lda + i] : d.a[i * g.lda + p];
+        const double bv = g.trans_b ? d.b[j * g.ldb + p] : d.b[p * g.ldb + j];
+        sum += av * bv;
+        abs_sum += std::fabs(av * bv);
+      }
+      const double old = g.beta == 0.0f ? 0.0 : d.c[i * g.ldc + j];
+      d.want[i * g.ldc + j] = g.alpha * sum + g.beta * old;
+      d.scale[i * g.ldc + j] = std::fabs(g.alpha) * abs_sum + std::fabs(g.beta * old) + 1e-30;
+    }
+  }
+  return d;
+}
+
+absl::Status RunGemm(const GemmCase& g, GemmData& d) {
+  return CpuKernels::Get()->Gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, d.a.data(), g.lda,
+                                 d.b.data(), g.ldb, g.beta, d.c.data(), g.ldc);
+}
+
+GemmCase OddCase(bool ta, bool tb, float alpha, float beta) {
+  GemmCase g{ta, tb, 37, 53, 29, 0, 0, 0, alpha, beta};
+  g.lda = (ta ? g.m : g.k) + 3;
+  g.ldb = (tb ? g.k : g.n) + 5;
+  g.ldc = g.n + 7;
+  return g;
+}
+
+class CpuGemmTransposeTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+
+TEST_P(CpuGemmTransposeTest, MatchesNaiveWithOddLeadingDimensions) {
+  const auto [ta, tb] = GetParam();
+  for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, {0.5f, -1.5f}, {-2.0f, 1.0f}}) {
+    const GemmCase g = OddCase(ta, tb, alpha, beta);
+    GemmData d = MakeData(g, 7);
+    ASSERT_TRUE(RunGemm(g, d).ok());
+    EXPECT_TRUE(AllClose(d.c, d.want, 1e-5, 0.0, &d.scale))
+        << "alpha " << alpha << " beta " << beta;
+  }
+}
+
+TEST_P(CpuGemmTransposeTest, LargeProductsSplitOverThreadsMatchNaive) {
+  const auto [ta, tb] = GetParam();
+  SetCpuThreads(2);
+  // Tall C (split by rows) and wide C (split by columns), both above the parallel threshold.
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{301, 97}, {83, 277}}) {
+    GemmCase g{ta, tb, m, n, 131, 0, 0, 0, 1.0f, 0.5f};
+    g.lda = (ta ? m : g.k) + 1;
+    g.ldb = (tb ? g.k : n) + 2;
+    g.ldc = n + 3;
+    GemmData d = MakeData(g, 11);
+    GemmData serial = d;
+    ASSERT_TRUE(RunGemm(g, d).ok());
+    EXPECT_TRUE(AllClose(d.c, d.want, 1e-5, 0.0, &d.scale)) << m << "x" << n;
+    SetCpuThreads(1);
+    ASSERT_TRUE(RunGemm(g, serial).ok());
+    SetCpuThreads(2);
+    EXPECT_TRUE(AllClose(d.c, serial.c, 1e-5, 1e-6));
+  }
+  SetCpuThreads(0);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTransposes, CpuGemmTransposeTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+
+TEST(CpuGemmTest, BetaZeroOverwritesNaN) {
+  GemmCase g = OddCase(false, false, 1.0f, 0.0f);
+  GemmData d = MakeData(g, 3);
+  std::fill(d.c.begin(), d.c.end(), std::numeric_limits<float>::quiet_NaN());
+  ASSERT_TRUE(RunGemm(g, d).ok());
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t j = 0; j < g.n; ++j) ASSERT_FALSE(std::isnan(d.c[i * g.ldc + j])) << i << "," << j;
+  }
+  EXPECT_TRUE(std::isnan(d.c[g.n]));  // padding between rows is left alone
+}
+
+TEST(CpuGemmTest, EmptyInnerDimensionScalesC) {
+  std::vector<float> c = {1, 2, 3, 4, 5, 6};
+  ASSERT_TRUE(CpuKernels::Get()
+                  ->Gemm(false, false, 2, 3, 0, 1.0f, nullptr, 0, nullptr, 0, 2.0f, c.data(), 3)
+                  .ok());
+  EXPECT_EQ(c, (std::vector<float>{2, 4, 6, 8, 10, 12}));
+  ASSERT_TRUE(CpuKernels::Get()
+                  ->Gemm(false, false, 2, 3, 0, 1.0f, nullptr, 0, nullptr, 0, 0.0f, c.data(), 3)
+                  .ok());
+  EXPECT_EQ(c, std::vector<float>(6, 0.0f));
+  // m == 0: nothing is touched, not even c.
+  EXPECT_TRUE(CpuKernels::Get()
+                  ->Gemm(false, false, 0, 3, 4, 1.0f, nullptr, 0, nullptr, 0, 0.0f, nullptr, 0)
+                  .ok());
+}
+
+TEST(CpuGemmTest, RejectsBadArguments) {
+  std::vector<float> a(64), b(64), c(64);
+  Kernels* k = CpuKernels::Get();
+  EXPECT_EQ(k->Gemm(false, false, -1, 2, 2, 1, a.data(), 2, b.data(), 2, 0, c.data(), 2).code(),
+            absl::StatusCode::kInvalidArgument);
+  // lda < k without transpose, and lda < m with it.
+  EXPECT_EQ(k->Gemm(false, false, 4, 4, 4, 1, a.data(), 3, b.data(), 4, 0, c.data(), 4).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(k->Gemm(true, false, 5, 4, 4, 1, a.data(), 4, b.data(), 4, 0, c.data(), 4).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(k->Gemm(false, true, 4, 4, 5, 1, a.data(), 5, b.data(), 4, 0, c.data(), 4).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(k->Gemm(false, false, 4, 4, 4, 1, a.data(), 4, b.data(), 4, 0, c.data(), 3).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace cavs::ops
