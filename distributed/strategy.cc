@@ -1,0 +1,385 @@
+#include "distributed/strategy.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/status.h"
+
+namespace cavs::distributed {
+
+namespace {
+
+constexpr int kVersion = 1;
+
+bool NeedsQuotes(absl::string_view s) {
+  if (s.empty()) return true;
+  for (char c : s) {
+    if (!absl::ascii_isgraph(static_cast<unsigned char>(c)) || c == '"' || c == '#') return true;
+  }
+  return false;
+}
+
+std::string Quote(const std::string& s) {
+  return NeedsQuotes(s) ? absl::StrCat("\"", absl::CEscape(s), "\"") : s;
+}
+
+// Splits a line into whitespace-separated tokens; "..." is one C-escaped token; '#' outside
+// quotes starts a comment.
+absl::StatusOr<std::vector<std::string>> Tokenize(absl::string_view line) {
+  std::vector<std::string> tokens;
+  size_t i = 0;
+  while (i < line.size()) {
+    const char c = line[i];
+    if (absl::ascii_isspace(static_cast<unsigned char>(c))) {
+      ++i;
+    } else if (c == '#') {
+      break;
+    } else if (c == '"') {
+      size_t end = i + 1;
+      while (end < line.size() && line[end] != '"') end += line[end] == '\\' ? 2 : 1;
+      if (end >= line.size()) return absl::InvalidArgumentError("unterminated quoted name");
+      std::string unescaped;
+      std::string error;
+      if (!absl::CUnescape(line.substr(i + 1, end - i - 1), &unescaped, &error)) {
+        return absl::InvalidArgumentError(absl::StrCat("bad escape in quoted name: ", error));
+      }
+      tokens.push_back(std::move(unescaped));
+      i = end + 1;
+    } else {
+      size_t end = i;
+      while (end < line.size() && !absl::ascii_isspace(static_cast<unsigned char>(line[end])) &&
+             line[end] != '#') {
+        ++end;
+      }
+      tokens.emplace_back(line.substr(i, end - i));
+      i = end;
+    }
+  }
+  return tokens;
+}
+
+template <typename T>
+absl::StatusOr<T> ParseInt(absl::string_view key, absl::string_view value, T min_value) {
+  T v{};
+  if (!absl::SimpleAtoi(value, &v) || v < min_value) {
+    return absl::InvalidArgumentError(absl::StrCat("bad value '", value, "' for ", key,
+                                                   " (expected an integer >= ", min_value, ")"));
+  }
+  return v;
+}
+
+template <typename T>
+absl::StatusOr<std::vector<T>> ParseIntList(absl::string_view key, absl::string_view value) {
+  std::vector<T> out;
+  for (absl::string_view item : absl::StrSplit(value, ',')) {
+    CAVS_ASSIGN_OR_RETURN(T v, ParseInt<T>(key, item, 0));
+    out.push_back(v);
+  }
+  return out;
+}
+
+// key=value options after the synchronizer kind; each key at most once and among `allowed`.
+absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ParseOptions(
+    const std::vector<std::string>& tokens, absl::string_view kind,
+    const std::vector<std::string>& allowed) {
+  absl::flat_hash_map<std::string, std::string> options;
+  for (size_t i = 3; i < tokens.size(); ++i) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(tokens[i], absl::MaxSplits('=', 1));
+    if (std::find(allowed.begin(), allowed.end(), kv.first) == allowed.end() ||
+        tokens[i].find('=') == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown option '", tokens[i], "' for ", kind,
+          allowed.empty() ? " (it takes none)"
+                          : absl::StrCat(" (expected ", absl::StrJoin(allowed, "=, "), "=)")));
+    }
+    if (!options.emplace(kv.first, kv.second).second) {
+      return absl::InvalidArgumentError(absl::StrCat("option '", kv.first, "' given twice"));
+    }
+  }
+  return options;
+}
+
+absl::StatusOr<ParamSync> ParseAllReduce(const std::vector<std::string>& tokens) {
+  CAVS_ASSIGN_OR_RETURN(auto options, ParseOptions(tokens, "allreduce", {"group", "compressor"}));
+  AllReduceSync sync;
+  if (auto it = options.find("group"); it != options.end()) {
+    CAVS_ASSIGN_OR_RETURN(sync.group, ParseInt<int>("group", it->second, 0));
+  }
+  if (auto it = options.find("compressor"); it != options.end()) {
+    if (it->second == "fp16") {
+      sync.compressor = Compressor::kFp16;
+    } else if (it->second != "none") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown compressor '", it->second, "' (expected none or fp16)"));
+    }
+  }
+  return sync;
+}
+
+absl::StatusOr<ParamSync> ParsePs(const std::vector<std::string>& tokens) {
+  CAVS_ASSIGN_OR_RETURN(auto options,
+                        ParseOptions(tokens, "ps", {"placement", "rows", "staleness"}));
+  ParameterServerSync sync;
+  auto placement = options.find("placement");
+  if (placement == options.end()) {
+    return absl::InvalidArgumentError("ps needs placement=<server rank per shard>");
+  }
+  CAVS_ASSIGN_OR_RETURN(sync.placement, ParseIntList<int>("placement", placement->second));
+  if (auto it = options.find("rows"); it != options.end()) {
+    CAVS_ASSIGN_OR_RETURN(sync.row_splits, ParseIntList<int64_t>("rows", it->second));
+    if (sync.row_splits.size() != sync.placement.size() + 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rows has ", sync.row_splits.size(), " boundaries for ", sync.placement.size(),
+          " shards (expected ", sync.placement.size() + 1, ")"));
+    }
+    if (sync.row_splits[0] != 0 ||
+        std::adjacent_find(sync.row_splits.begin(), sync.row_splits.end(),
+                           std::greater_equal<int64_t>()) != sync.row_splits.end()) {
+      return absl::InvalidArgumentError("rows must start at 0 and increase strictly");
+    }
+  }
+  if (auto it = options.find("staleness"); it != options.end()) {
+    CAVS_ASSIGN_OR_RETURN(sync.staleness, ParseInt<int>("staleness", it->second, 0));
+  }
+  return sync;
+}
+
+absl::StatusOr<ParamSync> ParseSync(const std::vector<std::string>& tokens) {
+  const std::string& kind = tokens[2];
+  if (kind == "allreduce") return ParseAllReduce(tokens);
+  if (kind == "ps") return ParsePs(tokens);
+  if (kind == "sparse") {
+    CAVS_RETURN_IF_ERROR(ParseOptions(tokens, "sparse", {}).status());
+    return SparseSync{};
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown synchronizer '", kind,
+                                                 "' for parameter '", tokens[1],
+                                                 "' (expected allreduce, ps or sparse)"));
+}
+
+// The parser's state between lines.
+struct ParseState {
+  Strategy strategy;
+  bool have_version = false;
+  bool have_world_size = false;
+  absl::flat_hash_map<std::string, int> param_line;
+};
+
+absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseState& st) {
+  const std::string& key = tokens[0];
+  if (!st.have_version && key != "version") {
+    return absl::InvalidArgumentError("the first line must be 'version 1'");
+  }
+  auto want_args = [&](size_t n) -> absl::Status {
+    if (tokens.size() == n + 1) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("'", key, "' takes ", n, " value",
+                                                   n == 1 ? "" : "s", ", got ", tokens.size() - 1));
+  };
+  if (key == "version") {
+    CAVS_RETURN_IF_ERROR(want_args(1));
+    if (st.have_version) return absl::InvalidArgumentError("'version' given twice");
+    if (tokens[1] != absl::StrCat(kVersion)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unsupported version '", tokens[1], "' (this build reads version ", kVersion, ")"));
+    }
+    st.have_version = true;
+  } else if (key == "name") {
+    CAVS_RETURN_IF_ERROR(want_args(1));
+    st.strategy.name = tokens[1];
+  } else if (key == "world_size") {
+    CAVS_RETURN_IF_ERROR(want_args(1));
+    CAVS_ASSIGN_OR_RETURN(st.strategy.world_size, ParseInt<int>("world_size", tokens[1], 1));
+    st.have_world_size = true;
+  } else if (key == "param") {
+    if (tokens.size() < 3) {
+      return absl::InvalidArgumentError("'param' needs a name and a synchronizer");
+    }
+    if (auto [it, added] = st.param_line.emplace(tokens[1], line); !added) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", tokens[1], "' given twice (first on line ", it->second, ")"));
+    }
+    CAVS_ASSIGN_OR_RETURN(ParamSync sync, ParseSync(tokens));
+    st.strategy.params.push_back({tokens[1], std::move(sync)});
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown directive '", key, "' (expected version, name, world_size or param)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LineError(int line, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat("strategy line ", line, ": ", s.message()));
+}
+
+}  // namespace
+
+const char* CompressorName(Compressor c) { return c == Compressor::kFp16 ? "fp16" : "none"; }
+
+const ParamStrategy* Strategy::Find(absl::string_view param) const {
+  for (const ParamStrategy& p : params) {
+    if (p.param == param) return &p;
+  }
+  return nullptr;
+}
+
+std::string DescribeSync(const ParamSync& sync) {
+  if (const auto* ar = std::get_if<AllReduceSync>(&sync)) {
+    return absl::StrCat("allreduce group=", ar->group,
+                        " compressor=", CompressorName(ar->compressor));
+  }
+  if (const auto* ps = std::get_if<ParameterServerSync>(&sync)) {
+    std::string s = absl::StrCat("ps placement=", absl::StrJoin(ps->placement, ","));
+    if (!ps->row_splits.empty()) absl::StrAppend(&s, " rows=", absl::StrJoin(ps->row_splits, ","));
+    absl::StrAppend(&s, " staleness=", ps->staleness);
+    return s;
+  }
+  return "sparse";
+}
+
+std::string SerializeStrategy(const Strategy& strategy) {
+  std::string out =
+      absl::StrCat("# cavs distributed strategy (see docs/distributed.md)\nversion ", kVersion,
+                   "\nname ", Quote(strategy.name), "\nworld_size ", strategy.world_size, "\n");
+  for (const ParamStrategy& p : strategy.params) {
+    absl::StrAppend(&out, "param ", Quote(p.param), " ", DescribeSync(p.sync), "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<Strategy> ParseStrategy(absl::string_view text) {
+  ParseState st;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    absl::StatusOr<std::vector<std::string>> tokens = Tokenize(line);
+    if (!tokens.ok()) return LineError(line_number, tokens.status());
+    if (tokens->empty()) continue;
+    absl::Status s = ParseLine(*tokens, line_number, st);
+    if (!s.ok()) return LineError(line_number, s);
+  }
+  if (!st.have_version) return absl::InvalidArgumentError("strategy: no 'version 1' line");
+  if (!st.have_world_size) return absl::InvalidArgumentError("strategy: no 'world_size' line");
+  for (const ParamStrategy& p : st.strategy.params) {
+    const auto* ps = std::get_if<ParameterServerSync>(&p.sync);
+    if (ps == nullptr) continue;
+    for (int server : ps->placement) {
+      if (server >= st.strategy.world_size) {
+        return LineError(st.param_line[p.param],
+                         absl::InvalidArgumentError(absl::StrCat(
+                             "server rank ", server, " of parameter '", p.param,
+                             "' is out of range for world_size ", st.strategy.world_size)));
+      }
+    }
+  }
+  return st.strategy;
+}
+
+namespace {
+
+absl::Status CheckPs(const ParameterServerSync& ps, const core::Parameter& p, int world_size) {
+  if (ps.placement.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': ps has no server"));
+  }
+  for (int server : ps.placement) {
+    if (server < 0 || server >= world_size) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': server rank ",
+                                                     server, " is out of range for world_size ",
+                                                     world_size));
+    }
+  }
+  const int64_t rows = p.value.rows();
+  const int64_t shards = static_cast<int64_t>(ps.placement.size());
+  if (!ps.row_splits.empty() && ps.row_splits.back() != rows) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': shard rows end at ",
+                                                   ps.row_splits.back(), " but it has ", rows,
+                                                   " rows"));
+  }
+  if (ps.row_splits.empty() && shards > std::max<int64_t>(rows, 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter '", p.name, "': ", shards, " shards for ", rows, " rows"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckEntry(const ParamStrategy& entry, const core::Parameter& p, int world_size) {
+  if (p.value.dtype() != core::DType::kFloat32) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "' is ",
+                                                   core::DTypeName(p.value.dtype()),
+                                                   "; only float32 parameters are synchronized"));
+  }
+  if (std::holds_alternative<AllReduceSync>(entry.sync) && p.sparse_grad) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name,
+                                                   "' has a row-sparse gradient; allreduce needs "
+                                                   "a dense one (use sparse or ps)"));
+  }
+  if (std::holds_alternative<SparseSync>(entry.sync) && !p.sparse_grad) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parameter '", p.name, "' has a dense gradient; sparse needs a row-sparse one"));
+  }
+  if (const auto* ps = std::get_if<ParameterServerSync>(&entry.sync)) {
+    return CheckPs(*ps, p, world_size);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateStrategy(const Strategy& strategy, const core::ParameterStore& store) {
+  if (strategy.world_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy '", strategy.name, "': world_size ", strategy.world_size));
+  }
+  absl::flat_hash_map<std::string, const ParamStrategy*> entries;
+  for (const ParamStrategy& e : strategy.params) {
+    if (!entries.emplace(e.param, &e).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("strategy '", strategy.name, "': parameter '", e.param, "' appears twice"));
+    }
+  }
+  absl::flat_hash_map<int, const core::Parameter*> group_first;
+  for (const auto& p : store.parameters()) {
+    auto it = entries.find(p->name);
+    if (it == entries.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "strategy '", strategy.name, "' has no entry for parameter '", p->name, "'"));
+    }
+    CAVS_RETURN_IF_ERROR(CheckEntry(*it->second, *p, strategy.world_size));
+    const auto* ar = std::get_if<AllReduceSync>(&it->second->sync);
+    if (ar == nullptr) continue;
+    auto [first, added] = group_first.emplace(ar->group, p.get());
+    const auto& other = std::get<AllReduceSync>(entries[first->second->name]->sync);
+    if (!added && other.compressor != ar->compressor) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("allreduce group ", ar->group, " mixes compressors: parameter '", p->name,
+                       "' uses ", CompressorName(ar->compressor), ", parameter '",
+                       first->second->name, "' uses ", CompressorName(other.compressor)));
+    }
+  }
+  for (const ParamStrategy& e : strategy.params) {
+    if (store.Find(e.param) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("strategy '", strategy.name,
+                                                     "' has an entry for '", e.param,
+                                                     "', which is not a parameter of the model"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> ShardRowSplits(const ParameterServerSync& ps, int64_t rows) {
+  if (!ps.row_splits.empty()) return ps.row_splits;
+  const int64_t shards = std::max<int64_t>(1, static_cast<int64_t>(ps.placement.size()));
+  std::vector<int64_t> splits = {0};
+  for (int64_t s = 0; s < shards; ++s) {
+    splits.push_back(splits.back() + rows / shards + (s < rows % shards ? 1 : 0));
+  }
+  return splits;
+}
+
+}  // namespace cavs::distributed

@@ -1,0 +1,338 @@
+#include "distributed/synchronizer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "core/status.h"
+#include "distributed/comm_state.h"
+#include "distributed/sync_units.h"
+#include "distributed/verify.h"
+
+namespace cavs::distributed {
+
+namespace {
+
+using core::DType;
+using core::Tensor;
+
+// A unit before it is made: where it goes in the start order, and what it covers.
+struct UnitSpec {
+  enum class Kind { kBucket, kPs, kSparse };
+  int key = 0;    // its earliest-created parameter; units start latest key first
+  int shard = 0;  // PS shards of one parameter start in row order
+  Kind kind = Kind::kBucket;
+  int param = 0;            // PS and sparse
+  int group = 0;            // bucket
+  std::vector<int> params;  // bucket
+  Compressor compressor = Compressor::kNone;
+  int64_t begin = 0, end = 0;
+  int server = 0;
+};
+
+std::vector<UnitSpec> PlanUnits(const Strategy& strategy, const core::ParameterStore& store) {
+  absl::flat_hash_map<std::string, const ParamSync*> sync_of;
+  for (const ParamStrategy& e : strategy.params) sync_of[e.param] = &e.sync;
+  std::map<int, UnitSpec> buckets;  // by group
+  std::vector<UnitSpec> specs;
+  for (int i = 0; i < store.size(); ++i) {
+    const core::Parameter& p = *store.parameters()[i];
+    const ParamSync& sync = *sync_of.at(p.name);
+    if (const auto* ar = std::get_if<AllReduceSync>(&sync)) {
+      auto [it, added] = buckets.try_emplace(ar->group);
+      if (added) {
+        it->second.key = i;  // parameters are visited in creation order: i is the earliest
+        it->second.group = ar->group;
+        it->second.compressor = ar->compressor;
+      }
+      it->second.params.push_back(i);
+    } else if (const auto* ps = std::get_if<ParameterServerSync>(&sync)) {
+      const std::vector<int64_t> splits = ShardRowSplits(*ps, p.value.rows());
+      for (size_t s = 0; s < ps->placement.size(); ++s) {
+        UnitSpec spec;
+        spec.key = i;
+        spec.shard = static_cast<int>(s);
+        spec.kind = UnitSpec::Kind::kPs;
+        spec.param = i;
+        spec.begin = splits[s];
+        spec.end = splits[s + 1];
+        spec.server = ps->placement[s];
+        specs.push_back(spec);
+      }
+    } else {
+      UnitSpec spec;
+      spec.key = i;
+      spec.kind = UnitSpec::Kind::kSparse;
+      spec.param = i;
+      specs.push_back(std::move(spec));
+    }
+  }
+  for (auto& [group, spec] : buckets) specs.push_back(std::move(spec));
+  std::sort(specs.begin(), specs.end(), [](const UnitSpec& a, const UnitSpec& b) {
+    return a.key != b.key ? a.key > b.key : a.shard < b.shard;
+  });
+  return specs;
+}
+
+}  // namespace
+
+GradientSynchronizer::GradientSynchronizer(Communicator* comm, core::ParameterStore* store,
+                                           Strategy strategy)
+    : comm_(comm), store_(store), strategy_(std::move(strategy)) {}
+
+GradientSynchronizer::~GradientSynchronizer() = default;
+
+absl::StatusOr<std::unique_ptr<GradientSynchronizer>> GradientSynchronizer::Create(
+    Communicator* comm, core::ParameterStore* store, const Strategy& strategy) {
+  if (comm == nullptr || store == nullptr) {
+    return absl::InvalidArgumentError("GradientSynchronizer needs a communicator and a store");
+  }
+  CAVS_RETURN_IF_ERROR(VerifyConsistent(*comm, strategy, *store));
+  // From here on every rank holds the same strategy, so the checks below agree across ranks.
+  if (strategy.world_size != comm->world_size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("strategy '", strategy.name, "' is for world_size ", strategy.world_size,
+                     " but the communicator has ", comm->world_size(), " ranks"));
+  }
+  for (const ParamStrategy& e : strategy.params) {
+    const auto* ps = std::get_if<ParameterServerSync>(&e.sync);
+    if (ps != nullptr && ps->staleness != 0) {
+      return absl::UnimplementedError(
+          absl::StrCat("parameter '", e.param, "': bounded staleness (staleness=", ps->staleness,
+                       ") is not supported by the gradient synchronizer yet; use staleness=0"));
+    }
+  }
+  std::unique_ptr<GradientSynchronizer> sync(new GradientSynchronizer(comm, store, strategy));
+  CAVS_ASSIGN_OR_RETURN(sync->control_, comm->Duplicate());
+  CAVS_RETURN_IF_ERROR(sync->BuildUnits());
+  return sync;
+}
+
+absl::Status GradientSynchronizer::BuildUnits() {
+  param_units_.assign(store_->size(), {});
+  for (const UnitSpec& spec : PlanUnits(strategy_, *store_)) {
+    std::unique_ptr<internal::SyncUnit> unit;
+    if (spec.kind == UnitSpec::Kind::kBucket) {
+      CAVS_ASSIGN_OR_RETURN(unit, internal::MakeBucketUnit(control_.get(), *store_, spec.params,
+                                                           spec.group, spec.compressor));
+    } else {
+      // Duplicates are collective: every rank makes them in this same order.
+      CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> dup, comm_->Duplicate());
+      if (spec.kind == UnitSpec::Kind::kPs) {
+        CAVS_ASSIGN_OR_RETURN(unit, internal::MakePsUnit(std::move(dup), *store_, spec.param,
+                                                         spec.begin, spec.end, spec.server));
+      } else {
+        CAVS_ASSIGN_OR_RETURN(unit, internal::MakeSparseUnit(std::move(dup), *store_, spec.param));
+      }
+    }
+    for (int p : unit->params()) param_units_[p].push_back(static_cast<int>(units_.size()));
+    units_.push_back(std::move(unit));
+  }
+  for (size_t i = 0; i < store_->parameters().size(); ++i) {
+    index_of_[store_->parameters()[i].get()] = static_cast<int>(i);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientSynchronizer::Fail(absl::Status error) {
+  // This rank can no longer follow the agreed order of operations: the peers must not wait.
+  if (!error.ok()) comm_->MarkBroken(error);
+  return error;
+}
+
+absl::Status GradientSynchronizer::BeginStep(int64_t local_count) {
+  CAVS_RETURN_IF_ERROR(comm_->health());
+  if (in_step_) {
+    return absl::FailedPreconditionError("BeginStep: the previous step has not been finished");
+  }
+  if (local_count < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("BeginStep: local count ", local_count, " < 0"));
+  }
+  stats_ = StepStats();
+  stats_.local_count = local_count;
+  stats_at_begin_ = comm_->stats();
+  finishing_ = false;
+  count_known_ = false;
+  next_unit_ = 0;
+  unit_done_.assign(units_.size(), false);
+  pending_.assign(units_.size(), 0);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    pending_[u] = static_cast<int>(units_[u]->params().size());
+  }
+  ready_.assign(store_->size(), false);
+  Tensor count = Tensor::Host({1}, DType::kInt64);
+  count.data<int64_t>()[0] = local_count;
+  if (control_->buffer_device() != count.device()) {
+    CAVS_ASSIGN_OR_RETURN(count, count.CopyTo(control_->buffer_device()));
+  }
+  count_ = count;
+  CAVS_ASSIGN_OR_RETURN(count_work_, control_->StartAllReduce(count_));
+  in_step_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status GradientSynchronizer::MarkReady(const core::Parameter* p) {
+  auto it = index_of_.find(p);
+  if (it == index_of_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MarkReady: '", p == nullptr ? "(null)" : p->name,
+                     "' is not a parameter of the synchronizer's store"));
+  }
+  if (!in_step_) return absl::FailedPreconditionError("MarkReady before BeginStep");
+  if (ready_[it->second]) return absl::OkStatus();
+  ready_[it->second] = true;
+  for (int u : param_units_[it->second]) --pending_[u];
+  CAVS_RETURN_IF_ERROR(Fail(StartReadyUnits()));
+  return Fail(PollInFlight());
+}
+
+absl::Status GradientSynchronizer::Poll() {
+  if (!in_step_) return absl::FailedPreconditionError("Poll before BeginStep");
+  return Fail(PollInFlight());
+}
+
+absl::Status GradientSynchronizer::StartReadyUnits() {
+  while (next_unit_ < units_.size() && pending_[next_unit_] == 0) {
+    internal::SyncUnit& unit = *units_[next_unit_];
+    float prescale = 1.0f;
+    if (unit.NeedsScaleAtStart()) {
+      CAVS_ASSIGN_OR_RETURN(prescale, WaitForScale());
+    }
+    CAVS_RETURN_IF_ERROR(unit.Start(prescale));
+    if (!finishing_) ++stats_.units_started_early;
+    ++next_unit_;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float> GradientSynchronizer::WaitForScale() {
+  if (!count_known_) {
+    CAVS_RETURN_IF_ERROR(count_work_->Wait());
+    CAVS_ASSIGN_OR_RETURN(Tensor host, count_.CopyTo(core::Device::Cpu()));
+    stats_.global_count = host.data<int64_t>()[0];
+    count_known_ = true;
+  }
+  return stats_.global_count > 0 ? static_cast<float>(1.0 / stats_.global_count) : 0.0f;
+}
+
+absl::Status GradientSynchronizer::PollInFlight() {
+  CAVS_RETURN_IF_ERROR(count_work_->Test().status());
+  for (size_t u = 0; u < next_unit_; ++u) {
+    if (unit_done_[u]) continue;
+    CAVS_ASSIGN_OR_RETURN(bool done, units_[u]->Advance());
+    unit_done_[u] = done;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientSynchronizer::WaitAll() {
+  const absl::Duration timeout = comm_->options().timeout;
+  absl::Time last_progress = absl::Now();
+  int64_t seen = -1;
+  for (int iteration = 0;; ++iteration) {
+    CAVS_RETURN_IF_ERROR(PollInFlight());
+    int64_t progress = count_work_->done() ? 1 : 0;
+    bool all_done = count_work_->done();
+    for (size_t u = 0; u < units_.size(); ++u) {
+      progress += units_[u]->progress();
+      all_done = all_done && unit_done_[u];
+    }
+    if (all_done) return absl::OkStatus();
+    if (progress != seen) {
+      seen = progress;
+      last_progress = absl::Now();
+      iteration = 0;
+    } else if (absl::Now() - last_progress > timeout) {
+      return PendingError(timeout);
+    }
+    internal::PollPause(iteration);
+  }
+}
+
+absl::Status GradientSynchronizer::PendingError(absl::Duration timeout) const {
+  std::vector<std::string> waiting;
+  if (!count_work_->done()) waiting.push_back("the global sample count");
+  for (size_t u = 0; u < units_.size() && waiting.size() < 4; ++u) {
+    if (!unit_done_[u]) waiting.push_back(units_[u]->name());
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "gradient synchronization on rank ", comm_->rank(), " of ", comm_->world_size(),
+      " made no progress for ", absl::FormatDuration(timeout), "; still waiting for ",
+      absl::StrJoin(waiting, ", "), ": a peer is dead, stuck, or not synchronizing the same step"));
+}
+
+absl::StatusOr<StepStats> GradientSynchronizer::Finish() {
+  if (!in_step_) return absl::FailedPreconditionError("Finish before BeginStep");
+  CAVS_RETURN_IF_ERROR(comm_->health());
+  const absl::Time start = absl::Now();
+  finishing_ = true;
+  std::fill(pending_.begin(), pending_.end(), 0);
+  CAVS_RETURN_IF_ERROR(Fail(StartReadyUnits()));
+  CAVS_RETURN_IF_ERROR(Fail(WaitAll()));
+  absl::StatusOr<float> scale = WaitForScale();
+  CAVS_RETURN_IF_ERROR(Fail(scale.status()));
+  for (auto& unit : units_) CAVS_RETURN_IF_ERROR(Fail(unit->Complete(*scale)));
+  CAVS_RETURN_IF_ERROR(Fail(WriteSparseResults()));
+  const CommStats now = comm_->stats();
+  stats_.bytes_sent = now.bytes_sent - stats_at_begin_.bytes_sent;
+  stats_.bytes_received = now.bytes_received - stats_at_begin_.bytes_received;
+  stats_.units = num_units();
+  stats_.finish_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  in_step_ = false;
+  return stats_;
+}
+
+absl::StatusOr<StepStats> GradientSynchronizer::Synchronize(int64_t local_count) {
+  CAVS_RETURN_IF_ERROR(BeginStep(local_count));
+  return Finish();
+}
+
+absl::Status GradientSynchronizer::WriteSparseResults() {
+  for (int i = 0; i < store_->size(); ++i) {
+    core::Parameter& p = *store_->parameters()[i];
+    if (!p.sparse_grad) continue;
+    // The parameter's shards, in row order (units of one parameter are adjacent, by shard).
+    std::vector<const internal::SparseRows*> parts;
+    int64_t total = 0;
+    for (int u : param_units_[i]) {
+      parts.push_back(units_[u]->sparse_result());
+      total += static_cast<int64_t>(parts.back()->rows.size());
+    }
+    const int64_t cols = p.value.cols();
+    Tensor values = Tensor::Host({total, cols});
+    std::vector<int64_t> rows;
+    rows.reserve(total);
+    for (const internal::SparseRows* part : parts) {
+      if (!part->rows.empty()) {
+        std::memcpy(values.data<float>() + rows.size() * cols, part->values.data<float>(),
+                    part->values.nbytes());
+      }
+      rows.insert(rows.end(), part->rows.begin(), part->rows.end());
+    }
+    if (values.device() != store_->device()) {
+      CAVS_ASSIGN_OR_RETURN(values, values.CopyTo(store_->device()));
+    }
+    p.grad_rows = std::move(rows);
+    p.grad_values = values;
+  }
+  return absl::OkStatus();
+}
+
+int GradientSynchronizer::num_in_flight() const {
+  int n = 0;
+  for (size_t u = 0; u < next_unit_ && u < unit_done_.size(); ++u) n += unit_done_[u] ? 0 : 1;
+  return n;
+}
+
+std::vector<std::string> GradientSynchronizer::UnitNames() const {
+  std::vector<std::string> names;
+  for (const auto& u : units_) names.push_back(u->name());
+  return names;
+}
+
+}  // namespace cavs::distributed

@@ -1,0 +1,25 @@
+// VerifyConsistent: the check, before the first step, that every rank holds the same strategy
+// and the same parameters (names, order, shapes, dtypes, dense or row-sparse gradients).
+//
+// Each rank describes its strategy and parameters as text, and the ranks allgather a hash of it;
+// only when the hashes differ do they allgather the descriptions themselves, so that every rank
+// finds the same first mismatch (by parameter position, then name, shape, synchronizer) and
+// returns the same FailedPrecondition naming the parameter and both ranks' values, e.g.
+//   ranks disagree: parameter 'fc/W': rank 0 has float32[8, 6] dense, rank 2 has float32[8, 7]
+//   dense
+// A strategy that does not fit this rank's parameters (ValidateStrategy) fails the same way on
+// every rank. Collective; bounded by the communicator's timeout, so a missing rank is a
+// DeadlineExceeded, never a hang.
+#pragma once
+
+#include "absl/status/status.h"
+#include "core/parameter.h"
+#include "distributed/communicator.h"
+#include "distributed/strategy.h"
+
+namespace cavs::distributed {
+
+[[nodiscard]] absl::Status VerifyConsistent(Communicator& comm, const Strategy& strategy,
+                                            const core::ParameterStore& store);
+
+}  // namespace cavs::distributed

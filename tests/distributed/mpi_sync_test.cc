@@ -1,0 +1,290 @@
+// The synchronizer over MPI (run under mpirun -np 2 and 4): for every builder, ranks with
+// different (uneven, sometimes zero) numbers of samples end each step with the gradient and,
+// after several SGD steps, the parameters of one process trained on the union batch; ranks
+// that disagree on the model or the strategy all fail naming the parameter; a late rank is a
+// DeadlineExceeded, not a hang.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/optimizer.h"
+#include "distributed/builders.h"
+#include "distributed/synchronizer.h"
+#include "distributed/verify.h"
+#include "tests/distributed/mpi_test_util.h"
+#include "tests/distributed/test_model.h"
+
+namespace cavs::distributed {
+namespace {
+
+using core::ParameterStore;
+using testing::World;
+
+bool Contains(const absl::Status& s, const std::string& text) {
+  return s.message().find(text) != std::string::npos;
+}
+
+// Samples of `rank` at `step`: (2 rank + step + 1) mod 5 of them, so some ranks have none.
+int64_t CountOf(int rank, int step) { return (2 * rank + step + 1) % 5; }
+
+struct Batch {
+  std::vector<int64_t> mine, all;
+};
+
+Batch BatchOf(int rank, int world, int step) {
+  Batch b;
+  int64_t next = 1000 * step;
+  for (int q = 0; q < world; ++q) {
+    for (int64_t i = 0; i < CountOf(q, step); ++i, ++next) {
+      b.all.push_back(next);
+      if (q == rank) b.mine.push_back(next);
+    }
+  }
+  return b;
+}
+
+// Writes the mean gradient (float) of a reference run into `store`.
+absl::Status WriteMeans(const testing::GradSums& sums, int64_t count, ParameterStore& store) {
+  testing::GradSums mean = sums;
+  for (auto& [name, v] : mean.dense) {
+    for (double& x : v) x /= count;
+  }
+  for (auto& [row, v] : mean.embed_rows) {
+    for (double& x : v) x /= count;
+  }
+  return testing::WriteGradients(mean, store);
+}
+
+struct RunOptions {
+  std::string builder;
+  BuildOptions build;
+  bool mark_ready = false;  // MarkReady in reverse creation order, then Finish
+  double tolerance = 1e-5;
+  bool scaled_error = false;  // compare by error / largest value (float16 compression)
+  int steps = 3;
+};
+
+double Error(const RunOptions& run, const std::vector<float>& got,
+             const std::vector<double>& want) {
+  return run.scaled_error ? testing::MaxScaledError(got, want)
+                          : testing::MaxRelativeError(got, want);
+}
+
+// Trains the test model for `steps` SGD-with-momentum steps on this rank's share of each batch
+// and, alongside, a reference store on the whole batch; compares gradients and parameters.
+void RunAndCompare(const RunOptions& run) {
+  Communicator& comm = World();
+  const int r = comm.rank(), w = comm.world_size();
+  ParameterStore store(5), reference(5);
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  ASSERT_TRUE(testing::BuildModel(reference).ok());
+  absl::StatusOr<Strategy> strategy = BuildStrategy(run.builder, store, w, run.build);
+  ASSERT_TRUE(strategy.ok()) << strategy.status();
+  absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync =
+      GradientSynchronizer::Create(&comm, &store, *strategy);
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  core::OptimizerConfig config{.kind = core::OptimizerKind::kSgd, .lr = 0.5f, .momentum = 0.9f};
+  std::unique_ptr<core::Optimizer> sgd = *core::MakeOptimizer(config);
+  std::unique_ptr<core::Optimizer> reference_sgd = *core::MakeOptimizer(config);
+  for (int step = 0; step < run.steps; ++step) {
+    const Batch batch = BatchOf(r, w, step);
+    ASSERT_TRUE(WriteGradients(testing::ComputeGradSums(store, batch.mine), store).ok());
+    const testing::GradSums want = testing::ComputeGradSums(reference, batch.all);
+    const int64_t total = static_cast<int64_t>(batch.all.size());
+    absl::StatusOr<StepStats> stats;
+    if (run.mark_ready) {
+      ASSERT_TRUE((*sync)->BeginStep(static_cast<int64_t>(batch.mine.size())).ok());
+      for (int i = store.size() - 1; i >= 0; --i) {
+        ASSERT_TRUE((*sync)->MarkReady(store.parameters()[i].get()).ok());
+      }
+      stats = (*sync)->Finish();
+      ASSERT_TRUE(stats.ok()) << stats.status();
+      EXPECT_EQ(stats->units_started_early, stats->units);
+    } else {
+      stats = (*sync)->Synchronize(static_cast<int64_t>(batch.mine.size()));
+      ASSERT_TRUE(stats.ok()) << stats.status();
+    }
+    EXPECT_EQ(stats->global_count, total);
+    EXPECT_GT(stats->bytes_sent + stats->bytes_received, 0);
+    for (const auto& p : store.parameters()) {
+      EXPECT_LE(Error(run, testing::DenseGradient(*p), testing::ExpectedMean(want, p->name, total)),
+                run.tolerance)
+          << run.builder << " step " << step << " rank " << r << " " << p->name;
+    }
+    ASSERT_TRUE(WriteMeans(want, total, reference).ok());
+    ASSERT_TRUE(sgd->Step(store).ok());
+    ASSERT_TRUE(reference_sgd->Step(reference).ok());
+  }
+  for (int i = 0; i < store.size(); ++i) {
+    const std::vector<float> got = store.parameters()[i]->value.ToVector();
+    const std::vector<float> want = reference.parameters()[i]->value.ToVector();
+    EXPECT_LE(Error(run, got, std::vector<double>(want.begin(), want.end())), run.tolerance)
+        << run.builder << " rank " << r << " parameter " << store.parameters()[i]->name;
+  }
+}
+
+TEST(MpiSyncTest, AllReduceMatchesOneProcessOnTheUnionBatch) {
+  RunAndCompare({.builder = "allreduce"});
+}
+
+TEST(MpiSyncTest, AllReduceInSmallBucketsWithMarkReady) {
+  RunAndCompare({.builder = "allreduce", .build = {.bucket_bytes = 64}, .mark_ready = true});
+}
+
+TEST(MpiSyncTest, ParameterServerMatchesOneProcess) { RunAndCompare({.builder = "ps"}); }
+
+TEST(MpiSyncTest, LoadBalancedParameterServerMatchesOneProcess) {
+  RunAndCompare({.builder = "ps-lb", .mark_ready = true});
+}
+
+TEST(MpiSyncTest, PartitionedParameterServerMatchesOneProcess) {
+  RunAndCompare({.builder = "partitioned-ps", .build = {.partition_min_bytes = 16}});
+}
+
+TEST(MpiSyncTest, HybridMatchesOneProcess) {
+  RunAndCompare({.builder = "hybrid", .mark_ready = true});
+}
+
+TEST(MpiSyncTest, HybridWithSparseOnServersMatchesOneProcess) {
+  RunAndCompare({.builder = "hybrid", .build = {.hybrid_sparse_ps = true}});
+}
+
+TEST(MpiSyncTest, Fp16CompressionIsClose) {
+  RunAndCompare({.builder = "allreduce",
+                 .build = {.bucket_bytes = 64, .compressor = Compressor::kFp16},
+                 .tolerance = 5e-3,
+                 .scaled_error = true});
+}
+
+TEST(MpiSyncTest, CommunicationProgressesBeforeFinish) {
+  Communicator& comm = World();
+  ParameterStore store(5);
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  absl::StatusOr<Strategy> strategy = BuildStrategy("hybrid", store, comm.world_size());
+  ASSERT_TRUE(strategy.ok());
+  absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync =
+      GradientSynchronizer::Create(&comm, &store, *strategy);
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  const Batch batch = BatchOf(comm.rank(), comm.world_size(), 0);
+  ASSERT_TRUE(WriteGradients(testing::ComputeGradSums(store, batch.mine), store).ok());
+  ASSERT_TRUE((*sync)->BeginStep(static_cast<int64_t>(batch.mine.size())).ok());
+  for (int i = store.size() - 1; i >= 0; --i) {
+    ASSERT_TRUE((*sync)->MarkReady(store.parameters()[i].get()).ok());
+  }
+  // Every unit has been started; polling alone (what a trainer does between backward kernels)
+  // completes them, before Finish is called.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while ((*sync)->num_in_flight() > 0 && absl::Now() < deadline) {
+    ASSERT_TRUE((*sync)->Poll().ok());
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  EXPECT_EQ((*sync)->num_in_flight(), 0);
+  absl::StatusOr<StepStats> stats = (*sync)->Finish();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->units_started_early, stats->units);
+}
+
+// ---- Disagreeing ranks ----------------------------------------------------------------------
+
+// Every rank tries to create a synchronizer; all must fail with `expected` in the message.
+void ExpectEveryRankFails(ParameterStore& store, const Strategy& strategy,
+                          const std::string& expected) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync =
+      GradientSynchronizer::Create(&World(), &store, strategy);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(sync.status().code(), absl::StatusCode::kFailedPrecondition) << sync.status();
+  EXPECT_TRUE(Contains(sync.status(), expected)) << sync.status();
+  EXPECT_TRUE(World().health().ok());
+}
+
+TEST(MpiVerifyTest, DifferentStrategyOnTheLastRank) {
+  const int r = World().rank(), w = World().world_size();
+  ParameterStore store;
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  absl::StatusOr<Strategy> strategy = BuildStrategy(r == w - 1 ? "ps" : "hybrid", store, w);
+  ASSERT_TRUE(strategy.ok());
+  ExpectEveryRankFails(store, *strategy,
+                       absl::StrCat("strategy for parameter 'embed/E': rank 0 has 'sparse', rank ",
+                                    w - 1, " has 'ps placement=0 staleness=0'"));
+}
+
+TEST(MpiVerifyTest, DifferentShapeOnRankOne) {
+  const int r = World().rank(), w = World().world_size();
+  ParameterStore store;
+  using core::Initializer;
+  ASSERT_TRUE(store.GetOrCreate("embed/E", {40, 6}, Initializer::Zeros(), true).ok());
+  ASSERT_TRUE(store.GetOrCreate("out/W", {6, r == 1 ? 5 : 4}, Initializer::Zeros()).ok());
+  absl::StatusOr<Strategy> strategy = BuildStrategy("hybrid", store, w);
+  ASSERT_TRUE(strategy.ok());
+  ExpectEveryRankFails(store, *strategy,
+                       "parameter 'out/W': rank 0 has float32[6, 4] dense, rank 1 has "
+                       "float32[6, 5] dense");
+}
+
+TEST(MpiVerifyTest, MissingParameterOnRankOne) {
+  const int r = World().rank(), w = World().world_size();
+  ParameterStore store;
+  using core::Initializer;
+  ASSERT_TRUE(store.GetOrCreate("a", {3}, Initializer::Zeros()).ok());
+  if (r != 1) {
+    ASSERT_TRUE(store.GetOrCreate("b", {3}, Initializer::Zeros()).ok());
+  }
+  absl::StatusOr<Strategy> strategy = BuildStrategy("allreduce", store, w);
+  ASSERT_TRUE(strategy.ok());
+  ExpectEveryRankFails(store, *strategy,
+                       "parameter #1 differs: rank 0 has parameter 'b' float32[3] dense, rank 1 "
+                       "has no parameter there");
+}
+
+TEST(MpiVerifyTest, SameEverywhereIsOk) {
+  ParameterStore store;
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  absl::StatusOr<Strategy> strategy = BuildStrategy("partitioned-ps", store, World().world_size());
+  ASSERT_TRUE(strategy.ok());
+  EXPECT_TRUE(VerifyConsistent(World(), *strategy, store).ok());
+  // The text form travels: a strategy parsed from rank 0's file is the same strategy.
+  absl::StatusOr<Strategy> parsed = ParseStrategy(SerializeStrategy(*strategy));
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_TRUE(VerifyConsistent(World(), *parsed, store).ok());
+}
+
+// ---- A late rank ------------------------------------------------------------------------------
+
+TEST(MpiSyncTimeoutTest, ARankThatDoesNotFinishIsADeadlineNamingTheUnits) {
+  std::unique_ptr<Communicator> comm = testing::FreshComm(absl::Seconds(1));
+  const int r = comm->rank(), w = comm->world_size();
+  ParameterStore store(5);
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  absl::StatusOr<Strategy> strategy = BuildStrategy("allreduce", store, w);
+  ASSERT_TRUE(strategy.ok());
+  absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync =
+      GradientSynchronizer::Create(comm.get(), &store, *strategy);
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  ASSERT_TRUE((*sync)->BeginStep(1).ok());
+  if (r == w - 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    absl::StatusOr<StepStats> late = (*sync)->Finish();  // the others have given up
+    EXPECT_TRUE(late.ok() || late.status().code() == absl::StatusCode::kDeadlineExceeded)
+        << late.status();
+  } else {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<StepStats> stats = (*sync)->Finish();
+    const absl::Duration took = absl::Now() - start;
+    EXPECT_EQ(stats.status().code(), absl::StatusCode::kDeadlineExceeded) << stats.status();
+    EXPECT_TRUE(Contains(stats.status(), absl::StrCat("gradient synchronization on rank ", r,
+                                                      " of ", w, " made no progress for 1s")))
+        << stats.status();
+    EXPECT_TRUE(Contains(stats.status(), "allreduce bucket 0")) << stats.status();
+    EXPECT_GE(took, absl::Seconds(1));
+    EXPECT_LT(took, absl::Seconds(4));
+    EXPECT_EQ((*sync)->BeginStep(1).code(), absl::StatusCode::kFailedPrecondition);
+  }
+  ASSERT_TRUE(World().Barrier().ok());
+}
+
+}  // namespace
+}  // namespace cavs::distributed

@@ -1,0 +1,249 @@
+// The synchronizer in one process (world size 1): the global mean is the local sum divided by
+// the local count, for every builder, with and without MarkReady. Multi-rank behaviour is in
+// mpi_sync_test.cc.
+#include "distributed/synchronizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/optimizer.h"
+#include "distributed/builders.h"
+#include "distributed/single_communicator.h"
+#include "tests/distributed/test_model.h"
+
+namespace cavs::distributed {
+namespace {
+
+using core::ParameterStore;
+using testing::BuildModel;
+using testing::ComputeGradSums;
+using testing::DenseGradient;
+using testing::ExpectedMean;
+using testing::MaxRelativeError;
+
+bool Contains(const absl::Status& s, const std::string& text) {
+  return s.message().find(text) != std::string::npos;
+}
+
+std::vector<int64_t> Range(int64_t begin, int64_t end) {
+  std::vector<int64_t> v;
+  for (int64_t s = begin; s < end; ++s) v.push_back(s);
+  return v;
+}
+
+class SynchronizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeSingleCommunicator();
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    comm_ = *std::move(comm);
+    ASSERT_TRUE(BuildModel(store_).ok());
+  }
+
+  std::unique_ptr<GradientSynchronizer> Make(const std::string& builder,
+                                             BuildOptions options = {}) {
+    absl::StatusOr<Strategy> strategy = BuildStrategy(builder, store_, 1, options);
+    EXPECT_TRUE(strategy.ok()) << strategy.status();
+    absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync =
+        GradientSynchronizer::Create(comm_.get(), &store_, *strategy);
+    EXPECT_TRUE(sync.ok()) << sync.status();
+    return sync.ok() ? *std::move(sync) : nullptr;
+  }
+
+  void ExpectMeans(const testing::GradSums& sums, int64_t count, double tolerance = 1e-6) {
+    for (const auto& p : store_.parameters()) {
+      EXPECT_LE(MaxRelativeError(DenseGradient(*p), ExpectedMean(sums, p->name, count)), tolerance)
+          << p->name;
+    }
+  }
+
+  std::unique_ptr<Communicator> comm_;
+  ParameterStore store_;
+};
+
+TEST_F(SynchronizerTest, EveryBuilderGivesTheSumOverTheCount) {
+  for (const std::string& builder : StrategyBuilderNames()) {
+    std::unique_ptr<GradientSynchronizer> sync =
+        Make(builder, {.bucket_bytes = 64, .partition_min_bytes = 1});
+    ASSERT_NE(sync, nullptr);
+    const testing::GradSums sums = ComputeGradSums(store_, Range(0, 7));
+    ASSERT_TRUE(WriteGradients(sums, store_).ok());
+    absl::StatusOr<StepStats> stats = sync->Synchronize(7);
+    ASSERT_TRUE(stats.ok()) << builder << ": " << stats.status();
+    EXPECT_EQ(stats->local_count, 7);
+    EXPECT_EQ(stats->global_count, 7);
+    EXPECT_EQ(stats->units, sync->num_units());
+    ExpectMeans(sums, 7);
+    const core::Parameter& e = *store_.Find("embed/E");
+    EXPECT_TRUE(std::is_sorted(e.grad_rows.begin(), e.grad_rows.end())) << builder;
+    EXPECT_TRUE(core::ValidateGradient(e).ok()) << builder;
+  }
+}
+
+TEST_F(SynchronizerTest, ZeroGlobalCountGivesZeroGradients) {
+  std::unique_ptr<GradientSynchronizer> sync = Make("hybrid");
+  ASSERT_TRUE(store_.ZeroGrad().ok());
+  absl::StatusOr<StepStats> stats = sync->Synchronize(0);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->global_count, 0);
+  for (const auto& p : store_.parameters()) {
+    for (float v : DenseGradient(*p)) EXPECT_EQ(v, 0.0f) << p->name;
+  }
+  EXPECT_TRUE(store_.Find("embed/E")->grad_rows.empty());
+}
+
+TEST_F(SynchronizerTest, UnitsStartInReverseCreationOrderAsTheyBecomeReady) {
+  // One bucket per parameter: units out/b, out/W, hidden/b, hidden/W, then embed/E.
+  std::unique_ptr<GradientSynchronizer> sync = Make("allreduce", {.bucket_bytes = 4});
+  ASSERT_NE(sync, nullptr);
+  const std::vector<std::string> names = sync->UnitNames();
+  ASSERT_EQ(names.size(), 5u);
+  EXPECT_EQ(names[0], "allreduce bucket 0 (out/b)");
+  EXPECT_EQ(names[3], "allreduce bucket 3 (hidden/W)");
+  EXPECT_EQ(names[4], "sparse allgather 'embed/E'");
+  const testing::GradSums sums = ComputeGradSums(store_, Range(3, 8));
+  ASSERT_TRUE(WriteGradients(sums, store_).ok());
+
+  ASSERT_TRUE(sync->BeginStep(5).ok());
+  // hidden/W alone cannot start: the units before it (out/b, out/W, hidden/b) have not.
+  ASSERT_TRUE(sync->MarkReady(store_.Find("hidden/W")).ok());
+  ASSERT_TRUE(sync->MarkReady(store_.Find("hidden/W")).ok());  // twice: a no-op
+  ASSERT_TRUE(sync->MarkReady(store_.Find("out/b")).ok());
+  ASSERT_TRUE(sync->MarkReady(store_.Find("out/W")).ok());
+  absl::StatusOr<StepStats> stats = sync->Finish();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->units_started_early, 2);  // out/b and out/W
+  ExpectMeans(sums, 5);
+
+  ASSERT_TRUE(WriteGradients(sums, store_).ok());
+  ASSERT_TRUE(sync->BeginStep(5).ok());
+  for (int i = store_.size() - 1; i >= 0; --i) {
+    ASSERT_TRUE(sync->MarkReady(store_.parameters()[i].get()).ok());
+  }
+  // Every unit has started; the sparse one may be in its second stage (one stage per poll).
+  EXPECT_LE(sync->num_in_flight(), 1);
+  stats = sync->Finish();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->units_started_early, 5);
+  ExpectMeans(sums, 5);
+}
+
+TEST_F(SynchronizerTest, Fp16CompressionIsCloseAndPreScaled) {
+  std::unique_ptr<GradientSynchronizer> sync =
+      Make("allreduce", {.bucket_bytes = 64, .compressor = Compressor::kFp16});
+  ASSERT_NE(sync, nullptr);
+  // 3000 samples: the sums exceed what float16 holds precisely; the mean does not.
+  const testing::GradSums sums = ComputeGradSums(store_, Range(0, 3000));
+  ASSERT_TRUE(WriteGradients(sums, store_).ok());
+  absl::StatusOr<StepStats> stats = sync->Synchronize(3000);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ExpectMeans(sums, 3000, 2e-3);
+}
+
+TEST_F(SynchronizerTest, ProtocolErrors) {
+  std::unique_ptr<GradientSynchronizer> sync = Make("allreduce");
+  EXPECT_EQ(sync->MarkReady(store_.Find("out/W")).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sync->Finish().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sync->BeginStep(-1).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(sync->BeginStep(1).ok());
+  EXPECT_EQ(sync->BeginStep(1).code(), absl::StatusCode::kFailedPrecondition);
+  ParameterStore other;
+  ASSERT_TRUE(BuildModel(other).ok());
+  absl::Status s = sync->MarkReady(other.Find("out/W"));
+  EXPECT_TRUE(Contains(s, "'out/W' is not a parameter of the synchronizer's store")) << s;
+  EXPECT_TRUE(sync->Finish().ok());
+}
+
+TEST_F(SynchronizerTest, MalformedGradientIsAnErrorNamingTheParameter) {
+  std::unique_ptr<GradientSynchronizer> sync = Make("hybrid");
+  core::Parameter* e = store_.Find("embed/E");
+  e->grad_rows = {3, 3};
+  e->grad_values = core::Tensor::Host({2, testing::kEmbed});
+  absl::StatusOr<StepStats> stats = sync->Synchronize(1);
+  EXPECT_FALSE(stats.ok());
+  EXPECT_TRUE(Contains(stats.status(), "embed/E")) << stats.status();
+  EXPECT_FALSE(comm_->health().ok());  // this rank left the agreed order of operations
+}
+
+TEST_F(SynchronizerTest, CreateRejectsStalenessAndAWrongWorldSize) {
+  absl::StatusOr<Strategy> strategy = BuildStrategy("ps", store_, 1);
+  ASSERT_TRUE(strategy.ok());
+  std::get<ParameterServerSync>(strategy->params[2].sync).staleness = 2;
+  absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync =
+      GradientSynchronizer::Create(comm_.get(), &store_, *strategy);
+  EXPECT_EQ(sync.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(Contains(sync.status(), "'hidden/b': bounded staleness")) << sync.status();
+  strategy = BuildStrategy("ps", store_, 2);
+  ASSERT_TRUE(strategy.ok());
+  std::get<ParameterServerSync>(strategy->params[1].sync).placement = {0};
+  std::get<ParameterServerSync>(strategy->params[3].sync).placement = {0};
+  sync = GradientSynchronizer::Create(comm_.get(), &store_, *strategy);
+  EXPECT_TRUE(Contains(sync.status(), "world_size 2 but the communicator has 1")) << sync.status();
+  strategy->params.pop_back();
+  sync = GradientSynchronizer::Create(comm_.get(), &store_, *strategy);
+  EXPECT_EQ(sync.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(sync.status(), "no entry for parameter 'out/b'")) << sync.status();
+}
+
+// A stand-in "cuda:0" whose memory is host memory, as in tests/core/checkpoint_test.cc: the
+// synchronizer's device paths (copies to and from the buffer device, scaling through the
+// device's optimizer kernels) run without a GPU.
+class HostMemoryDevice final : public core::Backend {
+ public:
+  core::Device device() const override { return core::Device::Cuda(0); }
+  core::Allocator* allocator() override { return core::CpuAllocator::Global(); }
+  absl::Status CopyFromHost(void* dst, const void* src, size_t bytes) override {
+    std::memmove(dst, src, bytes);
+    ++copies;
+    return absl::OkStatus();
+  }
+  absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override {
+    return CopyFromHost(dst, src, bytes);
+  }
+  absl::Status CopyWithin(void* dst, const void* src, size_t bytes) override {
+    return CopyFromHost(dst, src, bytes);
+  }
+  absl::Status SetZero(void* dst, size_t bytes) override {
+    std::memset(dst, 0, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+  int copies = 0;
+};
+
+TEST_F(SynchronizerTest, DeviceGradientsMatchHostOnes) {
+  if (core::DeviceAvailable(core::DeviceType::kCuda)) GTEST_SKIP() << "a real CUDA backend";
+  static HostMemoryDevice* device = new HostMemoryDevice();
+  core::RegisterBackendFactory(core::DeviceType::kCuda,
+                               [](int) -> absl::StatusOr<core::Backend*> { return device; });
+  core::RegisterOptimizerKernels(core::DeviceType::kCuda, core::CpuOptimizerKernels());
+  ParameterStore dev_store(1, core::Device::Cuda(0));
+  ASSERT_TRUE(BuildModel(dev_store).ok());
+  for (const std::string& builder : StrategyBuilderNames()) {
+    absl::StatusOr<Strategy> strategy = BuildStrategy(builder, dev_store, 1);
+    ASSERT_TRUE(strategy.ok());
+    absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync =
+        GradientSynchronizer::Create(comm_.get(), &dev_store, *strategy);
+    ASSERT_TRUE(sync.ok()) << sync.status();
+    const testing::GradSums sums = ComputeGradSums(store_, Range(0, 9));
+    ASSERT_TRUE(WriteGradients(sums, dev_store).ok());
+    const int copies_before = device->copies;
+    ASSERT_TRUE((*sync)->Synchronize(9).ok());
+    EXPECT_GT(device->copies, copies_before) << builder;
+    for (const auto& p : dev_store.parameters()) {
+      EXPECT_LE(MaxRelativeError(DenseGradient(*p), ExpectedMean(sums, p->name, 9)), 1e-6)
+          << builder << " " << p->name;
+      if (p->sparse_grad) {
+        EXPECT_EQ(p->grad_values.device(), core::Device::Cuda(0));
+      }
+    }
+  }
+  core::RegisterOptimizerKernels(core::DeviceType::kCuda, nullptr);
+}
+
+}  // namespace
+}  // namespace cavs::distributed
