@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "core/status.h"
 
 namespace cavs::core {
 
@@ -24,13 +25,18 @@ size_t CpuAllocator::RoundUp(size_t bytes) {
 
 absl::StatusOr<void*> CpuAllocator::Allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
-  const size_t size = RoundUp(bytes);
+  size_t size = RoundUp(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   void* p = nullptr;
-  auto it = free_.find(size);
-  if (it != free_.end() && !it->second.empty()) {
+  // Large requests take the best-fitting cached block up to 1/8 larger: batches of slightly
+  // different sizes reuse each other's blocks instead of faulting in fresh pages every step.
+  const size_t limit = size > (size_t{1} << 20) ? size + size / 8 : size;
+  auto it = free_.lower_bound(size);
+  while (it != free_.end() && it->second.empty() && it->first <= limit) ++it;
+  if (it != free_.end() && !it->second.empty() && it->first <= limit) {
     p = it->second.back();
     it->second.pop_back();
+    size = it->first;
   } else {
     p = std::aligned_alloc(kAlignment, size);
     if (p == nullptr) {
@@ -41,6 +47,7 @@ absl::StatusOr<void*> CpuAllocator::Allocate(size_t bytes) {
     ++stats_.num_system_allocs;
   }
   ++stats_.num_allocs;
+  block_size_[p] = size;
   stats_.bytes_in_use += static_cast<int64_t>(size);
   if (stats_.bytes_in_use > stats_.peak_bytes_in_use) {
     stats_.peak_bytes_in_use = stats_.bytes_in_use;
@@ -50,8 +57,12 @@ absl::StatusOr<void*> CpuAllocator::Allocate(size_t bytes) {
 
 void CpuAllocator::Deallocate(void* p, size_t bytes) {
   if (p == nullptr) return;
-  const size_t size = RoundUp(bytes);
   std::lock_guard<std::mutex> lock(mu_);
+  auto it = block_size_.find(p);
+  CAVS_CHECK(it != block_size_.end(), "Deallocate of a block this allocator did not hand out");
+  const size_t size = it->second;
+  CAVS_CHECK(size >= RoundUp(bytes), "Deallocate with a larger size than allocated");
+  block_size_.erase(it);
   stats_.bytes_in_use -= static_cast<int64_t>(size);
   free_[size].push_back(p);
 }

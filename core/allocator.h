@@ -3,7 +3,9 @@
 // CpuAllocator is a caching arena: blocks are 64-byte aligned and rounded up to a size class;
 // a freed block goes back to its class's free list and is handed out again, so a training
 // loop whose batches have similar sizes stops calling the system allocator after a few steps.
-// `bytes_in_use` counts the requested (rounded) bytes of live blocks; `peak_bytes_in_use` its
+// A request over 1 MiB may be served by a cached block up to 1/8 larger (best fit), so that
+// batches of slightly different sizes reuse each other's blocks. `bytes_in_use` counts the
+// sizes of the live blocks; `peak_bytes_in_use` its
 // high-water mark since the last ResetPeak(); `bytes_reserved` what is held from the system.
 //
 // Thread-safety: every method may be called concurrently.
@@ -15,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 
 namespace cavs::core {
@@ -61,7 +64,8 @@ class CpuAllocator final : public Allocator {
 
  private:
   mutable std::mutex mu_;
-  std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks
+  std::map<size_t, std::vector<void*>> free_;      // size class -> cached blocks
+  absl::flat_hash_map<void*, size_t> block_size_;  // live block -> its size class
   AllocatorStats stats_;
 };
 

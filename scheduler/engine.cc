@@ -42,7 +42,119 @@ struct Batch {
   core::Tensor embed_rows;            // [unique tokens, dim] gradient of the table
   std::string embed_table;
   absl::flat_hash_map<int, int32_t*> argmax_of;  // forward GatherReduce(max) -> argmax
+  // Row intervals [lo, hi) outside which a node is known to be zero (support), and outside
+  // which nobody reads its value (need, backward only). GEMMs run only where both hold.
+  std::vector<std::pair<int64_t, int64_t>> fwd_support, bwd_support, bwd_need;
 };
+
+using Interval = std::pair<int64_t, int64_t>;
+
+Interval Hull(Interval a, Interval b) {
+  if (a.first >= a.second) return b;
+  if (b.first >= b.second) return a;
+  return {std::min(a.first, b.first), std::max(a.second, b.second)};
+}
+Interval Meet(Interval a, Interval b) {
+  return {std::max(a.first, b.first), std::min(a.second, b.second)};
+}
+
+// Rows where ints[offset + row] satisfies `pred`, as their hull.
+template <typename Pred>
+Interval RowsWhere(const Plan& plan, int64_t offset, Pred pred) {
+  Interval out{0, 0};
+  for (int64_t r = 0; r < plan.num_rows; ++r) {
+    if (pred(plan.ints[offset + r], r)) out = Hull(out, {r, r + 1});
+  }
+  return out;
+}
+
+// Zero-propagation: which rows of each node can be nonzero.
+std::vector<Interval> Supports(const vertex::Function& f, const vertex::Program& p,
+                               const Plan& plan, const std::vector<Interval>* fwd) {
+  const Interval all{0, plan.num_rows};
+  std::vector<Interval> sup(p.nodes.size(), all);
+  for (size_t id = 0; id < p.nodes.size(); ++id) {
+    const Node& n = p.nodes[id];
+    auto in = [&](int i) { return p.nodes[n.inputs[i]].is_static() ? all : sup[n.inputs[i]]; };
+    switch (n.kind) {
+      case OpKind::kEmbed:
+        sup[id] = RowsWhere(plan, plan.tokens, [](int32_t t, int64_t) { return t >= 0; });
+        break;
+      case OpKind::kGather:
+        sup[id] =
+            RowsWhere(plan, plan.child_rows[n.index], [](int32_t c, int64_t) { return c >= 0; });
+        break;
+      case OpKind::kGatherReduce:
+        sup[id] = RowsWhere(plan, plan.reduce_offsets, [&](int32_t o, int64_t r) {
+          return plan.ints[plan.reduce_offsets + r + 1] > o;
+        });
+        break;
+      case OpKind::kForwardValue:
+        sup[id] = (*fwd)[n.index];
+        break;
+      case OpKind::kMatMul:
+      case OpKind::kTanh:
+      case OpKind::kRelu:
+      case OpKind::kNeg:
+      case OpKind::kSlice:
+      case OpKind::kPadSlice:
+      case OpKind::kSum:
+      case OpKind::kBroadcastCols:
+      case OpKind::kDropout:
+        sup[id] = in(0);
+        break;
+      case OpKind::kScale:
+        sup[id] = n.offset == 0.0f ? in(0) : all;
+        break;
+      case OpKind::kMul:
+      case OpKind::kReluGrad:
+        sup[id] = Meet(in(0), in(1));
+        break;
+      case OpKind::kSigmoidGrad:
+      case OpKind::kTanhGrad:
+        sup[id] = in(1);
+        break;
+      case OpKind::kAdd:
+      case OpKind::kSub:
+        sup[id] = Hull(in(0), in(1));
+        break;
+      case OpKind::kConcat: {
+        Interval h{0, 0};
+        for (size_t i = 0; i < n.inputs.size(); ++i) h = Hull(h, in(static_cast<int>(i)));
+        sup[id] = h;
+        break;
+      }
+      default:
+        break;  // Pull, Sigmoid, leaves of the backward: anywhere
+    }
+  }
+  (void)f;
+  return sup;
+}
+
+// Which rows of each backward node some consumer reads (children's gradients are dropped
+// where the child is absent; an embedding gradient where there is no token).
+std::vector<Interval> Needs(const vertex::Function& f, const Plan& plan,
+                            const std::vector<Interval>& fwd_sup) {
+  const vertex::Program& p = f.backward();
+  const Interval all{0, plan.num_rows};
+  std::vector<Interval> need(p.nodes.size(), Interval{0, 0});
+  for (int id = static_cast<int>(p.nodes.size()) - 1; id >= 0; --id) {
+    const Node& n = p.nodes[id];
+    if (vertex::IsSink(n.kind)) {
+      Interval s = all;
+      if (n.kind == OpKind::kEmbedGrad) {
+        s = RowsWhere(plan, plan.tokens, [](int32_t t, int64_t) { return t >= 0; });
+      } else if (n.kind == OpKind::kGatherGrad) {
+        s = RowsWhere(plan, plan.child_rows[n.index], [](int32_t c, int64_t) { return c >= 0; });
+      }
+      need[id] = s;
+    }
+    for (int i : n.inputs) need[i] = Hull(need[i], need[id]);
+  }
+  (void)fwd_sup;
+  return need;
+}
 
 class Recorder {
  public:
@@ -210,8 +322,27 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
       const float* wv = ParamValue(w.name);
       const int64_t in = n.transpose ? w.param_shape[1] : w.param_shape[0];
       const int64_t wld = w.param_shape[1];
+      // Rows outside the input's support are zero, rows outside the need unread: compute
+      // only the rest, and zero the others (when the output's rows are contiguous).
+      std::pair<int64_t, int64_t> rows =
+          backward ? Meet(b_.bwd_support[id], b_.bwd_need[id]) : b_.fwd_support[id];
+      rows = Meet(rows, {r0, r1});
+      if (ld != n.width || rows.first >= rows.second) rows = {r0, r1};
+      if (rows.first >= rows.second) return absl::OkStatus();
+      if (rows.first > r0 || rows.second < r1) {
+        float* head = dst;
+        float* tail = dst + (rows.second - r0) * ld;
+        const int64_t nh = (rows.first - r0) * ld, nt = (r1 - rows.second) * ld;
+        b_.launches.push_back([=]() {
+          CAVS_RETURN_IF_ERROR(k->Fill(head, nh, 0.0f));
+          return k->Fill(tail, nt, 0.0f);
+        });
+      }
+      const int64_t mm = rows.second - rows.first;
+      const float* xs = x + (rows.first - r0) * xld;
+      float* ds = dst + (rows.first - r0) * ld;
       b_.launches.push_back([=]() {
-        return k->Gemm(false, n.transpose, m, n.width, in, 1.0f, x, xld, wv, wld, 0.0f, dst, ld);
+        return k->Gemm(false, n.transpose, mm, n.width, in, 1.0f, xs, xld, wv, wld, 0.0f, ds, ld);
       });
       return absl::OkStatus();
     }
@@ -299,6 +430,13 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
       const int64_t xld = Ld(s, x_node);
       const int64_t xw = p.nodes[x_node].width;
       float* g = ParamGrad(n.name);
+      // Only rows where both x and dy can be nonzero contribute.
+      const Interval rows = Meet(Meet(b_.bwd_support[x_node], b_.bwd_support[dy_node]), {r0, r1});
+      if (rows.first >= rows.second) return absl::OkStatus();
+      const int64_t skip = rows.first - r0;
+      const int64_t m = rows.second - rows.first;
+      x += skip * xld;
+      dy += skip * dld;
       if (n.transpose) {
         b_.launches.push_back(
             [=]() { return k->Gemm(true, false, w, xw, m, 1.0f, dy, dld, x, xld, 1.0f, g, xw); });
@@ -479,6 +617,11 @@ absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const Ru
     if (c.buffers[i].features) b.buffer_base[i] = reinterpret_cast<float*>(up + feat_at);
     if (offsets[i] >= 0) b.buffer_base[i] = arena.data<float>() + offsets[i];
   }
+  b.fwd_support = Supports(*f_, f_->forward(), plan, nullptr);
+  if (options.backward) {
+    b.bwd_support = Supports(*f_, f_->backward(), plan, &b.fwd_support);
+    b.bwd_need = Needs(*f_, plan, b.fwd_support);
+  }
   // Record the whole schedule.
   Recorder rec(*f_, c, *store_, *kernels_, b);
   CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kBeforeRounds, 0, n));
@@ -500,7 +643,8 @@ absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const Ru
   CAVS_CHECK(static_cast<int64_t>(b.instrs.size()) == instr_count, "fused program size");
   const double t_plan = Seconds();
   // One transfer: the plan's ints, its features and every fused program.
-  std::vector<char> staging(upload_bytes, 0);
+  std::vector<char>& staging = staging_;  // kept across batches: no page faults per step
+  if (static_cast<int64_t>(staging.size()) < upload_bytes) staging.resize(upload_bytes);
   std::memcpy(staging.data(), plan.ints.data(), plan.ints.size() * 4);
   if (!plan.features.empty()) {
     std::memcpy(staging.data() + feat_at, plan.features.data(), plan.features.size() * 4);

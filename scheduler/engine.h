@@ -74,6 +74,7 @@ class Engine {
   ops::Kernels* kernels_ = nullptr;
   std::unique_ptr<Compiled> compiled_;
   EngineStats stats_;
+  std::vector<char> staging_;  // host side of the per-batch upload
 };
 
 }  // namespace cavs::scheduler

@@ -96,8 +96,11 @@ class Pool {
     uint32_t seen = 0;
     while (true) {
       WaitForChange(seen);
-      if (stop_.load(std::memory_order_acquire)) return;
+      // Read the generation before testing stop_: a shutdown published after this load is
+      // then a generation this worker has not seen, so the next wait returns at once. (The
+      // other order could consume the shutdown's generation here and sleep forever.)
       seen = generation_.load(std::memory_order_acquire);
+      if (stop_.load(std::memory_order_acquire)) return;
       std::shared_ptr<Job> job;
       {
         std::lock_guard<std::mutex> lock(job_mu_);

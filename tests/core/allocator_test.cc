@@ -45,3 +45,33 @@ TEST(CpuAllocatorTest, SizeClasses) {
 
 }  // namespace
 }  // namespace cavs::core
+
+namespace cavs::core {
+namespace {
+
+TEST(CpuAllocatorTest, LargeRequestsReuseSlightlyLargerBlocks) {
+  CpuAllocator a;
+  constexpr size_t kMiB = size_t{1} << 20;
+  void* p = *a.Allocate(40 * kMiB);
+  a.Deallocate(p, 40 * kMiB);
+  void* q = *a.Allocate(38 * kMiB);  // 40 <= 38 + 38/8: the cached block serves it
+  EXPECT_EQ(p, q);
+  EXPECT_EQ(a.stats().num_system_allocs, 1);
+  EXPECT_EQ(a.stats().bytes_in_use, static_cast<int64_t>(40 * kMiB));
+  a.Deallocate(q, 38 * kMiB);
+  void* r = *a.Allocate(20 * kMiB);  // far smaller: a fresh block, the big one stays cached
+  EXPECT_NE(r, p);
+  EXPECT_EQ(a.stats().num_system_allocs, 2);
+  a.Deallocate(r, 20 * kMiB);
+  void* s = *a.Allocate(300);  // small classes are exact
+  void* t = *a.Allocate(600);
+  a.Deallocate(s, 300);
+  void* u = *a.Allocate(400);
+  EXPECT_NE(u, t);
+  a.Deallocate(t, 600);
+  a.Deallocate(u, 400);
+  EXPECT_EQ(a.stats().bytes_in_use, 0);
+}
+
+}  // namespace
+}  // namespace cavs::core

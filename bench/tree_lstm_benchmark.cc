@@ -1,0 +1,203 @@
+// Binary Tree-LSTM throughput: the batched engine against the serial reference executor on
+// the same batches, in one binary and one run, so the printed ratio holds on a noisy machine.
+//
+// Data: the SST train trees at $CAVS_BENCH_SST (e.g. ../shared/data/sst/train.txt), else the
+// bundled synthetic treebank. Embedding 300; hidden 150 and 256; batches 1, 25, 64, 256.
+// Training = forward + backward + Adagrad step; inference = forward only.
+// Counters per batch: rounds, vertices per round, plan_share (host plan time / step time),
+// GFLOPs (GEMM FLOPs the engine executed per second).
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/optimizer.h"
+#include "core/parameter.h"
+#include "examples/data/sst_reader.h"
+#include "ops/cpu/cpu_parallel.h"
+#include "ops/kernels.h"
+#include "scheduler/engine.h"
+#include "scheduler/reference_executor.h"
+#include "vertex/models.h"
+
+namespace cavs {
+namespace {
+
+const examples::SstDataset& Data() {
+  static const examples::SstDataset* data = [] {
+    const char* env = std::getenv("CAVS_BENCH_SST");
+    const std::string train = env ? env : CAVS_SOURCE_DIR "/data/synthetic/train.txt";
+    absl::StatusOr<examples::SstDataset> d = examples::LoadSstDataset(train, train);
+    if (!d.ok()) {
+      std::fprintf(stderr, "cannot read %s: %s\n", train.c_str(), d.status().ToString().c_str());
+      std::abort();
+    }
+    std::fprintf(stderr, "data: %s (%zu trees, vocabulary %d)\n", train.c_str(), d->train.size(),
+                 d->vocabulary.size());
+    return new examples::SstDataset(*std::move(d));
+  }();
+  return *data;
+}
+
+std::vector<std::vector<scheduler::Graph>> Batches(int batch) {
+  const auto& trees = Data().train;
+  std::vector<std::vector<scheduler::Graph>> out;
+  for (size_t i = 0; i + batch <= trees.size() && out.size() < 64; i += batch) {
+    out.emplace_back();
+    for (int j = 0; j < batch; ++j) out.back().push_back(trees[i + j].graph);
+  }
+  return out;
+}
+
+absl::StatusOr<vertex::Function> Model(int hidden) {
+  vertex::models::CellConfig c;
+  c.vocab = Data().vocabulary.size();
+  c.embed = 300;
+  c.hidden = hidden;
+  c.classes = 5;
+  return vertex::models::BinaryTreeLstm(c);
+}
+
+// GEMM FLOPs of one forward (and backward) over `rows` vertices.
+double MatMulFlops(const vertex::Function& f, int64_t rows, bool backward) {
+  double flops = 0;
+  for (const vertex::Node& n : f.forward().nodes) {
+    if (n.kind != vertex::OpKind::kMatMul) continue;
+    const core::Shape& w = f.forward().nodes[n.inputs[1]].param_shape;
+    flops += 2.0 * rows * w[0] * w[1] * (backward ? 3 : 1);
+  }
+  return flops;
+}
+
+void BM_Engine(benchmark::State& state, bool train) {
+  const int hidden = static_cast<int>(state.range(0));
+  const int batch = static_cast<int>(state.range(1));
+  absl::StatusOr<vertex::Function> f = Model(hidden);
+  core::ParameterStore store(1);
+  auto engine = scheduler::Engine::Create(&*f, &store);
+  core::OptimizerConfig oc;
+  oc.kind = core::OptimizerKind::kAdagrad;
+  oc.lr = 0.05f;
+  auto opt = core::MakeOptimizer(oc);
+  if (!f.ok() || !engine.ok() || !opt.ok()) {
+    state.SkipWithError("setup failed");
+    return;
+  }
+  const auto batches = Batches(batch);
+  scheduler::RunOptions ro;
+  ro.training = train;
+  ro.backward = train;
+  size_t i = 0;
+  double rounds = 0, rows = 0, plan = 0, total = 0, flops = 0;
+  for (auto _ : state) {
+    const auto& b = batches[i++ % batches.size()];
+    if (train) (void)store.ZeroGrad();
+    absl::StatusOr<scheduler::RunResult> r = (*engine)->Run(b, ro);
+    if (!r.ok()) {
+      state.SkipWithError(r.status().ToString().c_str());
+      return;
+    }
+    if (train) (void)(*opt)->Step(store);
+    const scheduler::EngineStats& s = (*engine)->stats();
+    rounds += s.rounds;
+    rows += s.rows;
+    plan += s.plan_seconds;
+    total += s.run_seconds;
+    flops += MatMulFlops(*f, s.rows, train);
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.SetItemsProcessed(state.iterations() * batch);
+  state.counters["rounds"] = rounds / n;
+  state.counters["vertices_per_round"] = rows / rounds;
+  state.counters["plan_share"] = plan / total;
+  state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BM_Reference(benchmark::State& state) {
+  const int hidden = static_cast<int>(state.range(0));
+  const int batch = static_cast<int>(state.range(1));
+  absl::StatusOr<vertex::Function> f = Model(hidden);
+  core::ParameterStore store(1);
+  if (!f.ok() || !scheduler::CreateParameters(*f, &store).ok()) {
+    state.SkipWithError("setup failed");
+    return;
+  }
+  const scheduler::ParamValues params = scheduler::SnapshotParameters(*f, store);
+  const auto batches = Batches(batch);
+  size_t i = 0;
+  for (auto _ : state) {
+    auto r = scheduler::RunReference(*f, batches[i++ % batches.size()], params, {});
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+
+// The machine's GEMM rate at the Tree-LSTM's shape: [2048, 300] x [300, 750].
+void BM_Sgemm(benchmark::State& state) {
+  const int64_t m = 2048, k = 300, n = 750;
+  std::vector<float> a(m * k, 0.5f), b(k * n, 0.25f), c(m * n);
+  ops::Kernels* kern = *ops::GetKernels(core::Device::Cpu());
+  for (auto _ : state) {
+    (void)kern->Gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+  }
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+void Args(benchmark::internal::Benchmark* b) {
+  for (int h : {150, 256}) {
+    for (int bs : {1, 25, 64, 256}) b->Args({h, bs});
+  }
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK(BM_Sgemm)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Engine, train, true)->Apply(Args);
+BENCHMARK_CAPTURE(BM_Engine, infer, false)->Apply(Args);
+BENCHMARK(BM_Reference)
+    ->Args({150, 25})
+    ->Args({150, 64})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+
+// Prints engine / reference ratios for the configurations both measured.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      auto it = r.counters.find("items_per_second");
+      if (it != r.counters.end()) rates_[r.benchmark_name()] = it->second;
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    for (const char* cfg : {"150/25", "150/64"}) {
+      const std::string eng = std::string("BM_Engine/train/") + cfg + "/real_time";
+      const std::string ref = std::string("BM_Reference/") + cfg + "/min_time:2.000/real_time";
+      if (rates_.count(eng) && rates_.count(ref)) {
+        std::printf("RATIO engine/serial training hidden/batch %s: %.1fx (%.0f vs %.1f trees/s)\n",
+                    cfg, rates_[eng] / rates_[ref], rates_[eng], rates_[ref]);
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, double> rates_;
+};
+
+}  // namespace
+}  // namespace cavs
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  cavs::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}
