@@ -90,19 +90,9 @@ CAVS_CPU_INLINE void DropoutRow(float* d, const float* a, int64_t w, const EwIns
 // in-place case down the scalar path.
 #define CAVS_EW_LOOP _Pragma("GCC ivdep") for (int64_t c = 0; c < w; ++c)
 
-// Applies instruction `in` to row r.
-CAVS_CPU_INLINE void RunInstr(const EwInstr& in, int64_t r) {
-  const int64_t w = in.width;
-  float* d = in.dst.ptr + r * in.dst.ld;
-  const float* a = in.a.ptr != nullptr ? in.a.ptr + r * in.a.ld : nullptr;
-  const float* b = in.b.ptr != nullptr ? in.b.ptr + r * in.b.ld : nullptr;
-  switch (in.op) {
-    case EwOp::kCopy:
-      CAVS_EW_LOOP d[c] = a[c];
-      break;
-    case EwOp::kZero:
-      CAVS_EW_LOOP d[c] = 0.0f;
-      break;
+// The ops that read a and b, over one row of w columns.
+CAVS_CPU_INLINE void BinaryRow(EwOp op, float* d, const float* a, const float* b, int64_t w) {
+  switch (op) {
     case EwOp::kAdd:
       CAVS_EW_LOOP d[c] = a[c] + b[c];
       break;
@@ -111,6 +101,29 @@ CAVS_CPU_INLINE void RunInstr(const EwInstr& in, int64_t r) {
       break;
     case EwOp::kMul:
       CAVS_EW_LOOP d[c] = a[c] * b[c];
+      break;
+    case EwOp::kSigmoidGrad:
+      CAVS_EW_LOOP d[c] = b[c] * a[c] * (1.0f - a[c]);
+      break;
+    case EwOp::kTanhGrad:
+      CAVS_EW_LOOP d[c] = b[c] * (1.0f - a[c] * a[c]);
+      break;
+    case EwOp::kReluGrad:
+      CAVS_EW_LOOP d[c] = a[c] > 0.0f ? b[c] : 0.0f;
+      break;
+    default:
+      break;
+  }
+}
+
+// The ops that read a only (or nothing), except dropout, over one row of w columns.
+CAVS_CPU_INLINE void UnaryRow(const EwInstr& in, float* d, const float* a, int64_t w) {
+  switch (in.op) {
+    case EwOp::kCopy:
+      CAVS_EW_LOOP d[c] = a[c];
+      break;
+    case EwOp::kZero:
+      CAVS_EW_LOOP d[c] = 0.0f;
       break;
     case EwOp::kAccumulate:
       CAVS_EW_LOOP d[c] += a[c];
@@ -144,18 +157,21 @@ CAVS_CPU_INLINE void RunInstr(const EwInstr& in, int64_t r) {
       CAVS_EW_LOOP d[c] = v;
       break;
     }
-    case EwOp::kDropout:
-      DropoutRow(d, a, w, in, r);
+    default:
       break;
-    case EwOp::kSigmoidGrad:
-      CAVS_EW_LOOP d[c] = b[c] * a[c] * (1.0f - a[c]);
-      break;
-    case EwOp::kTanhGrad:
-      CAVS_EW_LOOP d[c] = b[c] * (1.0f - a[c] * a[c]);
-      break;
-    case EwOp::kReluGrad:
-      CAVS_EW_LOOP d[c] = a[c] > 0.0f ? b[c] : 0.0f;
-      break;
+  }
+}
+
+// Applies instruction `in` to row r.
+CAVS_CPU_INLINE void RunInstr(const EwInstr& in, int64_t r) {
+  float* d = in.dst.ptr + r * in.dst.ld;
+  const float* a = in.a.ptr != nullptr ? in.a.ptr + r * in.a.ld : nullptr;
+  if (in.op == EwOp::kDropout) {
+    DropoutRow(d, a, in.width, in, r);
+  } else if (NeedsB(in.op)) {
+    BinaryRow(in.op, d, a, in.b.ptr + r * in.b.ld, in.width);
+  } else {
+    UnaryRow(in, d, a, in.width);
   }
 }
 
