@@ -11,6 +11,7 @@
 #include "core/random.h"
 #include "scheduler/reference_executor.h"
 #include "tests/scheduler/random_graphs.h"
+#include "tests/scheduler/test_functions.h"
 #include "vertex/models.h"
 
 namespace cavs::scheduler {
@@ -150,20 +151,7 @@ TEST(EngineTest, SequenceCellsOnChains) {
 
 // Every op, DAGs with shared children and wide fan-in, reductions, dropout, features.
 TEST(EngineTest, EveryOpOnDags) {
-  using namespace vertex;
-  absl::StatusOr<Function> f = Define("every_op", [](Vertex& v) {
-    Expr x = v.pull(3);
-    Expr e = v.embed("emb", 50, 3);
-    State s = v.gather_sum(), m = v.gather_mean(), mx = v.gather_max(), c0 = v.gather(0);
-    Expr in = Concat({x, e, s["h"], m["h"], mx["h"], c0["h"]});
-    Expr a = MatMul(in, v.param("W", {14, 4})) - v.param("bias", {4});
-    Expr b = Relu(a) * v.param("gain", {1, 4}) + Neg(Tanh(Slice(a, 0, 4)));
-    Expr d = Dropout(Scale(b, 0.5f, 0.25f), 0.3f, 9);
-    Expr h = Sigmoid(Concat({d, Slice(d, 0, 2)})) *
-             Tanh(Concat({Sum(d), d, Slice(d, 1, 2)}) * Concat({x, x}));
-    v.scatter({{"h", Slice(h, 0, 2)}});
-    v.push(MatMul(OneMinus(h), v.param("out", {6, 5})));
-  });
+  absl::StatusOr<vertex::Function> f = testing::EveryOp(5);
   ASSERT_TRUE(f.ok()) << f.status();
   core::Rng rng(4);
   std::vector<Graph> gs;

@@ -8,6 +8,7 @@
 #include "core/random.h"
 #include "tests/scheduler/gradient_check.h"
 #include "tests/scheduler/random_graphs.h"
+#include "tests/scheduler/test_functions.h"
 #include "vertex/models.h"
 
 namespace cavs::scheduler {
@@ -110,25 +111,6 @@ TEST(ReferenceExecutorTest, GradientsOfSequenceCellsOnChains) {
   CheckGradients(*lstm, long_chain, Params(*lstm, 15), RunOptions(), 4);
 }
 
-// Exercises every op: pull, embed, gather slots and all reductions, param-row Sub/Mul, Relu,
-// Neg, Scale with offset, Sum, Concat, Slice, Dropout.
-absl::StatusOr<vertex::Function> EveryOp() {
-  using namespace vertex;
-  return Define("every_op", [](Vertex& v) {
-    Expr x = v.pull(3);
-    Expr e = v.embed("emb", 20, 3);
-    State s = v.gather_sum(), m = v.gather_mean(), mx = v.gather_max(), c0 = v.gather(0);
-    Expr in = Concat({x, e, s["h"], m["h"], mx["h"], c0["h"]});
-    Expr a = MatMul(in, v.param("W", {14, 4})) - v.param("bias", {4});
-    Expr b = Relu(a) * v.param("gain", {1, 4}) + Neg(Tanh(Slice(a, 0, 4)));
-    Expr d = Dropout(Scale(b, 0.5f, 0.25f), 0.3f, 9);
-    Expr h = Sigmoid(Concat({d, Slice(d, 0, 2)})) *
-             Tanh(Concat({Sum(d), d, Slice(d, 1, 2)}) * Concat({x, x}));
-    v.scatter({{"h", Slice(h, 0, 2)}});
-    v.push(MatMul(OneMinus(h), v.param("out", {6, 3})));
-  });
-}
-
 // DAGs with shared children and 3-wide features.
 std::vector<Graph> Dags(uint64_t seed, int count, int vertices) {
   core::Rng rng(seed);
@@ -143,7 +125,7 @@ std::vector<Graph> Dags(uint64_t seed, int count, int vertices) {
 }
 
 TEST(ReferenceExecutorTest, GradientsOfEveryOpOnDags) {
-  absl::StatusOr<vertex::Function> f = EveryOp();
+  absl::StatusOr<vertex::Function> f = testing::EveryOp(3);
   ASSERT_TRUE(f.ok()) << f.status();
   const std::vector<Graph> dags = Dags(8, 3, 12);
   RunOptions o;
@@ -154,7 +136,7 @@ TEST(ReferenceExecutorTest, GradientsOfEveryOpOnDags) {
 }
 
 TEST(ReferenceExecutorTest, DropoutIsIdentityInEval) {
-  absl::StatusOr<vertex::Function> f = EveryOp();
+  absl::StatusOr<vertex::Function> f = testing::EveryOp(3);
   ASSERT_TRUE(f.ok());
   const std::vector<Graph> dags = Dags(9, 1, 8);
   ParamValues p = Params(*f, 3);
