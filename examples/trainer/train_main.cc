@@ -1,5 +1,6 @@
 // cavs-train: trains a model with examples/trainer (see docs/trainer.md and --help).
-// Exit status: 0 on success, 2 on a usage, file or data error, 1 on any other failure.
+// Exit status: 0 on success, 2 on a usage, file or data error, 1 on any other failure (a peer
+// that stopped answering under mpirun included).
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "examples/trainer/trainer.h"
 #include "examples/trainer/trainer_config.h"
@@ -16,7 +18,12 @@ namespace {
 
 int Fail(const absl::Status& status) {
   std::string message = absl::StrReplaceAll(status.message(), {{"\n", " "}});
-  std::cerr << "cavs-train: error: " << message << std::endl;
+  // Under mpirun every rank reports its own error; say which.
+  const int rank = cavs::trainer::LauncherRank();
+  std::string who = rank >= 0 ? absl::StrCat("cavs-train: rank ", rank, ": ") : "cavs-train: ";
+  // One write, so that the lines of several ranks do not interleave.
+  const std::string line = absl::StrCat(who, "error: ", message, "\n");
+  std::fwrite(line.data(), 1, line.size(), stderr);
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound:
@@ -41,7 +48,10 @@ int main(int argc, char** argv) {
   }
   cavs::trainer::TrainOptions options;
   options.out = &std::cout;
-  options.progress = !config->quiet && isatty(fileno(stdout)) != 0;
+  // No bar under mpirun: Open MPI gives the ranks a pseudo-terminal even when its own output
+  // goes to a file.
+  options.progress =
+      !config->quiet && isatty(fileno(stdout)) != 0 && cavs::trainer::LauncherRank() < 0;
   auto trainer = cavs::trainer::Trainer::Create(*config, options);
   if (!trainer.ok()) return Fail(trainer.status());
   absl::Status status = (*trainer)->Run();

@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerConfig& co
   std::unique_ptr<Trainer> t(new Trainer(config, options));
   CAVS_RETURN_IF_ERROR(t->Build());
   if (config.resume) CAVS_RETURN_IF_ERROR(t->Resume());
+  if (t->distributed()) CAVS_RETURN_IF_ERROR(t->CheckSameRun());
   return t;
 }
 
@@ -62,10 +63,11 @@ absl::Status Trainer::Build() {
   oc.weight_decay = static_cast<float>(config_.weight_decay);
   oc.clip_norm = static_cast<float>(config_.clip);
   CAVS_ASSIGN_OR_RETURN(optimizer_, core::MakeOptimizer(oc));
-  return absl::OkStatus();
+  return SetUpDistributed();
 }
 
 absl::StatusOr<double> Trainer::TrainEpoch(int epoch, double* trees_per_sec) {
+  if (distributed()) return TrainEpochDistributed(epoch, trees_per_sec);
   const auto& train = data_.train;
   std::vector<size_t> order(train.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -77,14 +79,21 @@ absl::StatusOr<double> Trainer::TrainEpoch(int epoch, double* trees_per_sec) {
   int64_t labelled = 0;
   for (size_t begin = 0; begin < train.size(); begin += config_.batch) {
     size_t end = std::min(train.size(), begin + config_.batch);
+    const int64_t step = optimizer_->step(), t0 = TraceRecorder::Now();
     std::vector<scheduler::Graph> batch = Slice(train, order, begin, end);
+    trace_.Span("data", t0, {{"step", step}, {"samples", static_cast<int64_t>(batch.size())}});
     scheduler::RunOptions ro;
     ro.training = true;
     ro.backward = true;
-    ro.dropout_seed = StepDropoutSeed(config_.seed, optimizer_->step());
+    ro.dropout_seed = StepDropoutSeed(config_.seed, step);
+    const int64_t t1 = TraceRecorder::Now();
     CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
     CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, engine_->Run(batch, ro));
+    trace_.Span("forward+backward", t1, {{"step", step}, {"rounds", engine_->stats().rounds}});
+    const int64_t t2 = TraceRecorder::Now();
     CAVS_RETURN_IF_ERROR(optimizer_->Step(*store_));
+    trace_.Span("optimizer", t2, {{"step", step}});
+    if (options_.after_step) options_.after_step(optimizer_->step());
     loss_sum += r.loss_sum;
     labelled += r.labelled;
     bar.Update(static_cast<int64_t>(end), labelled > 0 ? loss_sum / labelled : 0.0);
@@ -96,6 +105,25 @@ absl::StatusOr<double> Trainer::TrainEpoch(int epoch, double* trees_per_sec) {
 }
 
 absl::StatusOr<EvalMetrics> Trainer::Evaluate(const std::vector<scheduler::Graph>& graphs) {
+  const int64_t t0 = TraceRecorder::Now();
+  if (!distributed()) {
+    CAVS_ASSIGN_OR_RETURN(EvalMetrics m, EvaluateShard(graphs, 0, graphs.size()));
+    trace_.Span("eval", t0, {{"samples", static_cast<int64_t>(graphs.size())}});
+    return m;
+  }
+  auto [first, last] = RankSlice(0, graphs.size(), rank(), world_size());
+  CAVS_ASSIGN_OR_RETURN(EvalMetrics m, EvaluateShard(graphs, first, last));
+  std::vector<double> reals = {m.loss_sum};
+  std::vector<int64_t> counts = {m.labelled,     m.correct,      m.roots,
+                                 m.root_correct, m.binary_roots, m.binary_correct};
+  CAVS_RETURN_IF_ERROR(SumOverRanks(&reals, &counts));
+  m = EvalMetrics{reals[0], counts[0], counts[1], counts[2], counts[3], counts[4], counts[5]};
+  trace_.Span("eval", t0, {{"samples", static_cast<int64_t>(last - first)}});
+  return m;
+}
+
+absl::StatusOr<EvalMetrics> Trainer::EvaluateShard(const std::vector<scheduler::Graph>& graphs,
+                                                   size_t first, size_t last) {
   EvalMetrics m;
   std::vector<size_t> order(graphs.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -103,8 +131,8 @@ absl::StatusOr<EvalMetrics> Trainer::Evaluate(const std::vector<scheduler::Graph
   ro.training = false;
   ro.backward = false;
   ro.keep_outputs = !data_.language_model;  // the binary accuracy reads the root's logits
-  for (size_t begin = 0; begin < graphs.size(); begin += kEvalBatch) {
-    size_t end = std::min(graphs.size(), begin + kEvalBatch);
+  for (size_t begin = first; begin < last; begin += kEvalBatch) {
+    size_t end = std::min(last, begin + kEvalBatch);
     std::vector<scheduler::Graph> batch = Slice(graphs, order, begin, end);
     CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, engine_->Run(batch, ro));
     CAVS_RETURN_IF_ERROR(AccumulateMetrics(batch, r, !data_.language_model, data_.classes, &m));
@@ -113,6 +141,15 @@ absl::StatusOr<EvalMetrics> Trainer::Evaluate(const std::vector<scheduler::Graph
 }
 
 absl::Status Trainer::Run() {
+  absl::Status status = RunEpochs();
+  if (!config_.trace.empty()) {
+    absl::Status written = trace_.Write(TracePath(config_.trace, rank()));
+    if (status.ok()) status = written;
+  }
+  return status;
+}
+
+absl::Status Trainer::RunEpochs() {
   for (int epoch = epochs_done_ + 1; epoch <= config_.epochs; ++epoch) {
     EpochRecord record;
     record.epoch = epoch;
@@ -135,6 +172,7 @@ absl::Status Trainer::FinishEpoch(EpochRecord record) {
   record.seconds = Elapsed();
   curve_.push_back(record);
   Say(EpochLine(record, config_.epochs, data_.language_model));
+  if (!is_chief()) return absl::OkStatus();  // rank 0 alone writes files
   if (!config_.log_json.empty()) {
     std::ofstream log(config_.log_json, record.epoch == 1 ? std::ios::trunc : std::ios::app);
     log << EpochJson(record, config_.model, data_.language_model) << "\n";
@@ -143,13 +181,17 @@ absl::Status Trainer::FinishEpoch(EpochRecord record) {
   if (!config_.csv.empty()) {
     CAVS_RETURN_IF_ERROR(WriteCsv(config_.csv, curve_, data_.language_model));
   }
-  if (!config_.checkpoint_dir.empty()) CAVS_RETURN_IF_ERROR(SaveEpochCheckpoint());
+  if (!config_.checkpoint_dir.empty()) {
+    const int64_t t0 = TraceRecorder::Now();
+    CAVS_RETURN_IF_ERROR(SaveEpochCheckpoint());
+    trace_.Span("checkpoint", t0, {{"epoch", record.epoch}});
+  }
   return absl::OkStatus();
 }
 
 absl::Status Trainer::WriteOutputs(const EvalMetrics* test) {
   std::string csv = config_.csv;
-  if (!config_.plot.empty()) {
+  if (!config_.plot.empty() && is_chief()) {
     if (csv.empty()) {
       csv = config_.plot + ".csv";
       CAVS_RETURN_IF_ERROR(WriteCsv(csv, curve_, data_.language_model));
@@ -192,7 +234,7 @@ absl::Status Trainer::WriteOutputs(const EvalMetrics* test) {
 double Trainer::Elapsed() const { return elapsed_before_ + Since(start_); }
 
 void Trainer::Say(const std::string& line) const {
-  if (options_.out != nullptr) *options_.out << line << std::endl;
+  if (options_.out != nullptr && is_chief()) *options_.out << line << std::endl;
 }
 
 }  // namespace cavs::trainer

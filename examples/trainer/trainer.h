@@ -11,11 +11,23 @@
 // and the global step number. So a run resumed from a checkpoint ends with parameters
 // bit-identical to those of an uninterrupted run with the same flags.
 //
+// Under mpirun (world size > 1; docs/trainer.md, "Distributed training"): every rank loads the
+// same data, draws the same shuffle order and walks the same global batches; each global batch
+// is split into contiguous per-rank slices (uneven, possibly empty), each rank runs its slice
+// with the loss summed (RunOptions::Loss::kSum) and a distributed::GradientSynchronizer
+// divides the summed gradients by the global labelled count. So N ranks take the step one
+// process takes on the same global batch (up to float rounding; dropout masks differ). Every
+// rank evaluates its shard of the dev and test sets and the metric counts are summed; rank 0
+// alone prints, writes logs, curves and checkpoints. A checkpoint records the world size and is
+// resumed only at the same one.
+//
 // The library never exits: every failure is a Status (InvalidArgument / NotFound /
-// FailedPrecondition for user errors). Not thread-safe.
+// FailedPrecondition for user errors; DeadlineExceeded when a peer stops answering). Not
+// thread-safe.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -27,10 +39,13 @@
 #include "core/optimizer.h"
 #include "core/parameter.h"
 #include "core/random.h"
+#include "distributed/communicator.h"
+#include "distributed/synchronizer.h"
 #include "examples/trainer/dataset.h"
 #include "examples/trainer/metrics.h"
 #include "examples/trainer/model_registry.h"
 #include "examples/trainer/report.h"
+#include "examples/trainer/trace.h"
 #include "examples/trainer/trainer_config.h"
 #include "scheduler/engine.h"
 #include "vertex/function.h"
@@ -40,6 +55,11 @@ namespace cavs::trainer {
 struct TrainOptions {
   std::ostream* out = nullptr;  // epoch lines, notes and the SUMMARY line; null: silent
   bool progress = false;        // draw the progress bar on `out` (a terminal)
+  // The ranks to train with (not owned; must outlive the Trainer). Null: the trainer makes its
+  // own, MakeCommunicator("auto") with --comm-timeout (MPI under mpirun, else one process).
+  distributed::Communicator* comm = nullptr;
+  // Called after every optimizer step with the number of steps taken so far (tests).
+  std::function<void(int64_t)> after_step;
 };
 
 class Trainer {
@@ -51,11 +71,20 @@ class Trainer {
       const TrainerConfig& config, const TrainOptions& options = {});
 
   // Trains the remaining epochs up to config.epochs, then evaluates the test set if any and
-  // writes the CSV, the plot and the SUMMARY line.
+  // writes the CSV, the plot and the SUMMARY line; then (also after a failure) the trace.
   [[nodiscard]] absl::Status Run();
 
-  // Evaluates `graphs` in fixed order without touching gradients.
+  // Evaluates `graphs` in fixed order without touching gradients. Under mpirun: collective;
+  // each rank evaluates its contiguous shard and every rank gets the sums over all ranks.
   [[nodiscard]] absl::StatusOr<EvalMetrics> Evaluate(const std::vector<scheduler::Graph>& graphs);
+
+  int rank() const { return comm_ != nullptr ? comm_->rank() : 0; }
+  int world_size() const { return comm_ != nullptr ? comm_->world_size() : 1; }
+  // Null in a single process.
+  const distributed::GradientSynchronizer* synchronizer() const { return sync_.get(); }
+  // Traffic and counts of the last step (distributed runs).
+  const distributed::StepStats& last_step_stats() const { return last_stats_; }
+  const TraceRecorder& trace() const { return trace_; }
 
   const core::ParameterStore& store() const { return *store_; }
   const std::vector<EpochRecord>& curve() const { return curve_; }
@@ -66,11 +95,27 @@ class Trainer {
 
  private:
   Trainer(const TrainerConfig& config, const TrainOptions& options)
-      : config_(config), options_(options), shuffle_rng_(config.seed, kShuffleStream) {}
+      : config_(config),
+        options_(options),
+        shuffle_rng_(config.seed, kShuffleStream),
+        trace_(!config.trace.empty(), 0) {}
   static constexpr uint64_t kShuffleStream = 0x5348554646ull;
 
   [[nodiscard]] absl::Status Build();
+  [[nodiscard]] absl::Status RunEpochs();
   [[nodiscard]] absl::StatusOr<double> TrainEpoch(int epoch, double* trees_per_sec);
+  [[nodiscard]] absl::StatusOr<EvalMetrics> EvaluateShard(
+      const std::vector<scheduler::Graph>& graphs, size_t begin, size_t end);
+  // trainer_distributed.cc: the communicator, strategy and synchronizer; one distributed
+  // epoch and step; sums over ranks.
+  [[nodiscard]] absl::Status SetUpDistributed();
+  [[nodiscard]] absl::Status CheckSameRun();
+  [[nodiscard]] absl::StatusOr<double> TrainEpochDistributed(int epoch, double* trees_per_sec);
+  [[nodiscard]] absl::StatusOr<scheduler::RunResult> DistributedStep(
+      const std::vector<size_t>& order, size_t begin, size_t end);
+  [[nodiscard]] absl::Status SumOverRanks(std::vector<double>* reals, std::vector<int64_t>* counts);
+  bool distributed() const { return sync_ != nullptr; }
+  bool is_chief() const { return rank() == 0; }
   [[nodiscard]] absl::Status FinishEpoch(EpochRecord record);
   [[nodiscard]] absl::Status Resume();
   [[nodiscard]] absl::Status SaveEpochCheckpoint() const;
@@ -87,7 +132,12 @@ class Trainer {
   std::unique_ptr<core::ParameterStore> store_;
   std::unique_ptr<scheduler::Engine> engine_;
   std::unique_ptr<core::Optimizer> optimizer_;
+  std::unique_ptr<distributed::Communicator> owned_comm_;
+  distributed::Communicator* comm_ = nullptr;
+  std::unique_ptr<distributed::GradientSynchronizer> sync_;
+  distributed::StepStats last_stats_;
   core::Rng shuffle_rng_;
+  TraceRecorder trace_;
   int epochs_done_ = 0;
   std::vector<EpochRecord> curve_;
   double elapsed_before_ = 0.0;  // wall time of the runs this one resumes
@@ -97,5 +147,14 @@ class Trainer {
 
 // The dropout seed of global step `step` (0-based) of a run seeded with `seed`.
 uint64_t StepDropoutSeed(uint64_t seed, int64_t step);
+
+// The slice [first, last) of the global batch [begin, end) that rank `rank` of `world_size`
+// runs: contiguous, in rank order, sizes differing by at most one (the first ranks get the
+// extra samples; ranks past the batch's size get none).
+std::pair<size_t, size_t> RankSlice(size_t begin, size_t end, int rank, int world_size);
+
+// The rank an MPI launcher gave this process (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK), or
+// -1 when there is none: for error messages printed before a communicator exists.
+int LauncherRank();
 
 }  // namespace cavs::trainer

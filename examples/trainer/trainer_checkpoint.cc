@@ -16,6 +16,9 @@ constexpr char kEpochKey[] = "trainer.epoch";
 constexpr char kRngKey[] = "trainer.shuffle_rng";
 constexpr char kCurveKey[] = "trainer.curve";
 constexpr char kElapsedKey[] = "trainer.elapsed_seconds";
+// The number of ranks that wrote it (absent in checkpoints of single-process runs before
+// distributed training existed: 1).
+constexpr char kWorldSizeKey[] = "trainer.world_size";
 constexpr char kConfigPrefix[] = "trainer.config.";
 
 }  // namespace
@@ -55,6 +58,7 @@ absl::Status Trainer::SaveEpochCheckpoint() const {
   m[kEpochKey] = absl::StrCat(epochs_done_);
   m[kRngKey] = shuffle_rng_.State();
   m[kElapsedKey] = absl::StrCat(Elapsed());
+  m[kWorldSizeKey] = absl::StrCat(world_size());
   std::string curve;
   for (const EpochRecord& r : curve_)
     absl::StrAppend(&curve, CsvRow(r, data_.language_model), "\n");
@@ -71,6 +75,14 @@ absl::Status Trainer::Resume() {
   }
   CAVS_RETURN_IF_ERROR(path.status());
   CAVS_ASSIGN_OR_RETURN(core::CheckpointInfo info, core::ReadCheckpointMetadata(*path));
+  auto ranks = info.metadata.find(kWorldSizeKey);
+  const std::string written = ranks == info.metadata.end() ? "1" : ranks->second;
+  if (written != absl::StrCat(world_size())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot resume from ", *path, ": it was written by a run of ", written,
+                     " rank(s), this run has ", world_size(),
+                     " (resume with the same number of ranks, or use another --checkpoint-dir)"));
+  }
   for (const auto& [key, want] : ConfigMetadata()) {
     auto it = info.metadata.find(key);
     std::string name = key.substr(sizeof(kConfigPrefix) - 1);

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -9,10 +10,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "core/device.h"
 #include "core/optimizer.h"
 #include "core/status.h"
+#include "distributed/builders.h"
 #include "examples/trainer/model_registry.h"
 #include "scheduler/plan.h"
 
@@ -127,6 +130,15 @@ const std::vector<FlagSpec>& Flags() {
       {"csv", "FILE", "write the learning curve (one row per epoch) to FILE", Text(&C::csv)},
       {"plot", "FILE.png", "plot the learning curve with gnuplot (needs --csv or writes one)",
        Text(&C::plot)},
+      {"strategy", "NAME",
+       "under mpirun: allreduce | ps | ps-lb | partitioned-ps | hybrid (default allreduce)",
+       Text(&C::strategy)},
+      {"strategy-file", "FILE", "under mpirun: read the strategy from FILE (docs/distributed.md)",
+       Text(&C::strategy_file)},
+      {"comm-timeout", "SECONDS", "under mpirun: a peer silent this long is an error (default 60)",
+       Real("comm-timeout", &C::comm_timeout)},
+      {"trace", "FILE", "write a Chrome/Perfetto trace of every step to FILE.rank<N>.json",
+       Text(&C::trace)},
       {"quiet", "", "no progress bar, even on a terminal", Bool("quiet", &C::quiet)},
       {"help", "", "print this help and exit", Bool("help", &C::help)},
   };
@@ -198,6 +210,17 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   if (c.threads < 0) return bad("--threads must be >= 0");
   if (c.max_train < 0 || c.max_dev < 0) return bad("--max-train and --max-dev must be >= 0");
   if (c.resume && c.checkpoint_dir.empty()) return bad("--resume needs --checkpoint-dir");
+  if (!c.strategy.empty() && !c.strategy_file.empty()) {
+    return bad("--strategy and --strategy-file exclude each other");
+  }
+  if (!c.strategy.empty()) {
+    const std::vector<std::string>& names = distributed::StrategyBuilderNames();
+    if (std::find(names.begin(), names.end(), c.strategy) == names.end()) {
+      return bad(absl::StrCat("--strategy: '", c.strategy, "' is not one of ",
+                              absl::StrJoin(names, ", ")));
+    }
+  }
+  if (!(c.comm_timeout > 0)) return bad("--comm-timeout must be positive");
   return absl::OkStatus();
 }
 

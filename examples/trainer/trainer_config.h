@@ -43,6 +43,12 @@ struct TrainerConfig {
   std::string log_json;
   std::string csv;
   std::string plot;
+  // Distributed (under mpirun; ignored by a single process): the strategy builder's name (empty:
+  // allreduce), or a strategy file (distributed/strategy.h); the communication timeout.
+  std::string strategy;
+  std::string strategy_file;
+  double comm_timeout = 60.0;
+  std::string trace;   // non-empty: write a Chrome/Perfetto trace to <trace>.rank<N>.json
   bool quiet = false;  // no progress bar even on a terminal
   bool help = false;
 };

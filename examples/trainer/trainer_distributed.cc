@@ -1,0 +1,220 @@
+// Trainer under mpirun: the communicator, the strategy and the gradient synchronizer; one
+// distributed epoch and step; sums over ranks. See trainer.h for the scheme.
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "distributed/builders.h"
+#include "examples/trainer/trainer.h"
+
+namespace cavs::trainer {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+int64_t CountLabelled(const std::vector<scheduler::Graph>& graphs) {
+  int64_t n = 0;
+  for (const scheduler::Graph& g : graphs) {
+    for (int32_t label : g.labels) n += label >= 0 ? 1 : 0;
+  }
+  return n;
+}
+
+absl::StatusOr<distributed::Strategy> ReadStrategyFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat("--strategy-file: cannot read ", path));
+  std::stringstream text;
+  text << file.rdbuf();
+  absl::StatusOr<distributed::Strategy> strategy = distributed::ParseStrategy(text.str());
+  if (!strategy.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", strategy.status().message()));
+  }
+  return strategy;
+}
+
+// A peer that stopped answering: say where the work so far is.
+absl::Status Annotate(const absl::Status& s, int64_t step, const std::string& checkpoint_dir) {
+  std::string hint = checkpoint_dir.empty()
+                         ? ""
+                         : absl::StrCat("; the last complete checkpoint in ", checkpoint_dir,
+                                        " resumes with --resume at the same number of ranks");
+  return absl::Status(s.code(), absl::StrCat("step ", step + 1, ": ", s.message(), hint));
+}
+
+}  // namespace
+
+std::pair<size_t, size_t> RankSlice(size_t begin, size_t end, int rank, int world_size) {
+  const size_t n = end - begin, w = static_cast<size_t>(world_size), r = static_cast<size_t>(rank);
+  const size_t base = n / w, extra = n % w;
+  const size_t first = begin + r * base + std::min(r, extra);
+  return {first, first + base + (r < extra ? 1 : 0)};
+}
+
+int LauncherRank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    if (const char* v = std::getenv(name); v != nullptr) return std::atoi(v);
+  }
+  return -1;
+}
+
+absl::Status Trainer::SetUpDistributed() {
+  comm_ = options_.comm;
+  if (comm_ == nullptr) {
+    distributed::CommOptions co;
+    co.timeout = absl::Seconds(config_.comm_timeout);
+    CAVS_ASSIGN_OR_RETURN(owned_comm_, distributed::MakeCommunicator("auto", co));
+    comm_ = owned_comm_.get();
+  }
+  trace_ = TraceRecorder(!config_.trace.empty(), comm_->rank());
+  if (comm_->world_size() == 1) return absl::OkStatus();  // the single-process loop
+  distributed::Strategy strategy;
+  if (!config_.strategy_file.empty()) {
+    CAVS_ASSIGN_OR_RETURN(strategy, ReadStrategyFile(config_.strategy_file));
+  } else {
+    const std::string name = config_.strategy.empty() ? "allreduce" : config_.strategy;
+    CAVS_ASSIGN_OR_RETURN(strategy, distributed::BuildStrategy(name, *store_, comm_->world_size()));
+  }
+  // Collective: VerifyConsistent before step 1 (an error names the parameter on every rank).
+  CAVS_ASSIGN_OR_RETURN(sync_,
+                        distributed::GradientSynchronizer::Create(comm_, store_.get(), strategy));
+  Say(absl::StrCat("distributed: ", comm_->world_size(), " ranks (", comm_->backend(),
+                   "), strategy ", strategy.name, " (", sync_->num_units(), " units)"));
+  return absl::OkStatus();
+}
+
+// Every rank must train the same run: settings, data sizes and the resumed epoch and step.
+absl::Status Trainer::CheckSameRun() {
+  std::string text;
+  for (const auto& [k, v] : ConfigMetadata()) absl::StrAppend(&text, k, "=", v, "\n");
+  absl::StrAppend(&text, data_.dev.size(), " ", data_.test.size(), " ", epochs_done_, " ",
+                  optimizer_->step());
+  core::Tensor mine = core::Tensor::Host(core::Shape{1}, core::DType::kInt64);
+  core::Tensor all = core::Tensor::Host(core::Shape{world_size()}, core::DType::kInt64);
+  mine.data<int64_t>()[0] = static_cast<int64_t>(core::HashName(text));
+  CAVS_RETURN_IF_ERROR(comm_->AllGather(mine, all));
+  for (int r = 1; r < world_size(); ++r) {
+    if (all.data<int64_t>()[r] != all.data<int64_t>()[0]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ranks disagree on the run: rank ", r,
+          " differs from rank 0 in the settings, the "
+          "data or the checkpoint it resumed (start every rank with the same flags and files)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::SumOverRanks(std::vector<double>* reals, std::vector<int64_t>* counts) {
+  const int64_t nr = static_cast<int64_t>(reals->size()), w = world_size();
+  core::Tensor c =
+      core::Tensor::Host(core::Shape{static_cast<int64_t>(counts->size())}, core::DType::kInt64);
+  std::copy(counts->begin(), counts->end(), c.data<int64_t>());
+  CAVS_RETURN_IF_ERROR(comm_->AllReduce(c));
+  std::copy(c.data<int64_t>(), c.data<int64_t>() + counts->size(), counts->begin());
+  // Doubles travel as their bits and are summed in rank order: the same sum on every rank.
+  core::Tensor mine = core::Tensor::Host(core::Shape{nr}, core::DType::kInt64);
+  core::Tensor all = core::Tensor::Host(core::Shape{nr * w}, core::DType::kInt64);
+  std::memcpy(mine.data<int64_t>(), reals->data(), nr * sizeof(double));
+  CAVS_RETURN_IF_ERROR(comm_->AllGather(mine, all));
+  for (int64_t i = 0; i < nr; ++i) {
+    double sum = 0;
+    for (int64_t r = 0; r < w; ++r) {
+      double x;
+      std::memcpy(&x, all.data<int64_t>() + r * nr + i, sizeof(double));
+      sum += x;
+    }
+    (*reals)[i] = sum;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> Trainer::TrainEpochDistributed(int epoch, double* trees_per_sec) {
+  const auto& train = data_.train;
+  std::vector<size_t> order(train.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  shuffle_rng_.Shuffle(order);  // the same order on every rank
+  const bool draw = options_.progress && options_.out != nullptr && is_chief();
+  ProgressBar bar(options_.out, draw);
+  bar.Start(epoch, static_cast<int64_t>(train.size()));
+  auto start = std::chrono::steady_clock::now();
+  double loss_sum = 0.0;
+  int64_t labelled = 0;
+  for (size_t begin = 0; begin < train.size(); begin += config_.batch) {
+    const size_t end = std::min(train.size(), begin + config_.batch);
+    CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, DistributedStep(order, begin, end));
+    loss_sum += r.loss_sum;
+    labelled += r.labelled;
+    bar.Update(static_cast<int64_t>(end), labelled > 0 ? loss_sum / labelled : 0.0);
+  }
+  bar.Finish();
+  std::vector<double> reals = {loss_sum};
+  std::vector<int64_t> counts = {labelled};
+  CAVS_RETURN_IF_ERROR(SumOverRanks(&reals, &counts));
+  const double seconds = Since(start);
+  *trees_per_sec = seconds > 0 ? train.size() / seconds : 0.0;
+  return counts[0] > 0 ? reals[0] / counts[0] : 0.0;
+}
+
+// One step on this rank's slice of the global batch [begin, end) of `order`.
+absl::StatusOr<scheduler::RunResult> Trainer::DistributedStep(const std::vector<size_t>& order,
+                                                              size_t begin, size_t end) {
+  const int64_t step = optimizer_->step(), t0 = TraceRecorder::Now();
+  auto [first, last] = RankSlice(begin, end, rank(), world_size());
+  std::vector<scheduler::Graph> batch;
+  for (size_t i = first; i < last; ++i) batch.push_back(data_.train[order[i]]);
+  const int64_t local = CountLabelled(batch);
+  trace_.Span("data", t0,
+              {{"step", step}, {"samples", int64_t(batch.size())}, {"labelled", local}});
+  const int64_t t1 = TraceRecorder::Now();
+  CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
+  // The global count's allreduce starts now and runs during forward and backward.
+  CAVS_RETURN_IF_ERROR(sync_->BeginStep(local));
+  scheduler::RunResult r;
+  int rounds = 0;
+  if (!batch.empty()) {  // a rank without samples joins with zero gradients and count 0
+    scheduler::RunOptions ro;
+    ro.training = true;
+    ro.backward = true;
+    ro.loss = scheduler::RunOptions::Loss::kSum;
+    ro.dropout_seed =
+        core::HashName(absl::StrCat("dropout:", config_.seed, ":", step, ":", rank()));
+    CAVS_ASSIGN_OR_RETURN(r, engine_->Run(batch, ro));
+    rounds = engine_->stats().rounds;
+    if (r.labelled != local) {
+      return absl::InternalError(
+          absl::StrCat("engine counted ", r.labelled, " labelled vertices, the trainer ", local));
+    }
+  }
+  // The engine computes every weight gradient at the end of backward, so they are all ready
+  // here: mark them latest-created first (backward's order), which starts the units in order.
+  const auto& params = store_->parameters();
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    if (absl::Status s = sync_->MarkReady(it->get()); !s.ok()) {
+      return Annotate(s, step, config_.checkpoint_dir);
+    }
+  }
+  trace_.Span("forward+backward", t1, {{"step", step}, {"rounds", rounds}});
+  const int64_t t2 = TraceRecorder::Now();
+  absl::StatusOr<distributed::StepStats> stats = sync_->Finish();
+  if (!stats.ok()) return Annotate(stats.status(), step, config_.checkpoint_dir);
+  last_stats_ = *stats;
+  trace_.Span("gradient sync", t2,
+              {{"step", step},
+               {"bytes_sent", stats->bytes_sent},
+               {"bytes_received", stats->bytes_received},
+               {"units", stats->units},
+               {"units_started_early", stats->units_started_early},
+               {"global_count", stats->global_count}});
+  const int64_t t3 = TraceRecorder::Now();
+  CAVS_RETURN_IF_ERROR(optimizer_->Step(*store_));
+  trace_.Span("optimizer", t3, {{"step", step}});
+  if (options_.after_step) options_.after_step(optimizer_->step());
+  return r;
+}
+
+}  // namespace cavs::trainer

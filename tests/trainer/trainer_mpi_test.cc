@@ -1,0 +1,255 @@
+// cavs-train's loop under mpirun (2 and 4 ranks): for every builder, N ranks on the same global
+// batches end with the parameters of one process (within 1e-5 relative), with uneven and empty
+// per-rank slices; every rank ends bit-identical to the others; a strategy file; the trace;
+// resume at the same world size is bit-identical and another world size is refused.
+//
+// Each rank runs the single-process reference itself (a "single" communicator), so the
+// comparison happens in one place. Optimizer SGD: Adagrad's step is about lr * sign(g) for tiny
+// gradients, so rounding differences between a summed and a mean loss can flip it.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "distributed/builders.h"
+#include "examples/trainer/trainer.h"
+#include "gtest/gtest.h"
+
+namespace cavs::trainer {
+namespace {
+
+std::unique_ptr<distributed::Communicator> Comm(const std::string& kind) {
+  absl::StatusOr<std::unique_ptr<distributed::Communicator>> c =
+      distributed::MakeCommunicator(kind, {absl::Seconds(20)});
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+// 23 training trees in batches of 7: slices of 4/3 (2 ranks) or 2/2/2/1 (4 ranks), and a last
+// batch of 2 trees that leaves ranks 2 and 3 of 4 without samples.
+TrainerConfig Small() {
+  TrainerConfig c;
+  c.hidden = 8;
+  c.embed = 8;
+  c.max_train = 23;
+  c.max_dev = 30;
+  c.batch = 7;
+  c.epochs = 2;
+  c.optimizer = "sgd";
+  c.lr = 0.2;
+  return c;
+}
+
+std::unique_ptr<Trainer> RunWith(const TrainerConfig& c, distributed::Communicator* comm) {
+  TrainOptions o;
+  o.comm = comm;
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c, o);
+  EXPECT_TRUE(t.ok()) << t.status();
+  if (!t.ok()) return nullptr;
+  absl::Status s = (*t)->Run();
+  EXPECT_TRUE(s.ok()) << s;
+  return s.ok() ? std::move(*t) : nullptr;
+}
+
+// A directory name every rank agrees on (rank 0's pid).
+std::string SharedDir(distributed::Communicator& comm, const std::string& name) {
+  core::Tensor pid = core::Tensor::Host(core::Shape{1}, core::DType::kInt64);
+  pid.data<int64_t>()[0] = getpid();
+  EXPECT_TRUE(comm.Broadcast(pid, 0).ok());
+  std::string dir =
+      absl::StrCat(::testing::TempDir(), "/cavs_dtrain_", name, "_", pid.data<int64_t>()[0]);
+  if (comm.rank() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  EXPECT_TRUE(comm.Barrier().ok());
+  return dir;
+}
+
+// |a - b| / max(|b|, 1e-3) over every element of every parameter.
+double MaxRelativeDifference(const Trainer& a, const Trainer& b) {
+  const auto& pa = a.store().parameters();
+  const auto& pb = b.store().parameters();
+  if (pa.size() != pb.size()) return 1e30;
+  double worst = 0;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    std::vector<float> va = pa[i]->value.ToVector(), vb = pb[i]->value.ToVector();
+    if (va.size() != vb.size()) return 1e30;
+    for (size_t k = 0; k < va.size(); ++k) {
+      worst = std::max(worst, std::fabs(double{va[k]} - vb[k]) / std::max(std::fabs(vb[k]), 1e-3f));
+    }
+  }
+  return worst;
+}
+
+// True if every rank holds the same parameter bits as rank 0.
+bool SameBitsOnEveryRank(distributed::Communicator& comm, const Trainer& t) {
+  std::string bytes;
+  for (const auto& p : t.store().parameters()) {
+    std::vector<float> v = p->value.ToVector();
+    bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  }
+  core::Tensor mine = core::Tensor::Host(core::Shape{1}, core::DType::kInt64);
+  core::Tensor all = core::Tensor::Host(core::Shape{comm.world_size()}, core::DType::kInt64);
+  mine.data<int64_t>()[0] = static_cast<int64_t>(core::HashName(bytes));
+  if (!comm.AllGather(mine, all).ok()) return false;
+  for (int r = 0; r < comm.world_size(); ++r) {
+    if (all.data<int64_t>()[r] != all.data<int64_t>()[0]) return false;
+  }
+  return true;
+}
+
+class MatchesOneProcess : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MatchesOneProcess, ParametersAndCurve) {
+  auto mpi = Comm("mpi");
+  auto single = Comm("single");
+  ASSERT_TRUE(mpi && single);
+  TrainerConfig c = Small();
+  c.strategy = GetParam();
+  std::unique_ptr<Trainer> dist = RunWith(c, mpi.get());
+  std::unique_ptr<Trainer> one = RunWith(c, single.get());
+  ASSERT_TRUE(dist && one);
+  ASSERT_NE(dist->synchronizer(), nullptr);
+  EXPECT_EQ(dist->synchronizer()->strategy().name, GetParam());
+  EXPECT_EQ(one->synchronizer(), nullptr);
+  EXPECT_LE(MaxRelativeDifference(*dist, *one), 1e-5);
+  EXPECT_TRUE(SameBitsOnEveryRank(*mpi, *dist));
+  ASSERT_EQ(dist->curve().size(), 2u);
+  for (int e = 0; e < 2; ++e) {
+    EXPECT_NEAR(dist->curve()[e].train_loss, one->curve()[e].train_loss, 1e-5);
+    EXPECT_NEAR(dist->curve()[e].dev_loss, one->curve()[e].dev_loss, 1e-5);
+    EXPECT_EQ(dist->curve()[e].dev_all_acc, one->curve()[e].dev_all_acc);
+    EXPECT_EQ(dist->curve()[e].dev_root_acc, one->curve()[e].dev_root_acc);
+  }
+  // The last step's batch (2 trees) leaves ranks 2 and 3 of 4 with nothing.
+  const distributed::StepStats& s = dist->last_step_stats();
+  EXPECT_GT(s.global_count, 0);
+  if (mpi->rank() >= 2) EXPECT_EQ(s.local_count, 0);
+  if (mpi->rank() < 2) EXPECT_GT(s.local_count, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Builders, MatchesOneProcess,
+                         ::testing::Values("allreduce", "ps", "ps-lb", "partitioned-ps", "hybrid"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+// Batches of one tree: every step, all ranks but one join with zero samples.
+TEST(TrainerMpiTest, RanksWithoutSamplesEveryStep) {
+  auto mpi = Comm("mpi");
+  auto single = Comm("single");
+  ASSERT_TRUE(mpi && single);
+  TrainerConfig c = Small();
+  c.max_train = 6;
+  c.batch = 1;
+  c.epochs = 1;
+  c.strategy = "hybrid";
+  std::unique_ptr<Trainer> dist = RunWith(c, mpi.get());
+  std::unique_ptr<Trainer> one = RunWith(c, single.get());
+  ASSERT_TRUE(dist && one);
+  EXPECT_LE(MaxRelativeDifference(*dist, *one), 1e-5);
+  EXPECT_EQ(dist->last_step_stats().local_count > 0, mpi->rank() == 0);
+}
+
+TEST(TrainerMpiTest, StrategyFile) {
+  auto mpi = Comm("mpi");
+  ASSERT_TRUE(mpi);
+  std::string dir = SharedDir(*mpi, "strategy");
+  TrainerConfig c = Small();
+  c.epochs = 1;
+  // Built for this model by a throw-away trainer's store, written by each rank.
+  auto single = Comm("single");
+  std::unique_ptr<Trainer> probe = RunWith(c, single.get());
+  ASSERT_TRUE(probe);
+  distributed::BuildOptions bo;
+  bo.bucket_bytes = 256;  // several buckets
+  absl::StatusOr<distributed::Strategy> s =
+      distributed::BuildStrategy("hybrid", probe->store(), mpi->world_size(), bo);
+  ASSERT_TRUE(s.ok()) << s.status();
+  s->name = "from-file";
+  c.strategy_file = absl::StrCat(dir, "/strategy.rank", mpi->rank(), ".txt");
+  std::ofstream(c.strategy_file) << distributed::SerializeStrategy(*s);
+  std::unique_ptr<Trainer> dist = RunWith(c, mpi.get());
+  ASSERT_TRUE(dist);
+  EXPECT_EQ(dist->synchronizer()->strategy(), *s);
+  EXPECT_GT(dist->synchronizer()->num_units(), 2);
+}
+
+TEST(TrainerMpiTest, TraceHasEveryPhase) {
+  auto mpi = Comm("mpi");
+  ASSERT_TRUE(mpi);
+  std::string dir = SharedDir(*mpi, "trace");
+  TrainerConfig c = Small();
+  c.epochs = 1;
+  c.trace = dir + "/run.json";
+  c.checkpoint_dir = dir + "/ckpt";
+  std::unique_ptr<Trainer> dist = RunWith(c, mpi.get());
+  ASSERT_TRUE(dist);
+  std::ifstream file(TracePath(c.trace, mpi->rank()));
+  std::stringstream text;
+  text << file.rdbuf();
+  const std::string json = text.str();
+  ASSERT_EQ(json.rfind("{\"traceEvents\":[", 0), 0u) << json.substr(0, 100);
+  for (const char* phase : {"\"data\"", "\"forward+backward\"", "\"gradient sync\"",
+                            "\"optimizer\"", "\"eval\"", "\"rounds\":", "\"bytes_sent\":"}) {
+    EXPECT_NE(json.find(phase), std::string::npos) << phase;
+  }
+  EXPECT_NE(json.find(absl::StrCat("\"pid\":", mpi->rank())), std::string::npos);
+  // Rank 0 alone writes checkpoints.
+  EXPECT_EQ(json.find("\"checkpoint\"") != std::string::npos, mpi->rank() == 0);
+  // 4 steps (23 trees in batches of 7), 4 spans each, one eval (dev) and one for the test set.
+  EXPECT_GE(dist->trace().num_spans(), 4 * 4 + 2);
+}
+
+TEST(TrainerMpiTest, ResumeAtTheSameWorldSizeIsBitIdentical) {
+  auto mpi = Comm("mpi");
+  ASSERT_TRUE(mpi);
+  std::string dir = SharedDir(*mpi, "resume");
+  TrainerConfig c = Small();
+  c.strategy = "partitioned-ps";
+  c.checkpoint_dir = dir + "/straight";
+  std::unique_ptr<Trainer> straight = RunWith(c, mpi.get());
+  c.checkpoint_dir = dir + "/resumed";
+  c.epochs = 1;
+  std::unique_ptr<Trainer> first = RunWith(c, mpi.get());
+  c.epochs = 2;
+  c.resume = true;
+  std::unique_ptr<Trainer> second = RunWith(c, mpi.get());
+  ASSERT_TRUE(straight && first && second);
+  EXPECT_EQ(second->epochs_done(), 2);
+  EXPECT_EQ(MaxRelativeDifference(*second, *straight), 0.0);
+}
+
+TEST(TrainerMpiTest, ResumeAtAnotherWorldSizeIsRefused) {
+  auto mpi = Comm("mpi");
+  ASSERT_TRUE(mpi);
+  std::string dir = SharedDir(*mpi, "worldsize");
+  TrainerConfig c = Small();
+  c.epochs = 1;
+  c.checkpoint_dir = dir;
+  auto single = Comm("single");
+  if (mpi->rank() == 0) ASSERT_TRUE(RunWith(c, single.get()));  // written by 1 rank
+  ASSERT_TRUE(mpi->Barrier().ok());
+  c.resume = true;
+  TrainOptions o;
+  o.comm = mpi.get();
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(t.status().message().find(
+                absl::StrCat("written by a run of 1 rank(s), this run has ", mpi->world_size())),
+            std::string::npos)
+      << t.status();
+}
+
+}  // namespace
+}  // namespace cavs::trainer
