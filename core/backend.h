@@ -27,6 +27,12 @@ class Backend {
   [[nodiscard]] virtual absl::Status SetZero(void* dst, size_t bytes) = 0;
   // Waits for all work queued on this backend.
   [[nodiscard]] virtual absl::Status Synchronize() = 0;
+  // Reusable host memory for one upload at a time (the executor's per-batch plan): at least
+  // `bytes`, valid until the next call, which first waits until the device has read the last
+  // CopyFromHost from it; such a copy returns at once instead of waiting. nullptr where the
+  // backend has no better host memory than the caller's own (the CPU). REQUIRES: one caller
+  // at a time per device.
+  [[nodiscard]] virtual absl::StatusOr<void*> HostStaging(size_t /*bytes*/) { return nullptr; }
 };
 
 using BackendFactory = std::function<absl::StatusOr<Backend*>(int ordinal)>;

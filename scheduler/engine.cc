@@ -1,5 +1,6 @@
 #include "scheduler/engine.h"
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -545,6 +546,36 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const vertex::Function* f
 
 namespace {
 
+// Fills the host side of the plan's upload: each part's bytes at its offset, in the backend's
+// pinned staging buffer where it has one, else in `fallback` (kept across batches: no page
+// faults per step).
+absl::StatusOr<char*> Stage(core::Backend& backend, int64_t bytes,
+                            const std::array<std::pair<const void*, int64_t>, 3>& parts,
+                            const std::array<int64_t, 3>& sizes, std::vector<char>* fallback) {
+  CAVS_ASSIGN_OR_RETURN(void* pinned, backend.HostStaging(bytes));
+  char* staging = static_cast<char*>(pinned);
+  if (staging == nullptr) {
+    if (static_cast<int64_t>(fallback->size()) < bytes) fallback->resize(bytes);
+    staging = fallback->data();
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (sizes[i] > 0) std::memcpy(staging + parts[i].second, parts[i].first, sizes[i]);
+  }
+  return staging;
+}
+
+// Runs the recorded launches, telling `timer` (if any) where each phase begins.
+absl::Status Replay(const std::vector<std::function<absl::Status()>>& launches,
+                    const std::array<size_t, kNumPhases>& phase_at, PhaseTimer* timer) {
+  size_t next = 0;
+  for (int p = static_cast<int>(Phase::kBeforeRounds); p <= static_cast<int>(Phase::kEnd); ++p) {
+    if (timer != nullptr) timer->Begin(static_cast<Phase>(p));
+    const size_t end = p == static_cast<int>(Phase::kEnd) ? launches.size() : phase_at[p + 1];
+    for (; next < end; ++next) CAVS_RETURN_IF_ERROR(launches[next]());
+  }
+  return absl::OkStatus();
+}
+
 int CountLaunches(const ProgramSchedule& s, OpClass cls) {
   return static_cast<int>(s.steps[static_cast<int>(cls)].size());
 }
@@ -572,10 +603,30 @@ int Engine::BackwardLaunchesPerRound() const {
   return CountLaunches(compiled_->bwd, OpClass::kInRounds);
 }
 
+absl::StatusOr<Plan> Engine::PlanBatch(const std::vector<Graph>& graphs) const {
+  CAVS_RETURN_IF_ERROR(ValidateBatch(*f_, graphs));
+  return BuildPlan(*f_, graphs, options_.plan);
+}
+
 absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const RunOptions& options) {
   const double t0 = Seconds();
-  CAVS_RETURN_IF_ERROR(ValidateBatch(*f_, graphs));
-  CAVS_ASSIGN_OR_RETURN(Plan plan, BuildPlan(*f_, graphs, options_.plan));
+  CAVS_ASSIGN_OR_RETURN(Plan plan, PlanBatch(graphs));
+  stats_.build_seconds = Seconds() - t0;
+  return Execute(graphs, options, plan, t0);
+}
+
+absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const RunOptions& options,
+                                      const Plan& plan) {
+  if (plan.graph_offsets.size() != graphs.size() + 1) {
+    return absl::InvalidArgumentError(absl::StrCat("a plan of ", plan.graph_offsets.size() - 1,
+                                                   " graphs for a batch of ", graphs.size()));
+  }
+  stats_.build_seconds = 0.0;
+  return Execute(graphs, options, plan, Seconds());
+}
+
+absl::StatusOr<RunResult> Engine::Execute(const std::vector<Graph>& graphs,
+                                          const RunOptions& options, const Plan& plan, double t0) {
   const Compiled& c = *compiled_;
   const core::Device dev = options_.device;
   const int64_t n = plan.num_rows;
@@ -622,15 +673,21 @@ absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const Ru
     b.bwd_support = Supports(*f_, f_->backward(), plan, &b.fwd_support);
     b.bwd_need = Needs(*f_, plan, b.fwd_support);
   }
-  // Record the whole schedule.
+  // Record the whole schedule; phase_at[p] is the first launch of phase p.
+  std::array<size_t, kNumPhases> phase_at{};
+  auto mark = [&](Phase p) { phase_at[static_cast<int>(p)] = b.launches.size(); };
   Recorder rec(*f_, c, *store_, *kernels_, b);
+  mark(Phase::kBeforeRounds);
   CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kBeforeRounds, 0, n));
+  mark(Phase::kRounds);
   for (int r = 0; r < plan.num_rounds; ++r) {
     CAVS_RETURN_IF_ERROR(
         rec.Program(false, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]));
   }
+  mark(Phase::kAfterRounds);
   CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kAfterRounds, 0, n));
   rec.Loss();
+  mark(Phase::kBackward);
   if (options.backward) {
     CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kBeforeRounds, 0, n));
     for (int r = plan.num_rounds - 1; r >= 0; --r) {
@@ -638,33 +695,43 @@ absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const Ru
           rec.Program(true, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]));
     }
     CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kAfterRounds, 0, n));
+  }
+  mark(Phase::kWeightGrad);
+  if (options.backward) {
     CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kWeightGrad, 0, n));
   }
+  mark(Phase::kEnd);
   CAVS_CHECK(static_cast<int64_t>(b.instrs.size()) == instr_count, "fused program size");
   const double t_plan = Seconds();
-  // One transfer: the plan's ints, its features and every fused program.
-  std::vector<char>& staging = staging_;  // kept across batches: no page faults per step
-  if (static_cast<int64_t>(staging.size()) < upload_bytes) staging.resize(upload_bytes);
-  std::memcpy(staging.data(), plan.ints.data(), plan.ints.size() * 4);
-  if (!plan.features.empty()) {
-    std::memcpy(staging.data() + feat_at, plan.features.data(), plan.features.size() * 4);
-  }
-  if (instr_count > 0) {
-    std::memcpy(staging.data() + instr_at, b.instrs.data(), instr_count * sizeof(ops::EwInstr));
-  }
+  PhaseTimer* timer = options_.phase_timer;
+  if (timer != nullptr) timer->Begin(Phase::kUpload);
+  // One transfer: the plan's ints, its features and every fused program, from pinned memory
+  // where the backend has it (then the copy is queued, not waited for).
   CAVS_ASSIGN_OR_RETURN(core::Backend * backend, core::GetBackend(dev));
-  CAVS_RETURN_IF_ERROR(backend->CopyFromHost(up, staging.data(), upload_bytes));
+  const std::array<std::pair<const void*, int64_t>, 3> parts = {{
+      {plan.ints.data(), 0},
+      {plan.features.data(), feat_at},
+      {b.instrs.data(), instr_at},
+  }};
+  const std::array<int64_t, 3> sizes = {static_cast<int64_t>(plan.ints.size()) * 4,
+                                        static_cast<int64_t>(plan.features.size()) * 4,
+                                        instr_count * static_cast<int64_t>(sizeof(ops::EwInstr))};
+  CAVS_ASSIGN_OR_RETURN(char* staging, Stage(*backend, upload_bytes, parts, sizes, &staging_));
+  CAVS_RETURN_IF_ERROR(backend->CopyFromHost(up, staging, upload_bytes));
   for (size_t i = 0; i < c.buffers.size(); ++i) {
     if (offsets[i] >= 0 && c.buffers[i].zero) {
       CAVS_RETURN_IF_ERROR(kernels_->Fill(b.buffer_base[i], n * c.buffers[i].width, 0.0f));
     }
   }
   CAVS_RETURN_IF_ERROR(kernels_->Fill(b.stats, 2, 0.0f));
-  for (auto& launch : b.launches) CAVS_RETURN_IF_ERROR(launch());
-  // Results.
+  CAVS_RETURN_IF_ERROR(Replay(b.launches, phase_at, timer));
+  const double t_queued = Seconds();
+  // Results. Each read-back below waits for the device.
+  int64_t syncs = 0;
   RunResult result;
   float stats[2] = {0, 0};
   CAVS_RETURN_IF_ERROR(backend->CopyToHost(stats, b.stats, sizeof(stats)));
+  ++syncs;
   result.loss_sum = stats[0];
   result.correct = static_cast<int64_t>(stats[1] + 0.5f);
   result.labelled = plan.labelled;
@@ -672,6 +739,7 @@ absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const Ru
   if (!f_->pushes().empty()) {
     std::vector<int32_t> pred(n);
     CAVS_RETURN_IF_ERROR(backend->CopyToHost(pred.data(), b.pred, n * 4));
+    ++syncs;
     std::vector<float> out;
     const int push0 = f_->pushes()[0];
     const int64_t classes = f_->forward().nodes[push0].width;
@@ -679,6 +747,7 @@ absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const Ru
       const View v = c.fwd.views[push0];
       std::vector<float> all(n * v.ld);
       CAVS_RETURN_IF_ERROR(backend->CopyToHost(all.data(), b.buffer_base[v.buffer], n * v.ld * 4));
+      ++syncs;
       out.resize(n * classes);
       for (int64_t r = 0; r < n; ++r) {
         std::memcpy(out.data() + r * classes, all.data() + r * v.ld + v.col, classes * 4);
@@ -698,16 +767,26 @@ absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const Ru
     }
   }
   if (b.embed_rows.defined() && !plan.unique_tokens.empty()) {
-    CAVS_RETURN_IF_ERROR(store_->AccumulateSparseGrad(store_->Find(b.embed_table),
-                                                      plan.unique_tokens, b.embed_rows));
+    core::Parameter* table = store_->Find(b.embed_table);
+    if (table->grad_rows.empty()) {
+      // The usual case (gradients zeroed before the step): adopt the rows where they are,
+      // sorted and unique like the store's own; no copy, no wait.
+      table->grad_rows = plan.unique_tokens;
+      table->grad_values = b.embed_rows;
+    } else {  // merges on the host: a round trip through host memory
+      CAVS_RETURN_IF_ERROR(store_->AccumulateSparseGrad(table, plan.unique_tokens, b.embed_rows));
+      syncs += dev.type == core::DeviceType::kCpu ? 0 : 1;
+    }
   }
   stats_.rounds = plan.num_rounds;
   stats_.rows = n;
-  stats_.plan_seconds = t_plan - t0;
+  stats_.plan_seconds = t_plan - t0;  // t0 is before PlanBatch when Run built the plan
+  stats_.queue_seconds = t_queued - t_plan;
   stats_.run_seconds = Seconds() - t0;
   stats_.commands = static_cast<int64_t>(b.launches.size());
   stats_.arena_bytes = floats * 4;
   stats_.upload_bytes = upload_bytes;
+  stats_.host_syncs = dev.type == core::DeviceType::kCpu ? 0 : syncs;
   return result;
 }
 

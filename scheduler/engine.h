@@ -10,10 +10,14 @@
 // Per batch (Run): build the Plan; record the whole schedule as a command list with final
 // device pointers (pre-ops over all rows, recurrent ops round by round, post-ops, the loss, the
 // backward in reverse rounds, then one GEMM per weight gradient over all rows); upload the
-// plan's index arrays, features and fused-kernel programs in one transfer; replay.
+// plan's index arrays, features and fused-kernel programs in one transfer (queued from the
+// backend's pinned HostStaging where it has one); replay. PlanBatch + Run(graphs, options,
+// plan) split off the device-free part, so the next batch can be planned on another thread.
 //
 // The parameter store must live on the engine's device. Gradients are accumulated into it
-// (dense += ; embedding tables get row-sparse gradients); callers zero them between steps.
+// (dense += ; embedding tables get row-sparse gradients: a table with no gradient rows yet takes
+// the batch's device rows as they are, else they are merged on the host); callers zero them
+// between steps.
 // Thread-safety: one Run at a time per Engine.
 #pragma once
 
@@ -31,20 +35,45 @@
 
 namespace cavs::scheduler {
 
+// The phases of a Run's replay, in the order they are queued.
+enum class Phase {
+  kUpload,        // the plan's one host-to-device copy, zeroing the accumulators
+  kBeforeRounds,  // forward ops over all rows before the recurrence
+  kRounds,        // forward rounds
+  kAfterRounds,   // forward ops after the recurrence, the loss
+  kBackward,      // backward: before, rounds (reversed), after
+  kWeightGrad,    // one GEMM (or reduction) per weight gradient over all rows
+  kEnd,           // everything is queued; the results are read back after this
+};
+inline constexpr int kNumPhases = 7;
+
+// An optional observer of the replay: Begin(p) is called on the Run's thread just before the
+// work of phase p is queued (kEnd: after the last launch), so a GPU benchmark can record a
+// device event there. Device-agnostic: implementations live with the caller.
+class PhaseTimer {
+ public:
+  virtual ~PhaseTimer() = default;
+  virtual void Begin(Phase phase) = 0;
+};
+
 struct EngineOptions {
   core::Device device = core::Device::Cpu();
   PlanOptions plan;
+  PhaseTimer* phase_timer = nullptr;  // not owned; may be null
 };
 
 // What the last Run did, for benchmarks and logs.
 struct EngineStats {
   int rounds = 0;
   int64_t rows = 0;
-  double plan_seconds = 0.0;  // BuildPlan + recording the schedule (host)
-  double run_seconds = 0.0;   // the whole Run, including the plan
-  int64_t commands = 0;       // kernel launches
-  int64_t arena_bytes = 0;    // the batch's buffers (the plan's memory estimate)
-  int64_t upload_bytes = 0;   // index arrays, features and fused programs
+  double plan_seconds = 0.0;   // BuildPlan + recording the schedule (host)
+  double build_seconds = 0.0;  // of which validation + BuildPlan (0 with a prebuilt plan)
+  double queue_seconds = 0.0;  // host time to queue the upload and every launch
+  double run_seconds = 0.0;    // the whole Run, including the plan
+  int64_t commands = 0;        // kernel launches
+  int64_t arena_bytes = 0;     // the batch's buffers (the plan's memory estimate)
+  int64_t upload_bytes = 0;    // index arrays, features and fused programs
+  int64_t host_syncs = 0;      // waits for the device (read-backs) in the last Run
 };
 
 class Engine {
@@ -58,6 +87,13 @@ class Engine {
   // Forward, loss and (if options.backward) backward over `graphs`. Validates the batch first.
   [[nodiscard]] absl::StatusOr<RunResult> Run(const std::vector<Graph>& graphs,
                                               const RunOptions& options);
+  // Validates `graphs` and builds their Plan: the part of Run that needs no device. Const and
+  // safe to call from another thread while Run executes, so a caller can plan the next batch
+  // while the device runs this one.
+  [[nodiscard]] absl::StatusOr<Plan> PlanBatch(const std::vector<Graph>& graphs) const;
+  // Run with `plan` from PlanBatch(graphs). REQUIRES: the same graphs.
+  [[nodiscard]] absl::StatusOr<RunResult> Run(const std::vector<Graph>& graphs,
+                                              const RunOptions& options, const Plan& plan);
 
   const EngineStats& stats() const { return stats_; }
   // Kernel launches one round makes, forward and backward (per the compiled steps).
@@ -68,6 +104,8 @@ class Engine {
 
  private:
   Engine() = default;
+  absl::StatusOr<RunResult> Execute(const std::vector<Graph>& graphs, const RunOptions& options,
+                                    const Plan& plan, double t0);
   const vertex::Function* f_ = nullptr;
   core::ParameterStore* store_ = nullptr;
   EngineOptions options_;

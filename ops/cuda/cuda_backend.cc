@@ -25,18 +25,26 @@ CudaBackend::CudaBackend(int ordinal, cudaStream_t stream)
     : ordinal_(ordinal), stream_(stream), allocator_(ordinal, stream) {}
 
 CudaBackend::~CudaBackend() {
+  staging_.reset();
   allocator_.ReleaseCached();
   cudaStreamDestroy(stream_);
 }
 
 absl::Status CudaBackend::CopyFromHost(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
+  // From HostStaging's buffer: queued; the next HostStaging waits for it.
+  if (staging_ != nullptr && src == staging_->data()) return staging_->Upload(dst, bytes);
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(MakeCurrent(guard));
   CAVS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
   // Pageable sources are staged before cudaMemcpyAsync returns; a pinned one is read later.
   if (IsPinned(src)) CAVS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
+}
+
+absl::StatusOr<void*> CudaBackend::HostStaging(size_t bytes) {
+  if (staging_ == nullptr) staging_ = std::make_unique<PinnedStaging>(this);
+  return staging_->Acquire(bytes);
 }
 
 absl::Status CudaBackend::CopyFromPinnedAsync(void* dst, const void* src, size_t bytes) {

@@ -30,6 +30,8 @@
 
 namespace cavs::ops {
 
+class PinnedStaging;
+
 // The number of CUDA devices; 0 (not an error) where the machine has no driver or device.
 int CudaDeviceCount();
 
@@ -46,6 +48,8 @@ class CudaBackend final : public core::Backend {
   absl::Status CopyWithin(void* dst, const void* src, size_t bytes) override;
   absl::Status SetZero(void* dst, size_t bytes) override;
   absl::Status Synchronize() override;
+  // Pinned memory (a PinnedStaging): a CopyFromHost from its start is queued without waiting.
+  absl::StatusOr<void*> HostStaging(size_t bytes) override;
 
   // Queues a host-to-device copy from pinned memory and returns at once. REQUIRES: `src`
   // (from PinnedAlloc) stays unchanged until the stream has passed the copy.
@@ -68,6 +72,7 @@ class CudaBackend final : public core::Backend {
   const int ordinal_;
   cudaStream_t stream_;
   CudaAllocator allocator_;
+  std::unique_ptr<PinnedStaging> staging_;  // HostStaging's buffer, created on first use
 };
 
 // The backend of cuda:`ordinal`, created on first use and never destroyed.
@@ -95,6 +100,8 @@ class PinnedStaging {
   // Queues the copy of the buffer's first `bytes` to `dst` on the backend's stream.
   // REQUIRES: bytes <= the size of the last Acquire.
   [[nodiscard]] absl::Status Upload(void* dst, size_t bytes);
+  // The buffer (nullptr before the first Acquire).
+  const void* data() const { return host_; }
 
  private:
   CudaBackend* backend_;

@@ -1,0 +1,459 @@
+// Binary Tree-LSTM on one GPU: the batched engine's trees/s for training (forward + backward +
+// Adagrad step) and inference, with where the time goes and how far it is from the floor.
+//
+// Data: the SST train trees at $CAVS_BENCH_SST (e.g. ../shared/data/sst/train.txt), else the
+// bundled synthetic treebank. Embedding 300, hidden 150, fp32; batches 25, 64, 256 (training)
+// and 256 (inference).
+//
+// BM_DeviceCeilings runs first and measures the two ceilings on this device: cuBLAS sgemm at a
+// large square shape and at the Tree-LSTM's shape, and HBM bandwidth (a device-to-device copy,
+// bytes read + written). The engine benchmarks then report per batch:
+//   rounds, kernels_per_round (forward + backward launches of one round), kernels_per_batch,
+//   peak_MiB (the CUDA allocator's peak over the steps, above what the parameters and the
+//   optimizer hold) against plan_MiB (the plan's arena + upload), host_syncs per Run,
+//   *_ms: each phase's device time, from CUDA events the engine's PhaseTimer hook records
+//   (upload, pre-ops, rounds, post-ops + loss, backward, weight gradients, optimizer), and
+//   plan_host_ms (validation, BuildPlan and recording, host; build_host_ms the first two),
+//   queue_host_ms (host time to queue the upload and every launch: near the device phases'
+//   sum means the GPU waits for the host), run_wall_ms (the whole Engine::Run, host clock).
+// The *_overlap variants build the next batch's Plan on another thread (Engine::PlanBatch)
+// while the current batch runs, as a trainer could.
+//   floor_ms: max(GEMM FLOPs / sgemm rate, minimum bytes / bandwidth) per batch.
+// A table against the issue #6 targets is printed last.
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/optimizer.h"
+#include "core/parameter.h"
+#include "examples/data/sst_reader.h"
+#include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/cuda_status.h"
+#include "ops/kernels.h"
+#include "scheduler/engine.h"
+#include "vertex/models.h"
+
+namespace cavs {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// Measured by BM_DeviceCeilings (0 until it ran).
+double g_sgemm_flops = 0;      // FLOP/s at the Tree-LSTM's GEMM shape
+double g_bandwidth_bytes = 0;  // bytes/s, device-to-device copy
+
+const examples::SstDataset& Data() {
+  static const examples::SstDataset* data = [] {
+    const char* env = std::getenv("CAVS_BENCH_SST");
+    const std::string train = env ? env : CAVS_SOURCE_DIR "/data/synthetic/train.txt";
+    absl::StatusOr<examples::SstDataset> d = examples::LoadSstDataset(train, train);
+    if (!d.ok()) {
+      std::fprintf(stderr, "cannot read %s: %s\n", train.c_str(), d.status().ToString().c_str());
+      std::abort();
+    }
+    std::fprintf(stderr, "data: %s (%zu trees, vocabulary %d)\n", train.c_str(), d->train.size(),
+                 d->vocabulary.size());
+    return new examples::SstDataset(*std::move(d));
+  }();
+  return *data;
+}
+
+std::vector<std::vector<scheduler::Graph>> Batches(int batch) {
+  const auto& trees = Data().train;
+  std::vector<std::vector<scheduler::Graph>> out;
+  for (size_t i = 0; i + batch <= trees.size() && out.size() < 64; i += batch) {
+    out.emplace_back();
+    for (int j = 0; j < batch; ++j) out.back().push_back(trees[i + j].graph);
+  }
+  return out;
+}
+
+// CUDA events on the device's stream, one per phase boundary, reused every Run.
+class EventTimer final : public scheduler::PhaseTimer {
+ public:
+  explicit EventTimer(cudaStream_t stream) : stream_(stream) {
+    for (auto& e : events_) cudaEventCreate(&e);
+  }
+  ~EventTimer() override {
+    for (auto& e : events_) cudaEventDestroy(e);
+  }
+  void Begin(scheduler::Phase p) override {
+    cudaEventRecord(events_[static_cast<int>(p)], stream_);
+  }
+  // Adds each phase's milliseconds to `ms`. REQUIRES: the stream has passed kEnd.
+  void Accumulate(std::array<double, scheduler::kNumPhases>* ms) const {
+    for (int p = 0; p + 1 < scheduler::kNumPhases; ++p) {
+      float t = 0;
+      if (cudaEventElapsedTime(&t, events_[p], events_[p + 1]) == cudaSuccess) (*ms)[p] += t;
+    }
+  }
+
+ private:
+  cudaStream_t stream_;
+  std::array<cudaEvent_t, scheduler::kNumPhases> events_{};
+};
+
+absl::StatusOr<vertex::Function> Model() {
+  vertex::models::CellConfig c;
+  c.vocab = Data().vocabulary.size();
+  c.embed = 300;
+  c.hidden = 150;
+  c.classes = 5;
+  return vertex::models::BinaryTreeLstm(c);
+}
+
+// GEMM FLOPs of one forward (and backward: data and weight gradients) over `rows` vertices.
+double MatMulFlops(const vertex::Function& f, int64_t rows, bool backward) {
+  double flops = 0;
+  for (const vertex::Node& n : f.forward().nodes) {
+    if (n.kind != vertex::OpKind::kMatMul) continue;
+    const core::Shape& w = f.forward().nodes[n.inputs[1]].param_shape;
+    flops += 2.0 * rows * w[0] * w[1] * (backward ? 3 : 1);
+  }
+  return flops;
+}
+
+// The fewest bytes one step moves: each arena buffer written once and read once, the upload,
+// the dense parameters read (training: gradient written and read, Adagrad's value and
+// accumulator read and written), the embedding rows the batch touches.
+double MinBytes(const core::ParameterStore& store, const scheduler::EngineStats& s, bool train,
+                int64_t touched_rows) {
+  double dense = 0, row_bytes = 0;
+  for (const auto& p : store.parameters()) {
+    if (p->sparse_grad) {
+      row_bytes = p->value.cols() * 4.0;
+    } else {
+      dense += p->value.numel() * 4.0;
+    }
+  }
+  const double per_param = train ? 6.0 : 1.0;
+  return 2.0 * s.arena_bytes + s.upload_bytes + per_param * (dense + touched_rows * row_bytes);
+}
+
+struct Totals {
+  std::array<double, scheduler::kNumPhases> phase_ms{};
+  double opt_ms = 0, plan_s = 0, run_s = 0, build_s = 0, queue_s = 0, rounds = 0, flops = 0,
+         bytes = 0, plan_bytes = 0, syncs = 0;
+  int64_t peak = 0;
+};
+
+void Report(benchmark::State& state, const Totals& t, const scheduler::Engine& e, bool train) {
+  const double n = static_cast<double>(state.iterations());
+  state.counters["rounds"] = t.rounds / n;
+  state.counters["kernels_per_round"] =
+      e.ForwardLaunchesPerRound() + (train ? e.BackwardLaunchesPerRound() : 0);
+  state.counters["kernels_per_batch"] = static_cast<double>(e.stats().commands);
+  state.counters["host_syncs"] = t.syncs / n;
+  state.counters["peak_MiB"] = t.peak / kMiB;
+  state.counters["plan_MiB"] = t.plan_bytes / kMiB;
+  static const char* kNames[] = {"upload_ms", "pre_ms", "rounds_ms",
+                                 "post_ms",   "bwd_ms", "wgrad_ms"};
+  for (int p = 0; p + 1 < scheduler::kNumPhases; ++p) {
+    if (train || p < 4) state.counters[kNames[p]] = t.phase_ms[p] / n;
+  }
+  if (train) state.counters["opt_ms"] = t.opt_ms / n;
+  state.counters["plan_host_ms"] = 1e3 * t.plan_s / n;
+  state.counters["run_wall_ms"] = 1e3 * t.run_s / n;
+  state.counters["build_host_ms"] = 1e3 * t.build_s / n;
+  state.counters["queue_host_ms"] = 1e3 * t.queue_s / n;
+  state.counters["GFLOP_per_batch"] = t.flops / n / 1e9;
+  state.counters["MB_per_batch"] = t.bytes / n / 1e6;
+  if (g_sgemm_flops > 0 && g_bandwidth_bytes > 0) {
+    state.counters["floor_ms"] =
+        1e3 * std::max(t.flops / g_sgemm_flops, t.bytes / g_bandwidth_bytes) / n;
+  }
+}
+
+// Embedding rows the last step's gradient touched.
+int64_t TouchedRows(const core::ParameterStore& s) {
+  for (const auto& p : s.parameters()) {
+    if (p->sparse_grad) return static_cast<int64_t>(p->grad_rows.size());
+  }
+  return 0;
+}
+
+double ElapsedMs(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0;
+  return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? ms : 0.0;
+}
+
+// One configuration's model, store, engine and optimizer on cuda:0, and its timed steps.
+class TreeLstmRun {
+ public:
+  TreeLstmRun(bool train, int batch) : train_(train), batches_(Batches(batch)) {}
+  ~TreeLstmRun() {
+    if (opt_begin_ != nullptr) cudaEventDestroy(opt_begin_);
+    if (opt_end_ != nullptr) cudaEventDestroy(opt_end_);
+  }
+
+  absl::Status Init() {
+    CAVS_ASSIGN_OR_RETURN(backend_, ops::GetCudaBackend(0));
+    CAVS_ASSIGN_OR_RETURN(vertex::Function f, Model());
+    f_ = std::make_unique<vertex::Function>(std::move(f));
+    timer_ = std::make_unique<EventTimer>(backend_->stream());
+    store_ = std::make_unique<core::ParameterStore>(1, core::Device::Cuda(0));
+    scheduler::EngineOptions eo;
+    eo.device = core::Device::Cuda(0);
+    eo.phase_timer = timer_.get();
+    CAVS_ASSIGN_OR_RETURN(engine_, scheduler::Engine::Create(f_.get(), store_.get(), eo));
+    core::OptimizerConfig oc;
+    oc.kind = core::OptimizerKind::kAdagrad;
+    oc.lr = 0.05f;
+    CAVS_ASSIGN_OR_RETURN(opt_, core::MakeOptimizer(oc));
+    CAVS_CUDA_RETURN_IF_ERROR(cudaEventCreate(&opt_begin_));
+    CAVS_CUDA_RETURN_IF_ERROR(cudaEventCreate(&opt_end_));
+    for (const auto& b : batches_) CAVS_RETURN_IF_ERROR(Step(b, nullptr, nullptr));  // warm-up
+    return backend_->Synchronize();
+  }
+
+  // One step (ZeroGrad, Run, Adagrad) on `graphs`, with `plan` if given; adds to `t` if given.
+  absl::Status Step(const std::vector<scheduler::Graph>& graphs, const scheduler::Plan* plan,
+                    Totals* t) {
+    scheduler::RunOptions ro;
+    ro.training = train_;
+    ro.backward = train_;
+    if (train_) CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
+    absl::StatusOr<scheduler::RunResult> r =
+        plan != nullptr ? engine_->Run(graphs, ro, *plan) : engine_->Run(graphs, ro);
+    CAVS_RETURN_IF_ERROR(r.status());
+    if (t != nullptr) Count(t);  // Run read its results back: every event before is done
+    if (!train_) return absl::OkStatus();
+    CAVS_CUDA_RETURN_IF_ERROR(cudaEventRecord(opt_begin_, backend_->stream()));
+    CAVS_RETURN_IF_ERROR(opt_->Step(*store_));
+    CAVS_CUDA_RETURN_IF_ERROR(cudaEventRecord(opt_end_, backend_->stream()));
+    opt_pending_ = t != nullptr;
+    return absl::OkStatus();
+  }
+
+  // The timed loop; with `overlap` the next batch's plan is built on another thread.
+  absl::Status Loop(benchmark::State& state, bool overlap, Totals* t) {
+    core::Allocator* alloc = backend_->allocator();
+    const int64_t base = alloc->stats().bytes_in_use;
+    alloc->ResetPeak();
+    size_t i = 0;
+    auto plan_of = [&](size_t k) { return engine_->PlanBatch(batches_[k % batches_.size()]); };
+    std::future<absl::StatusOr<scheduler::Plan>> next;
+    if (overlap) next = std::async(std::launch::async, plan_of, i);
+    for (auto _ : state) {
+      absl::StatusOr<scheduler::Plan> plan;
+      if (overlap) {
+        plan = next.get();
+        next = std::async(std::launch::async, plan_of, i + 1);
+        CAVS_RETURN_IF_ERROR(plan.status());
+      }
+      CAVS_RETURN_IF_ERROR(Step(batches_[i++ % batches_.size()], overlap ? &*plan : nullptr, t));
+    }
+    if (overlap) CAVS_RETURN_IF_ERROR(next.get().status());
+    CAVS_RETURN_IF_ERROR(backend_->Synchronize());
+    t->opt_ms += opt_pending_ ? ElapsedMs(opt_begin_, opt_end_) : 0.0;
+    t->peak = alloc->stats().peak_bytes_in_use - base;
+    return absl::OkStatus();
+  }
+
+  const scheduler::Engine& engine() const { return *engine_; }
+
+ private:
+  void Count(Totals* t) {
+    const scheduler::EngineStats& s = engine_->stats();
+    timer_->Accumulate(&t->phase_ms);
+    t->opt_ms += opt_pending_ ? ElapsedMs(opt_begin_, opt_end_) : 0.0;
+    t->rounds += s.rounds;
+    t->plan_s += s.plan_seconds;
+    t->run_s += s.run_seconds;
+    t->build_s += s.build_seconds;
+    t->queue_s += s.queue_seconds;
+    t->syncs += static_cast<double>(s.host_syncs);
+    t->flops += MatMulFlops(*f_, s.rows, train_);
+    t->bytes += MinBytes(*store_, s, train_, train_ ? TouchedRows(*store_) : 0);
+    t->plan_bytes = std::max<double>(t->plan_bytes, s.arena_bytes + s.upload_bytes);
+  }
+
+  const bool train_;
+  const std::vector<std::vector<scheduler::Graph>> batches_;
+  ops::CudaBackend* backend_ = nullptr;
+  std::unique_ptr<vertex::Function> f_;
+  std::unique_ptr<EventTimer> timer_;
+  std::unique_ptr<core::ParameterStore> store_;
+  std::unique_ptr<scheduler::Engine> engine_;
+  std::unique_ptr<core::Optimizer> opt_;
+  cudaEvent_t opt_begin_ = nullptr, opt_end_ = nullptr;
+  bool opt_pending_ = false;  // the events hold an optimizer step not yet counted
+};
+
+void BM_TreeLstm(benchmark::State& state, bool train, bool overlap) {
+  if (!core::DeviceAvailable(core::DeviceType::kCuda)) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int batch = static_cast<int>(state.range(0));
+  TreeLstmRun run(train, batch);
+  Totals t;
+  absl::Status s = run.Init();
+  if (s.ok()) s = run.Loop(state, overlap, &t);
+  if (!s.ok()) {
+    state.SkipWithError(s.ToString().c_str());
+    return;
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+  Report(state, t, run.engine(), train);
+}
+
+// Times `fn` (queued on `stream`) with events: the median of `reps` runs, in seconds.
+template <typename Fn>
+double MedianSeconds(cudaStream_t stream, int reps, Fn fn) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    cudaEventRecord(a, stream);
+    fn();
+    cudaEventRecord(b, stream);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Random-filled device buffer of `n` floats.
+absl::StatusOr<core::Tensor> RandomDevice(int64_t n) {
+  std::vector<float> host(n);
+  uint32_t x = 12345;
+  for (float& v : host) {
+    x = x * 1664525u + 1013904223u;
+    v = static_cast<float>(x >> 8) / 16777216.0f - 0.5f;
+  }
+  CAVS_ASSIGN_OR_RETURN(core::Tensor t, core::Tensor::Empty(core::Shape({n}), core::DType::kFloat32,
+                                                            core::Device::Cuda(0)));
+  CAVS_RETURN_IF_ERROR(t.CopyFrom(core::Tensor::FromVector(host, core::Shape({n}))));
+  return t;
+}
+
+// sgemm FLOP/s (through the engine's ops::Kernels, i.e. cuBLAS) for [m, k] x [k, n].
+absl::StatusOr<double> SgemmRate(cudaStream_t stream, int64_t m, int64_t n, int64_t k) {
+  CAVS_ASSIGN_OR_RETURN(ops::Kernels * kern, ops::GetKernels(core::Device::Cuda(0)));
+  CAVS_ASSIGN_OR_RETURN(core::Tensor a, RandomDevice(m * k));
+  CAVS_ASSIGN_OR_RETURN(core::Tensor b, RandomDevice(k * n));
+  CAVS_ASSIGN_OR_RETURN(core::Tensor c, RandomDevice(m * n));
+  auto gemm = [&]() {
+    (void)kern->Gemm(false, false, m, n, k, 1.0f, a.data<float>(), k, b.data<float>(), n, 0.0f,
+                     c.data<float>(), n);
+  };
+  for (int w = 0; w < 3; ++w) gemm();
+  return 2.0 * m * n * k / MedianSeconds(stream, 20, gemm);
+}
+
+void BM_DeviceCeilings(benchmark::State& state) {
+  absl::StatusOr<ops::CudaBackend*> backend = ops::GetCudaBackend(0);
+  if (!backend.ok()) {
+    state.SkipWithError(backend.status().ToString().c_str());
+    return;
+  }
+  cudaStream_t stream = (*backend)->stream();
+  const int64_t rows = 8192;  // about a batch of 256 SST trees' vertices
+  double square = 0, shaped = 0, bw = 0;
+  for (auto _ : state) {
+    absl::StatusOr<double> s1 = SgemmRate(stream, 8192, 8192, 8192);
+    absl::StatusOr<double> s2 = SgemmRate(stream, rows, 750, 300);
+    const int64_t floats = 256ll << 20;  // 1 GiB
+    absl::StatusOr<core::Tensor> src = RandomDevice(floats);
+    absl::StatusOr<core::Tensor> dst = RandomDevice(floats);
+    if (!s1.ok() || !s2.ok() || !src.ok() || !dst.ok()) {
+      state.SkipWithError("ceiling measurement failed");
+      return;
+    }
+    auto copy = [&]() {
+      cudaMemcpyAsync(dst->raw_data(), src->raw_data(), floats * 4, cudaMemcpyDeviceToDevice,
+                      stream);
+    };
+    copy();
+    bw = 2.0 * floats * 4 / MedianSeconds(stream, 10, copy);
+    square = *s1;
+    shaped = *s2;
+  }
+  g_sgemm_flops = shaped;
+  g_bandwidth_bytes = bw;
+  state.counters["sgemm_8192_TFLOPs"] = square / 1e12;
+  state.counters["sgemm_8192x300x750_TFLOPs"] = shaped / 1e12;
+  state.counters["copy_GBps"] = bw / 1e9;
+}
+
+BENCHMARK(BM_DeviceCeilings)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TreeLstm, train, true, false)
+    ->Arg(25)
+    ->Arg(64)
+    ->Arg(256)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_TreeLstm, train_overlap, true, true)
+    ->Arg(25)
+    ->Arg(64)
+    ->Arg(256)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_TreeLstm, infer, false, false)
+    ->Arg(256)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_TreeLstm, infer_overlap, false, true)
+    ->Arg(256)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+
+// Prints trees/s against the issue #6 targets.
+class TargetReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      auto it = r.counters.find("items_per_second");
+      if (it != r.counters.end()) rates_[r.benchmark_name()] = it->second;
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    const std::vector<std::pair<std::string, double>> targets = {
+        {"train/25", 15000},         {"train/64", 35000},          {"train/256", 100000},
+        {"train_overlap/25", 15000}, {"train_overlap/64", 35000},  {"train_overlap/256", 100000},
+        {"infer/256", 400000},       {"infer_overlap/256", 400000}};
+    for (const auto& [cfg, target] : targets) {
+      const std::string name = "BM_TreeLstm/" + cfg + "/min_time:2.000/real_time";
+      if (!rates_.count(name)) continue;
+      std::printf("TARGET %-18s %10.0f trees/s  target %8.0f  %s\n", cfg.c_str(), rates_[name],
+                  target, rates_[name] >= target ? "met" : "MISSED");
+    }
+  }
+
+ private:
+  std::map<std::string, double> rates_;
+};
+
+}  // namespace
+}  // namespace cavs
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  cavs::TargetReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}
