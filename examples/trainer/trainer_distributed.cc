@@ -72,7 +72,12 @@ absl::Status Trainer::SetUpDistributed() {
     comm_ = owned_comm_.get();
   }
   trace_ = TraceRecorder(!config_.trace.empty(), comm_->rank());
-  if (comm_->world_size() == 1) return absl::OkStatus();  // the single-process loop
+  if (comm_->world_size() == 1) {  // the single-process loop
+    if (!config_.strategy.empty() || !config_.strategy_file.empty()) {
+      Say("note: one process: --strategy and --strategy-file have no effect");
+    }
+    return absl::OkStatus();
+  }
   distributed::Strategy strategy;
   if (!config_.strategy_file.empty()) {
     CAVS_ASSIGN_OR_RETURN(strategy, ReadStrategyFile(config_.strategy_file));

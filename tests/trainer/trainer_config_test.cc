@@ -75,6 +75,9 @@ TEST(TrainerFlagsTest, ErrorsNameTheFlag) {
   ExpectError({"--resume"}, "--resume needs --checkpoint-dir");
   ExpectError({"--resume=maybe"}, "true or false");
   ExpectError({"stray"}, "unexpected argument 'stray'");
+  ExpectError({"--strategy=ring"}, "--strategy: 'ring' is not one of allreduce, ps, ps-lb");
+  ExpectError({"--strategy=ps", "--strategy-file=s.txt"}, "exclude each other");
+  ExpectError({"--comm-timeout=0"}, "--comm-timeout must be positive");
 }
 
 }  // namespace
