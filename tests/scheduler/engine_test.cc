@@ -53,12 +53,33 @@ std::vector<float> DenseGrad(const core::Parameter& p) {
   return out;
 }
 
+// The CPU, and the first CUDA device where one is present: every comparison runs on each.
+std::vector<core::Device> Devices() {
+  std::vector<core::Device> out = {core::Device::Cpu()};
+  if (core::DeviceAvailable(core::DeviceType::kCuda) &&
+      ops::GetKernels(core::Device::Cuda(0)).ok()) {
+    out.push_back(core::Device::Cuda(0));
+  }
+  return out;
+}
+
+void ExpectMatchesReferenceOn(core::Device device, const vertex::Function& f,
+                              const std::vector<Graph>& graphs, const PlanOptions& plan,
+                              const RunOptions& options, const std::string& what);
+
 void ExpectMatchesReference(const vertex::Function& f, const std::vector<Graph>& graphs,
                             const PlanOptions& plan, const RunOptions& options,
                             const std::string& what) {
-  SCOPED_TRACE(what);
-  core::ParameterStore store(7);
+  for (core::Device d : Devices()) ExpectMatchesReferenceOn(d, f, graphs, plan, options, what);
+}
+
+void ExpectMatchesReferenceOn(core::Device device, const vertex::Function& f,
+                              const std::vector<Graph>& graphs, const PlanOptions& plan,
+                              const RunOptions& options, const std::string& what) {
+  SCOPED_TRACE(what + " on " + device.DebugString());
+  core::ParameterStore store(7, device);
   EngineOptions eo;
+  eo.device = device;
   eo.plan = plan;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(&f, &store, eo);
   ASSERT_TRUE(engine.ok()) << engine.status();
@@ -69,7 +90,9 @@ void ExpectMatchesReference(const vertex::Function& f, const std::vector<Graph>&
   ASSERT_TRUE(got.ok()) << got.status();
   const int64_t peak = core::CpuAllocator::Global()->stats().peak_bytes_in_use - before;
   const EngineStats& st = (*engine)->stats();
-  EXPECT_LE(peak, 2 * (st.arena_bytes + st.upload_bytes) + 65536) << "memory beyond the plan";
+  if (device.is_cpu()) {
+    EXPECT_LE(peak, 2 * (st.arena_bytes + st.upload_bytes) + 65536) << "memory beyond the plan";
+  }
   absl::StatusOr<ReferenceResult> want =
       RunReference(f, graphs, SnapshotParameters(f, store), options);
   ASSERT_TRUE(want.ok()) << want.status();
