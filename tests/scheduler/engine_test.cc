@@ -185,6 +185,15 @@ TEST(EngineTest, EveryOpOnDags) {
     for (int j = 0; j < 3 * g.num_vertices(); ++j) g.features.push_back(rng.Uniform() - 0.5f);
     gs.push_back(std::move(g));
   }
+  // Wide fan-in: a vertex with 300 children (reductions take any arity), one child shared.
+  Graph star;
+  std::vector<int32_t> kids;
+  for (int i = 0; i < 300; ++i) kids.push_back(star.AddVertex({}, i % 50, i % 5));
+  kids.push_back(kids[7]);
+  star.AddVertex(kids, 3, 1);
+  star.feature_dim = 3;
+  star.features.assign(3 * star.num_vertices(), 0.25f);
+  gs.push_back(std::move(star));
   for (Policy policy : {Policy::kHeight, Policy::kDepth, Policy::kAgenda}) {
     ExpectMatchesReference(*f, gs, {policy, 9}, Options(), "every op");
   }
