@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 #include "scheduler/engine_compile.h"
+#include "scheduler/row_support.h"
 
 namespace cavs::scheduler {
 
@@ -45,117 +46,8 @@ struct Batch {
   absl::flat_hash_map<int, int32_t*> argmax_of;  // forward GatherReduce(max) -> argmax
   // Row intervals [lo, hi) outside which a node is known to be zero (support), and outside
   // which nobody reads its value (need, backward only). GEMMs run only where both hold.
-  std::vector<std::pair<int64_t, int64_t>> fwd_support, bwd_support, bwd_need;
+  std::vector<Interval> fwd_support, bwd_support, bwd_need;
 };
-
-using Interval = std::pair<int64_t, int64_t>;
-
-Interval Hull(Interval a, Interval b) {
-  if (a.first >= a.second) return b;
-  if (b.first >= b.second) return a;
-  return {std::min(a.first, b.first), std::max(a.second, b.second)};
-}
-Interval Meet(Interval a, Interval b) {
-  return {std::max(a.first, b.first), std::min(a.second, b.second)};
-}
-
-// Rows where ints[offset + row] satisfies `pred`, as their hull.
-template <typename Pred>
-Interval RowsWhere(const Plan& plan, int64_t offset, Pred pred) {
-  Interval out{0, 0};
-  for (int64_t r = 0; r < plan.num_rows; ++r) {
-    if (pred(plan.ints[offset + r], r)) out = Hull(out, {r, r + 1});
-  }
-  return out;
-}
-
-// Zero-propagation: which rows of each node can be nonzero.
-std::vector<Interval> Supports(const vertex::Function& f, const vertex::Program& p,
-                               const Plan& plan, const std::vector<Interval>* fwd) {
-  const Interval all{0, plan.num_rows};
-  std::vector<Interval> sup(p.nodes.size(), all);
-  for (size_t id = 0; id < p.nodes.size(); ++id) {
-    const Node& n = p.nodes[id];
-    auto in = [&](int i) { return p.nodes[n.inputs[i]].is_static() ? all : sup[n.inputs[i]]; };
-    switch (n.kind) {
-      case OpKind::kEmbed:
-        sup[id] = RowsWhere(plan, plan.tokens, [](int32_t t, int64_t) { return t >= 0; });
-        break;
-      case OpKind::kGather:
-        sup[id] =
-            RowsWhere(plan, plan.child_rows[n.index], [](int32_t c, int64_t) { return c >= 0; });
-        break;
-      case OpKind::kGatherReduce:
-        sup[id] = RowsWhere(plan, plan.reduce_offsets, [&](int32_t o, int64_t r) {
-          return plan.ints[plan.reduce_offsets + r + 1] > o;
-        });
-        break;
-      case OpKind::kForwardValue:
-        sup[id] = (*fwd)[n.index];
-        break;
-      case OpKind::kMatMul:
-      case OpKind::kTanh:
-      case OpKind::kRelu:
-      case OpKind::kNeg:
-      case OpKind::kSlice:
-      case OpKind::kPadSlice:
-      case OpKind::kSum:
-      case OpKind::kBroadcastCols:
-      case OpKind::kDropout:
-        sup[id] = in(0);
-        break;
-      case OpKind::kScale:
-        sup[id] = n.offset == 0.0f ? in(0) : all;
-        break;
-      case OpKind::kMul:
-      case OpKind::kReluGrad:
-        sup[id] = Meet(in(0), in(1));
-        break;
-      case OpKind::kSigmoidGrad:
-      case OpKind::kTanhGrad:
-        sup[id] = in(1);
-        break;
-      case OpKind::kAdd:
-      case OpKind::kSub:
-        sup[id] = Hull(in(0), in(1));
-        break;
-      case OpKind::kConcat: {
-        Interval h{0, 0};
-        for (size_t i = 0; i < n.inputs.size(); ++i) h = Hull(h, in(static_cast<int>(i)));
-        sup[id] = h;
-        break;
-      }
-      default:
-        break;  // Pull, Sigmoid, leaves of the backward: anywhere
-    }
-  }
-  (void)f;
-  return sup;
-}
-
-// Which rows of each backward node some consumer reads (children's gradients are dropped
-// where the child is absent; an embedding gradient where there is no token).
-std::vector<Interval> Needs(const vertex::Function& f, const Plan& plan,
-                            const std::vector<Interval>& fwd_sup) {
-  const vertex::Program& p = f.backward();
-  const Interval all{0, plan.num_rows};
-  std::vector<Interval> need(p.nodes.size(), Interval{0, 0});
-  for (int id = static_cast<int>(p.nodes.size()) - 1; id >= 0; --id) {
-    const Node& n = p.nodes[id];
-    if (vertex::IsSink(n.kind)) {
-      Interval s = all;
-      if (n.kind == OpKind::kEmbedGrad) {
-        s = RowsWhere(plan, plan.tokens, [](int32_t t, int64_t) { return t >= 0; });
-      } else if (n.kind == OpKind::kGatherGrad) {
-        s = RowsWhere(plan, plan.child_rows[n.index], [](int32_t c, int64_t) { return c >= 0; });
-      }
-      need[id] = s;
-    }
-    for (int i : n.inputs) need[i] = Hull(need[i], need[id]);
-  }
-  (void)fwd_sup;
-  return need;
-}
 
 class Recorder {
  public:
@@ -325,8 +217,7 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
       const int64_t wld = w.param_shape[1];
       // Rows outside the input's support are zero, rows outside the need unread: compute
       // only the rest, and zero the others (when the output's rows are contiguous).
-      std::pair<int64_t, int64_t> rows =
-          backward ? Meet(b_.bwd_support[id], b_.bwd_need[id]) : b_.fwd_support[id];
+      Interval rows = backward ? Meet(b_.bwd_support[id], b_.bwd_need[id]) : b_.fwd_support[id];
       rows = Meet(rows, {r0, r1});
       if (ld != n.width || rows.first >= rows.second) rows = {r0, r1};
       if (rows.first >= rows.second) return absl::OkStatus();
@@ -594,6 +485,98 @@ int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward) 
   return total;
 }
 
+// Where a batch's buffers go: the arena ([rows, width] per buffer, 16-float aligned, then the
+// 2 loss statistics) and the upload region (ints and predictions | features | fused programs).
+struct Layout {
+  std::vector<int64_t> offsets;  // per buffer: floats into the arena, -1 if not allocated
+  int64_t arena_floats = 0, stats_at = 0;
+  int64_t feat_at = 0, instr_at = 0, instr_count = 0, upload_bytes = 0;
+};
+
+Layout LayOut(const Compiled& c, const Plan& plan, bool backward) {
+  Layout l;
+  const int64_t n = plan.num_rows;
+  l.offsets.assign(c.buffers.size(), -1);
+  for (size_t i = 0; i < c.buffers.size(); ++i) {
+    if ((c.buffers[i].backward_only && !backward) || c.buffers[i].features) continue;
+    l.offsets[i] = l.arena_floats;
+    l.arena_floats += (n * c.buffers[i].width + 15) / 16 * 16;
+  }
+  l.stats_at = l.arena_floats;
+  l.arena_floats += 16;
+  l.instr_count = CountInstrs(c, n, plan.num_rounds, backward);
+  const int64_t ints_bytes = static_cast<int64_t>(plan.ints.size() + n) * 4;  // + predictions
+  l.feat_at = (ints_bytes + 63) / 64 * 64;
+  l.instr_at = (l.feat_at + static_cast<int64_t>(plan.features.size()) * 4 + 63) / 64 * 64;
+  l.upload_bytes = l.instr_at + l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr));
+  return l;
+}
+
+// Records the whole schedule; phase_at[p] is the index of phase p's first launch.
+absl::Status RecordSchedule(Recorder& rec, const Plan& plan, bool backward,
+                            std::array<size_t, kNumPhases>& phase_at, const Batch& b) {
+  const int64_t n = plan.num_rows;
+  auto mark = [&](Phase p) { phase_at[static_cast<int>(p)] = b.launches.size(); };
+  auto round = [&](bool bwd, int r) {
+    return rec.Program(bwd, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]);
+  };
+  mark(Phase::kBeforeRounds);
+  CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kBeforeRounds, 0, n));
+  mark(Phase::kRounds);
+  for (int r = 0; r < plan.num_rounds; ++r) CAVS_RETURN_IF_ERROR(round(false, r));
+  mark(Phase::kAfterRounds);
+  CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kAfterRounds, 0, n));
+  rec.Loss();
+  mark(Phase::kBackward);
+  if (backward) {
+    CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kBeforeRounds, 0, n));
+    for (int r = plan.num_rounds - 1; r >= 0; --r) CAVS_RETURN_IF_ERROR(round(true, r));
+    CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kAfterRounds, 0, n));
+  }
+  mark(Phase::kWeightGrad);
+  if (backward) CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kWeightGrad, 0, n));
+  mark(Phase::kEnd);
+  return absl::OkStatus();
+}
+
+// Copies predictions (and push 0's rows, if kept) back per graph, in each graph's vertex order.
+// Returns the number of device read-backs.
+absl::StatusOr<int64_t> ReadOutputs(core::Backend& backend, const vertex::Function& f,
+                                    const Compiled& c, const Plan& plan, const Batch& b,
+                                    size_t num_graphs, bool keep_outputs, RunResult* result) {
+  const int64_t n = plan.num_rows;
+  int64_t syncs = 0;
+  std::vector<int32_t> pred(n);
+  CAVS_RETURN_IF_ERROR(backend.CopyToHost(pred.data(), b.pred, n * 4));
+  ++syncs;
+  const int push0 = f.pushes()[0];
+  const int64_t classes = f.forward().nodes[push0].width;
+  std::vector<float> out;
+  if (keep_outputs) {
+    const View v = c.fwd.views[push0];
+    std::vector<float> all(n * v.ld);
+    CAVS_RETURN_IF_ERROR(backend.CopyToHost(all.data(), b.buffer_base[v.buffer], n * v.ld * 4));
+    ++syncs;
+    out.resize(n * classes);
+    for (int64_t r = 0; r < n; ++r) {
+      std::memcpy(out.data() + r * classes, all.data() + r * v.ld + v.col, classes * 4);
+    }
+  }
+  for (size_t gi = 0; gi < num_graphs; ++gi) {
+    result->predictions.emplace_back();
+    if (keep_outputs) result->outputs.emplace_back();
+    for (int64_t u = plan.graph_offsets[gi]; u < plan.graph_offsets[gi + 1]; ++u) {
+      const int64_t row = plan.row_of_uid[u];
+      result->predictions.back().push_back(pred[row]);
+      if (keep_outputs) {
+        result->outputs.back().insert(result->outputs.back().end(), out.begin() + row * classes,
+                                      out.begin() + (row + 1) * classes);
+      }
+    }
+  }
+  return syncs;
+}
+
 }  // namespace
 
 int Engine::ForwardLaunchesPerRound() const {
@@ -630,78 +613,35 @@ absl::StatusOr<RunResult> Engine::Execute(const std::vector<Graph>& graphs,
   const Compiled& c = *compiled_;
   const core::Device dev = options_.device;
   const int64_t n = plan.num_rows;
-  // Arena: every buffer the batch needs, [n, width] each, 16-float aligned.
-  std::vector<int64_t> offsets(c.buffers.size(), -1);
-  int64_t floats = 0;
-  for (size_t i = 0; i < c.buffers.size(); ++i) {
-    if (c.buffers[i].backward_only && !options.backward) continue;
-    if (c.buffers[i].features) continue;
-    offsets[i] = floats;
-    floats += (n * c.buffers[i].width + 15) / 16 * 16;
-  }
-  const int64_t stats_at = floats;
-  floats += 16;
-  CAVS_ASSIGN_OR_RETURN(
-      core::Tensor arena,
-      core::Tensor::Empty(core::Shape({std::max<int64_t>(floats, 1)}), core::DType::kFloat32, dev));
-  // Upload region: ints | features | fused programs.
-  const int64_t instr_count = CountInstrs(c, n, plan.num_rounds, options.backward);
-  const int64_t ints_bytes = static_cast<int64_t>(plan.ints.size() + n) * 4;  // + pred
-  const int64_t feat_at = (ints_bytes + 63) / 64 * 64;
-  const int64_t instr_at =
-      (feat_at + static_cast<int64_t>(plan.features.size()) * 4 + 63) / 64 * 64;
-  const int64_t upload_bytes = instr_at + instr_count * static_cast<int64_t>(sizeof(ops::EwInstr));
+  const Layout l = LayOut(c, plan, options.backward);
+  CAVS_ASSIGN_OR_RETURN(core::Tensor arena, core::Tensor::Empty(core::Shape({l.arena_floats}),
+                                                                core::DType::kFloat32, dev));
   CAVS_ASSIGN_OR_RETURN(
       core::Tensor upload,
-      core::Tensor::Empty(core::Shape({(upload_bytes + 3) / 4}), core::DType::kFloat32, dev));
+      core::Tensor::Empty(core::Shape({(l.upload_bytes + 3) / 4}), core::DType::kFloat32, dev));
   char* up = static_cast<char*>(upload.raw_data());
   Batch b;
   b.plan = &plan;
   b.options = &options;
   b.ints = reinterpret_cast<const int32_t*>(up);
   b.pred = reinterpret_cast<int32_t*>(up) + plan.ints.size();
-  b.dev_instrs = reinterpret_cast<const ops::EwInstr*>(up + instr_at);
-  b.instrs.reserve(instr_count);
-  b.stats = arena.data<float>() + stats_at;
+  b.dev_instrs = reinterpret_cast<const ops::EwInstr*>(up + l.instr_at);
+  b.instrs.reserve(l.instr_count);
+  b.stats = arena.data<float>() + l.stats_at;
   b.buffer_base.assign(c.buffers.size(), nullptr);
   for (size_t i = 0; i < c.buffers.size(); ++i) {
-    if (c.buffers[i].features) b.buffer_base[i] = reinterpret_cast<float*>(up + feat_at);
-    if (offsets[i] >= 0) b.buffer_base[i] = arena.data<float>() + offsets[i];
+    if (c.buffers[i].features) b.buffer_base[i] = reinterpret_cast<float*>(up + l.feat_at);
+    if (l.offsets[i] >= 0) b.buffer_base[i] = arena.data<float>() + l.offsets[i];
   }
-  b.fwd_support = Supports(*f_, f_->forward(), plan, nullptr);
+  b.fwd_support = Supports(f_->forward(), plan, nullptr);
   if (options.backward) {
-    b.bwd_support = Supports(*f_, f_->backward(), plan, &b.fwd_support);
-    b.bwd_need = Needs(*f_, plan, b.fwd_support);
+    b.bwd_support = Supports(f_->backward(), plan, &b.fwd_support);
+    b.bwd_need = Needs(*f_, plan);
   }
-  // Record the whole schedule; phase_at[p] is the first launch of phase p.
   std::array<size_t, kNumPhases> phase_at{};
-  auto mark = [&](Phase p) { phase_at[static_cast<int>(p)] = b.launches.size(); };
   Recorder rec(*f_, c, *store_, *kernels_, b);
-  mark(Phase::kBeforeRounds);
-  CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kBeforeRounds, 0, n));
-  mark(Phase::kRounds);
-  for (int r = 0; r < plan.num_rounds; ++r) {
-    CAVS_RETURN_IF_ERROR(
-        rec.Program(false, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]));
-  }
-  mark(Phase::kAfterRounds);
-  CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kAfterRounds, 0, n));
-  rec.Loss();
-  mark(Phase::kBackward);
-  if (options.backward) {
-    CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kBeforeRounds, 0, n));
-    for (int r = plan.num_rounds - 1; r >= 0; --r) {
-      CAVS_RETURN_IF_ERROR(
-          rec.Program(true, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]));
-    }
-    CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kAfterRounds, 0, n));
-  }
-  mark(Phase::kWeightGrad);
-  if (options.backward) {
-    CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kWeightGrad, 0, n));
-  }
-  mark(Phase::kEnd);
-  CAVS_CHECK(static_cast<int64_t>(b.instrs.size()) == instr_count, "fused program size");
+  CAVS_RETURN_IF_ERROR(RecordSchedule(rec, plan, options.backward, phase_at, b));
+  CAVS_CHECK(static_cast<int64_t>(b.instrs.size()) == l.instr_count, "fused program size");
   const double t_plan = Seconds();
   PhaseTimer* timer = options_.phase_timer;
   if (timer != nullptr) timer->Begin(Phase::kUpload);
@@ -710,61 +650,35 @@ absl::StatusOr<RunResult> Engine::Execute(const std::vector<Graph>& graphs,
   CAVS_ASSIGN_OR_RETURN(core::Backend * backend, core::GetBackend(dev));
   const std::array<std::pair<const void*, int64_t>, 3> parts = {{
       {plan.ints.data(), 0},
-      {plan.features.data(), feat_at},
-      {b.instrs.data(), instr_at},
+      {plan.features.data(), l.feat_at},
+      {b.instrs.data(), l.instr_at},
   }};
   const std::array<int64_t, 3> sizes = {static_cast<int64_t>(plan.ints.size()) * 4,
                                         static_cast<int64_t>(plan.features.size()) * 4,
-                                        instr_count * static_cast<int64_t>(sizeof(ops::EwInstr))};
-  CAVS_ASSIGN_OR_RETURN(char* staging, Stage(*backend, upload_bytes, parts, sizes, &staging_));
-  CAVS_RETURN_IF_ERROR(backend->CopyFromHost(up, staging, upload_bytes));
+                                        l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr))};
+  CAVS_ASSIGN_OR_RETURN(char* staging, Stage(*backend, l.upload_bytes, parts, sizes, &staging_));
+  CAVS_RETURN_IF_ERROR(backend->CopyFromHost(up, staging, l.upload_bytes));
   for (size_t i = 0; i < c.buffers.size(); ++i) {
-    if (offsets[i] >= 0 && c.buffers[i].zero) {
+    if (l.offsets[i] >= 0 && c.buffers[i].zero) {
       CAVS_RETURN_IF_ERROR(kernels_->Fill(b.buffer_base[i], n * c.buffers[i].width, 0.0f));
     }
   }
   CAVS_RETURN_IF_ERROR(kernels_->Fill(b.stats, 2, 0.0f));
   CAVS_RETURN_IF_ERROR(Replay(b.launches, phase_at, timer));
   const double t_queued = Seconds();
-  // Results. Each read-back below waits for the device.
-  int64_t syncs = 0;
+  // Results. Each read-back waits for the device.
   RunResult result;
   float stats[2] = {0, 0};
   CAVS_RETURN_IF_ERROR(backend->CopyToHost(stats, b.stats, sizeof(stats)));
-  ++syncs;
+  int64_t syncs = 1;
   result.loss_sum = stats[0];
   result.correct = static_cast<int64_t>(stats[1] + 0.5f);
   result.labelled = plan.labelled;
   result.vertices = n;
   if (!f_->pushes().empty()) {
-    std::vector<int32_t> pred(n);
-    CAVS_RETURN_IF_ERROR(backend->CopyToHost(pred.data(), b.pred, n * 4));
-    ++syncs;
-    std::vector<float> out;
-    const int push0 = f_->pushes()[0];
-    const int64_t classes = f_->forward().nodes[push0].width;
-    if (options.keep_outputs) {
-      const View v = c.fwd.views[push0];
-      std::vector<float> all(n * v.ld);
-      CAVS_RETURN_IF_ERROR(backend->CopyToHost(all.data(), b.buffer_base[v.buffer], n * v.ld * 4));
-      ++syncs;
-      out.resize(n * classes);
-      for (int64_t r = 0; r < n; ++r) {
-        std::memcpy(out.data() + r * classes, all.data() + r * v.ld + v.col, classes * 4);
-      }
-    }
-    for (size_t gi = 0; gi < graphs.size(); ++gi) {
-      result.predictions.emplace_back();
-      if (options.keep_outputs) result.outputs.emplace_back();
-      for (int64_t u = plan.graph_offsets[gi]; u < plan.graph_offsets[gi + 1]; ++u) {
-        const int64_t row = plan.row_of_uid[u];
-        result.predictions.back().push_back(pred[row]);
-        if (options.keep_outputs) {
-          result.outputs.back().insert(result.outputs.back().end(), out.begin() + row * classes,
-                                       out.begin() + (row + 1) * classes);
-        }
-      }
-    }
+    CAVS_ASSIGN_OR_RETURN(const int64_t more, ReadOutputs(*backend, *f_, c, plan, b, graphs.size(),
+                                                          options.keep_outputs, &result));
+    syncs += more;
   }
   if (b.embed_rows.defined() && !plan.unique_tokens.empty()) {
     core::Parameter* table = store_->Find(b.embed_table);
@@ -784,8 +698,8 @@ absl::StatusOr<RunResult> Engine::Execute(const std::vector<Graph>& graphs,
   stats_.queue_seconds = t_queued - t_plan;
   stats_.run_seconds = Seconds() - t0;
   stats_.commands = static_cast<int64_t>(b.launches.size());
-  stats_.arena_bytes = floats * 4;
-  stats_.upload_bytes = upload_bytes;
+  stats_.arena_bytes = l.arena_floats * 4;
+  stats_.upload_bytes = l.upload_bytes;
   stats_.host_syncs = dev.type == core::DeviceType::kCpu ? 0 : syncs;
   return result;
 }
