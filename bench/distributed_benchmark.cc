@@ -12,6 +12,10 @@
 // prints one row per strategy: mean step time and its phases, trees/s over all ranks, bytes
 // sent per step (StepStats, mean over ranks and the busiest rank) and units.
 //
+// Open MPI's collective algorithms matter more than the strategy on one machine (RESULTS.md):
+// the binary uses whatever the environment says (cavs-train sets few-round ones by default;
+// here set OMPI_MCA_coll_libnbc_ireduce_algorithm=2 and ..._iallreduce_algorithm=4 to match).
+//
 // Data: the SST train trees at --data (default $CAVS_BENCH_SST, else ../shared/data/sst next
 // to the source tree, else the bundled synthetic treebank). The model's vocabulary is 21,701
 // (SST's) whatever the data's.

@@ -1,5 +1,6 @@
 // Trainer under mpirun: the communicator, the strategy and the gradient synchronizer; one
 // distributed epoch and step; sums over ranks. See trainer.h for the scheme.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
