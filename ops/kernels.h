@@ -67,6 +67,18 @@ struct EwInstr {
 
 enum class ReduceOp : uint8_t { kSum, kMean, kMax };
 
+// One copy of a multi-copy gather or scatter-add (GatherRowsMulti, ScatterAddRowsMulti): the
+// arguments of one GatherRows or ScatterAddRows call, all copies over the same m rows.
+struct RowCopy {
+  const float* src = nullptr;
+  int64_t src_ld = 0;
+  const int32_t* idx = nullptr;
+  int64_t w = 0;
+  float* dst = nullptr;
+  int64_t dst_ld = 0;
+};
+inline constexpr int kMaxRowCopies = 8;
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -94,6 +106,28 @@ class Kernels {
   [[nodiscard]] virtual absl::Status ScatterAddRows(const float* src, int64_t src_ld,
                                                     const int32_t* idx, int64_t m, int64_t w,
                                                     float* dst, int64_t dst_ld, bool unique) = 0;
+
+  // Several GatherRows over the same m rows, as one launch where the device can (a round's
+  // gathers of every child slot and field). REQUIRES: 0 < count <= kMaxRowCopies.
+  [[nodiscard]] virtual absl::Status GatherRowsMulti(const RowCopy* copies, int count, int64_t m) {
+    for (int i = 0; i < count; ++i) {
+      const RowCopy& c = copies[i];
+      absl::Status s = GatherRows(c.src, c.src_ld, c.idx, m, c.w, c.dst, c.dst_ld);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  // Several ScatterAddRows over the same m rows, as one launch where the device can.
+  // `unique`: no destination element is written twice, across all the copies together.
+  [[nodiscard]] virtual absl::Status ScatterAddRowsMulti(const RowCopy* copies, int count,
+                                                         int64_t m, bool unique) {
+    for (int i = 0; i < count; ++i) {
+      const RowCopy& c = copies[i];
+      absl::Status s = ScatterAddRows(c.src, c.src_ld, c.idx, m, c.w, c.dst, c.dst_ld, unique);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
 
   // dst: [m, w] row i = reduce over j in [offsets[i], offsets[i+1]) of src row ids[j]
   // (zeros for an empty segment). kMax writes the winning ids[j] per element into argmax

@@ -84,6 +84,14 @@ class Recorder {
 
   void Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
              int64_t r1);
+  // The copy a forward Gather or a backward GatherGrad makes over rows [r0, ...).
+  ops::RowCopy GatherCopy(const ProgramSchedule& s, int id, int64_t r0) const;
+  ops::RowCopy GatherGradCopy(const vertex::Program& p, const ProgramSchedule& s, int id,
+                              int64_t r0) const;
+  // Records steps[i..] that are Gathers (or GatherGrads) as one multi-copy launch; returns
+  // the index of the first step it did not take.
+  size_t Coalesced(const vertex::Program& p, const ProgramSchedule& s,
+                   const std::vector<Step>& steps, size_t i, int64_t r0, int64_t r1);
   void EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0);
   absl::Status Single(bool backward, const vertex::Program& p, const ProgramSchedule& s, int id,
                       int64_t r0, int64_t r1);
@@ -245,15 +253,6 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
           [=]() { return k->GatherRows(table, n.width, tok, m, n.width, dst, ld); });
       return absl::OkStatus();
     }
-    case OpKind::kGather: {
-      const int fi = FieldIndex(n.field);
-      const int src_node = f_.scatter()[fi].node;
-      const float* src = Ptr(c_.fwd, src_node, 0);
-      const int64_t sld = Ld(c_.fwd, src_node);
-      const int32_t* idx = Ints(b_.plan->child_rows[n.index]) + r0;
-      b_.launches.push_back([=]() { return k->GatherRows(src, sld, idx, m, n.width, dst, ld); });
-      return absl::OkStatus();
-    }
     case OpKind::kGatherReduce: {
       const int src_node = f_.scatter()[FieldIndex(n.field)].node;
       const float* src = Ptr(c_.fwd, src_node, 0);
@@ -295,14 +294,6 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
   const int64_t dld = Ld(s, dy_node);
   const int64_t w = p.nodes[dy_node].width;
   switch (n.kind) {
-    case OpKind::kGatherGrad: {
-      float* acc = b_.buffer_base[c_.field_grad[FieldIndex(n.field)]];
-      const int32_t* idx = Ints(b_.plan->child_rows[n.index]) + r0;
-      const bool unique = b_.plan->unique_parents;
-      b_.launches.push_back(
-          [=]() { return k->ScatterAddRows(dy, dld, idx, m, w, acc, w, unique); });
-      return absl::OkStatus();
-    }
     case OpKind::kGatherReduceGrad: {
       float* acc = b_.buffer_base[c_.field_grad[FieldIndex(n.field)]];
       const int32_t* off = Ints(b_.plan->reduce_offsets) + r0;
@@ -375,16 +366,76 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
   }
 }
 
+ops::RowCopy Recorder::GatherCopy(const ProgramSchedule& s, int id, int64_t r0) const {
+  const Node& n = f_.forward().nodes[id];
+  const int src_node = f_.scatter()[FieldIndex(n.field)].node;
+  return {Ptr(c_.fwd, src_node, 0),
+          Ld(c_.fwd, src_node),
+          Ints(b_.plan->child_rows[n.index]) + r0,
+          n.width,
+          Ptr(s, id, r0),
+          Ld(s, id)};
+}
+
+ops::RowCopy Recorder::GatherGradCopy(const vertex::Program& p, const ProgramSchedule& s, int id,
+                                      int64_t r0) const {
+  const Node& n = p.nodes[id];
+  const int dy_node = n.inputs.back();
+  const int64_t w = p.nodes[dy_node].width;
+  return {Ptr(s, dy_node, r0),
+          Ld(s, dy_node),
+          Ints(b_.plan->child_rows[n.index]) + r0,
+          w,
+          b_.buffer_base[c_.field_grad[FieldIndex(n.field)]],
+          w};
+}
+
+// Multi-copy kinds: a forward Gather, or a backward GatherGrad.
+bool IsCopyStep(const vertex::Program& p, const Step& st, OpKind kind) {
+  return !st.fused && p.nodes[st.nodes[0]].kind == kind;
+}
+
+size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
+                           const std::vector<Step>& steps, size_t i, int64_t r0, int64_t r1) {
+  const OpKind kind = p.nodes[steps[i].nodes[0]].kind;
+  std::vector<ops::RowCopy> copies;
+  for (; i < steps.size() && IsCopyStep(p, steps[i], kind) &&
+         copies.size() < static_cast<size_t>(ops::kMaxRowCopies);
+       ++i) {
+    const int id = steps[i].nodes[0];
+    copies.push_back(kind == OpKind::kGather ? GatherCopy(s, id, r0)
+                                             : GatherGradCopy(p, s, id, r0));
+  }
+  ops::Kernels* k = &k_;
+  const int64_t m = r1 - r0;
+  const bool unique = b_.plan->unique_parents;
+  const int count = static_cast<int>(copies.size());
+  if (kind == OpKind::kGather) {
+    b_.launches.push_back([=]() { return k->GatherRowsMulti(copies.data(), count, m); });
+  } else {
+    b_.launches.push_back(
+        [=]() { return k->ScatterAddRowsMulti(copies.data(), count, m, unique); });
+  }
+  return i;
+}
+
 absl::Status Recorder::Program(bool backward, OpClass cls, int64_t r0, int64_t r1) {
   const vertex::Program& p = backward ? f_.backward() : f_.forward();
   const ProgramSchedule& s = backward ? c_.bwd : c_.fwd;
   if (r1 <= r0) return absl::OkStatus();
-  for (const Step& st : s.steps[static_cast<int>(cls)]) {
+  const std::vector<Step>& steps = s.steps[static_cast<int>(cls)];
+  for (size_t i = 0; i < steps.size();) {
+    const Step& st = steps[i];
+    if (IsCopyStep(p, st, OpKind::kGather) || IsCopyStep(p, st, OpKind::kGatherGrad)) {
+      i = Coalesced(p, s, steps, i, r0, r1);
+      continue;
+    }
     if (st.fused) {
       Fused(p, s, st, r0, r1);
     } else {
       CAVS_RETURN_IF_ERROR(Single(backward, p, s, st.nodes[0], r0, r1));
     }
+    ++i;
   }
   return absl::OkStatus();
 }
@@ -467,8 +518,22 @@ absl::Status Replay(const std::vector<std::function<absl::Status()>>& launches,
   return absl::OkStatus();
 }
 
-int CountLaunches(const ProgramSchedule& s, OpClass cls) {
-  return static_cast<int>(s.steps[static_cast<int>(cls)].size());
+// Launches per call of a class's steps: runs of Gathers (GatherGrads) share one launch per
+// kMaxRowCopies, as Recorder::Program records them.
+int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cls) {
+  const std::vector<Step>& steps = s.steps[static_cast<int>(cls)];
+  int launches = 0;
+  for (size_t i = 0; i < steps.size();) {
+    for (OpKind kind : {OpKind::kGather, OpKind::kGatherGrad}) {
+      if (!IsCopyStep(p, steps[i], kind)) continue;
+      size_t j = i;
+      while (j < steps.size() && IsCopyStep(p, steps[j], kind) && j - i < ops::kMaxRowCopies) ++j;
+      i = j - 1;
+    }
+    ++launches;
+    ++i;
+  }
+  return launches;
 }
 
 // Total fused instructions the batch records (sizes the upload before recording).
@@ -580,10 +645,10 @@ absl::StatusOr<int64_t> ReadOutputs(core::Backend& backend, const vertex::Functi
 }  // namespace
 
 int Engine::ForwardLaunchesPerRound() const {
-  return CountLaunches(compiled_->fwd, OpClass::kInRounds);
+  return CountLaunches(f_->forward(), compiled_->fwd, OpClass::kInRounds);
 }
 int Engine::BackwardLaunchesPerRound() const {
-  return CountLaunches(compiled_->bwd, OpClass::kInRounds);
+  return CountLaunches(f_->backward(), compiled_->bwd, OpClass::kInRounds);
 }
 
 absl::StatusOr<Plan> Engine::PlanBatch(const std::vector<Graph>& graphs) const {

@@ -1,5 +1,7 @@
 #include "scheduler/engine_compile.h"
 
+#include <algorithm>
+
 #include "core/status.h"
 
 namespace cavs::scheduler::internal {
@@ -147,6 +149,24 @@ std::vector<Step> CutSteps(const vertex::Program& p, const ProgramSchedule& s, O
   return steps;
 }
 
+// Within each run of single steps, gathers (leaves: nothing to wait for) go first and
+// gradient sends to children (sinks: nothing waits for them) go last, so that each kind forms
+// one run that the engine launches as one multi-copy kernel.
+void GroupCopies(const vertex::Program& p, std::vector<Step>& steps) {
+  auto rank = [&](const Step& st) {
+    if (st.fused) return 1;
+    const OpKind k = p.nodes[st.nodes[0]].kind;
+    return k == OpKind::kGather ? 0 : k == OpKind::kGatherGrad ? 2 : 1;
+  };
+  for (size_t i = 0; i < steps.size();) {
+    size_t j = i;
+    while (j < steps.size() && !steps[j].fused) ++j;
+    std::stable_sort(steps.begin() + i, steps.begin() + j,
+                     [&](const Step& a, const Step& b) { return rank(a) < rank(b); });
+    i = j + 1;
+  }
+}
+
 }  // namespace
 
 Compiled Compile(const vertex::Function& f) {
@@ -171,6 +191,8 @@ Compiled Compile(const vertex::Function& f) {
   for (int cls = 0; cls < 5; ++cls) {
     c.fwd.steps[cls] = CutSteps(fp, c.fwd, static_cast<OpClass>(cls));
     c.bwd.steps[cls] = CutSteps(bp, c.bwd, static_cast<OpClass>(cls));
+    GroupCopies(fp, c.fwd.steps[cls]);
+    GroupCopies(bp, c.bwd.steps[cls]);
   }
   return c;
 }

@@ -195,6 +195,71 @@ cudaError_t LaunchScatterAddRows(cudaStream_t stream, const float* src, int64_t 
   return cudaGetLastError();
 }
 
+namespace {
+
+struct RowCopies {
+  RowCopy c[kMaxRowCopies];
+};
+
+// Block (32, 8): x over a row's columns, y over rows; grid.y is the copy.
+__global__ void GatherMultiKernel(RowCopies copies, int64_t m) {
+  const RowCopy& c = copies.c[blockIdx.y];
+  CAVS_FOR_EACH_ROW(i, m) {
+    const int32_t j = c.idx[i];
+    float* d = c.dst + i * c.dst_ld;
+    for (int64_t k = threadIdx.x; k < c.w; k += blockDim.x) {
+      d[k] = j < 0 ? 0.0f : c.src[static_cast<int64_t>(j) * c.src_ld + k];
+    }
+  }
+}
+
+template <bool kAtomic>
+__global__ void ScatterAddMultiKernel(RowCopies copies, int64_t m) {
+  const RowCopy& c = copies.c[blockIdx.y];
+  CAVS_FOR_EACH_ROW(i, m) {
+    const int32_t j = c.idx[i];
+    if (j < 0) continue;
+    const float* s = c.src + i * c.src_ld;
+    float* d = c.dst + static_cast<int64_t>(j) * c.dst_ld;
+    for (int64_t k = threadIdx.x; k < c.w; k += blockDim.x) {
+      if (kAtomic) {
+        atomicAdd(&d[k], s[k]);
+      } else {
+        d[k] += s[k];
+      }
+    }
+  }
+}
+
+dim3 MultiGrid(int64_t m, int count) {
+  const int64_t blocks = std::min<int64_t>((m + 7) / 8, int64_t{1} << 16);
+  return dim3(static_cast<unsigned>(std::max<int64_t>(blocks, 1)), static_cast<unsigned>(count));
+}
+
+}  // namespace
+
+cudaError_t LaunchGatherRowsMulti(cudaStream_t stream, const RowCopy* copies, int count,
+                                  int64_t m) {
+  if (m <= 0 || count <= 0) return cudaSuccess;
+  RowCopies arg;
+  for (int i = 0; i < count; ++i) arg.c[i] = copies[i];
+  GatherMultiKernel<<<MultiGrid(m, count), dim3(32, 8), 0, stream>>>(arg, m);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchScatterAddRowsMulti(cudaStream_t stream, const RowCopy* copies, int count,
+                                      int64_t m, bool unique) {
+  if (m <= 0 || count <= 0) return cudaSuccess;
+  RowCopies arg;
+  for (int i = 0; i < count; ++i) arg.c[i] = copies[i];
+  if (unique) {
+    ScatterAddMultiKernel<false><<<MultiGrid(m, count), dim3(32, 8), 0, stream>>>(arg, m);
+  } else {
+    ScatterAddMultiKernel<true><<<MultiGrid(m, count), dim3(32, 8), 0, stream>>>(arg, m);
+  }
+  return cudaGetLastError();
+}
+
 cudaError_t LaunchSegmentReduce(cudaStream_t stream, ReduceOp op, const float* src, int64_t src_ld,
                                 const int32_t* offsets, const int32_t* ids, int64_t m, int64_t w,
                                 float* dst, int64_t dst_ld, int32_t* argmax) {

@@ -22,6 +22,12 @@ cudaError_t LaunchScatterAddRows(cudaStream_t stream, const float* src, int64_t 
                                  const int32_t* idx, int64_t m, int64_t w, float* dst,
                                  int64_t dst_ld, bool unique);
 
+// Up to kMaxRowCopies gathers / scatter-adds over the same m rows in one launch (blockIdx.y
+// picks the copy).
+cudaError_t LaunchGatherRowsMulti(cudaStream_t stream, const RowCopy* copies, int count, int64_t m);
+cudaError_t LaunchScatterAddRowsMulti(cudaStream_t stream, const RowCopy* copies, int count,
+                                      int64_t m, bool unique);
+
 // argmax may be null (kMax then records no winners).
 cudaError_t LaunchSegmentReduce(cudaStream_t stream, ReduceOp op, const float* src, int64_t src_ld,
                                 const int32_t* offsets, const int32_t* ids, int64_t m, int64_t w,

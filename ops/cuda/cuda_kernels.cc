@@ -97,6 +97,35 @@ absl::Status CudaKernels::GatherRows(const float* src, int64_t src_ld, const int
   return absl::OkStatus();
 }
 
+absl::Status CudaKernels::GatherRowsMulti(const RowCopy* copies, int count, int64_t m) {
+  if (count <= 0 || count > kMaxRowCopies) {
+    return absl::InvalidArgumentError(absl::StrCat("GatherRowsMulti: ", count, " copies"));
+  }
+  for (int i = 0; i < count; ++i) {
+    const RowCopy& c = copies[i];
+    CAVS_RETURN_IF_ERROR(CheckArgs("GatherRowsMulti", m, c.w, {c.src, c.idx, c.dst}));
+  }
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchGatherRowsMulti(stream(), copies, count, m));
+  return absl::OkStatus();
+}
+
+absl::Status CudaKernels::ScatterAddRowsMulti(const RowCopy* copies, int count, int64_t m,
+                                              bool unique) {
+  if (count <= 0 || count > kMaxRowCopies) {
+    return absl::InvalidArgumentError(absl::StrCat("ScatterAddRowsMulti: ", count, " copies"));
+  }
+  for (int i = 0; i < count; ++i) {
+    const RowCopy& c = copies[i];
+    CAVS_RETURN_IF_ERROR(CheckArgs("ScatterAddRowsMulti", m, c.w, {c.src, c.idx, c.dst}));
+  }
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchScatterAddRowsMulti(stream(), copies, count, m, unique));
+  return absl::OkStatus();
+}
+
 absl::Status CudaKernels::ScatterAddRows(const float* src, int64_t src_ld, const int32_t* idx,
                                          int64_t m, int64_t w, float* dst, int64_t dst_ld,
                                          bool unique) {

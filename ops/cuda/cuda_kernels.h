@@ -43,6 +43,9 @@ class CudaKernels final : public Kernels {
                            int64_t rows) override;
   absl::Status GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
                           int64_t w, float* dst, int64_t dst_ld) override;
+  absl::Status GatherRowsMulti(const RowCopy* copies, int count, int64_t m) override;
+  absl::Status ScatterAddRowsMulti(const RowCopy* copies, int count, int64_t m,
+                                   bool unique) override;
   absl::Status ScatterAddRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
                               int64_t w, float* dst, int64_t dst_ld, bool unique) override;
   absl::Status SegmentReduce(ReduceOp op, const float* src, int64_t src_ld, const int32_t* offsets,

@@ -237,6 +237,42 @@ TEST_P(KernelsEquivalenceTest, ScatterAddRows) {
   }
 }
 
+// Several gathers and scatter-adds in one call, with different widths, strides and sources.
+TEST_P(KernelsEquivalenceTest, RowCopiesMulti) {
+  const int64_t m = 900, src_rows = 500;
+  const std::vector<int64_t> widths = {150, 150, 37, 4};
+  std::vector<std::vector<float>> srcs, dsts;
+  std::vector<std::vector<int32_t>> idxs;
+  std::vector<Tensor> dsrc, didx, ddst;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    srcs.push_back(RandomFloats(src_rows * (widths[i] + 3), 40 + i));
+    idxs.push_back(RandomInts(m, 50 + i, -1, static_cast<int32_t>(src_rows - 1)));
+    dsts.push_back(RandomFloats(m * widths[i], 60 + i));
+    dsrc.push_back(Up(srcs[i]));
+    didx.push_back(Up(idxs[i]));
+    ddst.push_back(Up(dsts[i]));
+  }
+  std::vector<RowCopy> cpu(widths.size()), dev(widths.size());
+  for (size_t i = 0; i < widths.size(); ++i) {
+    cpu[i] = {srcs[i].data(), widths[i] + 3, idxs[i].data(), widths[i], dsts[i].data(), widths[i]};
+    dev[i] = {F(dsrc[i]), widths[i] + 3, I(didx[i]), widths[i], F(ddst[i]), widths[i]};
+  }
+  const int n = static_cast<int>(widths.size());
+  ASSERT_TRUE(cpu_->GatherRowsMulti(cpu.data(), n, m).ok());
+  ASSERT_TRUE(dev_->GatherRowsMulti(dev.data(), n, m).ok());
+  for (size_t i = 0; i < widths.size(); ++i) EXPECT_EQ(Down<float>(ddst[i]), dsts[i]) << i;
+  // Scatter back: rows i -> idx[i] (duplicates: the atomic path).
+  for (size_t i = 0; i < widths.size(); ++i) {
+    cpu[i] = {dsts[i].data(), widths[i], idxs[i].data(), widths[i], srcs[i].data(), widths[i] + 3};
+    dev[i] = {F(ddst[i]), widths[i], I(didx[i]), widths[i], F(dsrc[i]), widths[i] + 3};
+  }
+  ASSERT_TRUE(cpu_->ScatterAddRowsMulti(cpu.data(), n, m, false).ok());
+  ASSERT_TRUE(dev_->ScatterAddRowsMulti(dev.data(), n, m, false).ok());
+  for (size_t i = 0; i < widths.size(); ++i) {
+    EXPECT_TRUE(AllClose(Down<float>(dsrc[i]), srcs[i], kReductionTol, 1e-5)) << i;
+  }
+}
+
 // Random segments (lengths 0..5, ids repeating across segments) over `src_rows` rows.
 void RandomSegments(int64_t m, int64_t src_rows, std::vector<int32_t>* offsets,
                     std::vector<int32_t>* ids) {
