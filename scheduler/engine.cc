@@ -43,7 +43,8 @@ struct Batch {
   int32_t* pred = nullptr;            // argmax per row
   core::Tensor embed_rows;            // [unique tokens, dim] gradient of the table
   std::string embed_table;
-  absl::flat_hash_map<int, int32_t*> argmax_of;  // forward GatherReduce(max) -> argmax
+  absl::flat_hash_map<int, int32_t*> argmax_of;      // forward GatherReduce(max) -> argmax
+  absl::flat_hash_map<std::string, int> sinks_left;  // parameter -> weight-gradient steps to go
   // Row intervals [lo, hi) outside which a node is known to be zero (support), and outside
   // which nobody reads its value (need, backward only). GEMMs run only where both hold.
   std::vector<Interval> fwd_support, bwd_support, bwd_need;
@@ -57,6 +58,11 @@ class Recorder {
 
   absl::Status Program(bool backward, OpClass cls, int64_t r0, int64_t r1);
   void Loss();
+  // Records weight-gradient steps over all rows and, where the caller asked and the device is
+  // the CPU, the "gradient ready" hook after each parameter's last one.
+  absl::Status WeightGrads(const std::vector<Step>& steps, int64_t n);
+  // Records the progress hook (CPU only, if the caller gave one).
+  void Progress();
 
  private:
   float* Ptr(const ProgramSchedule& s, int node, int64_t row) const {
@@ -419,6 +425,27 @@ size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
   return i;
 }
 
+absl::Status Recorder::WeightGrads(const std::vector<Step>& steps, int64_t n) {
+  if (n == 0) return absl::OkStatus();
+  const vertex::Program& p = f_.backward();
+  const bool hooks = b_.options->on_gradient_ready && k_.device().is_cpu();
+  for (const Step& st : steps) {
+    CAVS_RETURN_IF_ERROR(Single(true, p, c_.bwd, st.nodes[0], 0, n));
+    const Node& sink = p.nodes[st.nodes[0]];
+    if (!hooks || sink.kind == OpKind::kEmbedGrad || --b_.sinks_left[sink.name] > 0) continue;
+    const RunOptions* o = b_.options;
+    const std::string name = sink.name;
+    b_.launches.push_back([o, name]() { return o->on_gradient_ready(name); });
+  }
+  return absl::OkStatus();
+}
+
+void Recorder::Progress() {
+  if (!b_.options->on_progress || !k_.device().is_cpu()) return;
+  const RunOptions* o = b_.options;
+  b_.launches.push_back([o]() { return o->on_progress(); });
+}
+
 absl::Status Recorder::Program(bool backward, OpClass cls, int64_t r0, int64_t r1) {
   const vertex::Program& p = backward ? f_.backward() : f_.forward();
   const ProgramSchedule& s = backward ? c_.bwd : c_.fwd;
@@ -578,9 +605,17 @@ Layout LayOut(const Compiled& c, const Plan& plan, bool backward) {
 }
 
 // Records the whole schedule; phase_at[p] is the index of phase p's first launch.
-absl::Status RecordSchedule(Recorder& rec, const Plan& plan, bool backward,
-                            std::array<size_t, kNumPhases>& phase_at, const Batch& b) {
+absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Compiled& c,
+                            const Plan& plan, bool backward,
+                            std::array<size_t, kNumPhases>& phase_at, Batch& b) {
   const int64_t n = plan.num_rows;
+  const std::vector<Step>& early = c.bwd.early_weight_grads;
+  const std::vector<Step>& late = c.bwd.steps[static_cast<int>(OpClass::kWeightGrad)];
+  if (n > 0) {  // with no rows no step is recorded, so no hook is either
+    for (const std::vector<Step>* list : {&early, &late}) {
+      for (const Step& st : *list) ++b.sinks_left[f.backward().nodes[st.nodes[0]].name];
+    }
+  }
   auto mark = [&](Phase p) { phase_at[static_cast<int>(p)] = b.launches.size(); };
   auto round = [&](bool bwd, int r) {
     return rec.Program(bwd, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]);
@@ -588,18 +623,27 @@ absl::Status RecordSchedule(Recorder& rec, const Plan& plan, bool backward,
   mark(Phase::kBeforeRounds);
   CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kBeforeRounds, 0, n));
   mark(Phase::kRounds);
-  for (int r = 0; r < plan.num_rounds; ++r) CAVS_RETURN_IF_ERROR(round(false, r));
+  for (int r = 0; r < plan.num_rounds; ++r) {
+    CAVS_RETURN_IF_ERROR(round(false, r));
+    rec.Progress();
+  }
   mark(Phase::kAfterRounds);
   CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kAfterRounds, 0, n));
   rec.Loss();
   mark(Phase::kBackward);
   if (backward) {
     CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kBeforeRounds, 0, n));
-    for (int r = plan.num_rounds - 1; r >= 0; --r) CAVS_RETURN_IF_ERROR(round(true, r));
+    // The output layer's weight gradients are final now: they run (and can be sent) before
+    // the backward rounds.
+    CAVS_RETURN_IF_ERROR(rec.WeightGrads(early, n));
+    for (int r = plan.num_rounds - 1; r >= 0; --r) {
+      CAVS_RETURN_IF_ERROR(round(true, r));
+      rec.Progress();
+    }
     CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kAfterRounds, 0, n));
   }
   mark(Phase::kWeightGrad);
-  if (backward) CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kWeightGrad, 0, n));
+  if (backward) CAVS_RETURN_IF_ERROR(rec.WeightGrads(late, n));
   mark(Phase::kEnd);
   return absl::OkStatus();
 }
@@ -705,7 +749,7 @@ absl::StatusOr<RunResult> Engine::Execute(const std::vector<Graph>& graphs,
   }
   std::array<size_t, kNumPhases> phase_at{};
   Recorder rec(*f_, c, *store_, *kernels_, b);
-  CAVS_RETURN_IF_ERROR(RecordSchedule(rec, plan, options.backward, phase_at, b));
+  CAVS_RETURN_IF_ERROR(RecordSchedule(rec, *f_, c, plan, options.backward, phase_at, b));
   CAVS_CHECK(static_cast<int64_t>(b.instrs.size()) == l.instr_count, "fused program size");
   const double t_plan = Seconds();
   PhaseTimer* timer = options_.phase_timer;
@@ -756,6 +800,9 @@ absl::StatusOr<RunResult> Engine::Execute(const std::vector<Graph>& graphs,
       CAVS_RETURN_IF_ERROR(store_->AccumulateSparseGrad(table, plan.unique_tokens, b.embed_rows));
       syncs += dev.type == core::DeviceType::kCpu ? 0 : 1;
     }
+  }
+  if (b.embed_rows.defined() && options.on_gradient_ready && dev.is_cpu()) {
+    CAVS_RETURN_IF_ERROR(options.on_gradient_ready(b.embed_table));
   }
   stats_.rounds = plan.num_rounds;
   stats_.rows = n;

@@ -167,6 +167,25 @@ void GroupCopies(const vertex::Program& p, std::vector<Step>& steps) {
   }
 }
 
+// Weight-gradient sinks whose inputs are final before the backward rounds (every input is a
+// before-rounds node: the output layer's gradient comes from d loss alone) run before the rounds,
+// so that the distributed trainer can send them while the rounds run. Embedding gradients stay
+// at the end (their rows are assembled after the batch).
+void SplitEarlyWeightGrads(const vertex::Program& p, ProgramSchedule& s) {
+  std::vector<Step>& late = s.steps[static_cast<int>(OpClass::kWeightGrad)];
+  std::vector<Step> rest;
+  for (Step& st : late) {
+    const Node& n = p.nodes[st.nodes[0]];
+    bool early = n.kind != OpKind::kEmbedGrad;
+    for (int in : n.inputs) {
+      const OpClass c = p.nodes[in].op_class;
+      early = early && (c == OpClass::kBeforeRounds || c == OpClass::kStatic);
+    }
+    (early ? s.early_weight_grads : rest).push_back(std::move(st));
+  }
+  late = std::move(rest);
+}
+
 }  // namespace
 
 Compiled Compile(const vertex::Function& f) {
@@ -194,6 +213,7 @@ Compiled Compile(const vertex::Function& f) {
     GroupCopies(fp, c.fwd.steps[cls]);
     GroupCopies(bp, c.bwd.steps[cls]);
   }
+  SplitEarlyWeightGrads(bp, c.bwd);
   return c;
 }
 

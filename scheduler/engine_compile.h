@@ -35,6 +35,9 @@ struct ProgramSchedule {
   std::vector<View> views;
   std::vector<char> no_op;                 // views of other nodes, leaves, free Concats
   std::array<std::vector<Step>, 5> steps;  // by vertex::OpClass
+  // Backward only: the weight-gradient steps whose inputs are all final before the backward
+  // rounds (the output layer's), moved out of steps[kWeightGrad] to run before the rounds.
+  std::vector<Step> early_weight_grads;
 };
 
 struct Compiled {

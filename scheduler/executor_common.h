@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -21,6 +23,14 @@ struct RunOptions {
   enum class Loss { kMean, kSum } loss = Loss::kMean;
   uint64_t dropout_seed = 0;  // per step: the same seed gives the same masks
   bool keep_outputs = false;  // return push 0's rows (tests, inference)
+  // Hooks for overlapping communication with backward (the distributed trainer). On the CPU,
+  // on_gradient_ready(name) runs as soon as the parameter's gradient for this batch is final —
+  // the output layer's before the backward rounds, the others as their lazy weight-gradient
+  // GEMMs finish, the embedding's at the end — and on_progress between backward rounds. On
+  // other devices the host does not wait for the device mid-batch, so neither is called and
+  // the caller treats every gradient as ready when Run returns. An error aborts the Run.
+  std::function<absl::Status(const std::string& name)> on_gradient_ready;
+  std::function<absl::Status()> on_progress;
 };
 
 struct RunResult {

@@ -189,15 +189,24 @@ absl::StatusOr<scheduler::RunResult> Trainer::DistributedStep(const std::vector<
     ro.loss = scheduler::RunOptions::Loss::kSum;
     ro.dropout_seed =
         core::HashName(absl::StrCat("dropout:", config_.seed, ":", step, ":", rank()));
-    CAVS_ASSIGN_OR_RETURN(r, engine_->Run(batch, ro));
+    // Overlap: the synchronizer starts each unit as soon as its gradients are final (on the
+    // CPU the output layer's before the backward rounds, the rest as their weight-gradient
+    // GEMMs finish) and drives the ones in flight between rounds.
+    ro.on_gradient_ready = [this](const std::string& name) {
+      return sync_->MarkReady(store_->Find(name));
+    };
+    ro.on_progress = [this]() { return sync_->Poll(); };
+    absl::StatusOr<scheduler::RunResult> run = engine_->Run(batch, ro);
+    if (!run.ok()) return Annotate(run.status(), step, config_.checkpoint_dir);
+    r = *std::move(run);
     rounds = engine_->stats().rounds;
     if (r.labelled != local) {
       return absl::InternalError(
           absl::StrCat("engine counted ", r.labelled, " labelled vertices, the trainer ", local));
     }
   }
-  // The engine computes every weight gradient at the end of backward, so they are all ready
-  // here: mark them latest-created first (backward's order), which starts the units in order.
+  // Whatever the engine did not report (all of them on a GPU, or on a rank without samples)
+  // is ready now: mark it latest-created first (backward's order; marking twice is a no-op).
   const auto& params = store_->parameters();
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
     if (absl::Status s = sync_->MarkReady(it->get()); !s.ok()) {

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "core/allocator.h"
@@ -216,6 +218,47 @@ TEST(EngineTest, BadBatchIsAnError) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("sample 1"), std::string::npos) << r.status();
   EXPECT_TRUE((*engine)->Run({}, RunOptions()).ok());  // an empty batch is fine
+}
+
+// The hooks the distributed trainer overlaps communication with: each parameter is reported
+// once, when its gradient is final; the output layer's before the backward rounds.
+TEST(EngineTest, GradientReadyHooks) {
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  core::ParameterStore store(3);
+  auto engine = Engine::Create(&*f, &store);
+  ASSERT_TRUE(engine.ok());
+  core::Rng rng(5);
+  const std::vector<Graph> gs = Trees(rng, 16, 10);
+  std::vector<std::string> events;
+  std::map<std::string, std::vector<float>> at_hook;
+  RunOptions o;
+  o.on_gradient_ready = [&](const std::string& name) {
+    events.push_back(name);
+    at_hook[name] = DenseGrad(*store.Find(name));
+    return absl::OkStatus();
+  };
+  o.on_progress = [&]() {
+    events.push_back("progress");
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(store.ZeroGrad().ok());
+  ASSERT_TRUE((*engine)->Run(gs, o).ok());
+  ASSERT_EQ(at_hook.size(), f->params().size());
+  for (const vertex::ParamInfo& p : f->params()) {
+    EXPECT_EQ(std::count(events.begin(), events.end(), p.name), 1) << p.name;
+    EXPECT_EQ(at_hook[p.name], DenseGrad(*store.Find(p.name))) << p.name << " changed after";
+  }
+  const auto last_progress = std::find(events.rbegin(), events.rend(), "progress").base();
+  for (const char* early : {"out_W", "out_b"}) {
+    EXPECT_LT(std::find(events.begin(), events.end(), early), last_progress) << early;
+  }
+  for (const char* late : {"U", "W", "embedding"}) {
+    EXPECT_GT(std::find(events.begin(), events.end(), late), last_progress) << late;
+  }
+  // An error from a hook aborts the run.
+  o.on_progress = []() { return absl::CancelledError("peer gone"); };
+  EXPECT_EQ((*engine)->Run(gs, o).status().code(), absl::StatusCode::kCancelled);
 }
 
 TEST(EngineTest, LaunchesPerRound) {
