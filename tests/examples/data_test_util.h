@@ -2,6 +2,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -22,7 +23,9 @@ inline std::string Msg(const absl::Status& status) { return std::string(status.m
 
 // Writes `text` to a file named `name` in the test's temporary folder; returns its path.
 inline std::string WriteTemp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
+  // Per process: ctest runs each test in its own process, in parallel, and several tests
+  // write files of the same name.
+  const std::string path = ::testing::TempDir() + "cavs_" + std::to_string(getpid()) + "_" + name;
   std::FILE* f = std::fopen(path.c_str(), "wb");
   EXPECT_NE(f, nullptr) << path;
   if (f == nullptr) return path;

@@ -31,8 +31,7 @@ TEST(TextReaderTest, VocabularyFromTrainingFile) {
                                              "sat",   "a",   "dog",  "on",  "ran"};
   ASSERT_EQ(v.size(), static_cast<int32_t>(expected.size()));
   for (int32_t id = 0; id < v.size(); ++id) EXPECT_EQ(v.Word(id), expected[id]);
-  absl::StatusOr<Vocabulary> frequent =
-      BuildTextVocabulary(::testing::TempDir() + "lm_train.txt", 2);
+  absl::StatusOr<Vocabulary> frequent = BuildTextVocabulary(WriteTemp("lm_train.txt", kTrain), 2);
   ASSERT_TRUE(frequent.ok());
   EXPECT_EQ(frequent->size(), 6);
 }
