@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_data.h"
 #include "core/optimizer.h"
 #include "core/parameter.h"
 #include "examples/data/sst_reader.h"
@@ -27,31 +28,8 @@
 namespace cavs {
 namespace {
 
-const examples::SstDataset& Data() {
-  static const examples::SstDataset* data = [] {
-    const char* env = std::getenv("CAVS_BENCH_SST");
-    const std::string train = env ? env : CAVS_SOURCE_DIR "/data/synthetic/train.txt";
-    absl::StatusOr<examples::SstDataset> d = examples::LoadSstDataset(train, train);
-    if (!d.ok()) {
-      std::fprintf(stderr, "cannot read %s: %s\n", train.c_str(), d.status().ToString().c_str());
-      std::abort();
-    }
-    std::fprintf(stderr, "data: %s (%zu trees, vocabulary %d)\n", train.c_str(), d->train.size(),
-                 d->vocabulary.size());
-    return new examples::SstDataset(*std::move(d));
-  }();
-  return *data;
-}
-
-std::vector<std::vector<scheduler::Graph>> Batches(int batch) {
-  const auto& trees = Data().train;
-  std::vector<std::vector<scheduler::Graph>> out;
-  for (size_t i = 0; i + batch <= trees.size() && out.size() < 64; i += batch) {
-    out.emplace_back();
-    for (int j = 0; j < batch; ++j) out.back().push_back(trees[i + j].graph);
-  }
-  return out;
-}
+using bench::Batches;
+using bench::Data;
 
 absl::StatusOr<vertex::Function> Model(int hidden) {
   vertex::models::CellConfig c;
