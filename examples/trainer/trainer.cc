@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <future>
+#include <memory>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -77,10 +79,32 @@ absl::StatusOr<double> Trainer::TrainEpoch(int epoch, double* trees_per_sec) {
   auto start = std::chrono::steady_clock::now();
   double loss_sum = 0.0;
   int64_t labelled = 0;
+  const bool ahead =
+      options_.plan_ahead == TrainOptions::PlanAhead::kOn ||
+      (options_.plan_ahead == TrainOptions::PlanAhead::kAuto && config_.device != "cpu");
+  // A batch and, when planning ahead, its plan being built on another thread (the thread owns
+  // a reference to the graphs; Engine::PlanBatch is safe beside Run).
+  struct Pending {
+    std::shared_ptr<const std::vector<scheduler::Graph>> graphs;
+    std::future<absl::StatusOr<scheduler::Plan>> plan;
+  };
+  auto prepare = [&](size_t b) {
+    Pending p;
+    p.graphs = std::make_shared<const std::vector<scheduler::Graph>>(
+        Slice(train, order, b, std::min(train.size(), b + config_.batch)));
+    if (ahead) {
+      p.plan = std::async(std::launch::async,
+                          [e = engine_.get(), g = p.graphs]() { return e->PlanBatch(*g); });
+    }
+    return p;
+  };
+  Pending next = train.empty() ? Pending() : prepare(0);
   for (size_t begin = 0; begin < train.size(); begin += config_.batch) {
     size_t end = std::min(train.size(), begin + config_.batch);
     const int64_t step = optimizer_->step(), t0 = TraceRecorder::Now();
-    std::vector<scheduler::Graph> batch = Slice(train, order, begin, end);
+    Pending cur = std::move(next);
+    if (end < train.size()) next = prepare(end);
+    const std::vector<scheduler::Graph>& batch = *cur.graphs;
     trace_.Span("data", t0, {{"step", step}, {"samples", static_cast<int64_t>(batch.size())}});
     scheduler::RunOptions ro;
     ro.training = true;
@@ -88,7 +112,13 @@ absl::StatusOr<double> Trainer::TrainEpoch(int epoch, double* trees_per_sec) {
     ro.dropout_seed = StepDropoutSeed(config_.seed, step);
     const int64_t t1 = TraceRecorder::Now();
     CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
-    CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, engine_->Run(batch, ro));
+    scheduler::RunResult r;
+    if (ahead) {
+      CAVS_ASSIGN_OR_RETURN(scheduler::Plan plan, cur.plan.get());
+      CAVS_ASSIGN_OR_RETURN(r, engine_->Run(batch, ro, plan));
+    } else {
+      CAVS_ASSIGN_OR_RETURN(r, engine_->Run(batch, ro));
+    }
     trace_.Span("forward+backward", t1, {{"step", step}, {"rounds", engine_->stats().rounds}});
     const int64_t t2 = TraceRecorder::Now();
     CAVS_RETURN_IF_ERROR(optimizer_->Step(*store_));

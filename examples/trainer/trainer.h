@@ -60,6 +60,10 @@ struct TrainOptions {
   distributed::Communicator* comm = nullptr;
   // Called after every optimizer step with the number of steps taken so far (tests).
   std::function<void(int64_t)> after_step;
+  // Build the next batch's plan on another thread while the current batch runs (one process):
+  // kAuto does so on a GPU, where the host's plan building bounds large batches; on the CPU
+  // both cores are busy with the step itself. The parameters are the same either way.
+  enum class PlanAhead { kAuto, kOn, kOff } plan_ahead = PlanAhead::kAuto;
 };
 
 class Trainer {

@@ -93,6 +93,27 @@ TEST(TrainerTest, ResumeIsBitIdentical) {
   EXPECT_TRUE(std::filesystem::exists(c.checkpoint_dir + "/ckpt-2.cavs"));
 }
 
+// Building the next batch's plan on another thread changes nothing but the time.
+TEST(TrainerTest, PlanningAheadGivesTheSameParameters) {
+  TrainerConfig c = Small();
+  c.max_train = 150;
+  c.epochs = 1;
+  c.dropout = 0.3;
+  std::vector<std::vector<float>> values[2];
+  int k = 0;
+  for (auto ahead : {TrainOptions::PlanAhead::kOff, TrainOptions::PlanAhead::kOn}) {
+    TrainOptions o;
+    o.plan_ahead = ahead;
+    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c, o);
+    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_TRUE((*t)->Run().ok());
+    for (const auto& p : (*t)->store().parameters()) values[k].push_back(p->value.ToVector());
+    ++k;
+  }
+  ASSERT_EQ(values[0].size(), values[1].size());
+  for (size_t i = 0; i < values[0].size(); ++i) EXPECT_EQ(values[0][i], values[1][i]) << i;
+}
+
 TEST(TrainerTest, ResumeRejectsAnotherConfig) {
   TrainerConfig c = Small();
   c.max_train = 50;
