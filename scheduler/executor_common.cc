@@ -8,7 +8,6 @@ namespace cavs::scheduler {
 namespace {
 
 absl::Status CheckInputs(const vertex::Function& f, const Graph& g, int sample, int64_t classes) {
-  const int n = g.num_vertices();
   for (int v = 0; v < static_cast<int>(g.tokens.size()); ++v) {
     if (g.tokens[v] < -1 ||
         (g.tokens[v] >= 0 && g.tokens[v] >= f.vocab_size() && f.uses_tokens())) {
@@ -28,7 +27,6 @@ absl::Status CheckInputs(const vertex::Function& f, const Graph& g, int sample, 
                                                    g.feature_dim, ", but '", f.name(), "' pulls ",
                                                    f.pull_width()));
   }
-  (void)n;
   return absl::OkStatus();
 }
 

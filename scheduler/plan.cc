@@ -17,6 +17,12 @@ absl::StatusOr<Policy> ParsePolicy(const std::string& name) {
 
 namespace {
 
+// Grows `r` to hold `row` (rows arrive in increasing order).
+void Extend(RowRange& r, int64_t row) {
+  if (r.first >= r.second) r.first = row;
+  r.second = row + 1;
+}
+
 // The batch as one graph over uids: CSR children (-1 kept for empty slots).
 struct Merged {
   std::vector<int64_t> child_offsets{0};
@@ -51,7 +57,6 @@ Merged Merge(const std::vector<Graph>& graphs, std::vector<int64_t>* graph_offse
 // policy gives. Height: 1 + max child round. Agenda: ready vertices in waves of at most `cap`.
 std::vector<int32_t> RoundsBottomUp(const Merged& m, int64_t cap) {
   std::vector<int32_t> pending(m.n, 0), round(m.n, 0);
-  std::vector<std::vector<int32_t>> parents_csr;  // built as CSR below
   std::vector<int64_t> poff(m.n + 1, 0);
   for (int32_t c : m.children) {
     if (c >= 0) ++poff[c + 1];
@@ -137,18 +142,17 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
     uid_of_row[row] = u;
   }
   // Index arrays.
-  const int slots = std::max(0, f.max_arity() < 0 ? 0 : f.max_arity());
   int max_slot = -1;
   for (const vertex::Node& n : f.forward().nodes) {
     if (n.kind == vertex::OpKind::kGather) max_slot = std::max(max_slot, static_cast<int>(n.index));
   }
-  (void)slots;
   auto alloc = [&](int64_t count) {
     const int64_t off = static_cast<int64_t>(plan.ints.size());
     plan.ints.resize(plan.ints.size() + count, -1);
     return off;
   };
   for (int k = 0; k <= max_slot; ++k) plan.child_rows.push_back(alloc(m.n));
+  plan.child_slot_rows.assign(max_slot + 1, RowRange{0, 0});
   plan.uids = alloc(m.n);
   plan.tokens = alloc(m.n);
   plan.labels = alloc(m.n);
@@ -177,11 +181,16 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
     plan.ints[plan.tokens + row] = token;
     plan.ints[plan.labels + row] = label;
     plan.labelled += label >= 0;
+    if (token >= 0) Extend(plan.token_rows, row);
     for (int64_t j = m.child_offsets[u]; j < m.child_offsets[u + 1]; ++j) {
       const int k = static_cast<int>(j - m.child_offsets[u]);
       const int32_t c = m.children[j];
       const int32_t crow = c < 0 ? -1 : static_cast<int32_t>(plan.row_of_uid[c]);
       if (k <= max_slot) plan.ints[plan.child_rows[k] + row] = crow;
+      if (crow >= 0) {
+        if (k <= max_slot) Extend(plan.child_slot_rows[k], row);
+        Extend(plan.parent_rows, row);
+      }
       if (reduces && crow >= 0) reduce_ids.push_back(crow);
     }
     if (reduces) plan.ints[plan.reduce_offsets + row + 1] = static_cast<int32_t>(reduce_ids.size());

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,6 +36,8 @@ struct PlanOptions {
   Policy policy = Policy::kHeight;
   int64_t max_round_rows = 0;  // kAgenda: cap per round (0: no cap)
 };
+
+using RowRange = std::pair<int64_t, int64_t>;  // rows [first, second); empty if first >= second
 
 struct Plan {
   int64_t num_rows = 0;
@@ -56,6 +59,11 @@ struct Plan {
   std::vector<int64_t> graph_offsets;  // uid of each graph's vertex 0; size graphs + 1
   int64_t labelled = 0;                // rows with a label
   bool unique_parents = true;          // no vertex is a child of two slots (trees, chains)
+  // Hulls of the rows that carry a token, that have child slot k, that have any child: where
+  // embeddings, gathers and reductions can be nonzero (scheduler/row_support.h).
+  RowRange token_rows{0, 0};
+  std::vector<RowRange> child_slot_rows;
+  RowRange parent_rows{0, 0};
 
   const int32_t* Ints(int64_t offset) const { return ints.data() + offset; }
   int64_t RoundRows(int r) const { return round_offsets[r + 1] - round_offsets[r]; }

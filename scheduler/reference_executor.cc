@@ -160,9 +160,11 @@ Row GatherReduce(const Context& c, const Node& n, int v, int src_node) {
     if (ch < 0) continue;
     const Row& r = c.fwd[ch][src_node];
     for (int64_t j = 0; j < n.width; ++j) {
-      out[j] = (n.reduce == vertex::Reduce::kMax && count > 0)
-                   ? std::max(out[j], r[j])
-                   : (count == 0 && n.reduce == vertex::Reduce::kMax ? r[j] : out[j] + r[j]);
+      if (n.reduce == vertex::Reduce::kMax) {
+        out[j] = count == 0 ? r[j] : std::max(out[j], r[j]);
+      } else {
+        out[j] += r[j];
+      }
     }
     ++count;
   }
@@ -233,7 +235,6 @@ void AddInto(std::vector<double>& dst, size_t offset, const Row& src, double sca
 // Sends a backward sink's gradient on: to children, parameters or embedding rows.
 void ApplySink(const Context& c, const Node& n, int v, const std::vector<Row>& bvals,
                ParamValues& grads) {
-  const vertex::Program& fp = c.f.forward();
   const Row& dy = bvals[n.inputs.back()];
   switch (n.kind) {
     case OpKind::kGatherGrad: {
@@ -293,7 +294,6 @@ void ApplySink(const Context& c, const Node& n, int v, const std::vector<Row>& b
     default:
       CAVS_CHECK(false, "not a sink");
   }
-  (void)fp;
 }
 
 void BackwardVertex(const Context& c, int v, ParamValues& grads) {

@@ -7,20 +7,6 @@ namespace cavs::scheduler {
 using vertex::Node;
 using vertex::OpKind;
 
-namespace {
-
-// Rows where ints[offset + row] satisfies `pred`, as their hull.
-template <typename Pred>
-Interval RowsWhere(const Plan& plan, int64_t offset, Pred pred) {
-  Interval out{0, 0};
-  for (int64_t r = 0; r < plan.num_rows; ++r) {
-    if (pred(plan.ints[offset + r], r)) out = Hull(out, {r, r + 1});
-  }
-  return out;
-}
-
-}  // namespace
-
 Interval Hull(Interval a, Interval b) {
   if (a.first >= a.second) return b;
   if (b.first >= b.second) return a;
@@ -39,16 +25,13 @@ std::vector<Interval> Supports(const vertex::Program& p, const Plan& plan,
     auto in = [&](int i) { return p.nodes[n.inputs[i]].is_static() ? all : sup[n.inputs[i]]; };
     switch (n.kind) {
       case OpKind::kEmbed:
-        sup[id] = RowsWhere(plan, plan.tokens, [](int32_t t, int64_t) { return t >= 0; });
+        sup[id] = plan.token_rows;
         break;
       case OpKind::kGather:
-        sup[id] =
-            RowsWhere(plan, plan.child_rows[n.index], [](int32_t c, int64_t) { return c >= 0; });
+        sup[id] = plan.child_slot_rows[n.index];
         break;
       case OpKind::kGatherReduce:
-        sup[id] = RowsWhere(plan, plan.reduce_offsets, [&](int32_t o, int64_t r) {
-          return plan.ints[plan.reduce_offsets + r + 1] > o;
-        });
+        sup[id] = plan.parent_rows;
         break;
       case OpKind::kForwardValue:
         sup[id] = (*fwd)[n.index];
@@ -101,9 +84,9 @@ std::vector<Interval> Needs(const vertex::Function& f, const Plan& plan) {
     if (vertex::IsSink(n.kind)) {
       Interval s = all;
       if (n.kind == OpKind::kEmbedGrad) {
-        s = RowsWhere(plan, plan.tokens, [](int32_t t, int64_t) { return t >= 0; });
+        s = plan.token_rows;
       } else if (n.kind == OpKind::kGatherGrad) {
-        s = RowsWhere(plan, plan.child_rows[n.index], [](int32_t c, int64_t) { return c >= 0; });
+        s = plan.child_slot_rows[n.index];
       }
       need[id] = s;
     }

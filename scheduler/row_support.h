@@ -18,7 +18,7 @@
 
 namespace cavs::scheduler {
 
-using Interval = std::pair<int64_t, int64_t>;  // rows [first, second); empty if first >= second
+using Interval = RowRange;
 
 // The smallest interval holding both; the overlap of both.
 Interval Hull(Interval a, Interval b);
