@@ -17,6 +17,7 @@
 
 #include "core/backend.h"
 #include "core/random.h"
+#include "tests/core/host_memory_device.h"
 
 namespace cavs::core {
 namespace {
@@ -459,36 +460,11 @@ TEST_F(CheckpointTest, LatestCheckpointPicksTheNewestCompleteFile) {
   EXPECT_EQ(*latest, CheckpointPath(dir_, 20));  // numeric order: 20 > 5
 }
 
-// A stand-in "cuda:0" whose memory is host memory: it takes the device code paths (copies through
-// the backend, optimizer kernels from the registry) without a GPU. Registered only by the test
-// below; each test runs in its own process under ctest.
-class HostMemoryDevice final : public Backend {
- public:
-  Device device() const override { return Device::Cuda(0); }
-  Allocator* allocator() override { return CpuAllocator::Global(); }
-  absl::Status CopyFromHost(void* dst, const void* src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-    ++copies;
-    return absl::OkStatus();
-  }
-  absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override {
-    return CopyFromHost(dst, src, bytes);
-  }
-  absl::Status CopyWithin(void* dst, const void* src, size_t bytes) override {
-    return CopyFromHost(dst, src, bytes);
-  }
-  absl::Status SetZero(void* dst, size_t bytes) override {
-    std::memset(dst, 0, bytes);
-    return absl::OkStatus();
-  }
-  absl::Status Synchronize() override { return absl::OkStatus(); }
-  int copies = 0;
-};
-
+// The host-memory stand-in "cuda:0" (tests/core/host_memory_device.h) takes the device code
+// paths (copies through the backend, optimizer kernels from the registry) without a GPU.
 TEST(DeviceCheckpointTest, DeviceParametersTrainSaveAndLoadLikeHostOnes) {
-  if (DeviceAvailable(DeviceType::kCuda)) GTEST_SKIP() << "a real CUDA backend is linked";
-  static HostMemoryDevice* device = new HostMemoryDevice();
-  RegisterBackendFactory(DeviceType::kCuda, [](int) -> absl::StatusOr<Backend*> { return device; });
+  test_devices::HostMemoryDevice* device = test_devices::UseHostMemoryDevice();
+  if (device == nullptr) GTEST_SKIP() << "a real CUDA backend is linked";
   ParameterStore dev_store(7, Device::Cuda(0)), host_store(7);
   BuildModel(dev_store);
   BuildModel(host_store);

@@ -9,6 +9,7 @@
 #include "core/backend.h"
 #include "core/status.h"
 #include "distributed/communicator.h"
+#include "tests/core/host_memory_device.h"
 
 namespace cavs::distributed::testing {
 
@@ -31,39 +32,7 @@ inline std::unique_ptr<Communicator> FreshComm(absl::Duration timeout) {
   return *std::move(comm);
 }
 
-// "cuda:0" backed by host memory (see tests/core/checkpoint_test.cc): device code paths without
-// a GPU. Registered by UseHostMemoryDevice() when no real CUDA backend is present.
-class HostMemoryDevice final : public core::Backend {
- public:
-  core::Device device() const override { return core::Device::Cuda(0); }
-  core::Allocator* allocator() override { return core::CpuAllocator::Global(); }
-  absl::Status CopyFromHost(void* dst, const void* src, size_t bytes) override {
-    std::memmove(dst, src, bytes);
-    return absl::OkStatus();
-  }
-  absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override {
-    return CopyFromHost(dst, src, bytes);
-  }
-  absl::Status CopyWithin(void* dst, const void* src, size_t bytes) override {
-    return CopyFromHost(dst, src, bytes);
-  }
-  absl::Status SetZero(void* dst, size_t bytes) override {
-    std::memset(dst, 0, bytes);
-    return absl::OkStatus();
-  }
-  absl::Status Synchronize() override { return absl::OkStatus(); }
-};
-
-// False if a real CUDA backend is linked (then the stand-in is not needed and not registered).
-inline bool UseHostMemoryDevice() {
-  static const bool registered = [] {
-    if (core::DeviceAvailable(core::DeviceType::kCuda)) return false;
-    static HostMemoryDevice* device = new HostMemoryDevice();
-    core::RegisterBackendFactory(core::DeviceType::kCuda,
-                                 [](int) -> absl::StatusOr<core::Backend*> { return device; });
-    return true;
-  }();
-  return registered;
-}
+// False if a real CUDA backend is linked (then the host-memory stand-in is not registered).
+inline bool UseHostMemoryDevice() { return core::test_devices::UseHostMemoryDevice() != nullptr; }
 
 }  // namespace cavs::distributed::testing

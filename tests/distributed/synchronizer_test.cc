@@ -13,6 +13,7 @@
 #include "core/optimizer.h"
 #include "distributed/builders.h"
 #include "distributed/single_communicator.h"
+#include "tests/core/host_memory_device.h"
 #include "tests/distributed/test_model.h"
 
 namespace cavs::distributed {
@@ -189,37 +190,12 @@ TEST_F(SynchronizerTest, CreateRejectsStalenessAndAWrongWorldSize) {
   EXPECT_TRUE(Contains(sync.status(), "no entry for parameter 'out/b'")) << sync.status();
 }
 
-// A stand-in "cuda:0" whose memory is host memory, as in tests/core/checkpoint_test.cc: the
-// synchronizer's device paths (copies to and from the buffer device, scaling through the
-// device's optimizer kernels) run without a GPU.
-class HostMemoryDevice final : public core::Backend {
- public:
-  core::Device device() const override { return core::Device::Cuda(0); }
-  core::Allocator* allocator() override { return core::CpuAllocator::Global(); }
-  absl::Status CopyFromHost(void* dst, const void* src, size_t bytes) override {
-    std::memmove(dst, src, bytes);
-    ++copies;
-    return absl::OkStatus();
-  }
-  absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override {
-    return CopyFromHost(dst, src, bytes);
-  }
-  absl::Status CopyWithin(void* dst, const void* src, size_t bytes) override {
-    return CopyFromHost(dst, src, bytes);
-  }
-  absl::Status SetZero(void* dst, size_t bytes) override {
-    std::memset(dst, 0, bytes);
-    return absl::OkStatus();
-  }
-  absl::Status Synchronize() override { return absl::OkStatus(); }
-  int copies = 0;
-};
-
+// With the host-memory stand-in "cuda:0" (tests/core/host_memory_device.h) the synchronizer's
+// device paths (copies to and from the buffer device, scaling through the device's optimizer
+// kernels) run without a GPU.
 TEST_F(SynchronizerTest, DeviceGradientsMatchHostOnes) {
-  if (core::DeviceAvailable(core::DeviceType::kCuda)) GTEST_SKIP() << "a real CUDA backend";
-  static HostMemoryDevice* device = new HostMemoryDevice();
-  core::RegisterBackendFactory(core::DeviceType::kCuda,
-                               [](int) -> absl::StatusOr<core::Backend*> { return device; });
+  core::test_devices::HostMemoryDevice* device = core::test_devices::UseHostMemoryDevice();
+  if (device == nullptr) GTEST_SKIP() << "a real CUDA backend";
   core::RegisterOptimizerKernels(core::DeviceType::kCuda, core::CpuOptimizerKernels());
   ParameterStore dev_store(1, core::Device::Cuda(0));
   ASSERT_TRUE(BuildModel(dev_store).ok());
