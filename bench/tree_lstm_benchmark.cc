@@ -10,12 +10,11 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "bench/bench_data.h"
+#include "bench/bench_common.h"
 #include "core/optimizer.h"
 #include "core/parameter.h"
 #include "examples/data/sst_reader.h"
@@ -157,37 +156,22 @@ void Args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Sgemm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Engine, train, true)->Apply(Args);
 BENCHMARK_CAPTURE(BM_Engine, infer, false)->Apply(Args);
-BENCHMARK(BM_Reference)
-    ->Args({150, 25})
-    ->Args({150, 64})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinTime(2.0);
+BENCHMARK(BM_Reference)->Args({150, 25})->Args({150, 64})->Apply(bench::Timed);
 
 // Prints engine / reference ratios for the configurations both measured.
-class RatioReporter : public benchmark::ConsoleReporter {
+class RatioReporter : public bench::RateReporter {
  public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) {
-      auto it = r.counters.find("items_per_second");
-      if (it != r.counters.end()) rates_[r.benchmark_name()] = it->second;
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
   void Finalize() override {
     ConsoleReporter::Finalize();
     for (const char* cfg : {"150/25", "150/64"}) {
-      const std::string eng = std::string("BM_Engine/train/") + cfg + "/real_time";
-      const std::string ref = std::string("BM_Reference/") + cfg + "/min_time:2.000/real_time";
-      if (rates_.count(eng) && rates_.count(ref)) {
+      const double eng = Rate(std::string("BM_Engine/train/") + cfg + "/real_time");
+      const double ref = Rate(std::string("BM_Reference/") + cfg + "/min_time:2.000/real_time");
+      if (eng > 0 && ref > 0) {
         std::printf("RATIO engine/serial training hidden/batch %s: %.1fx (%.0f vs %.1f trees/s)\n",
-                    cfg, rates_[eng] / rates_[ref], rates_[eng], rates_[ref]);
+                    cfg, eng / ref, eng, ref);
       }
     }
   }
-
- private:
-  std::map<std::string, double> rates_;
 };
 
 }  // namespace

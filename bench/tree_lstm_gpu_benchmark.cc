@@ -28,12 +28,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "bench/bench_data.h"
+#include "bench/bench_common.h"
 #include "core/backend.h"
 #include "core/optimizer.h"
 #include "core/parameter.h"
@@ -372,41 +371,18 @@ void BM_DeviceCeilings(benchmark::State& state) {
 }
 
 BENCHMARK(BM_DeviceCeilings)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_TreeLstm, train, true, false)
-    ->Arg(25)
-    ->Arg(64)
-    ->Arg(256)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_TreeLstm, train, true, false)->Arg(25)->Arg(64)->Arg(256)->Apply(bench::Timed);
 BENCHMARK_CAPTURE(BM_TreeLstm, train_overlap, true, true)
     ->Arg(25)
     ->Arg(64)
     ->Arg(256)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinTime(2.0);
-BENCHMARK_CAPTURE(BM_TreeLstm, infer, false, false)
-    ->Arg(256)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinTime(2.0);
-BENCHMARK_CAPTURE(BM_TreeLstm, infer_overlap, false, true)
-    ->Arg(256)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinTime(2.0);
+    ->Apply(bench::Timed);
+BENCHMARK_CAPTURE(BM_TreeLstm, infer, false, false)->Arg(256)->Apply(bench::Timed);
+BENCHMARK_CAPTURE(BM_TreeLstm, infer_overlap, false, true)->Arg(256)->Apply(bench::Timed);
 
 // Prints trees/s against the issue #6 targets.
-class TargetReporter : public benchmark::ConsoleReporter {
+class TargetReporter : public bench::RateReporter {
  public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) {
-      auto it = r.counters.find("items_per_second");
-      if (it != r.counters.end()) rates_[r.benchmark_name()] = it->second;
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
   void Finalize() override {
     ConsoleReporter::Finalize();
     const std::vector<std::pair<std::string, double>> targets = {
@@ -414,15 +390,12 @@ class TargetReporter : public benchmark::ConsoleReporter {
         {"train_overlap/25", 15000}, {"train_overlap/64", 35000},  {"train_overlap/256", 100000},
         {"infer/256", 400000},       {"infer_overlap/256", 400000}};
     for (const auto& [cfg, target] : targets) {
-      const std::string name = "BM_TreeLstm/" + cfg + "/min_time:2.000/real_time";
-      if (!rates_.count(name)) continue;
-      std::printf("TARGET %-18s %10.0f trees/s  target %8.0f  %s\n", cfg.c_str(), rates_[name],
-                  target, rates_[name] >= target ? "met" : "MISSED");
+      const double rate = Rate("BM_TreeLstm/" + cfg + "/min_time:2.000/real_time");
+      if (rate == 0) continue;
+      std::printf("TARGET %-18s %10.0f trees/s  target %8.0f  %s\n", cfg.c_str(), rate, target,
+                  rate >= target ? "met" : "MISSED");
     }
   }
-
- private:
-  std::map<std::string, double> rates_;
 };
 
 }  // namespace
