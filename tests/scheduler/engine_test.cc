@@ -25,14 +25,7 @@ using testing::RandomTree;
 
 constexpr double kTolerance = 1e-5;
 
-vertex::models::CellConfig Cell() {
-  vertex::models::CellConfig c;
-  c.vocab = 50;
-  c.embed = 8;
-  c.hidden = 6;
-  c.classes = 5;
-  return c;
-}
+vertex::models::CellConfig Cell() { return {.vocab = 50, .embed = 8, .hidden = 6, .classes = 5}; }
 
 // max |a - b| / max(max |b|, 1e-3): the error relative to the tensor's scale.
 double RelErr(const std::vector<float>& a, const std::vector<double>& b) {

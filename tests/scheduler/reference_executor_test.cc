@@ -20,14 +20,7 @@ using testing::RandomDag;
 using testing::RandomGraphOptions;
 using testing::RandomTree;
 
-vertex::models::CellConfig Small() {
-  vertex::models::CellConfig c;
-  c.vocab = 20;
-  c.embed = 4;
-  c.hidden = 3;
-  c.classes = 3;
-  return c;
-}
+vertex::models::CellConfig Small() { return {.vocab = 20, .embed = 4, .hidden = 3, .classes = 3}; }
 
 ParamValues Params(const vertex::Function& f, uint64_t seed) {
   core::ParameterStore store(seed);
