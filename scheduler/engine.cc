@@ -40,6 +40,7 @@ struct Batch {
   std::vector<std::function<absl::Status()>> launches;
   std::vector<core::Tensor> scratch;  // argmax buffers, the embedding gradient rows
   float* stats = nullptr;             // 2 floats: loss sum, correct
+  int64_t gemm_flops = 0;             // of the recorded GEMMs
   int32_t* pred = nullptr;            // argmax per row
   core::Tensor embed_rows;            // [unique tokens, dim] gradient of the table
   std::string embed_table;
@@ -233,8 +234,8 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
       // only the rest, and zero the others (when the output's rows are contiguous).
       Interval rows = backward ? Meet(b_.bwd_support[id], b_.bwd_need[id]) : b_.fwd_support[id];
       rows = Meet(rows, {r0, r1});
-      if (ld != n.width || rows.first >= rows.second) rows = {r0, r1};
-      if (rows.first >= rows.second) return absl::OkStatus();
+      if (rows.first >= rows.second) rows = {r0, r0};  // all zero (or unread) here
+      if (ld != n.width) rows = {r0, r1};  // strided output: the GEMM writes every row
       if (rows.first > r0 || rows.second < r1) {
         float* head = dst;
         float* tail = dst + (rows.second - r0) * ld;
@@ -245,6 +246,8 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
         });
       }
       const int64_t mm = rows.second - rows.first;
+      if (mm == 0) return absl::OkStatus();
+      b_.gemm_flops += 2 * mm * n.width * in;
       const float* xs = x + (rows.first - r0) * xld;
       float* ds = dst + (rows.first - r0) * ld;
       b_.launches.push_back([=]() {
@@ -326,6 +329,7 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
       const int64_t m = rows.second - rows.first;
       x += skip * xld;
       dy += skip * dld;
+      b_.gemm_flops += 2 * m * w * xw;
       if (n.transpose) {
         b_.launches.push_back(
             [=]() { return k->Gemm(true, false, w, xw, m, 1.0f, dy, dld, x, xld, 1.0f, g, xw); });
@@ -810,6 +814,7 @@ absl::StatusOr<RunResult> Engine::Execute(const std::vector<Graph>& graphs,
   stats_.queue_seconds = t_queued - t_plan;
   stats_.run_seconds = Seconds() - t0;
   stats_.commands = static_cast<int64_t>(b.launches.size());
+  stats_.gemm_flops = b.gemm_flops;
   stats_.arena_bytes = l.arena_floats * 4;
   stats_.upload_bytes = l.upload_bytes;
   stats_.host_syncs = dev.type == core::DeviceType::kCpu ? 0 : syncs;

@@ -71,6 +71,7 @@ struct EngineStats {
   double queue_seconds = 0.0;  // host time to queue the upload and every launch
   double run_seconds = 0.0;    // the whole Run, including the plan
   int64_t commands = 0;        // kernel launches
+  int64_t gemm_flops = 0;      // 2·m·n·k over the batch's GEMMs (rows known zero are skipped)
   int64_t arena_bytes = 0;     // the batch's buffers (the plan's memory estimate)
   int64_t upload_bytes = 0;    // index arrays, features and fused programs
   int64_t host_syncs = 0;      // waits for the device (read-backs) in the last Run

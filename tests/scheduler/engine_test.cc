@@ -266,5 +266,36 @@ TEST(EngineTest, LaunchesPerRound) {
   EXPECT_LE((*engine)->BackwardLaunchesPerRound(), 5);
 }
 
+// GEMMs run only over rows that can be nonzero and are read: with every leaf in round 0 and
+// tokens only on leaves, x W runs over the leaves alone and [h_l, h_r] U over the internal
+// vertices alone (round 0 has no children, so its h U is skipped outright), forward and backward.
+TEST(EngineTest, GemmsSkipRowsKnownZero) {
+  const vertex::models::CellConfig c = Cell();
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(c);
+  ASSERT_TRUE(f.ok());
+  core::Rng rng(11);
+  const std::vector<Graph> graphs = Trees(rng, 20, 12);
+  int64_t leaves = 0, all = 0;
+  for (const Graph& g : graphs) {
+    for (int v = 0; v < g.num_vertices(); ++v) leaves += g.num_children(v) == 0 ? 1 : 0;
+    all += g.num_vertices();
+  }
+  const int64_t internal = all - leaves;
+  const int64_t e = c.embed, h = c.hidden, k = c.classes;
+  // One pass of x W, [h_l, h_r] U and the output layer over their rows.
+  const int64_t pass = 2 * leaves * e * 5 * h + 2 * internal * 2 * h * 5 * h + 2 * all * h * k;
+  core::ParameterStore store(5);
+  auto engine = Engine::Create(&*f, &store);
+  ASSERT_TRUE(engine.ok());
+  RunOptions infer;
+  infer.backward = false;
+  ASSERT_TRUE((*engine)->Run(graphs, infer).ok());
+  EXPECT_EQ((*engine)->stats().gemm_flops, pass);
+  ASSERT_TRUE(store.ZeroGrad().ok());
+  ASSERT_TRUE((*engine)->Run(graphs, RunOptions()).ok());
+  // Forward, the input gradients, and the weight gradients: three passes.
+  EXPECT_EQ((*engine)->stats().gemm_flops, 3 * pass);
+}
+
 }  // namespace
 }  // namespace cavs::scheduler
