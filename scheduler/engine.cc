@@ -231,12 +231,27 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
       const int64_t in = n.transpose ? w.param_shape[1] : w.param_shape[0];
       const int64_t wld = w.param_shape[1];
       // Rows outside the input's support are zero, rows outside the need unread: compute
-      // only the rest, and zero the others (when the output's rows are contiguous).
+      // only the rest. A plain GEMM zeroes the others (when the output's rows are contiguous;
+      // else it computes them); a term of a folded sum leaves them to the sum's other terms.
+      const internal::GemmWrite gw = s.gemm[id];
+      const bool accumulates = gw.accumulate || gw.bias >= 0;
       Interval rows = backward ? Meet(b_.bwd_support[id], b_.bwd_need[id]) : b_.fwd_support[id];
       rows = Meet(rows, {r0, r1});
       if (rows.first >= rows.second) rows = {r0, r0};  // all zero (or unread) here
-      if (ld != n.width) rows = {r0, r1};  // strided output: the GEMM writes every row
-      if (rows.first > r0 || rows.second < r1) {
+      if (!accumulates && ld != n.width) rows = {r0, r1};
+      if (gw.bias >= 0) {  // the sum's bias row over every row, then the GEMM adds onto it
+        ops::EwInstr fill;
+        fill.op = ops::EwOp::kCopy;
+        fill.width = n.width;
+        fill.dst = {dst, ld};
+        fill.a = Arg(p, s, gw.bias, r0);
+        const size_t first = b_.instrs.size();
+        b_.instrs.push_back(fill);
+        Batch* b = &b_;
+        b_.launches.push_back([b, k, first, m]() {
+          return k->Elementwise(b->instrs.data() + first, b->dev_instrs + first, 1, m);
+        });
+      } else if (!accumulates && (rows.first > r0 || rows.second < r1)) {
         float* head = dst;
         float* tail = dst + (rows.second - r0) * ld;
         const int64_t nh = (rows.first - r0) * ld, nt = (r1 - rows.second) * ld;
@@ -250,8 +265,9 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
       b_.gemm_flops += 2 * mm * n.width * in;
       const float* xs = x + (rows.first - r0) * xld;
       float* ds = dst + (rows.first - r0) * ld;
+      const float beta = accumulates ? 1.0f : 0.0f;
       b_.launches.push_back([=]() {
-        return k->Gemm(false, n.transpose, mm, n.width, in, 1.0f, xs, xld, wv, wld, 0.0f, ds, ld);
+        return k->Gemm(false, n.transpose, mm, n.width, in, 1.0f, xs, xld, wv, wld, beta, ds, ld);
       });
       return absl::OkStatus();
     }
@@ -575,7 +591,7 @@ int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward) 
     const ProgramSchedule& s = pass == 0 ? c.fwd : c.bwd;
     for (int cls = 0; cls < 5; ++cls) {
       const int64_t times = cls == static_cast<int>(OpClass::kInRounds) ? rounds : 1;
-      for (const Step& st : s.steps[cls]) total += st.fused ? st.instrs * times : 0;
+      for (const Step& st : s.steps[cls]) total += st.instrs * times;
     }
   }
   return total;

@@ -1,6 +1,7 @@
 #include "scheduler/engine_compile.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/status.h"
 
@@ -93,6 +94,99 @@ void AssignViews(Compiled& c, const vertex::Function& f, const vertex::Program& 
         continue;
       default:
         if (s.views[id].buffer < 0) s.views[id] = {NewBuffer(c, n.width, backward), 0, n.width};
+    }
+  }
+}
+
+// A sum of GEMMs and at most one bias row, x W + h U + b, that is computed in place: its terms
+// write straight into the sum's view, so the adds, the sum's own pass over the rows and the
+// zero-fills of rows a GEMM skips all go.
+struct GemmSum {
+  int root = -1;
+  std::vector<int> gemms;
+  int bias = -1;
+};
+
+// Finds the foldable sums of the forward program and gives their terms and inner adds the
+// root's view; the root and inner adds become no-ops. A term qualifies when the sum is its only
+// reader and the backward does not read its value; every term must qualify.
+std::vector<GemmSum> FoldGemmSums(Compiled& c, const vertex::Function& f, ProgramSchedule& s) {
+  const vertex::Program& p = f.forward();
+  const int n = static_cast<int>(p.nodes.size());
+  std::vector<int> readers(n, 0);
+  std::vector<char> value_read(n, 0);  // read by the backward (kForwardValue)
+  for (const Node& node : p.nodes) {
+    for (int in : node.inputs) ++readers[in];
+  }
+  for (int id : f.pushes()) ++readers[id];
+  for (const vertex::ScatterField& sf : f.scatter()) ++readers[sf.node];
+  for (const Node& node : f.backward().nodes) {
+    if (node.kind == OpKind::kForwardValue) value_read[node.index] = 1;
+  }
+  std::vector<char> absorbed(n, 0);
+  std::vector<GemmSum> sums;
+  for (int root = n - 1; root >= 0; --root) {
+    const Node& r = p.nodes[root];
+    if (r.kind != OpKind::kAdd || absorbed[root] || s.no_op[root]) continue;
+    GemmSum sum{root, {}, -1};
+    std::vector<int> inner, stack = {r.inputs[0], r.inputs[1]};
+    bool ok = true;
+    while (ok && !stack.empty()) {
+      const int x = stack.back();
+      stack.pop_back();
+      const Node& t = p.nodes[x];
+      const bool sole = readers[x] == 1 && !value_read[x] && t.width == r.width &&
+                        s.views[x].buffer < 0 && !absorbed[x];
+      if (t.kind == OpKind::kAdd && sole) {
+        inner.push_back(x);
+        stack.push_back(t.inputs[0]);
+        stack.push_back(t.inputs[1]);
+      } else if (t.kind == OpKind::kMatMul && sole) {
+        sum.gemms.push_back(x);
+      } else if (t.is_static() && t.param_shape.NumElements() == r.width && sum.bias < 0) {
+        sum.bias = x;
+      } else {
+        ok = false;
+      }
+    }
+    if (!ok || sum.gemms.empty() || (sum.gemms.size() < 2 && sum.bias < 0)) continue;
+    if (s.views[root].buffer < 0) s.views[root] = {NewBuffer(c, r.width, false), 0, r.width};
+    for (int x : sum.gemms) s.views[x] = s.views[root];
+    for (int x : inner) {
+      s.views[x] = s.views[root];
+      s.no_op[x] = 1;
+      absorbed[x] = 1;
+    }
+    s.no_op[root] = 1;
+    sums.push_back(std::move(sum));
+  }
+  return sums;
+}
+
+// Once the steps are cut: the term that runs first in each folded sum writes first (and
+// broadcasts the bias, one instruction in its step); the others accumulate.
+void OrderGemmSums(const std::vector<GemmSum>& sums, ProgramSchedule& s) {
+  for (const GemmSum& sum : sums) {
+    std::vector<std::pair<std::pair<int, int>, Step*>> order;  // ((class, step), step)
+    for (int cls = 0; cls < 5; ++cls) {
+      for (size_t i = 0; i < s.steps[cls].size(); ++i) {
+        Step& st = s.steps[cls][i];
+        if (st.fused) continue;
+        for (int x : sum.gemms) {
+          if (st.nodes[0] == x) order.push_back({{cls, static_cast<int>(i)}, &st});
+        }
+      }
+    }
+    CAVS_CHECK(order.size() == sum.gemms.size(), "a folded sum's GEMMs were not scheduled");
+    std::sort(order.begin(), order.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < order.size(); ++i) {
+      GemmWrite& w = s.gemm[order[i].second->nodes[0]];
+      w.accumulate = i > 0;
+      if (i == 0 && sum.bias >= 0) {
+        w.bias = sum.bias;
+        order[i].second->instrs = 1;
+      }
     }
   }
 }
@@ -194,7 +288,9 @@ Compiled Compile(const vertex::Function& f) {
   const vertex::Program& bp = f.backward();
   c.fwd.views.assign(fp.nodes.size(), View());
   c.fwd.no_op.assign(fp.nodes.size(), 0);
+  c.fwd.gemm.assign(fp.nodes.size(), GemmWrite());
   AliasConcats(c, fp, c.fwd, false);
+  const std::vector<GemmSum> sums = FoldGemmSums(c, f, c.fwd);
   AssignViews(c, f, fp, c.fwd, false);
   if (!f.pushes().empty()) {
     const int64_t classes = fp.nodes[f.pushes()[0]].width;
@@ -205,6 +301,7 @@ Compiled Compile(const vertex::Function& f) {
   }
   c.bwd.views.assign(bp.nodes.size(), View());
   c.bwd.no_op.assign(bp.nodes.size(), 0);
+  c.bwd.gemm.assign(bp.nodes.size(), GemmWrite());
   AliasConcats(c, bp, c.bwd, true);
   AssignViews(c, f, bp, c.bwd, true);
   for (int cls = 0; cls < 5; ++cls) {
@@ -213,6 +310,7 @@ Compiled Compile(const vertex::Function& f) {
     GroupCopies(fp, c.fwd.steps[cls]);
     GroupCopies(bp, c.bwd.steps[cls]);
   }
+  OrderGemmSums(sums, c.fwd);
   SplitEarlyWeightGrads(bp, c.bwd);
   return c;
 }

@@ -25,16 +25,25 @@ struct Buffer {
   bool features = false;       // the pulled features, uploaded with the plan
 };
 
+// How a MatMul writes its view when it is a term of a folded sum (FoldGemmSums): the first
+// term in execution order broadcasts the sum's bias row over its rows (if the sum has one) and
+// accumulates onto it, or overwrites; every later term accumulates (GEMM beta = 1).
+struct GemmWrite {
+  int bias = -1;  // static node whose row is broadcast over the rows first, or -1
+  bool accumulate = false;
+};
+
 struct Step {
   bool fused = false;      // a group of element-wise nodes run by one Elementwise call
   std::vector<int> nodes;  // one node unless fused
-  int instrs = 0;          // fused: instructions per call
+  int instrs = 0;          // instructions per call: fused, or a GEMM's bias broadcast (1)
 };
 
 struct ProgramSchedule {
   std::vector<View> views;
   std::vector<char> no_op;                 // views of other nodes, leaves, free Concats
   std::array<std::vector<Step>, 5> steps;  // by vertex::OpClass
+  std::vector<GemmWrite> gemm;             // per node; MatMuls that are terms of a folded sum
   // Backward only: the weight-gradient steps whose inputs are all final before the backward
   // rounds (the output layer's), moved out of steps[kWeightGrad] to run before the rounds.
   std::vector<Step> early_weight_grads;

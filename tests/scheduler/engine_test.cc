@@ -11,6 +11,7 @@
 
 #include "core/allocator.h"
 #include "core/random.h"
+#include "scheduler/engine_compile.h"
 #include "scheduler/reference_executor.h"
 #include "tests/scheduler/random_graphs.h"
 #include "tests/scheduler/test_functions.h"
@@ -196,6 +197,50 @@ TEST(EngineTest, EveryOpOnDags) {
   sum.loss = RunOptions::Loss::kSum;
   sum.training = false;
   ExpectMatchesReference(*f, gs, {}, sum, "every op, summed loss, eval");
+}
+
+TEST(EngineTest, FoldedGemmSumsOnTreesAndDags) {
+  absl::StatusOr<vertex::Function> f = testing::GemmSums(5);
+  ASSERT_TRUE(f.ok()) << f.status();
+  core::Rng rng(8);
+  std::vector<Graph> gs = Trees(rng, 30, 15);
+  for (int i = 0; i < 20; ++i) {
+    gs.push_back(
+        RandomDag(rng, 1 + static_cast<int>(rng.UniformInt(25)), 2, {.vocab = 50, .classes = 5}));
+  }
+  for (Policy policy : {Policy::kHeight, Policy::kDepth, Policy::kAgenda}) {
+    ExpectMatchesReference(*f, gs, {policy, 9}, Options(), "gemm sums");
+  }
+  RunOptions infer = Options();
+  infer.backward = false;
+  ExpectMatchesReference(*f, gs, {}, infer, "gemm sums, inference");
+}
+
+// x W + [h_l, h_r] U + b of a Tree-LSTM is computed in place: x W broadcasts b and accumulates,
+// h U accumulates, and the round's fused kernel has no 5H-wide add left (as for the logits).
+TEST(EngineTest, TreeLstmGateSumIsFolded) {
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  const internal::Compiled c = internal::Compile(*f);
+  const vertex::Program& p = f->forward();
+  int bias_first = 0, accumulating = 0;
+  for (size_t id = 0; id < p.nodes.size(); ++id) {
+    if (p.nodes[id].kind != vertex::OpKind::kMatMul) continue;
+    bias_first += c.fwd.gemm[id].bias >= 0 ? 1 : 0;
+    accumulating += c.fwd.gemm[id].accumulate ? 1 : 0;
+  }
+  EXPECT_EQ(bias_first, 2);    // x W (with b) and h out_W (with out_b)
+  EXPECT_EQ(accumulating, 1);  // h U
+  for (int cls = 0; cls < 5; ++cls) {
+    for (const internal::Step& st : c.fwd.steps[cls]) {
+      if (!st.fused) continue;
+      for (int id : st.nodes) {
+        EXPECT_FALSE(p.nodes[id].kind == vertex::OpKind::kAdd &&
+                     p.nodes[id].width == 5 * Cell().hidden)
+            << "a gate-wide add is left in a fused step";
+      }
+    }
+  }
 }
 
 TEST(EngineTest, BadBatchIsAnError) {

@@ -25,4 +25,26 @@ inline absl::StatusOr<vertex::Function> EveryOp(int64_t classes) {
   });
 }
 
+// Sums of GEMMs that the engine computes in place (terms write into the sum's rows): x A + h B
+// (terms in different op classes, x only on tokened rows), (h C + cb) + t D (same class, a bias,
+// the sum a Concat input so its rows are strided), and x E + h F where x E is also read
+// elsewhere (not folded). `classes` logits through a folded GEMM plus bias.
+inline absl::StatusOr<vertex::Function> GemmSums(int64_t classes) {
+  using namespace vertex;
+  return Define("gemm_sums", [classes](Vertex& v) {
+    Expr x = v.embed("emb", 50, 4);
+    State c0 = v.gather(0), c1 = v.gather(1);
+    Expr s1 = MatMul(x, v.param("A", {4, 6})) + MatMul(c0["h"], v.param("B", {6, 6}));
+    Expr t = Tanh(s1);
+    Expr s2 = MatMul(c1["h"], v.param("C", {6, 3})) + v.param("cb", {3}) +
+              MatMul(t, v.param("D", {6, 3}));
+    Expr cat = Concat({s2, t});
+    Expr e = MatMul(x, v.param("E", {4, 6}));
+    Expr s3 = e + MatMul(c1["h"], v.param("F", {6, 6}));
+    Expr h = Tanh(Slice(cat, 0, 6)) * Sigmoid(s3) + Sigmoid(e) * Slice(cat, 3, 9);
+    v.scatter({{"h", h}});
+    v.push(MatMul(h, v.param("out", {6, classes})) + v.param("out_b", {classes}));
+  });
+}
+
 }  // namespace cavs::scheduler::testing
