@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "core/host_device.h"
 
 namespace cavs::core {
 
@@ -75,43 +76,78 @@ std::string OptimizerConfig::DebugString() const {
 
 namespace {
 
-// Calls f(param_index, grad_index) for every element a slot updates.
+// Calls f(param_offset, grad_offset, n) for each contiguous run of elements a slot updates:
+// the whole tensor when dense, one row per gradient row when sparse.
 template <typename F>
-void ForEachElement(const OptimizerSlot& s, F f) {
+void ForEachRun(const OptimizerSlot& s, F f) {
   if (!s.sparse) {
-    const int64_t n = s.rows * s.cols;
-    for (int64_t i = 0; i < n; ++i) f(i, i);
+    f(int64_t{0}, int64_t{0}, s.rows * s.cols);
     return;
   }
-  for (int64_t r = 0; r < s.num_rows; ++r) {
-    const int64_t p = s.row_ids[r] * s.cols;
-    const int64_t g = r * s.cols;
-    for (int64_t c = 0; c < s.cols; ++c) f(p + c, g + c);
-  }
+  for (int64_t r = 0; r < s.num_rows; ++r) f(s.row_ids[r] * s.cols, r * s.cols, s.cols);
 }
+
+}  // namespace
+
+// Multi-versioned functions need external linkage (GCC's resolver); hence a named namespace.
+namespace optimizer_internal {
+
+// The update loops, one per optimizer, over n contiguous elements: vectorized (the rules are
+// plain arithmetic and sqrtf, built without errno so sqrtf is one instruction) and, without
+// FMA contraction, bit-identical to the scalar rule.
+CAVS_CPU_VECTOR_CLONES
+void SgdRun(const SgdHyper h, float* __restrict__ w, const float* __restrict__ g,
+            float* __restrict__ velocity, int64_t n) {
+  if (velocity == nullptr) {
+    float unused = 0.0f;
+    for (int64_t i = 0; i < n; ++i) SgdElement(h, w[i], g[i], unused);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) SgdElement(h, w[i], g[i], velocity[i]);
+}
+
+CAVS_CPU_VECTOR_CLONES
+void AdagradRun(const AdagradHyper h, float* __restrict__ w, const float* __restrict__ g,
+                float* __restrict__ accum, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) AdagradElement(h, w[i], g[i], accum[i]);
+}
+
+CAVS_CPU_VECTOR_CLONES
+void AdamRun(const AdamHyper h, float* __restrict__ w, const float* __restrict__ g,
+             float* __restrict__ m, float* __restrict__ v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) AdamElement(h, w[i], g[i], m[i], v[i]);
+}
+
+}  // namespace optimizer_internal
+
+namespace {
+
+using optimizer_internal::AdagradRun;
+using optimizer_internal::AdamRun;
+using optimizer_internal::SgdRun;
 
 class CpuKernels final : public OptimizerKernels {
  public:
   absl::Status Sgd(const SgdHyper& h, absl::Span<const OptimizerSlot> slots) override {
     for (const OptimizerSlot& s : slots) {
-      float unused = 0.0f;
-      ForEachElement(s, [&](int64_t i, int64_t g) {
-        SgdElement(h, s.param[i], s.grad[g], s.state0 != nullptr ? s.state0[i] : unused);
+      ForEachRun(s, [&](int64_t p, int64_t g, int64_t n) {
+        SgdRun(h, s.param + p, s.grad + g, s.state0 != nullptr ? s.state0 + p : nullptr, n);
       });
     }
     return absl::OkStatus();
   }
   absl::Status Adagrad(const AdagradHyper& h, absl::Span<const OptimizerSlot> slots) override {
     for (const OptimizerSlot& s : slots) {
-      ForEachElement(
-          s, [&](int64_t i, int64_t g) { AdagradElement(h, s.param[i], s.grad[g], s.state0[i]); });
+      ForEachRun(s, [&](int64_t p, int64_t g, int64_t n) {
+        AdagradRun(h, s.param + p, s.grad + g, s.state0 + p, n);
+      });
     }
     return absl::OkStatus();
   }
   absl::Status Adam(const AdamHyper& h, absl::Span<const OptimizerSlot> slots) override {
     for (const OptimizerSlot& s : slots) {
-      ForEachElement(s, [&](int64_t i, int64_t g) {
-        AdamElement(h, s.param[i], s.grad[g], s.state0[i], s.state1[i]);
+      ForEachRun(s, [&](int64_t p, int64_t g, int64_t n) {
+        AdamRun(h, s.param + p, s.grad + g, s.state0 + p, s.state1 + p, n);
       });
     }
     return absl::OkStatus();

@@ -8,20 +8,13 @@
 // [-ln2/2, ln2/2]) with the final scaling by 2^n done in two halves, so that results down to
 // the subnormal range and up to overflow come out right without a branch.
 //
-// CAVS_CPU_VECTOR_CLONES marks a hot loop function for GCC function multi-versioning: the
-// library stays portable (x86-64 baseline) but runs AVX-512 or AVX2+FMA code where the CPU has
-// it, picked once by the dynamic loader.
+// CAVS_CPU_VECTOR_CLONES (core/host_device.h) marks the hot loop functions.
 #pragma once
 
 #include <bit>
 #include <cstdint>
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
-#define CAVS_CPU_VECTOR_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define CAVS_CPU_VECTOR_CLONES
-#endif
+#include "core/host_device.h"
 
 #if defined(__GNUC__)
 #define CAVS_CPU_INLINE inline __attribute__((always_inline))
