@@ -8,6 +8,7 @@
 // GFLOPs (useful GEMM FLOPs per second, see MatMulFlops).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -146,6 +147,43 @@ void BM_Sgemm(benchmark::State& state) {
       benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// One round's h U at the Tree-LSTM's shape, [m, 300] x [300, 750], for the row counts rounds
+// have: OpenBLAS (arg 0, packs U on every call) against the packed-weight GEMM (arg 1, U packed
+// once, as the engine does per batch). BM_PackWeight is the price of that one pack.
+void BM_RoundGemm(benchmark::State& state) {
+  const bool packed = state.range(0) == 1;
+  const int64_t m = state.range(1), k = 300, n = 750;
+  std::vector<float> a(m * k, 0.5f), b(k * n, 0.25f), c(m * n);
+  ops::Kernels* kern = *ops::GetKernels(core::Device::Cpu());
+  std::vector<float> pack(std::max<int64_t>(kern->PackedGemmBytes(k, n), 4) / 4);
+  if (packed && kern->PackedGemmBytes(k, n) == 0) {
+    state.SkipWithError("no packed GEMM on this CPU");
+    return;
+  }
+  if (packed) (void)kern->PackGemmB(false, k, n, b.data(), n, pack.data());
+  for (auto _ : state) {
+    if (packed) {
+      (void)kern->GemmPackedB(m, n, k, a.data(), k, pack.data(), 0.0f, c.data(), n);
+    } else {
+      (void)kern->Gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+    }
+  }
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BM_PackWeight(benchmark::State& state) {
+  const int64_t k = 300, n = 750;
+  std::vector<float> b(k * n, 0.25f);
+  ops::Kernels* kern = *ops::GetKernels(core::Device::Cpu());
+  std::vector<float> pack(std::max<int64_t>(kern->PackedGemmBytes(k, n), 4) / 4);
+  if (kern->PackedGemmBytes(k, n) == 0) {
+    state.SkipWithError("no packed GEMM on this CPU");
+    return;
+  }
+  for (auto _ : state) (void)kern->PackGemmB(state.range(0) == 1, k, n, b.data(), n, pack.data());
+}
+
 void Args(benchmark::internal::Benchmark* b) {
   for (int h : {150, 256}) {
     for (int bs : {1, 25, 64, 256}) b->Args({h, bs});
@@ -154,6 +192,12 @@ void Args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Sgemm)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RoundGemm)
+    ->ArgsProduct({{0, 1}, {8, 32, 128, 512}})
+    ->ArgNames({"packed", "m"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_PackWeight)->Arg(0)->Arg(1)->ArgName("trans")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Engine, train, true)->Apply(Args);
 BENCHMARK_CAPTURE(BM_Engine, infer, false)->Apply(Args);
 BENCHMARK(BM_Reference)->Args({150, 25})->Args({150, 64})->Apply(bench::Timed);

@@ -91,6 +91,28 @@ class Kernels {
                                           const float* b, int64_t ldb, float beta, float* c,
                                           int64_t ldc) = 0;
 
+  // GEMM with a packed right operand (optional). A device that returns PackedGemmBytes(k, n)
+  // > 0 can pack op(b): [k, n] once (PackGemmB, into `packed`: that many bytes, 64-byte
+  // aligned, on the device) and then compute c: [m, n] = a op(b) + beta * c from the pack
+  // (GemmPackedB) for as long as b's values stay the same: a weight read by every round's GEMM
+  // is packed once per batch instead of once per call. 0 (the default): unsupported, use Gemm.
+  virtual int64_t PackedGemmBytes(int64_t k, int64_t n) const {
+    (void)k;
+    (void)n;
+    return 0;
+  }
+  [[nodiscard]] virtual absl::Status PackGemmB(bool trans_b, int64_t k, int64_t n, const float* b,
+                                               int64_t ldb, float* packed) {
+    (void)trans_b, (void)k, (void)n, (void)b, (void)ldb, (void)packed;
+    return absl::UnimplementedError("PackGemmB: no packed GEMM on this device");
+  }
+  [[nodiscard]] virtual absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a,
+                                                 int64_t lda, const float* packed, float beta,
+                                                 float* c, int64_t ldc) {
+    (void)m, (void)n, (void)k, (void)a, (void)lda, (void)packed, (void)beta, (void)c, (void)ldc;
+    return absl::UnimplementedError("GemmPackedB: no packed GEMM on this device");
+  }
+
   // Runs `count` instructions over rows [0, rows), instruction by instruction within a row,
   // rows in any order: a fused kernel for a chain of element-wise ops. `host` is the program
   // in host memory; `device` the same program in device memory (equal to `host` on the CPU).

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -41,8 +42,11 @@ struct Batch {
   std::vector<core::Tensor> scratch;  // argmax buffers, the embedding gradient rows
   float* stats = nullptr;             // 2 floats: loss sum, correct
   int64_t gemm_flops = 0;             // of the recorded GEMMs
-  int32_t* pred = nullptr;            // argmax per row
-  core::Tensor embed_rows;            // [unique tokens, dim] gradient of the table
+  // Weights packed for the device's packed GEMM, by (parameter, transposed), and their bytes.
+  absl::flat_hash_map<std::pair<std::string, bool>, const float*> packed;
+  int64_t pack_bytes = 0;
+  int32_t* pred = nullptr;  // argmax per row
+  core::Tensor embed_rows;  // [unique tokens, dim] gradient of the table
   std::string embed_table;
   absl::flat_hash_map<int, int32_t*> argmax_of;      // forward GatherReduce(max) -> argmax
   absl::flat_hash_map<std::string, int> sinks_left;  // parameter -> weight-gradient steps to go
@@ -91,6 +95,10 @@ class Recorder {
 
   void Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
              int64_t r1);
+  // The weight `name` (op(w): [k, n]) packed for the device's packed GEMM, packed by a launch
+  // recorded at its first use in the batch; nullptr where the device has no packed GEMM.
+  absl::StatusOr<const float*> PackedWeight(const std::string& name, bool trans, int64_t k,
+                                            int64_t n, int64_t ld);
   // The copy a forward Gather or a backward GatherGrad makes over rows [r0, ...).
   ops::RowCopy GatherCopy(const ProgramSchedule& s, int id, int64_t r0) const;
   ops::RowCopy GatherGradCopy(const vertex::Program& p, const ProgramSchedule& s, int id,
@@ -215,6 +223,24 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
   });
 }
 
+absl::StatusOr<const float*> Recorder::PackedWeight(const std::string& name, bool trans, int64_t k,
+                                                    int64_t n, int64_t ld) {
+  const int64_t bytes = k_.PackedGemmBytes(k, n);
+  if (bytes <= 0) return nullptr;
+  auto it = b_.packed.find(std::make_pair(name, trans));
+  if (it != b_.packed.end()) return it->second;
+  CAVS_ASSIGN_OR_RETURN(core::Tensor t, core::Tensor::Empty(core::Shape({(bytes + 3) / 4}),
+                                                            core::DType::kFloat32, k_.device()));
+  b_.scratch.push_back(t);
+  b_.pack_bytes += bytes;
+  float* packed = t.data<float>();
+  const float* w = ParamValue(name);
+  ops::Kernels* kernels = &k_;
+  b_.launches.push_back([=]() { return kernels->PackGemmB(trans, k, n, w, ld, packed); });
+  b_.packed.emplace(std::make_pair(name, trans), packed);
+  return packed;
+}
+
 absl::Status Recorder::Single(bool backward, const vertex::Program& p, const ProgramSchedule& s,
                               int id, int64_t r0, int64_t r1) {
   const Node& n = p.nodes[id];
@@ -266,6 +292,13 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
       const float* xs = x + (rows.first - r0) * xld;
       float* ds = dst + (rows.first - r0) * ld;
       const float beta = accumulates ? 1.0f : 0.0f;
+      CAVS_ASSIGN_OR_RETURN(const float* packed,
+                            PackedWeight(w.name, n.transpose, in, n.width, wld));
+      if (packed != nullptr) {
+        b_.launches.push_back(
+            [=]() { return k->GemmPackedB(mm, n.width, in, xs, xld, packed, beta, ds, ld); });
+        return absl::OkStatus();
+      }
       b_.launches.push_back([=]() {
         return k->Gemm(false, n.transpose, mm, n.width, in, 1.0f, xs, xld, wv, wld, beta, ds, ld);
       });
@@ -831,6 +864,7 @@ absl::StatusOr<RunResult> Engine::Execute(const std::vector<Graph>& graphs,
   stats_.run_seconds = Seconds() - t0;
   stats_.commands = static_cast<int64_t>(b.launches.size());
   stats_.gemm_flops = b.gemm_flops;
+  stats_.pack_bytes = b.pack_bytes;
   stats_.arena_bytes = l.arena_floats * 4;
   stats_.upload_bytes = l.upload_bytes;
   stats_.host_syncs = dev.type == core::DeviceType::kCpu ? 0 : syncs;

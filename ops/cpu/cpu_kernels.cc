@@ -3,6 +3,7 @@
 #include "ops/cpu/cpu_elementwise.h"
 #include "ops/cpu/cpu_gather.h"
 #include "ops/cpu/cpu_gemm.h"
+#include "ops/cpu/cpu_packed_gemm.h"
 #include "ops/cpu/cpu_reduce.h"
 #include "ops/cpu/cpu_softmax.h"
 
@@ -21,6 +22,20 @@ absl::Status CpuKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, 
                               float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                               float beta, float* c, int64_t ldc) {
   return cpu::Gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+int64_t CpuKernels::PackedGemmBytes(int64_t k, int64_t n) const {
+  return cpu::PackedGemmBytes(k, n);
+}
+
+absl::Status CpuKernels::PackGemmB(bool trans_b, int64_t k, int64_t n, const float* b, int64_t ldb,
+                                   float* packed) {
+  return cpu::PackGemmB(trans_b, k, n, b, ldb, packed);
+}
+
+absl::Status CpuKernels::GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                                     const float* packed, float beta, float* c, int64_t ldc) {
+  return cpu::GemmPackedB(m, n, k, a, lda, packed, beta, c, ldc);
 }
 
 absl::Status CpuKernels::Elementwise(const EwInstr* host, const EwInstr* /*device*/, int count,

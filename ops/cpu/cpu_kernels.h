@@ -1,7 +1,8 @@
 // CpuKernels: the CPU implementation of cavs::ops::Kernels, always built and always returned by
 // GetKernels(Device::Cpu()). The reference every other device is tested against.
 //
-// GEMM is OpenBLAS sgemm; everything else is plain loops that the compiler vectorizes (built
+// GEMM is OpenBLAS sgemm, or a packed-weight kernel of our own for the rounds' skinny products
+// (ops/cpu/cpu_packed_gemm.h); everything else is plain loops that the compiler vectorizes (built
 // once per vector ISA and picked at load time, see ops/cpu/cpu_math.h). Work is split over one
 // small thread pool shared with OpenBLAS (ops/cpu/cpu_parallel.h: SetCpuThreads, and the
 // CAVS_NUM_THREADS environment variable). Every method has finished when it returns.
@@ -34,6 +35,12 @@ class CpuKernels final : public Kernels {
   absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) override;
+  // Packed weights: ops/cpu/cpu_packed_gemm.h (AVX-512 CPUs; 0 bytes elsewhere).
+  int64_t PackedGemmBytes(int64_t k, int64_t n) const override;
+  absl::Status PackGemmB(bool trans_b, int64_t k, int64_t n, const float* b, int64_t ldb,
+                         float* packed) override;
+  absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                           const float* packed, float beta, float* c, int64_t ldc) override;
   absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count,
                            int64_t rows) override;
   absl::Status GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,

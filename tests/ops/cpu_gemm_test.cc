@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/cpu_packed_gemm.h"
 #include "tests/ops/ops_test_util.h"
 
 namespace cavs::ops {
@@ -144,6 +145,67 @@ TEST(CpuGemmTest, RejectsBadArguments) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(k->Gemm(false, false, 4, 4, 4, 1, a.data(), 4, b.data(), 4, 0, c.data(), 3).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The packed-weight GEMM against the same reference: m from 1 to past the row-block and
+// parallel thresholds, n past a panel multiple, both stored layouts of b, beta 0 / 1 / other,
+// odd leading dimensions, 1 and 2 threads. Skips where the CPU has no AVX-512F.
+TEST(CpuPackedGemmTest, MatchesNaive) {
+  Kernels* k = CpuKernels::Get();
+  if (k->PackedGemmBytes(8, 8) == 0) GTEST_SKIP() << "no packed GEMM on this CPU";
+  for (int threads : {1, 2}) {
+    SetCpuThreads(threads);
+    for (bool tb : {false, true}) {
+      for (int64_t m : {1, 5, 12, 13, 40, 301}) {
+        for (auto [n, kk] : {std::pair<int64_t, int64_t>{5, 150}, {33, 7}, {97, 64}}) {
+          for (float beta : {0.0f, 1.0f, -0.5f}) {
+            GemmCase g{false, tb, m, n, kk, kk + 3, (tb ? kk : n) + 2, n + 5, 1.0f, beta};
+            GemmData d = MakeData(g, 19);
+            std::vector<float> packed(k->PackedGemmBytes(g.k, g.n) / sizeof(float), -1.0f);
+            ASSERT_TRUE(k->PackGemmB(tb, g.k, g.n, d.b.data(), g.ldb, packed.data()).ok());
+            ASSERT_TRUE(k->GemmPackedB(g.m, g.n, g.k, d.a.data(), g.lda, packed.data(), g.beta,
+                                       d.c.data(), g.ldc)
+                            .ok());
+            EXPECT_TRUE(AllClose(d.c, d.want, 1e-5, 0.0, &d.scale))
+                << "threads " << threads << " trans_b " << tb << " m " << m << " n " << n << " k "
+                << kk << " beta " << beta;
+          }
+        }
+      }
+    }
+  }
+  SetCpuThreads(0);
+}
+
+TEST(CpuPackedGemmTest, BetaZeroOverwritesNaNAndLeavesPaddingAlone) {
+  Kernels* k = CpuKernels::Get();
+  if (k->PackedGemmBytes(8, 8) == 0) GTEST_SKIP() << "no packed GEMM on this CPU";
+  GemmCase g = OddCase(false, false, 1.0f, 0.0f);
+  GemmData d = MakeData(g, 3);
+  std::fill(d.c.begin(), d.c.end(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> packed(k->PackedGemmBytes(g.k, g.n) / sizeof(float));
+  ASSERT_TRUE(k->PackGemmB(false, g.k, g.n, d.b.data(), g.ldb, packed.data()).ok());
+  ASSERT_TRUE(
+      k->GemmPackedB(g.m, g.n, g.k, d.a.data(), g.lda, packed.data(), 0.0f, d.c.data(), g.ldc)
+          .ok());
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t j = 0; j < g.n; ++j) ASSERT_FALSE(std::isnan(d.c[i * g.ldc + j])) << i << "," << j;
+    for (int64_t j = g.n; j < g.ldc && i + 1 < g.m; ++j)
+      EXPECT_TRUE(std::isnan(d.c[i * g.ldc + j]));
+  }
+  EXPECT_EQ(k->GemmPackedB(2, 4, 4, d.a.data(), 3, packed.data(), 0, d.c.data(), 4).code(),
+            absl::StatusCode::kInvalidArgument);  // lda < k
+  EXPECT_EQ(k->PackGemmB(true, 4, 4, d.b.data(), 3, packed.data()).code(),
+            absl::StatusCode::kInvalidArgument);  // ldb < k for a transposed b
+}
+
+TEST(CpuPackedGemmTest, CanBeTurnedOff) {
+  Kernels* k = CpuKernels::Get();
+  const bool on = k->PackedGemmBytes(8, 8) > 0;
+  cpu::SetPackedGemmEnabled(false);
+  EXPECT_EQ(k->PackedGemmBytes(8, 8), 0);
+  cpu::SetPackedGemmEnabled(on);
+  EXPECT_EQ(k->PackedGemmBytes(8, 8) > 0, on);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "core/allocator.h"
 #include "core/random.h"
+#include "ops/cpu/cpu_packed_gemm.h"
 #include "scheduler/engine_compile.h"
 #include "scheduler/reference_executor.h"
 #include "tests/scheduler/random_graphs.h"
@@ -87,7 +88,8 @@ void ExpectMatchesReferenceOn(core::Device device, const vertex::Function& f,
   const int64_t peak = core::CpuAllocator::Global()->stats().peak_bytes_in_use - before;
   const EngineStats& st = (*engine)->stats();
   if (device.is_cpu()) {
-    EXPECT_LE(peak, 2 * (st.arena_bytes + st.upload_bytes) + 65536) << "memory beyond the plan";
+    EXPECT_LE(peak, 2 * (st.arena_bytes + st.upload_bytes + st.pack_bytes) + 65536)
+        << "memory beyond the plan";
   }
   absl::StatusOr<ReferenceResult> want =
       RunReference(f, graphs, SnapshotParameters(f, store), options);
@@ -150,6 +152,10 @@ TEST(EngineTest, Batch512AndSingleVertexGraphs) {
   RunOptions inference = Options();
   inference.backward = false;
   ExpectMatchesReference(*f, gs, {}, inference, "512 trees, inference");
+  // The same with OpenBLAS for every GEMM (the path of CPUs without the packed GEMM).
+  ops::cpu::SetPackedGemmEnabled(false);
+  ExpectMatchesReference(*f, gs, {}, Options(), "512 trees, no packed GEMM");
+  ops::cpu::SetPackedGemmEnabled(true);
 }
 
 TEST(EngineTest, SequenceCellsOnChains) {

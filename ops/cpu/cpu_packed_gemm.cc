@@ -1,0 +1,183 @@
+#include "ops/cpu/cpu_packed_gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "ops/cpu/cpu_parallel.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CAVS_PACKED_GEMM_X86 1
+#include <immintrin.h>
+#endif
+
+namespace cavs::ops::cpu {
+namespace {
+
+constexpr int kRows = 12;  // rows of c per micro-kernel call
+// Below this many multiply-adds a packed GEMM runs on the calling thread.
+constexpr int64_t kParallelMinMacs = int64_t{1} << 18;
+
+bool CpuHasAvx512() {
+#if defined(CAVS_PACKED_GEMM_X86)
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool>& Enabled() {
+  static std::atomic<bool> enabled = [] {
+    const char* env = std::getenv("CAVS_PACKED_GEMM");
+    return CpuHasAvx512() && !(env != nullptr && std::strcmp(env, "0") == 0);
+  }();
+  return enabled;
+}
+
+int64_t Panels(int64_t n) { return (n + kPackedPanel - 1) / kPackedPanel; }
+
+#if defined(CAVS_PACKED_GEMM_X86)
+
+// c rows [0, R) x panel columns [0, cols) (cols <= 32) = a rows times the panel, plus beta * c.
+template <int R>
+__attribute__((target("avx512f"))) void MicroKernel(int64_t k, const float* a, int64_t lda,
+                                                    const float* panel, float beta, float* c,
+                                                    int64_t ldc, int64_t cols) {
+  __m512 lo[R], hi[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    lo[r] = _mm512_setzero_ps();
+    hi[r] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < k; ++p) {
+    const __m512 b0 = _mm512_loadu_ps(panel + p * kPackedPanel);
+    const __m512 b1 = _mm512_loadu_ps(panel + p * kPackedPanel + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r * lda + p]);
+      lo[r] = _mm512_fmadd_ps(x, b0, lo[r]);
+      hi[r] = _mm512_fmadd_ps(x, b1, hi[r]);
+    }
+  }
+  const __mmask16 mlo = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
+  const __mmask16 mhi = static_cast<__mmask16>(cols >= 32   ? 0xFFFF
+                                               : cols <= 16 ? 0
+                                                            : (1u << (cols - 16)) - 1);
+  const __m512 vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    float* row = c + r * ldc;
+    if (beta != 0.0f) {
+      lo[r] = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mlo, row), lo[r]);
+      hi[r] = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mhi, row + 16), hi[r]);
+    }
+    _mm512_mask_storeu_ps(row, mlo, lo[r]);
+    _mm512_mask_storeu_ps(row + 16, mhi, hi[r]);
+  }
+}
+
+using MicroKernelFn = void (*)(int64_t, const float*, int64_t, const float*, float, float*, int64_t,
+                               int64_t);
+
+MicroKernelFn KernelFor(int rows) {
+  static constexpr MicroKernelFn kKernels[kRows] = {
+      MicroKernel<1>, MicroKernel<2>,  MicroKernel<3>,  MicroKernel<4>,
+      MicroKernel<5>, MicroKernel<6>,  MicroKernel<7>,  MicroKernel<8>,
+      MicroKernel<9>, MicroKernel<10>, MicroKernel<11>, MicroKernel<12>};
+  return kKernels[rows - 1];
+}
+
+// Row blocks [rb0, rb1) x panels [p0, p1) of c.
+void Block(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* packed,
+           float beta, float* c, int64_t ldc, int64_t rb0, int64_t rb1, int64_t p0, int64_t p1) {
+  for (int64_t rb = rb0; rb < rb1; ++rb) {
+    const int64_t r0 = rb * kRows;
+    const int rows = static_cast<int>(std::min<int64_t>(kRows, m - r0));
+    const MicroKernelFn kernel = KernelFor(rows);
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c0 = p * kPackedPanel;
+      kernel(k, a + r0 * lda, lda, packed + p * k * kPackedPanel, beta, c + r0 * ldc + c0, ldc,
+             std::min(kPackedPanel, n - c0));
+    }
+  }
+}
+
+#endif  // CAVS_PACKED_GEMM_X86
+
+}  // namespace
+
+void SetPackedGemmEnabled(bool enabled) { Enabled().store(enabled && CpuHasAvx512()); }
+
+int64_t PackedGemmBytes(int64_t k, int64_t n) {
+  if (!Enabled().load() || k <= 0 || n <= 0) return 0;
+  return Panels(n) * kPackedPanel * k * static_cast<int64_t>(sizeof(float));
+}
+
+absl::Status PackGemmB(bool trans_b, int64_t k, int64_t n, const float* b, int64_t ldb,
+                       float* packed) {
+  if (k <= 0 || n <= 0 || b == nullptr || packed == nullptr || ldb < (trans_b ? k : n)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PackGemmB: k=", k, " n=", n, " ldb=", ldb,
+                     b == nullptr || packed == nullptr ? " (null)" : ""));
+  }
+  ParallelFor(Panels(n), k * kPackedPanel, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      float* dst = packed + p * k * kPackedPanel;
+      const int64_t c0 = p * kPackedPanel;
+      const int64_t cols = std::min(kPackedPanel, n - c0);
+      for (int64_t r = 0; r < k; ++r) {
+        float* out = dst + r * kPackedPanel;
+        if (trans_b) {
+          for (int64_t j = 0; j < cols; ++j) out[j] = b[(c0 + j) * ldb + r];
+        } else {
+          std::memcpy(out, b + r * ldb + c0, cols * sizeof(float));
+        }
+        std::fill(out + cols, out + kPackedPanel, 0.0f);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                         const float* packed, float beta, float* c, int64_t ldc) {
+  if (m < 0 || n <= 0 || k <= 0 || lda < k || ldc < n ||
+      (m > 0 && (a == nullptr || c == nullptr || packed == nullptr))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GemmPackedB: m=", m, " n=", n, " k=", k, " lda=", lda, " ldc=", ldc));
+  }
+  if (m == 0) return absl::OkStatus();
+#if defined(CAVS_PACKED_GEMM_X86)
+  if (!CpuHasAvx512()) return absl::FailedPreconditionError("GemmPackedB: no AVX-512F");
+  const int64_t row_blocks = (m + kRows - 1) / kRows;
+  const int64_t panels = Panels(n);
+  const int threads = CpuThreads();
+  if (threads == 1 || m * n * k < kParallelMinMacs) {
+    Block(m, n, k, a, lda, packed, beta, c, ldc, 0, row_blocks, 0, panels);
+    return absl::OkStatus();
+  }
+  // Enough row blocks: split the rows (each task streams every panel); else split the panels
+  // (each task reads all of a's few rows).
+  if (row_blocks >= 2 * threads) {
+    const int64_t tasks = std::min<int64_t>(row_blocks, 4 * threads);
+    RunTasks(tasks, [&](int64_t t) {
+      Block(m, n, k, a, lda, packed, beta, c, ldc, row_blocks * t / tasks,
+            row_blocks * (t + 1) / tasks, 0, panels);
+    });
+  } else {
+    const int64_t tasks = std::min<int64_t>(panels, 2 * threads);
+    RunTasks(tasks, [&](int64_t t) {
+      Block(m, n, k, a, lda, packed, beta, c, ldc, 0, row_blocks, panels * t / tasks,
+            panels * (t + 1) / tasks);
+    });
+  }
+  return absl::OkStatus();
+#else
+  (void)lda, (void)beta;
+  return absl::FailedPreconditionError("GemmPackedB: not built for this CPU");
+#endif
+}
+
+}  // namespace cavs::ops::cpu
