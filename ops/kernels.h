@@ -46,9 +46,15 @@ enum class EwOp : uint8_t {
 };
 
 // A row operand: element (r, c) is ptr[r * ld + c]. ld = 0 broadcasts one row.
+// With scratch >= 0 the operand is instead a temporary of the row being computed: columns
+// [scratch, scratch + width) of a scratch row the device keeps per row in flight (ptr and ld
+// unused). A program writes a temporary before it reads it, within the same row, and nothing
+// outside the program sees it, so it never reaches memory. Only a device whose
+// ElementwiseScratch() is true accepts scratch operands.
 struct EwArg {
   float* ptr = nullptr;
   int64_t ld = 0;
+  int64_t scratch = -1;
 };
 
 // One instruction of a fused element-wise program: applied to `width` columns of every row.
@@ -112,6 +118,9 @@ class Kernels {
     (void)m, (void)n, (void)k, (void)a, (void)lda, (void)packed, (void)beta, (void)c, (void)ldc;
     return absl::UnimplementedError("GemmPackedB: no packed GEMM on this device");
   }
+
+  // Whether Elementwise accepts scratch operands (EwArg::scratch).
+  virtual bool ElementwiseScratch() const { return false; }
 
   // Runs `count` instructions over rows [0, rows), instruction by instruction within a row,
   // rows in any order: a fused kernel for a chain of element-wise ops. `host` is the program

@@ -90,6 +90,7 @@ class Recorder {
   }
   ops::EwArg Arg(const vertex::Program& p, const ProgramSchedule& s, int node, int64_t r0) const {
     if (p.nodes[node].is_static()) return {ParamValue(p.nodes[node].name), 0};
+    if (s.scratch_col[node] >= 0) return {nullptr, 0, s.scratch_col[node]};
     return {Ptr(s, node, r0), Ld(s, node)};
   }
 
@@ -124,7 +125,7 @@ void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int
   const Node& n = p.nodes[id];
   ops::EwInstr in;
   in.width = n.width;
-  in.dst = {Ptr(s, id, r0), Ld(s, id)};
+  in.dst = Arg(p, s, id, r0);
   if (!n.inputs.empty()) in.a = Arg(p, s, n.inputs[0], r0);
   if (n.inputs.size() > 1) in.b = Arg(p, s, n.inputs[1], r0);
   switch (n.kind) {
@@ -562,7 +563,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const vertex::Function* f
   e->options_ = options;
   CAVS_ASSIGN_OR_RETURN(e->kernels_, ops::GetKernels(options.device));
   e->compiled_ = std::make_unique<Compiled>();
-  static_cast<internal::Compiled&>(*e->compiled_) = internal::Compile(*f);
+  static_cast<internal::Compiled&>(*e->compiled_) =
+      internal::Compile(*f, e->kernels_->ElementwiseScratch());
   return e;
 }
 
@@ -643,7 +645,9 @@ Layout LayOut(const Compiled& c, const Plan& plan, bool backward) {
   const int64_t n = plan.num_rows;
   l.offsets.assign(c.buffers.size(), -1);
   for (size_t i = 0; i < c.buffers.size(); ++i) {
-    if ((c.buffers[i].backward_only && !backward) || c.buffers[i].features) continue;
+    if ((c.buffers[i].backward_only && !backward) || c.buffers[i].features || c.buffers[i].unused) {
+      continue;
+    }
     l.offsets[i] = l.arena_floats;
     l.arena_floats += (n * c.buffers[i].width + 15) / 16 * 16;
   }

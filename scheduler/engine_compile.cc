@@ -191,6 +191,57 @@ void OrderGemmSums(const std::vector<GemmSum>& sums, ProgramSchedule& s) {
   }
 }
 
+// Nodes of fused steps whose value lives and dies within the step become per-row temporaries:
+// one instruction, a buffer of their own that no other node (of either program) views, and
+// every reader in the same step; not pushed or scattered.
+void AssignScratch(Compiled& c, const vertex::Function& f, bool backward) {
+  const vertex::Program& p = backward ? f.backward() : f.forward();
+  ProgramSchedule& s = backward ? c.bwd : c.fwd;
+  std::vector<int> viewers(c.buffers.size(), 0);
+  for (const ProgramSchedule* sched : {&c.fwd, &c.bwd}) {
+    for (const View& v : sched->views) {
+      if (v.buffer >= 0) ++viewers[v.buffer];
+    }
+  }
+  std::vector<char> exported(p.nodes.size(), 0);
+  if (!backward) {
+    for (int id : f.pushes()) exported[id] = 1;
+    for (const vertex::ScatterField& sf : f.scatter()) exported[sf.node] = 1;
+  }
+  std::vector<int> step_of(p.nodes.size(), -1);
+  int step_id = 0;
+  for (const std::vector<Step>& steps : s.steps) {
+    for (const Step& st : steps) {
+      for (int id : st.nodes) step_of[id] = step_id;
+      ++step_id;
+    }
+  }
+  std::vector<char> outside(p.nodes.size(), 0);  // read by a node of another step
+  for (size_t id = 0; id < p.nodes.size(); ++id) {
+    for (int in : p.nodes[id].inputs) {
+      if (step_of[id] < 0 || step_of[id] != step_of[in]) outside[in] = 1;
+    }
+  }
+  for (std::vector<Step>& steps : s.steps) {
+    for (Step& st : steps) {
+      if (!st.fused) continue;
+      int64_t col = 0;
+      for (int id : st.nodes) {
+        const Node& n = p.nodes[id];
+        const View& v = s.views[id];
+        if (InstrCount(n) != 1 || exported[id] || outside[id] || v.buffer < 0 || v.col != 0 ||
+            c.buffers[v.buffer].width != n.width || viewers[v.buffer] != 1 ||
+            c.buffers[v.buffer].zero || c.buffers[v.buffer].features) {
+          continue;
+        }
+        s.scratch_col[id] = col;
+        c.buffers[v.buffer].unused = true;
+        col += (n.width + 15) / 16 * 16;
+      }
+    }
+  }
+}
+
 bool Fusable(const Node& n) { return vertex::IsElementwise(n.kind); }
 
 // Cuts one op class into steps: all ready single ops, then one maximal fused group, repeated.
@@ -282,7 +333,7 @@ void SplitEarlyWeightGrads(const vertex::Program& p, ProgramSchedule& s) {
 
 }  // namespace
 
-Compiled Compile(const vertex::Function& f) {
+Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
   Compiled c;
   const vertex::Program& fp = f.forward();
   const vertex::Program& bp = f.backward();
@@ -302,6 +353,8 @@ Compiled Compile(const vertex::Function& f) {
   c.bwd.views.assign(bp.nodes.size(), View());
   c.bwd.no_op.assign(bp.nodes.size(), 0);
   c.bwd.gemm.assign(bp.nodes.size(), GemmWrite());
+  c.fwd.scratch_col.assign(fp.nodes.size(), -1);
+  c.bwd.scratch_col.assign(bp.nodes.size(), -1);
   AliasConcats(c, bp, c.bwd, true);
   AssignViews(c, f, bp, c.bwd, true);
   for (int cls = 0; cls < 5; ++cls) {
@@ -311,6 +364,10 @@ Compiled Compile(const vertex::Function& f) {
     GroupCopies(bp, c.bwd.steps[cls]);
   }
   OrderGemmSums(sums, c.fwd);
+  if (elementwise_scratch) {
+    AssignScratch(c, f, false);
+    AssignScratch(c, f, true);
+  }
   SplitEarlyWeightGrads(bp, c.bwd);
   return c;
 }

@@ -23,6 +23,7 @@ struct Buffer {
   bool zero = false;           // zeroed before each batch (gradient accumulators)
   bool backward_only = false;  // not allocated in inference
   bool features = false;       // the pulled features, uploaded with the plan
+  bool unused = false;         // its node became a per-row temporary: not allocated
 };
 
 // How a MatMul writes its view when it is a term of a folded sum (FoldGemmSums): the first
@@ -44,6 +45,9 @@ struct ProgramSchedule {
   std::vector<char> no_op;                 // views of other nodes, leaves, free Concats
   std::array<std::vector<Step>, 5> steps;  // by vertex::OpClass
   std::vector<GemmWrite> gemm;             // per node; MatMuls that are terms of a folded sum
+  // Per node: >= 0 when the node is a per-row temporary of its fused step, at this column of
+  // the step's scratch row (EwArg::scratch); its buffer is then unused.
+  std::vector<int64_t> scratch_col;
   // Backward only: the weight-gradient steps whose inputs are all final before the backward
   // rounds (the output layer's), moved out of steps[kWeightGrad] to run before the rounds.
   std::vector<Step> early_weight_grads;
@@ -56,8 +60,10 @@ struct Compiled {
   std::vector<int> field_grad;  // scatter field -> its gradient accumulator buffer
 };
 
-// Builds views and steps for `f` (forward and backward).
-Compiled Compile(const vertex::Function& f);
+// Builds views and steps for `f` (forward and backward). `elementwise_scratch`: the device's
+// fused kernel keeps temporaries in a scratch row (Kernels::ElementwiseScratch), so a value
+// produced and consumed within one fused step gets no buffer.
+Compiled Compile(const vertex::Function& f, bool elementwise_scratch = false);
 
 // Instructions the fused step's node emits (Concat: one per input; PadSlice: two; else one).
 int InstrCount(const vertex::Node& n);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/random.h"
@@ -32,7 +33,14 @@ bool NeedsB(EwOp op) {
   }
 }
 
-absl::Status CheckOperand(const EwArg& arg, const char* name, int i) {
+absl::Status CheckOperand(const EwArg& arg, const char* name, int i, bool allow_scratch) {
+  if (arg.scratch >= 0) {
+    if (allow_scratch) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("Elementwise: instruction ", i, " operand ",
+                                                   name,
+                                                   " is a scratch operand, which this "
+                                                   "device does not support"));
+  }
   if (arg.ptr == nullptr || arg.ld < 0) {
     return absl::InvalidArgumentError(absl::StrCat("Elementwise: instruction ", i, " operand ",
                                                    name, " is null or has ld ", arg.ld, " < 0"));
@@ -40,7 +48,7 @@ absl::Status CheckOperand(const EwArg& arg, const char* name, int i) {
   return absl::OkStatus();
 }
 
-absl::Status CheckInstr(const EwInstr& in, int i, int64_t rows) {
+absl::Status CheckInstr(const EwInstr& in, int i, int64_t rows, bool allow_scratch) {
   if (!IsValidOp(in.op)) {
     return absl::InvalidArgumentError(
         absl::StrCat("Elementwise: instruction ", i, " has unknown op ", static_cast<int>(in.op)));
@@ -50,15 +58,15 @@ absl::Status CheckInstr(const EwInstr& in, int i, int64_t rows) {
         absl::StrCat("Elementwise: instruction ", i, " has width ", in.width));
   }
   if (in.width == 0 || rows == 0) return absl::OkStatus();
-  CAVS_RETURN_IF_ERROR(CheckOperand(in.dst, "dst", i));
+  CAVS_RETURN_IF_ERROR(CheckOperand(in.dst, "dst", i, allow_scratch));
   const int64_t dst_width = in.op == EwOp::kSum ? 1 : in.width;
-  if (rows > 1 && in.dst.ld < dst_width) {
+  if (rows > 1 && in.dst.scratch < 0 && in.dst.ld < dst_width) {
     return absl::InvalidArgumentError(
         absl::StrCat("Elementwise: instruction ", i, " writes overlapping rows (dst ld ", in.dst.ld,
                      " < width ", dst_width, " with ", rows, " rows)"));
   }
-  if (NeedsA(in.op)) CAVS_RETURN_IF_ERROR(CheckOperand(in.a, "a", i));
-  if (NeedsB(in.op)) CAVS_RETURN_IF_ERROR(CheckOperand(in.b, "b", i));
+  if (NeedsA(in.op)) CAVS_RETURN_IF_ERROR(CheckOperand(in.a, "a", i, allow_scratch));
+  if (NeedsB(in.op)) CAVS_RETURN_IF_ERROR(CheckOperand(in.b, "b", i, allow_scratch));
   if (in.op == EwOp::kDropout && (in.uids == nullptr || !(in.scalar >= 0.0f && in.scalar < 1.0f))) {
     return absl::InvalidArgumentError(absl::StrCat("Elementwise: dropout instruction ", i,
                                                    " needs uids and a rate in [0, 1), got ",
@@ -193,12 +201,14 @@ void RunProgramRows(const EwInstr* program, int count, int64_t begin, int64_t en
 
 }  // namespace internal
 
-absl::Status ValidateProgram(const EwInstr* program, int count, int64_t rows) {
+absl::Status ValidateProgram(const EwInstr* program, int count, int64_t rows, bool allow_scratch) {
   if (count < 0 || rows < 0 || (count > 0 && program == nullptr)) {
     return absl::InvalidArgumentError(
         absl::StrCat("Elementwise: ", count, " instructions over ", rows, " rows"));
   }
-  for (int i = 0; i < count; ++i) CAVS_RETURN_IF_ERROR(CheckInstr(program[i], i, rows));
+  for (int i = 0; i < count; ++i) {
+    CAVS_RETURN_IF_ERROR(CheckInstr(program[i], i, rows, allow_scratch));
+  }
   return absl::OkStatus();
 }
 
@@ -207,8 +217,32 @@ absl::Status Elementwise(const EwInstr* program, int count, int64_t rows) {
   int64_t row_work = 0;
   for (int i = 0; i < count; ++i) row_work += program[i].width;
   if (rows == 0 || row_work == 0) return absl::OkStatus();
+  // Scratch operands: each chunk of rows runs a copy of the program whose scratch operands
+  // point at a row buffer of its own, with ld 0 (every row reuses it).
+  int64_t scratch = 0;
+  for (int i = 0; i < count; ++i) {
+    const EwInstr& in = program[i];
+    for (const EwArg* arg : {&in.dst, &in.a, &in.b}) {
+      if (arg->scratch >= 0) scratch = std::max(scratch, arg->scratch + in.width);
+    }
+  }
+  if (scratch == 0) {
+    ParallelFor(rows, row_work, [&](int64_t begin, int64_t end) {
+      internal::RunProgramRows(program, count, begin, end);
+    });
+    return absl::OkStatus();
+  }
   ParallelFor(rows, row_work, [&](int64_t begin, int64_t end) {
-    internal::RunProgramRows(program, count, begin, end);
+    thread_local std::vector<float> row;
+    thread_local std::vector<EwInstr> local;
+    row.resize(static_cast<size_t>(scratch));
+    local.assign(program, program + count);
+    for (EwInstr& in : local) {
+      for (EwArg* arg : {&in.dst, &in.a, &in.b}) {
+        if (arg->scratch >= 0) *arg = {row.data() + arg->scratch, 0, -1};
+      }
+    }
+    internal::RunProgramRows(local.data(), count, begin, end);
   });
   return absl::OkStatus();
 }

@@ -11,12 +11,13 @@ namespace cavs::ops::cpu {
 
 // Checks `count` instructions for `rows` rows: sizes, operands present for the op, no
 // destination whose rows overlap (ld 0 or ld < width with rows > 1), dropout rate in [0, 1)
-// with uids. The error names the instruction.
-[[nodiscard]] absl::Status ValidateProgram(const EwInstr* program, int count, int64_t rows);
+// with uids, scratch operands only where `allow_scratch`. The error names the instruction.
+[[nodiscard]] absl::Status ValidateProgram(const EwInstr* program, int count, int64_t rows,
+                                           bool allow_scratch = true);
 
 // Runs the program over rows [0, rows) (see Kernels::Elementwise). An instruction's dst may
 // equal its a or b exactly (in place); other overlaps between dst and an operand are not
-// supported.
+// supported. Scratch operands live in a per-thread row buffer (in L1) that every row reuses.
 [[nodiscard]] absl::Status Elementwise(const EwInstr* program, int count, int64_t rows);
 
 // dst: [n] = value.

@@ -41,6 +41,7 @@ class CpuKernels final : public Kernels {
                          float* packed) override;
   absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                            const float* packed, float beta, float* c, int64_t ldc) override;
+  bool ElementwiseScratch() const override { return true; }
   absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count,
                            int64_t rows) override;
   absl::Status GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,

@@ -81,7 +81,8 @@ absl::Status CudaKernels::Elementwise(const EwInstr* host, const EwInstr* device
                                       int64_t rows) {
   CAVS_RETURN_IF_ERROR(CheckArgs("Elementwise", rows, count, {host, device}));
   if (rows == 0 || count == 0) return absl::OkStatus();
-  CAVS_RETURN_IF_ERROR(cpu::ValidateProgram(host, count, rows));  // the same checks as the CPU
+  // The same checks as the CPU; no scratch operands (ElementwiseScratch() is false here).
+  CAVS_RETURN_IF_ERROR(cpu::ValidateProgram(host, count, rows, /*allow_scratch=*/false));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
   CAVS_CUDA_RETURN_IF_ERROR(LaunchElementwise(stream(), host, device, count, rows, num_sms_));

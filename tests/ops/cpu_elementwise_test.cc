@@ -1,9 +1,12 @@
 // CpuKernels::Elementwise and Fill against naive per-element references: every EwOp, odd and
 // broadcast (ld = 0) operands, in-place programs, Sum/Broadcast widths, dropout masks drawn
 // from core::PhiloxUniform, and the accuracy of the vectorized exp/tanh/sigmoid.
+#include "ops/cpu/cpu_elementwise.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "core/random.h"
@@ -184,6 +187,49 @@ TEST(CpuElementwiseTest, ProgramRunsInstructionsInOrderPerRow) {
     EXPECT_TRUE(AllClose(hid, want_h, 1e-5, 1e-6)) << threads << " threads";
   }
   SetCpuThreads(0);
+}
+
+// The LSTM cell program with its temporaries (f * c_prev, tanh c) as scratch operands gives the
+// same bits as with them in buffers, for 1 and 2 threads; a device without scratch support
+// rejects the program.
+TEST(CpuElementwiseTest, ScratchOperandsMatchBuffers) {
+  const int64_t rows = 2000, h = 24;
+  const std::vector<float> g0 = RandomFloats(static_cast<size_t>(rows * 4 * h), 41, -4.0f, 4.0f);
+  std::vector<float> c_prev = RandomFloats(static_cast<size_t>(rows * h), 42);
+  const int64_t gl = 4 * h;
+  auto run = [&](bool scratch, std::vector<float>& c, std::vector<float>& hid) {
+    std::vector<float> gates = g0, tmp(rows * h), tmp2(rows * h);
+    float* g = gates.data();
+    const EwArg t1 = scratch ? EwArg{nullptr, 0, 0} : EwArg{tmp.data(), h};
+    const EwArg t2 = scratch ? EwArg{nullptr, 0, 32} : EwArg{tmp2.data(), h};
+    const EwInstr program[] = {
+        {EwOp::kSigmoid, 3 * h, {g, gl}, {g, gl}},
+        {EwOp::kTanh, h, {g + 3 * h, gl}, {g + 3 * h, gl}},
+        {EwOp::kMul, h, {c.data(), h}, {g, gl}, {g + 3 * h, gl}},
+        {EwOp::kMul, h, t1, {g + h, gl}, {c_prev.data(), h}},
+        {EwOp::kAccumulate, h, {c.data(), h}, t1},
+        {EwOp::kTanh, h, t2, {c.data(), h}},
+        {EwOp::kMul, h, {hid.data(), h}, {g + 2 * h, gl}, t2},
+    };
+    return CpuKernels::Get()->Elementwise(program, program, 7, rows);
+  };
+  std::vector<float> c_buf(rows * h), h_buf(rows * h);
+  ASSERT_TRUE(run(false, c_buf, h_buf).ok());
+  for (int threads : {1, 2}) {
+    SetCpuThreads(threads);
+    std::vector<float> c(rows * h), hid(rows * h);
+    ASSERT_TRUE(run(true, c, hid).ok());
+    EXPECT_EQ(c, c_buf) << threads << " threads";
+    EXPECT_EQ(hid, h_buf) << threads << " threads";
+  }
+  SetCpuThreads(0);
+  std::vector<float> out(8);
+  const EwInstr uses_scratch[] = {{EwOp::kTanh, 8, {nullptr, 0, 0}, {out.data(), 8}},
+                                  {EwOp::kCopy, 8, {out.data(), 8}, {nullptr, 0, 0}}};
+  EXPECT_TRUE(cpu::ValidateProgram(uses_scratch, 2, 1).ok());
+  const absl::Status s = cpu::ValidateProgram(uses_scratch, 2, 1, /*allow_scratch=*/false);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("scratch"), std::string::npos) << s;
 }
 
 TEST(CpuElementwiseTest, ResultsDoNotDependOnThreadCount) {

@@ -249,6 +249,27 @@ TEST(EngineTest, TreeLstmGateSumIsFolded) {
   }
 }
 
+// Where the device's fused kernel keeps temporaries in a scratch row, the Tree-LSTM's products
+// and partial sums that live and die within a round's fused step get no buffer: 4 forward
+// (i u, f_l c_l, f_r c_r, their partial sum) and 9 backward; none without scratch support.
+TEST(EngineTest, TreeLstmTemporariesLiveInScratch) {
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  auto count = [](const internal::ProgramSchedule& s) {
+    return std::count_if(s.scratch_col.begin(), s.scratch_col.end(),
+                         [](int64_t c) { return c >= 0; });
+  };
+  const internal::Compiled with = internal::Compile(*f, true);
+  EXPECT_EQ(count(with.fwd), 4);
+  EXPECT_EQ(count(with.bwd), 9);
+  const internal::Compiled without = internal::Compile(*f, false);
+  EXPECT_EQ(count(without.fwd), 0);
+  EXPECT_EQ(count(without.bwd), 0);
+  int unused = 0;
+  for (const internal::Buffer& b : with.buffers) unused += b.unused ? 1 : 0;
+  EXPECT_EQ(unused, 13);
+}
+
 TEST(EngineTest, BadBatchIsAnError) {
   absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
   ASSERT_TRUE(f.ok());
