@@ -116,6 +116,30 @@ void BM_Engine(benchmark::State& state, bool train) {
   state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
 }
 
+// The host's part of a batch that needs no device: validating the batch and building its plan
+// (Engine::PlanBatch). On a GPU this runs for the next batch while the device runs this one.
+void BM_Plan(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0));
+  absl::StatusOr<vertex::Function> f = Model(150);
+  core::ParameterStore store(1);
+  auto engine = scheduler::Engine::Create(&*f, &store);
+  if (!f.ok() || !engine.ok()) {
+    state.SkipWithError("setup failed");
+    return;
+  }
+  const auto batches = Batches(batch);
+  size_t i = 0;
+  for (auto _ : state) {
+    absl::StatusOr<scheduler::Plan> plan = (*engine)->PlanBatch(batches[i++ % batches.size()]);
+    if (!plan.ok()) {
+      state.SkipWithError(plan.status().ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(plan->ints.data());
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+
 void BM_Reference(benchmark::State& state) {
   const int hidden = static_cast<int>(state.range(0));
   const int batch = static_cast<int>(state.range(1));
@@ -200,6 +224,7 @@ BENCHMARK(BM_RoundGemm)
 BENCHMARK(BM_PackWeight)->Arg(0)->Arg(1)->ArgName("trans")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Engine, train, true)->Apply(Args);
 BENCHMARK_CAPTURE(BM_Engine, infer, false)->Apply(Args);
+BENCHMARK(BM_Plan)->Arg(64)->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Reference)->Args({150, 25})->Args({150, 64})->Apply(bench::Timed);
 
 // Prints engine / reference ratios for the configurations both measured.

@@ -29,6 +29,7 @@ struct Merged {
   std::vector<int32_t> children;
   std::vector<int32_t> parent_count;
   int64_t n = 0;
+  bool children_first = true;  // every child's uid below its parent's (trees read bottom-up)
 };
 
 Merged Merge(const std::vector<Graph>& graphs, std::vector<int64_t>* graph_offsets) {
@@ -40,6 +41,7 @@ Merged Merge(const std::vector<Graph>& graphs, std::vector<int64_t>* graph_offse
       for (int k = 0; k < g.num_children(v); ++k) {
         const int32_t c = g.child(v, k);
         m.children.push_back(c < 0 ? -1 : base + c);
+        m.children_first &= c < v;
       }
       m.child_offsets.push_back(static_cast<int64_t>(m.children.size()));
     }
@@ -79,7 +81,9 @@ std::vector<int32_t> RoundsBottomUp(const Merged& m, int64_t cap) {
   }
   int32_t r = 0;
   while (!ready.empty()) {
-    std::sort(ready.begin(), ready.end());
+    // The agenda takes the oldest uids first; without a cap the order within a round does not
+    // matter here (rows are put in uid order within each round afterwards).
+    if (cap > 0) std::sort(ready.begin(), ready.end());
     const size_t take = cap > 0 ? std::min<size_t>(ready.size(), cap) : ready.size();
     next.assign(ready.begin() + take, ready.end());
     for (size_t i = 0; i < take; ++i) {
@@ -93,6 +97,21 @@ std::vector<int32_t> RoundsBottomUp(const Merged& m, int64_t cap) {
     ++r;
   }
   return round;
+}
+
+// Height (1 + the highest child, leaves 0) in one pass, for a batch whose children all come
+// before their parents.
+std::vector<int32_t> HeightsChildrenFirst(const Merged& m) {
+  std::vector<int32_t> height(m.n, 0);
+  for (int64_t v = 0; v < m.n; ++v) {
+    int32_t h = 0;
+    for (int64_t j = m.child_offsets[v]; j < m.child_offsets[v + 1]; ++j) {
+      const int32_t c = m.children[j];
+      if (c >= 0) h = std::max(h, height[c] + 1);
+    }
+    height[v] = h;
+  }
+  return height;
 }
 
 // Depth from the roots (longest path), then round = max depth - depth.
@@ -122,8 +141,10 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
   Plan plan;
   const Merged m = Merge(graphs, &plan.graph_offsets);
   plan.num_rows = m.n;
-  std::vector<int32_t> round =
-      RoundsBottomUp(m, options.policy == Policy::kAgenda ? options.max_round_rows : 0);
+  const bool agenda = options.policy == Policy::kAgenda;
+  std::vector<int32_t> round = !agenda && m.children_first
+                                   ? HeightsChildrenFirst(m)
+                                   : RoundsBottomUp(m, agenda ? options.max_round_rows : 0);
   if (options.policy == Policy::kDepth) round = RoundsByDepth(m, round);
   for (int32_t c : m.parent_count) plan.unique_parents &= c <= 1;
   // Counting sort of uids by round: rows are round-major, uid order within a round.
@@ -204,16 +225,34 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
     plan.reduce_ids = static_cast<int64_t>(plan.ints.size());
     plan.ints.insert(plan.ints.end(), reduce_ids.begin(), reduce_ids.end());
   }
-  // Distinct tokens (for the row-sparse embedding gradient) and each row's slot among them.
+  // Distinct tokens (for the row-sparse embedding gradient) and each row's slot among them:
+  // marks in a vocabulary-sized table where that is not much larger than the batch, else a
+  // sort.
+  const int32_t* tokens = plan.ints.data() + plan.tokens;
+  const int64_t vocab = f.uses_tokens() ? f.vocab_size() : 0;
+  if (vocab > 0 && vocab <= 16 * m.n + 65536) {
+    std::vector<int32_t> slot(vocab, -1);
+    for (int64_t row = 0; row < m.n; ++row) {
+      if (tokens[row] >= 0) slot[tokens[row]] = 0;
+    }
+    for (int64_t t = 0; t < vocab; ++t) {
+      if (slot[t] < 0) continue;
+      slot[t] = static_cast<int32_t>(plan.unique_tokens.size());
+      plan.unique_tokens.push_back(t);
+    }
+    for (int64_t row = 0; row < m.n; ++row) {
+      if (tokens[row] >= 0) plan.ints[plan.token_slot + row] = slot[tokens[row]];
+    }
+    return plan;
+  }
   for (int64_t row = 0; row < m.n; ++row) {
-    if (plan.ints[plan.tokens + row] >= 0)
-      plan.unique_tokens.push_back(plan.ints[plan.tokens + row]);
+    if (tokens[row] >= 0) plan.unique_tokens.push_back(tokens[row]);
   }
   std::sort(plan.unique_tokens.begin(), plan.unique_tokens.end());
   plan.unique_tokens.erase(std::unique(plan.unique_tokens.begin(), plan.unique_tokens.end()),
                            plan.unique_tokens.end());
   for (int64_t row = 0; row < m.n; ++row) {
-    const int32_t t = plan.ints[plan.tokens + row];
+    const int32_t t = tokens[row];
     if (t < 0) continue;
     plan.ints[plan.token_slot + row] = static_cast<int32_t>(
         std::lower_bound(plan.unique_tokens.begin(), plan.unique_tokens.end(), t) -

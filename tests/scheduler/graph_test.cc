@@ -33,6 +33,14 @@ TEST(GraphTest, ValidationErrors) {
   cyc.AddVertex({0});
   cyc.AddVertex({1});
   EXPECT_NE(ValidateGraph(cyc, 0).message().find("cycle"), std::string::npos);
+  // Numbered parents first (children above their parents): acyclic is fine, a cycle is not.
+  Graph down;
+  down.AddVertex({1, 2});
+  down.AddVertex({2});
+  down.AddVertex({});
+  EXPECT_TRUE(ValidateGraph(down, 0).ok());
+  down.child_ids[2] = 0;  // vertex 1's child is now vertex 0, its parent
+  EXPECT_NE(ValidateGraph(down, 0).message().find("cycle"), std::string::npos);
   Graph bad = Graph::Chain(3);
   bad.child_offsets[1] = 5;
   EXPECT_FALSE(ValidateGraph(bad, 0).ok());

@@ -38,7 +38,7 @@ inline Graph RandomTree(core::Rng& rng, int leaves, const RandomGraphOptions& o,
   while (pool.size() > 1 || (allow_unary && rng.Uniform() < 0.1)) {
     attrs(false, &t, &l);
     const size_t i = rng.UniformInt(pool.size());
-    if (allow_unary && rng.Uniform() < 0.2) {
+    if (allow_unary && (pool.size() == 1 || rng.Uniform() < 0.2)) {
       pool[i] = g.AddVertex({pool[i]}, t, l);
       continue;
     }
