@@ -196,16 +196,20 @@ void BM_RoundGemm(benchmark::State& state) {
       benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// U [300, 750] packed as it is (forward, op(U) = U: k 300, n 750) or transposed (backward,
+// op(U) = Uᵀ: k 750, n 300).
 void BM_PackWeight(benchmark::State& state) {
-  const int64_t k = 300, n = 750;
-  std::vector<float> b(k * n, 0.25f);
+  const bool trans = state.range(0) == 1;
+  const int64_t rows = 300, cols = 750;
+  const int64_t k = trans ? cols : rows, n = trans ? rows : cols;
+  std::vector<float> u(rows * cols, 0.25f);
   ops::Kernels* kern = *ops::GetKernels(core::Device::Cpu());
   std::vector<float> pack(std::max<int64_t>(kern->PackedGemmBytes(k, n), 4) / 4);
   if (kern->PackedGemmBytes(k, n) == 0) {
     state.SkipWithError("no packed GEMM on this CPU");
     return;
   }
-  for (auto _ : state) (void)kern->PackGemmB(state.range(0) == 1, k, n, b.data(), n, pack.data());
+  for (auto _ : state) (void)kern->PackGemmB(trans, k, n, u.data(), cols, pack.data());
 }
 
 void Args(benchmark::internal::Benchmark* b) {

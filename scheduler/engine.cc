@@ -226,8 +226,11 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
 
 absl::StatusOr<const float*> Recorder::PackedWeight(const std::string& name, bool trans, int64_t k,
                                                     int64_t n, int64_t ld) {
+  // A pack costs about as much as two or three calls that re-pack: a batch of a few vertices
+  // (a tree or two) has too few rows to win it back.
+  constexpr int64_t kMinRowsToPack = 128;
   const int64_t bytes = k_.PackedGemmBytes(k, n);
-  if (bytes <= 0) return nullptr;
+  if (bytes <= 0 || b_.plan->num_rows < kMinRowsToPack) return nullptr;
   auto it = b_.packed.find(std::make_pair(name, trans));
   if (it != b_.packed.end()) return it->second;
   CAVS_ASSIGN_OR_RETURN(core::Tensor t, core::Tensor::Empty(core::Shape({(bytes + 3) / 4}),

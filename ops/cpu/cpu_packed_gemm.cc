@@ -127,14 +127,19 @@ absl::Status PackGemmB(bool trans_b, int64_t k, int64_t n, const float* b, int64
       float* dst = packed + p * k * kPackedPanel;
       const int64_t c0 = p * kPackedPanel;
       const int64_t cols = std::min(kPackedPanel, n - c0);
-      for (int64_t r = 0; r < k; ++r) {
-        float* out = dst + r * kPackedPanel;
-        if (trans_b) {
-          for (int64_t j = 0; j < cols; ++j) out[j] = b[(c0 + j) * ldb + r];
-        } else {
-          std::memcpy(out, b + r * ldb + c0, cols * sizeof(float));
+      if (cols < kPackedPanel) std::fill(dst, dst + k * kPackedPanel, 0.0f);
+      if (trans_b) {  // column j of the panel is row c0 + j of b: transpose 16 x 32 tiles
+        for (int64_t r0 = 0; r0 < k; r0 += 16) {
+          const int64_t r1 = std::min(k, r0 + 16);
+          for (int64_t j = 0; j < cols; ++j) {
+            const float* src = b + (c0 + j) * ldb;
+            for (int64_t r = r0; r < r1; ++r) dst[r * kPackedPanel + j] = src[r];
+          }
         }
-        std::fill(out + cols, out + kPackedPanel, 0.0f);
+      } else {
+        for (int64_t r = 0; r < k; ++r) {
+          std::memcpy(dst + r * kPackedPanel, b + r * ldb + c0, cols * sizeof(float));
+        }
       }
     }
   });
