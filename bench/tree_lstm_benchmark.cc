@@ -187,7 +187,7 @@ void BM_RoundGemm(benchmark::State& state) {
   if (packed) (void)kern->PackGemmB(false, k, n, b.data(), n, pack.data());
   for (auto _ : state) {
     if (packed) {
-      (void)kern->GemmPackedB(m, n, k, a.data(), k, pack.data(), 0.0f, c.data(), n);
+      (void)kern->GemmPackedB(m, n, k, a.data(), k, pack.data(), nullptr, 0.0f, c.data(), n);
     } else {
       (void)kern->Gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
     }

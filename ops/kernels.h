@@ -99,9 +99,10 @@ class Kernels {
 
   // GEMM with a packed right operand (optional). A device that returns PackedGemmBytes(k, n)
   // > 0 can pack op(b): [k, n] once (PackGemmB, into `packed`: that many bytes, 64-byte
-  // aligned, on the device) and then compute c: [m, n] = a op(b) + beta * c from the pack
-  // (GemmPackedB) for as long as b's values stay the same: a weight read by every round's GEMM
-  // is packed once per batch instead of once per call. 0 (the default): unsupported, use Gemm.
+  // aligned, on the device) and then compute c: [m, n] = a op(b) + bias + beta * c from the
+  // pack (GemmPackedB; `bias`: one row of n added to every row, or nullptr) for as long as b's
+  // values stay the same: a weight read by every round's GEMM is packed once per batch instead
+  // of once per call. 0 (the default): unsupported, use Gemm.
   virtual int64_t PackedGemmBytes(int64_t k, int64_t n) const {
     (void)k;
     (void)n;
@@ -113,9 +114,11 @@ class Kernels {
     return absl::UnimplementedError("PackGemmB: no packed GEMM on this device");
   }
   [[nodiscard]] virtual absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a,
-                                                 int64_t lda, const float* packed, float beta,
-                                                 float* c, int64_t ldc) {
-    (void)m, (void)n, (void)k, (void)a, (void)lda, (void)packed, (void)beta, (void)c, (void)ldc;
+                                                 int64_t lda, const float* packed,
+                                                 const float* bias, float beta, float* c,
+                                                 int64_t ldc) {
+    (void)m, (void)n, (void)k, (void)a, (void)lda, (void)packed, (void)bias, (void)beta, (void)c,
+        (void)ldc;
     return absl::UnimplementedError("GemmPackedB: no packed GEMM on this device");
   }
 

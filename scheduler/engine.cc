@@ -1,5 +1,6 @@
 #include "scheduler/engine.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -44,6 +45,8 @@ struct Batch {
   int64_t gemm_flops = 0;             // of the recorded GEMMs
   // Weights packed for the device's packed GEMM, by (parameter, transposed), and their bytes.
   absl::flat_hash_map<std::pair<std::string, bool>, const float*> packed;
+  // Per folded sum: the rows some term has written so far (sorted, disjoint).
+  std::vector<std::vector<Interval>> sum_written;
   int64_t pack_bytes = 0;
   int32_t* pred = nullptr;  // argmax per row
   core::Tensor embed_rows;  // [unique tokens, dim] gradient of the table
@@ -54,6 +57,40 @@ struct Batch {
   // which nobody reads its value (need, backward only). GEMMs run only where both hold.
   std::vector<Interval> fwd_support, bwd_support, bwd_need;
 };
+
+// Splits `rows` by the sorted, disjoint intervals `written`: (piece, written?) in row order.
+std::vector<std::pair<Interval, bool>> SplitByWritten(Interval rows,
+                                                      const std::vector<Interval>& written) {
+  std::vector<std::pair<Interval, bool>> out;
+  int64_t cur = rows.first;
+  for (const Interval& w : written) {
+    if (cur >= rows.second) break;
+    if (w.second <= cur) continue;
+    if (w.first >= rows.second) break;
+    if (w.first > cur) out.push_back({{cur, w.first}, false});
+    const int64_t end = std::min(w.second, rows.second);
+    out.push_back({{std::max(cur, w.first), end}, true});
+    cur = end;
+  }
+  if (cur < rows.second) out.push_back({{cur, rows.second}, false});
+  return out;
+}
+
+// Adds `rows` to the sorted, disjoint intervals `written`, merging where they touch.
+void AddWritten(Interval rows, std::vector<Interval>& written) {
+  if (rows.first >= rows.second) return;
+  std::vector<Interval> out;
+  for (const Interval& w : written) {
+    if (w.second < rows.first || w.first > rows.second) {
+      out.push_back(w);
+    } else {
+      rows = {std::min(rows.first, w.first), std::max(rows.second, w.second)};
+    }
+  }
+  out.push_back(rows);
+  std::sort(out.begin(), out.end());
+  written = std::move(out);
+}
 
 class Recorder {
  public:
@@ -111,6 +148,13 @@ class Recorder {
   void EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0);
   absl::Status Single(bool backward, const vertex::Program& p, const ProgramSchedule& s, int id,
                       int64_t r0, int64_t r1);
+  // A MatMul's GEMM over rows [r0, r1), only where its input can be nonzero and its output is
+  // read; a term of a folded sum also keeps the sum's written rows (GemmWrite).
+  absl::Status MatMul(bool backward, const vertex::Program& p, const ProgramSchedule& s, int id,
+                      int64_t r0, int64_t r1);
+  // Records one fill instruction: rows [lo, hi) of `dst` (rows from r0, stride ld) = `row`
+  // broadcast, or zeros when row is null.
+  void FillRows(float* dst, int64_t ld, int64_t width, const float* row, int64_t lo, int64_t hi);
   absl::Status Sink(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0,
                     int64_t r1);
 
@@ -245,6 +289,101 @@ absl::StatusOr<const float*> Recorder::PackedWeight(const std::string& name, boo
   return packed;
 }
 
+void Recorder::FillRows(float* dst, int64_t ld, int64_t width, const float* row, int64_t lo,
+                        int64_t hi) {
+  ops::EwInstr fill;
+  fill.op = row != nullptr ? ops::EwOp::kCopy : ops::EwOp::kZero;
+  fill.width = width;
+  fill.dst = {dst + lo * ld, ld};
+  fill.a = {const_cast<float*>(row), 0};
+  const size_t first = b_.instrs.size();
+  b_.instrs.push_back(fill);
+  Batch* b = &b_;
+  ops::Kernels* k = &k_;
+  const int64_t m = hi - lo;
+  b_.launches.push_back([b, k, first, m]() {
+    return k->Elementwise(b->instrs.data() + first, b->dev_instrs + first, 1, m);
+  });
+}
+
+absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const ProgramSchedule& s,
+                              int id, int64_t r0, int64_t r1) {
+  const Node& n = p.nodes[id];
+  const Node& w = p.nodes[n.inputs[1]];
+  float* dst = Ptr(s, id, r0);
+  const int64_t ld = Ld(s, id);
+  const float* x = Ptr(s, n.inputs[0], r0);
+  const int64_t xld = Ld(s, n.inputs[0]);
+  const float* wv = ParamValue(w.name);
+  const int64_t in = n.transpose ? w.param_shape[1] : w.param_shape[0];
+  const int64_t wld = w.param_shape[1];
+  CAVS_ASSIGN_OR_RETURN(const float* packed, PackedWeight(w.name, n.transpose, in, n.width, wld));
+  ops::Kernels* k = &k_;
+  // The GEMM over rows [lo, hi) (relative to r0): + bias (packed only), + beta * the old rows.
+  auto gemm = [&](int64_t lo, int64_t hi, const float* bias, float beta) {
+    const int64_t mm = hi - lo;
+    if (mm <= 0) return;
+    b_.gemm_flops += 2 * mm * n.width * in;
+    const float* xs = x + lo * xld;
+    float* ds = dst + lo * ld;
+    if (packed != nullptr) {
+      b_.launches.push_back(
+          [=]() { return k->GemmPackedB(mm, n.width, in, xs, xld, packed, bias, beta, ds, ld); });
+    } else {
+      b_.launches.push_back([=]() {
+        return k->Gemm(false, n.transpose, mm, n.width, in, 1.0f, xs, xld, wv, wld, beta, ds, ld);
+      });
+    }
+  };
+  // Rows outside the input's support are zero, rows outside the need unread: only the rest
+  // are computed.
+  Interval rows = backward ? Meet(b_.bwd_support[id], b_.bwd_need[id]) : b_.fwd_support[id];
+  rows = Meet(rows, {r0, r1});
+  if (rows.first >= rows.second) rows = {r0, r0};
+  const internal::GemmWrite gw = s.gemm[id];
+  if (gw.sum < 0) {  // a plain GEMM: zero the other rows (or, if strided, compute them all)
+    if (ld != n.width) rows = {r0, r1};
+    if (rows.first > r0 || rows.second < r1) {
+      float* head = dst;
+      float* tail = dst + (rows.second - r0) * ld;
+      const int64_t nh = (rows.first - r0) * ld, nt = (r1 - rows.second) * ld;
+      b_.launches.push_back([=]() {
+        CAVS_RETURN_IF_ERROR(k->Fill(head, nh, 0.0f));
+        return k->Fill(tail, nt, 0.0f);
+      });
+    }
+    gemm(rows.first - r0, rows.second - r0, nullptr, 0.0f);
+    return absl::OkStatus();
+  }
+  // A term of a folded sum: accumulate where an earlier term wrote, start the rest (with the
+  // bias), and as the last term fill what no term wrote.
+  std::vector<Interval>& written = b_.sum_written[gw.sum];
+  const float* bias = gw.bias >= 0 ? ParamValue(p.nodes[gw.bias].name) : nullptr;
+  const size_t first_instr = b_.instrs.size();
+  for (const auto& [piece, done] : SplitByWritten(rows, written)) {
+    const int64_t lo = piece.first - r0, hi = piece.second - r0;
+    if (done) {
+      gemm(lo, hi, nullptr, 1.0f);
+    } else if (packed != nullptr || bias == nullptr) {
+      gemm(lo, hi, packed != nullptr ? bias : nullptr, 0.0f);
+    } else {
+      FillRows(dst, ld, n.width, bias, lo, hi);
+      gemm(lo, hi, nullptr, 1.0f);
+    }
+  }
+  AddWritten(rows, written);
+  if (gw.last) {
+    for (const auto& [gap, done] : SplitByWritten({r0, r1}, written)) {
+      if (!done) FillRows(dst, ld, n.width, bias, gap.first - r0, gap.second - r0);
+    }
+  }
+  const size_t used = b_.instrs.size() - first_instr;
+  CAVS_CHECK(used <= static_cast<size_t>(gw.fills), "a folded sum's term needs ", used,
+             " fills, more than the ", gw.fills, " reserved");
+  b_.instrs.resize(first_instr + gw.fills);  // padding: width 0, never launched
+  return absl::OkStatus();
+}
+
 absl::Status Recorder::Single(bool backward, const vertex::Program& p, const ProgramSchedule& s,
                               int id, int64_t r0, int64_t r1) {
   const Node& n = p.nodes[id];
@@ -253,61 +392,8 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
   float* dst = vertex::IsSink(n.kind) ? nullptr : Ptr(s, id, r0);
   const int64_t ld = vertex::IsSink(n.kind) ? 0 : Ld(s, id);
   switch (n.kind) {
-    case OpKind::kMatMul: {
-      const Node& w = p.nodes[n.inputs[1]];
-      const float* x = Ptr(s, n.inputs[0], r0);
-      const int64_t xld = Ld(s, n.inputs[0]);
-      const float* wv = ParamValue(w.name);
-      const int64_t in = n.transpose ? w.param_shape[1] : w.param_shape[0];
-      const int64_t wld = w.param_shape[1];
-      // Rows outside the input's support are zero, rows outside the need unread: compute
-      // only the rest. A plain GEMM zeroes the others (when the output's rows are contiguous;
-      // else it computes them); a term of a folded sum leaves them to the sum's other terms.
-      const internal::GemmWrite gw = s.gemm[id];
-      const bool accumulates = gw.accumulate || gw.bias >= 0;
-      Interval rows = backward ? Meet(b_.bwd_support[id], b_.bwd_need[id]) : b_.fwd_support[id];
-      rows = Meet(rows, {r0, r1});
-      if (rows.first >= rows.second) rows = {r0, r0};  // all zero (or unread) here
-      if (!accumulates && ld != n.width) rows = {r0, r1};
-      if (gw.bias >= 0) {  // the sum's bias row over every row, then the GEMM adds onto it
-        ops::EwInstr fill;
-        fill.op = ops::EwOp::kCopy;
-        fill.width = n.width;
-        fill.dst = {dst, ld};
-        fill.a = Arg(p, s, gw.bias, r0);
-        const size_t first = b_.instrs.size();
-        b_.instrs.push_back(fill);
-        Batch* b = &b_;
-        b_.launches.push_back([b, k, first, m]() {
-          return k->Elementwise(b->instrs.data() + first, b->dev_instrs + first, 1, m);
-        });
-      } else if (!accumulates && (rows.first > r0 || rows.second < r1)) {
-        float* head = dst;
-        float* tail = dst + (rows.second - r0) * ld;
-        const int64_t nh = (rows.first - r0) * ld, nt = (r1 - rows.second) * ld;
-        b_.launches.push_back([=]() {
-          CAVS_RETURN_IF_ERROR(k->Fill(head, nh, 0.0f));
-          return k->Fill(tail, nt, 0.0f);
-        });
-      }
-      const int64_t mm = rows.second - rows.first;
-      if (mm == 0) return absl::OkStatus();
-      b_.gemm_flops += 2 * mm * n.width * in;
-      const float* xs = x + (rows.first - r0) * xld;
-      float* ds = dst + (rows.first - r0) * ld;
-      const float beta = accumulates ? 1.0f : 0.0f;
-      CAVS_ASSIGN_OR_RETURN(const float* packed,
-                            PackedWeight(w.name, n.transpose, in, n.width, wld));
-      if (packed != nullptr) {
-        b_.launches.push_back(
-            [=]() { return k->GemmPackedB(mm, n.width, in, xs, xld, packed, beta, ds, ld); });
-        return absl::OkStatus();
-      }
-      b_.launches.push_back([=]() {
-        return k->Gemm(false, n.transpose, mm, n.width, in, 1.0f, xs, xld, wv, wld, beta, ds, ld);
-      });
-      return absl::OkStatus();
-    }
+    case OpKind::kMatMul:
+      return MatMul(backward, p, s, id, r0, r1);
     case OpKind::kEmbed: {
       const float* table = ParamValue(p.nodes[n.inputs[0]].name);
       const int32_t* tok = Ints(b_.plan->tokens) + r0;
@@ -797,6 +883,7 @@ absl::StatusOr<RunResult> Engine::Execute(const std::vector<Graph>& graphs,
   b.dev_instrs = reinterpret_cast<const ops::EwInstr*>(up + l.instr_at);
   b.instrs.reserve(l.instr_count);
   b.stats = arena.data<float>() + l.stats_at;
+  b.sum_written.assign(c.fwd.num_sums, {});
   b.buffer_base.assign(c.buffers.size(), nullptr);
   for (size_t i = 0; i < c.buffers.size(); ++i) {
     if (c.buffers[i].features) b.buffer_base[i] = reinterpret_cast<float*>(up + l.feat_at);

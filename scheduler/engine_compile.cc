@@ -150,6 +150,14 @@ std::vector<GemmSum> FoldGemmSums(Compiled& c, const vertex::Function& f, Progra
       }
     }
     if (!ok || sum.gemms.empty() || (sum.gemms.size() < 2 && sum.bias < 0)) continue;
+    // A term that runs once after the rounds would meet one written interval per round of an
+    // in-round term: keep such sums unfolded (the per-call fill bound assumes otherwise).
+    bool in_rounds = false, after = false;
+    for (int x : sum.gemms) {
+      in_rounds |= p.nodes[x].op_class == OpClass::kInRounds;
+      after |= p.nodes[x].op_class == OpClass::kAfterRounds;
+    }
+    if (in_rounds && after) continue;
     if (s.views[root].buffer < 0) s.views[root] = {NewBuffer(c, r.width, false), 0, r.width};
     for (int x : sum.gemms) s.views[x] = s.views[root];
     for (int x : inner) {
@@ -163,8 +171,10 @@ std::vector<GemmSum> FoldGemmSums(Compiled& c, const vertex::Function& f, Progra
   return sums;
 }
 
-// Once the steps are cut: the term that runs first in each folded sum writes first (and
-// broadcasts the bias, one instruction in its step); the others accumulate.
+// Once the steps are cut: each sum's terms in execution order (op class, then step). A term's
+// call splits its rows into pieces by what earlier terms wrote: at most (terms before it + 1)
+// pieces to start with the bias, and for the last term at most (terms + 1) gaps to fill; its
+// step reserves that many fill instructions (unused ones stay as padding).
 void OrderGemmSums(const std::vector<GemmSum>& sums, ProgramSchedule& s) {
   for (const GemmSum& sum : sums) {
     std::vector<std::pair<std::pair<int, int>, Step*>> order;  // ((class, step), step)
@@ -180,14 +190,16 @@ void OrderGemmSums(const std::vector<GemmSum>& sums, ProgramSchedule& s) {
     CAVS_CHECK(order.size() == sum.gemms.size(), "a folded sum's GEMMs were not scheduled");
     std::sort(order.begin(), order.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (size_t i = 0; i < order.size(); ++i) {
+    const int terms = static_cast<int>(order.size());
+    for (int i = 0; i < terms; ++i) {
       GemmWrite& w = s.gemm[order[i].second->nodes[0]];
-      w.accumulate = i > 0;
-      if (i == 0 && sum.bias >= 0) {
-        w.bias = sum.bias;
-        order[i].second->instrs = 1;
-      }
+      w.sum = s.num_sums;
+      w.bias = sum.bias;
+      w.last = i == terms - 1;
+      w.fills = (sum.bias >= 0 ? i + 1 : 0) + (w.last ? terms + 1 : 0);
+      order[i].second->instrs = w.fills;
     }
+    ++s.num_sums;
   }
 }
 

@@ -26,18 +26,22 @@ struct Buffer {
   bool unused = false;         // its node became a per-row temporary: not allocated
 };
 
-// How a MatMul writes its view when it is a term of a folded sum (FoldGemmSums): the first
-// term in execution order broadcasts the sum's bias row over its rows (if the sum has one) and
-// accumulates onto it, or overwrites; every later term accumulates (GEMM beta = 1).
+// A MatMul that is a term of a folded sum (FoldGemmSums): the terms write the sum's rows in
+// execution order. Per batch the engine tracks which rows some term has written: a term
+// accumulates (GEMM beta = 1) onto those, and starts the others with the sum's bias (folded
+// into the GEMM where the device has a packed GEMM, else broadcast first) or overwrites them;
+// the last term fills the rows no term wrote with the bias (or zeros).
 struct GemmWrite {
-  int bias = -1;  // static node whose row is broadcast over the rows first, or -1
-  bool accumulate = false;
+  int sum = -1;       // index of the sum (ProgramSchedule::num_sums), -1: a plain GEMM
+  int bias = -1;      // static node of the sum's bias row, or -1
+  bool last = false;  // the sum's last term in execution order
+  int fills = 0;      // fill instructions its step reserves per call (Step::instrs)
 };
 
 struct Step {
   bool fused = false;      // a group of element-wise nodes run by one Elementwise call
   std::vector<int> nodes;  // one node unless fused
-  int instrs = 0;          // instructions per call: fused, or a GEMM's bias broadcast (1)
+  int instrs = 0;          // instructions per call: fused, or a sum term's fills (a bound)
 };
 
 struct ProgramSchedule {
@@ -45,6 +49,7 @@ struct ProgramSchedule {
   std::vector<char> no_op;                 // views of other nodes, leaves, free Concats
   std::array<std::vector<Step>, 5> steps;  // by vertex::OpClass
   std::vector<GemmWrite> gemm;             // per node; MatMuls that are terms of a folded sum
+  int num_sums = 0;
   // Per node: >= 0 when the node is a per-row temporary of its fused step, at this column of
   // the step's scratch row (EwArg::scratch); its buffer is then unused.
   std::vector<int64_t> scratch_col;

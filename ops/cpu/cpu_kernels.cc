@@ -34,8 +34,9 @@ absl::Status CpuKernels::PackGemmB(bool trans_b, int64_t k, int64_t n, const flo
 }
 
 absl::Status CpuKernels::GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                                     const float* packed, float beta, float* c, int64_t ldc) {
-  return cpu::GemmPackedB(m, n, k, a, lda, packed, beta, c, ldc);
+                                     const float* packed, const float* bias, float beta, float* c,
+                                     int64_t ldc) {
+  return cpu::GemmPackedB(m, n, k, a, lda, packed, bias, beta, c, ldc);
 }
 
 absl::Status CpuKernels::Elementwise(const EwInstr* host, const EwInstr* /*device*/, int count,

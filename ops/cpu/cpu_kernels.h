@@ -40,7 +40,8 @@ class CpuKernels final : public Kernels {
   absl::Status PackGemmB(bool trans_b, int64_t k, int64_t n, const float* b, int64_t ldb,
                          float* packed) override;
   absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                           const float* packed, float beta, float* c, int64_t ldc) override;
+                           const float* packed, const float* bias, float beta, float* c,
+                           int64_t ldc) override;
   bool ElementwiseScratch() const override { return true; }
   absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count,
                            int64_t rows) override;

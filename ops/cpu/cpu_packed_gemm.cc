@@ -40,16 +40,24 @@ int64_t Panels(int64_t n) { return (n + kPackedPanel - 1) / kPackedPanel; }
 
 #if defined(CAVS_PACKED_GEMM_X86)
 
-// c rows [0, R) x panel columns [0, cols) (cols <= 32) = a rows times the panel, plus beta * c.
+// c rows [0, R) x panel columns [0, cols) (cols <= 32) = a rows times the panel, plus the
+// panel's columns of `bias` (if any), plus beta * c.
 template <int R>
 __attribute__((target("avx512f"))) void MicroKernel(int64_t k, const float* a, int64_t lda,
-                                                    const float* panel, float beta, float* c,
-                                                    int64_t ldc, int64_t cols) {
+                                                    const float* panel, const float* bias,
+                                                    float beta, float* c, int64_t ldc,
+                                                    int64_t cols) {
+  const __mmask16 mlo = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
+  const __mmask16 mhi = static_cast<__mmask16>(cols >= 32   ? 0xFFFF
+                                               : cols <= 16 ? 0
+                                                            : (1u << (cols - 16)) - 1);
+  const __m512 blo = bias != nullptr ? _mm512_maskz_loadu_ps(mlo, bias) : _mm512_setzero_ps();
+  const __m512 bhi = bias != nullptr ? _mm512_maskz_loadu_ps(mhi, bias + 16) : _mm512_setzero_ps();
   __m512 lo[R], hi[R];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
-    lo[r] = _mm512_setzero_ps();
-    hi[r] = _mm512_setzero_ps();
+    lo[r] = blo;
+    hi[r] = bhi;
   }
   for (int64_t p = 0; p < k; ++p) {
     const __m512 b0 = _mm512_loadu_ps(panel + p * kPackedPanel);
@@ -61,10 +69,6 @@ __attribute__((target("avx512f"))) void MicroKernel(int64_t k, const float* a, i
       hi[r] = _mm512_fmadd_ps(x, b1, hi[r]);
     }
   }
-  const __mmask16 mlo = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
-  const __mmask16 mhi = static_cast<__mmask16>(cols >= 32   ? 0xFFFF
-                                               : cols <= 16 ? 0
-                                                            : (1u << (cols - 16)) - 1);
   const __m512 vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
@@ -78,8 +82,8 @@ __attribute__((target("avx512f"))) void MicroKernel(int64_t k, const float* a, i
   }
 }
 
-using MicroKernelFn = void (*)(int64_t, const float*, int64_t, const float*, float, float*, int64_t,
-                               int64_t);
+using MicroKernelFn = void (*)(int64_t, const float*, int64_t, const float*, const float*, float,
+                               float*, int64_t, int64_t);
 
 MicroKernelFn KernelFor(int rows) {
   static constexpr MicroKernelFn kKernels[kRows] = {
@@ -91,14 +95,16 @@ MicroKernelFn KernelFor(int rows) {
 
 // Row blocks [rb0, rb1) x panels [p0, p1) of c.
 void Block(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* packed,
-           float beta, float* c, int64_t ldc, int64_t rb0, int64_t rb1, int64_t p0, int64_t p1) {
+           const float* bias, float beta, float* c, int64_t ldc, int64_t rb0, int64_t rb1,
+           int64_t p0, int64_t p1) {
   for (int64_t rb = rb0; rb < rb1; ++rb) {
     const int64_t r0 = rb * kRows;
     const int rows = static_cast<int>(std::min<int64_t>(kRows, m - r0));
     const MicroKernelFn kernel = KernelFor(rows);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t c0 = p * kPackedPanel;
-      kernel(k, a + r0 * lda, lda, packed + p * k * kPackedPanel, beta, c + r0 * ldc + c0, ldc,
+      kernel(k, a + r0 * lda, lda, packed + p * k * kPackedPanel,
+             bias != nullptr ? bias + c0 : nullptr, beta, c + r0 * ldc + c0, ldc,
              std::min(kPackedPanel, n - c0));
     }
   }
@@ -147,7 +153,8 @@ absl::Status PackGemmB(bool trans_b, int64_t k, int64_t n, const float* b, int64
 }
 
 absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                         const float* packed, float beta, float* c, int64_t ldc) {
+                         const float* packed, const float* bias, float beta, float* c,
+                         int64_t ldc) {
   if (m < 0 || n <= 0 || k <= 0 || lda < k || ldc < n ||
       (m > 0 && (a == nullptr || c == nullptr || packed == nullptr))) {
     return absl::InvalidArgumentError(
@@ -160,7 +167,7 @@ absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_
   const int64_t panels = Panels(n);
   const int threads = CpuThreads();
   if (threads == 1 || m * n * k < kParallelMinMacs) {
-    Block(m, n, k, a, lda, packed, beta, c, ldc, 0, row_blocks, 0, panels);
+    Block(m, n, k, a, lda, packed, bias, beta, c, ldc, 0, row_blocks, 0, panels);
     return absl::OkStatus();
   }
   // Enough row blocks: split the rows (each task streams every panel); else split the panels
@@ -168,19 +175,19 @@ absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_
   if (row_blocks >= 2 * threads) {
     const int64_t tasks = std::min<int64_t>(row_blocks, 4 * threads);
     RunTasks(tasks, [&](int64_t t) {
-      Block(m, n, k, a, lda, packed, beta, c, ldc, row_blocks * t / tasks,
+      Block(m, n, k, a, lda, packed, bias, beta, c, ldc, row_blocks * t / tasks,
             row_blocks * (t + 1) / tasks, 0, panels);
     });
   } else {
     const int64_t tasks = std::min<int64_t>(panels, 2 * threads);
     RunTasks(tasks, [&](int64_t t) {
-      Block(m, n, k, a, lda, packed, beta, c, ldc, 0, row_blocks, panels * t / tasks,
+      Block(m, n, k, a, lda, packed, bias, beta, c, ldc, 0, row_blocks, panels * t / tasks,
             panels * (t + 1) / tasks);
     });
   }
   return absl::OkStatus();
 #else
-  (void)lda, (void)beta;
+  (void)lda, (void)bias, (void)beta;
   return absl::FailedPreconditionError("GemmPackedB: not built for this CPU");
 #endif
 }

@@ -34,10 +34,12 @@ int64_t PackedGemmBytes(int64_t k, int64_t n);
 [[nodiscard]] absl::Status PackGemmB(bool trans_b, int64_t k, int64_t n, const float* b,
                                      int64_t ldb, float* packed);
 
-// c: [m, n] = a: [m, k] (leading dimension lda) times the packed op(b), plus beta * c
-// (beta == 0 overwrites c).
+// c: [m, n] = a: [m, k] (leading dimension lda) times the packed op(b), plus the row `bias`
+// (n floats; nullptr: none), plus beta * c (beta == 0 overwrites c). The bias starts the
+// accumulators, so it costs nothing.
 [[nodiscard]] absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                                       const float* packed, float beta, float* c, int64_t ldc);
+                                       const float* packed, const float* bias, float beta, float* c,
+                                       int64_t ldc);
 
 // Turns the packed GEMM on or off for the process (it starts on where the CPU has AVX-512F,
 // unless CAVS_PACKED_GEMM=0).

@@ -158,13 +158,26 @@ TEST(CpuPackedGemmTest, MatchesNaive) {
     for (bool tb : {false, true}) {
       for (int64_t m : {1, 5, 12, 13, 40, 301}) {
         for (auto [n, kk] : {std::pair<int64_t, int64_t>{5, 150}, {33, 7}, {97, 64}}) {
-          for (float beta : {0.0f, 1.0f, -0.5f}) {
+          for (auto [beta, with_bias] : {std::pair{0.0f, false},
+                                         {1.0f, false},
+                                         {-0.5f, false},
+                                         {0.0f, true},
+                                         {1.0f, true}}) {
             GemmCase g{false, tb, m, n, kk, kk + 3, (tb ? kk : n) + 2, n + 5, 1.0f, beta};
             GemmData d = MakeData(g, 19);
+            const std::vector<float> bias = RandomFloats(static_cast<size_t>(n), 23);
+            if (with_bias) {
+              for (int64_t i = 0; i < m; ++i) {
+                for (int64_t j = 0; j < n; ++j) {
+                  d.want[i * g.ldc + j] += bias[j];
+                  d.scale[i * g.ldc + j] += std::fabs(bias[j]);
+                }
+              }
+            }
             std::vector<float> packed(k->PackedGemmBytes(g.k, g.n) / sizeof(float), -1.0f);
             ASSERT_TRUE(k->PackGemmB(tb, g.k, g.n, d.b.data(), g.ldb, packed.data()).ok());
-            ASSERT_TRUE(k->GemmPackedB(g.m, g.n, g.k, d.a.data(), g.lda, packed.data(), g.beta,
-                                       d.c.data(), g.ldc)
+            ASSERT_TRUE(k->GemmPackedB(g.m, g.n, g.k, d.a.data(), g.lda, packed.data(),
+                                       with_bias ? bias.data() : nullptr, g.beta, d.c.data(), g.ldc)
                             .ok());
             EXPECT_TRUE(AllClose(d.c, d.want, 1e-5, 0.0, &d.scale))
                 << "threads " << threads << " trans_b " << tb << " m " << m << " n " << n << " k "
@@ -185,15 +198,15 @@ TEST(CpuPackedGemmTest, BetaZeroOverwritesNaNAndLeavesPaddingAlone) {
   std::fill(d.c.begin(), d.c.end(), std::numeric_limits<float>::quiet_NaN());
   std::vector<float> packed(k->PackedGemmBytes(g.k, g.n) / sizeof(float));
   ASSERT_TRUE(k->PackGemmB(false, g.k, g.n, d.b.data(), g.ldb, packed.data()).ok());
-  ASSERT_TRUE(
-      k->GemmPackedB(g.m, g.n, g.k, d.a.data(), g.lda, packed.data(), 0.0f, d.c.data(), g.ldc)
-          .ok());
+  ASSERT_TRUE(k->GemmPackedB(g.m, g.n, g.k, d.a.data(), g.lda, packed.data(), nullptr, 0.0f,
+                             d.c.data(), g.ldc)
+                  .ok());
   for (int64_t i = 0; i < g.m; ++i) {
     for (int64_t j = 0; j < g.n; ++j) ASSERT_FALSE(std::isnan(d.c[i * g.ldc + j])) << i << "," << j;
     for (int64_t j = g.n; j < g.ldc && i + 1 < g.m; ++j)
       EXPECT_TRUE(std::isnan(d.c[i * g.ldc + j]));
   }
-  EXPECT_EQ(k->GemmPackedB(2, 4, 4, d.a.data(), 3, packed.data(), 0, d.c.data(), 4).code(),
+  EXPECT_EQ(k->GemmPackedB(2, 4, 4, d.a.data(), 3, packed.data(), nullptr, 0, d.c.data(), 4).code(),
             absl::StatusCode::kInvalidArgument);  // lda < k
   EXPECT_EQ(k->PackGemmB(true, 4, 4, d.b.data(), 3, packed.data()).code(),
             absl::StatusCode::kInvalidArgument);  // ldb < k for a transposed b

@@ -214,29 +214,46 @@ TEST(EngineTest, FoldedGemmSumsOnTreesAndDags) {
     gs.push_back(
         RandomDag(rng, 1 + static_cast<int>(rng.UniformInt(25)), 2, {.vocab = 50, .classes = 5}));
   }
-  for (Policy policy : {Policy::kHeight, Policy::kDepth, Policy::kAgenda}) {
-    ExpectMatchesReference(*f, gs, {policy, 9}, Options(), "gemm sums");
+  // Tokens on some internal vertices too: the terms' rows overlap in part, so a call has rows
+  // to accumulate, rows to start and (with the agenda's small rounds) rows to fill.
+  for (int i = 0; i < 15; ++i) {
+    gs.push_back(
+        RandomTree(rng, 1 + static_cast<int>(rng.UniformInt(12)),
+                   {.vocab = 50, .classes = 5, .token_prob = 0.6, .internal_tokens = true}));
   }
   RunOptions infer = Options();
   infer.backward = false;
-  ExpectMatchesReference(*f, gs, {}, infer, "gemm sums, inference");
+  for (bool packed : {true, false}) {
+    ops::cpu::SetPackedGemmEnabled(packed);
+    const std::string what = packed ? "gemm sums" : "gemm sums, no packed GEMM";
+    for (Policy policy : {Policy::kHeight, Policy::kDepth, Policy::kAgenda}) {
+      ExpectMatchesReference(*f, gs, {policy, 9}, Options(), what);
+    }
+    ExpectMatchesReference(*f, gs, {}, infer, what + ", inference");
+    // A batch too small to pack for: the same path as a device without a packed GEMM.
+    ExpectMatchesReference(*f, {gs[0], gs[40]}, {}, Options(), what + ", two graphs");
+  }
+  ops::cpu::SetPackedGemmEnabled(true);
 }
 
-// x W + [h_l, h_r] U + b of a Tree-LSTM is computed in place: x W broadcasts b and accumulates,
-// h U accumulates, and the round's fused kernel has no 5H-wide add left (as for the logits).
+// x W + [h_l, h_r] U + b of a Tree-LSTM is computed in place by its two GEMMs (and the logits'
+// h out_W + out_b by one): the round's fused kernel has no 5H-wide add left.
 TEST(EngineTest, TreeLstmGateSumIsFolded) {
   absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
   ASSERT_TRUE(f.ok());
   const internal::Compiled c = internal::Compile(*f);
   const vertex::Program& p = f->forward();
-  int bias_first = 0, accumulating = 0;
+  int terms = 0, with_bias = 0, last = 0;
   for (size_t id = 0; id < p.nodes.size(); ++id) {
     if (p.nodes[id].kind != vertex::OpKind::kMatMul) continue;
-    bias_first += c.fwd.gemm[id].bias >= 0 ? 1 : 0;
-    accumulating += c.fwd.gemm[id].accumulate ? 1 : 0;
+    terms += c.fwd.gemm[id].sum >= 0 ? 1 : 0;
+    with_bias += c.fwd.gemm[id].bias >= 0 ? 1 : 0;
+    last += c.fwd.gemm[id].last ? 1 : 0;
   }
-  EXPECT_EQ(bias_first, 2);    // x W (with b) and h out_W (with out_b)
-  EXPECT_EQ(accumulating, 1);  // h U
+  EXPECT_EQ(c.fwd.num_sums, 2);  // x W + h U + b, and h out_W + out_b
+  EXPECT_EQ(terms, 3);
+  EXPECT_EQ(with_bias, 3);
+  EXPECT_EQ(last, 2);  // h U and h out_W
   for (int cls = 0; cls < 5; ++cls) {
     for (const internal::Step& st : c.fwd.steps[cls]) {
       if (!st.fused) continue;
