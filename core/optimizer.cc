@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "core/flush_denormal.h"
 #include "core/host_device.h"
 
 namespace cavs::core {
@@ -129,6 +130,7 @@ using optimizer_internal::SgdRun;
 class CpuKernels final : public OptimizerKernels {
  public:
   absl::Status Sgd(const SgdHyper& h, absl::Span<const OptimizerSlot> slots) override {
+    ScopedFlushDenormal flush;  // core/flush_denormal.h
     for (const OptimizerSlot& s : slots) {
       ForEachRun(s, [&](int64_t p, int64_t g, int64_t n) {
         SgdRun(h, s.param + p, s.grad + g, s.state0 != nullptr ? s.state0 + p : nullptr, n);
@@ -137,6 +139,7 @@ class CpuKernels final : public OptimizerKernels {
     return absl::OkStatus();
   }
   absl::Status Adagrad(const AdagradHyper& h, absl::Span<const OptimizerSlot> slots) override {
+    ScopedFlushDenormal flush;  // core/flush_denormal.h
     for (const OptimizerSlot& s : slots) {
       ForEachRun(s, [&](int64_t p, int64_t g, int64_t n) {
         AdagradRun(h, s.param + p, s.grad + g, s.state0 + p, n);
@@ -145,6 +148,7 @@ class CpuKernels final : public OptimizerKernels {
     return absl::OkStatus();
   }
   absl::Status Adam(const AdamHyper& h, absl::Span<const OptimizerSlot> slots) override {
+    ScopedFlushDenormal flush;  // core/flush_denormal.h
     for (const OptimizerSlot& s : slots) {
       ForEachRun(s, [&](int64_t p, int64_t g, int64_t n) {
         AdamRun(h, s.param + p, s.grad + g, s.state0 + p, s.state1 + p, n);

@@ -1,5 +1,6 @@
 #include "ops/cpu/cpu_kernels.h"
 
+#include "core/flush_denormal.h"
 #include "ops/cpu/cpu_elementwise.h"
 #include "ops/cpu/cpu_gather.h"
 #include "ops/cpu/cpu_gemm.h"
@@ -21,6 +22,7 @@ CpuKernels* CpuKernels::Get() {
 absl::Status CpuKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                               float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                               float beta, float* c, int64_t ldc) {
+  core::ScopedFlushDenormal flush;
   return cpu::Gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -30,34 +32,40 @@ int64_t CpuKernels::PackedGemmBytes(int64_t k, int64_t n) const {
 
 absl::Status CpuKernels::PackGemmB(bool trans_b, int64_t k, int64_t n, const float* b, int64_t ldb,
                                    float* packed) {
+  core::ScopedFlushDenormal flush;
   return cpu::PackGemmB(trans_b, k, n, b, ldb, packed);
 }
 
 absl::Status CpuKernels::GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                                      const float* packed, const float* bias, float beta, float* c,
                                      int64_t ldc) {
+  core::ScopedFlushDenormal flush;
   return cpu::GemmPackedB(m, n, k, a, lda, packed, bias, beta, c, ldc);
 }
 
 absl::Status CpuKernels::Elementwise(const EwInstr* host, const EwInstr* /*device*/, int count,
                                      int64_t rows) {
+  core::ScopedFlushDenormal flush;
   return cpu::Elementwise(host, count, rows);
 }
 
 absl::Status CpuKernels::GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
                                     int64_t w, float* dst, int64_t dst_ld) {
+  core::ScopedFlushDenormal flush;
   return cpu::GatherRows(src, src_ld, idx, m, w, dst, dst_ld);
 }
 
 absl::Status CpuKernels::ScatterAddRows(const float* src, int64_t src_ld, const int32_t* idx,
                                         int64_t m, int64_t w, float* dst, int64_t dst_ld,
                                         bool unique) {
+  core::ScopedFlushDenormal flush;
   return cpu::ScatterAddRows(src, src_ld, idx, m, w, dst, dst_ld, unique);
 }
 
 absl::Status CpuKernels::SegmentReduce(ReduceOp op, const float* src, int64_t src_ld,
                                        const int32_t* offsets, const int32_t* ids, int64_t m,
                                        int64_t w, float* dst, int64_t dst_ld, int32_t* argmax) {
+  core::ScopedFlushDenormal flush;
   return cpu::SegmentReduce(op, src, src_ld, offsets, ids, m, w, dst, dst_ld, argmax);
 }
 
@@ -65,26 +73,31 @@ absl::Status CpuKernels::SegmentReduceGrad(ReduceOp op, const float* dy, int64_t
                                            const int32_t* offsets, const int32_t* ids,
                                            const int32_t* argmax, int64_t m, int64_t w, float* dsrc,
                                            int64_t dsrc_ld) {
+  core::ScopedFlushDenormal flush;
   return cpu::SegmentReduceGrad(op, dy, dy_ld, offsets, ids, argmax, m, w, dsrc, dsrc_ld);
 }
 
 absl::Status CpuKernels::SoftmaxCrossEntropy(const float* logits, int64_t ld, int64_t n, int64_t c,
                                              const int32_t* labels, float scale, float* dlogits,
                                              float* stats, int32_t* pred) {
+  core::ScopedFlushDenormal flush;
   return cpu::SoftmaxCrossEntropy(logits, ld, n, c, labels, scale, dlogits, stats, pred);
 }
 
 absl::Status CpuKernels::ColumnSum(const float* src, int64_t ld, int64_t m, int64_t w, float alpha,
                                    float* dst) {
+  core::ScopedFlushDenormal flush;
   return cpu::ColumnSum(src, ld, m, w, alpha, dst);
 }
 
 absl::Status CpuKernels::ColumnDot(const float* x, int64_t x_ld, const float* y, int64_t y_ld,
                                    int64_t m, int64_t w, float* dst) {
+  core::ScopedFlushDenormal flush;
   return cpu::ColumnDot(x, x_ld, y, y_ld, m, w, dst);
 }
 
 absl::Status CpuKernels::Fill(float* dst, int64_t n, float value) {
+  core::ScopedFlushDenormal flush;
   return cpu::Fill(dst, n, value);
 }
 

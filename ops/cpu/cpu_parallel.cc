@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "core/flush_denormal.h"
 
 namespace cavs::ops {
 namespace cpu {
@@ -91,6 +92,7 @@ class Pool {
  private:
   void WorkerLoop() {
     t_in_pool = true;
+    core::FlushDenormalsForThisThread();  // see core/flush_denormal.h
     // The generation at construction, not a fresh load: a job or the shutdown may have been
     // published before this thread got to run.
     uint32_t seen = 0;

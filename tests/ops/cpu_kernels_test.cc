@@ -3,7 +3,9 @@
 #include "ops/cpu/cpu_kernels.h"
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -104,6 +106,33 @@ TEST(CpuThreadsTest, ParallelForCoversTheRangeExactly) {
   });
   for (size_t c = 0; c < begins.size(); ++c) EXPECT_EQ(begins[c], static_cast<int64_t>(c) * 64);
   SetCpuThreads(0);
+}
+
+// Subnormal floats are flushed inside the kernels (a GEMM over a subnormal weight costs a
+// microcode assist per instruction otherwise): a product whose exact result is subnormal
+// comes out 0, on the caller's thread and on the pool's, and the caller's own mode is kept.
+TEST(CpuFlushDenormalTest, KernelsFlushSubnormalsAndKeepTheCallersMode) {
+  const float tiny = std::numeric_limits<float>::min() / 8;  // subnormal
+  ASSERT_EQ(std::fpclassify(tiny), FP_SUBNORMAL);
+  const volatile float before = tiny * 0.5f;  // the caller: subnormals work as usual
+  EXPECT_EQ(std::fpclassify(before), FP_SUBNORMAL);
+  for (int threads : {1, 2}) {
+    SetCpuThreads(threads);
+    const int64_t rows = 4096, w = 16;  // large enough to run on the pool
+    std::vector<float> x(rows * w, tiny), out(rows * w, 1.0f);
+    EwInstr scale{EwOp::kScale, w, {out.data(), w}, {x.data(), w}};
+    scale.scalar = 0.5f;
+    ASSERT_TRUE(CpuKernels::Get()->Elementwise(&scale, &scale, 1, rows).ok());
+    for (float v : out) ASSERT_EQ(v, 0.0f) << threads << " threads";
+    std::vector<float> a(8, 1.0f), b(8, tiny), c(1, 1.0f);
+    ASSERT_TRUE(CpuKernels::Get()
+                    ->Gemm(false, false, 1, 1, 8, 1.0f, a.data(), 8, b.data(), 1, 0.0f, c.data(), 1)
+                    .ok());
+    EXPECT_EQ(c[0], 0.0f);
+  }
+  SetCpuThreads(0);
+  const volatile float after = tiny * 0.5f;
+  EXPECT_EQ(std::fpclassify(after), FP_SUBNORMAL);
 }
 
 TEST(CpuColumnTest, ColumnSumAndDotMatchNaive) {
