@@ -241,7 +241,10 @@ void AssignScratch(Compiled& c, const vertex::Function& f, bool backward) {
       for (int id : st.nodes) {
         const Node& n = p.nodes[id];
         const View& v = s.views[id];
-        if (InstrCount(n) != 1 || exported[id] || outside[id] || v.buffer < 0 || v.col != 0 ||
+        // One instruction that writes the node's own view (a Concat or PadSlice writes
+        // column ranges of it instead, even with one input).
+        if (InstrCount(n) != 1 || n.kind == OpKind::kConcat || n.kind == OpKind::kPadSlice ||
+            exported[id] || outside[id] || v.buffer < 0 || v.col != 0 ||
             c.buffers[v.buffer].width != n.width || viewers[v.buffer] != 1 ||
             c.buffers[v.buffer].zero || c.buffers[v.buffer].features) {
           continue;

@@ -157,7 +157,8 @@ TEST(CpuPackedGemmTest, MatchesNaive) {
     SetCpuThreads(threads);
     for (bool tb : {false, true}) {
       for (int64_t m : {1, 5, 12, 13, 40, 301}) {
-        for (auto [n, kk] : {std::pair<int64_t, int64_t>{5, 150}, {33, 7}, {97, 64}}) {
+        // {300, 97}: with few rows, enough work to split the panels over the threads.
+        for (auto [n, kk] : {std::pair<int64_t, int64_t>{5, 150}, {33, 7}, {97, 64}, {300, 97}}) {
           for (auto [beta, with_bias] : {std::pair{0.0f, false},
                                          {1.0f, false},
                                          {-0.5f, false},

@@ -9,6 +9,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 #include "gtest/gtest.h"
 #include "ops/kernels.h"
 #include "tests/ops/ops_test_util.h"
@@ -109,30 +113,42 @@ TEST(CpuThreadsTest, ParallelForCoversTheRangeExactly) {
 }
 
 // Subnormal floats are flushed inside the kernels (a GEMM over a subnormal weight costs a
-// microcode assist per instruction otherwise): a product whose exact result is subnormal
-// comes out 0, on the caller's thread and on the pool's, and the caller's own mode is kept.
+// microcode assist per instruction otherwise): subnormal inputs read as zero (DAZ) and results
+// that would be subnormal are written as zero (FTZ), on the caller's thread and on the pool's;
+// the caller's own floating-point mode is the same after the call.
 TEST(CpuFlushDenormalTest, KernelsFlushSubnormalsAndKeepTheCallersMode) {
   const float tiny = std::numeric_limits<float>::min() / 8;  // subnormal
+  const float least_normal = std::numeric_limits<float>::min();
   ASSERT_EQ(std::fpclassify(tiny), FP_SUBNORMAL);
-  const volatile float before = tiny * 0.5f;  // the caller: subnormals work as usual
-  EXPECT_EQ(std::fpclassify(before), FP_SUBNORMAL);
+#if defined(__x86_64__) || defined(__i386__)
+  const unsigned mode = _mm_getcsr();
+#endif
   for (int threads : {1, 2}) {
     SetCpuThreads(threads);
     const int64_t rows = 4096, w = 16;  // large enough to run on the pool
-    std::vector<float> x(rows * w, tiny), out(rows * w, 1.0f);
-    EwInstr scale{EwOp::kScale, w, {out.data(), w}, {x.data(), w}};
-    scale.scalar = 0.5f;
-    ASSERT_TRUE(CpuKernels::Get()->Elementwise(&scale, &scale, 1, rows).ok());
-    for (float v : out) ASSERT_EQ(v, 0.0f) << threads << " threads";
-    std::vector<float> a(8, 1.0f), b(8, tiny), c(1, 1.0f);
+    // FTZ: least_normal / 2 is subnormal; DAZ: tiny itself reads as zero.
+    std::vector<float> normal(rows * w, least_normal), sub(rows * w, tiny);
+    std::vector<float> out1(rows * w, 1.0f), out2(rows * w, 1.0f);
+    EwInstr program[] = {{EwOp::kScale, w, {out1.data(), w}, {normal.data(), w}},
+                         {EwOp::kScale, w, {out2.data(), w}, {sub.data(), w}}};
+    program[0].scalar = 0.5f;
+    program[1].scalar = 1.0f;
+    ASSERT_TRUE(CpuKernels::Get()->Elementwise(program, program, 2, rows).ok());
+    for (float v : out1) ASSERT_EQ(v, 0.0f) << "FTZ, " << threads << " threads";
+    for (float v : out2) ASSERT_EQ(v, 0.0f) << "DAZ, " << threads << " threads";
+    std::vector<float> a(8, least_normal), b(8, 0.0625f), c(1, 1.0f);  // 8 * 2^-130: subnormal
     ASSERT_TRUE(CpuKernels::Get()
                     ->Gemm(false, false, 1, 1, 8, 1.0f, a.data(), 8, b.data(), 1, 0.0f, c.data(), 1)
                     .ok());
     EXPECT_EQ(c[0], 0.0f);
   }
   SetCpuThreads(0);
-  const volatile float after = tiny * 0.5f;
-  EXPECT_EQ(std::fpclassify(after), FP_SUBNORMAL);
+#if defined(__x86_64__) || defined(__i386__)
+  EXPECT_EQ(_mm_getcsr() & 0x8040u, mode & 0x8040u) << "the caller's FTZ/DAZ bits changed";
+#endif
+  volatile float v = tiny;  // and subnormals still work on the caller's thread
+  const float half = v * 0.5f;
+  EXPECT_EQ(std::fpclassify(half), FP_SUBNORMAL);
 }
 
 TEST(CpuColumnTest, ColumnSumAndDotMatchNaive) {

@@ -287,6 +287,26 @@ TEST(EngineTest, TreeLstmTemporariesLiveInScratch) {
   EXPECT_EQ(unused, 13);
 }
 
+// A one-input Concat emits one instruction but writes a column range of its own buffer: it must
+// not become a scratch temporary (it did, and the CPU engine then wrote through a null buffer).
+TEST(EngineTest, SingleInputConcatsKeepTheirBuffers) {
+  absl::StatusOr<vertex::Function> f = testing::SingleInputConcats(5);
+  ASSERT_TRUE(f.ok()) << f.status();
+  core::Rng rng(12);
+  std::vector<Graph> gs;
+  for (int i = 0; i < 40; ++i) {
+    gs.push_back(
+        RandomChain(rng, 1 + static_cast<int>(rng.UniformInt(12)), {.vocab = 50, .classes = 5}));
+  }
+  for (Graph& g : gs) {
+    g.feature_dim = 3;
+    for (int j = 0; j < 3 * g.num_vertices(); ++j) g.features.push_back(rng.Uniform() - 0.5f);
+  }
+  for (Policy policy : {Policy::kHeight, Policy::kDepth}) {
+    ExpectMatchesReference(*f, gs, {policy, 0}, Options(), "single-input concats");
+  }
+}
+
 TEST(EngineTest, BadBatchIsAnError) {
   absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
   ASSERT_TRUE(f.ok());

@@ -47,4 +47,18 @@ inline absl::StatusOr<vertex::Function> GemmSums(int64_t classes) {
   });
 }
 
+// One-input Concats whose only readers sit in the same fused step, next to plain temporaries:
+// the Concat of a pull and of a slice of a gathered child (neither aliasable into the Concat's
+// columns); the slice's gradient is a PadSlice in the backward. `classes` logits.
+inline absl::StatusOr<vertex::Function> SingleInputConcats(int64_t classes) {
+  using namespace vertex;
+  return Define("single_input_concats", [classes](Vertex& v) {
+    Expr x = Concat({v.pull(3)});
+    Expr c = Concat({Slice(v.gather(0)["h"], 0, 3)});
+    Expr h = Tanh(x) * Sigmoid(c);
+    v.scatter({{"h", Concat({h, h})}});
+    v.push(MatMul(h, v.param("out", {3, classes})));
+  });
+}
+
 }  // namespace cavs::scheduler::testing
