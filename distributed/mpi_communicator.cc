@@ -1,9 +1,13 @@
 #include "distributed/mpi_communicator.h"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -42,10 +46,26 @@ struct MpiGlobals {
   MPI_Op bfloat16_sum = MPI_OP_NULL;
 };
 
+// Set when an operation is given up on (its Work destroyed unfinished), with the longest timeout
+// of the communicators that gave up: a peer may be dead.
+std::atomic<bool> g_abandoned{false};
+std::atomic<int64_t> g_abandon_timeout_ms{0};
+
 void FinalizeAtExit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (g_abandoned.load()) {
+    // MPI_Finalize synchronizes with every process of the job, so after a peer died it can
+    // wait forever (seen with Open MPI 4.1: survivors of a killed rank spun in
+    // ompi_mpi_finalize). Give it the communicator's timeout, then leave without it, failing.
+    const int64_t ms = std::max<int64_t>(g_abandon_timeout_ms.load(), 1000);
+    std::thread([ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      std::_Exit(EXIT_FAILURE);
+    }).detach();
+  }
+  MPI_Finalize();
 }
 
 // Initializes MPI once (unless the program did) and defines the half-precision sums.
@@ -116,6 +136,11 @@ class MpiWork final : public Work {
   ~MpiWork() override {
     if (done() || parts_.request == MPI_REQUEST_NULL || MpiFinalized()) return;
     BreakOnAbandon();
+    const int64_t ms = absl::ToInt64Milliseconds(state().options().timeout);
+    int64_t seen = g_abandon_timeout_ms.load();
+    while (ms > seen && !g_abandon_timeout_ms.compare_exchange_weak(seen, ms)) {
+    }
+    g_abandoned.store(true);
     // MPI cannot cancel a collective, so the transport may still write into these buffers:
     // they stay allocated until the process exits.
     static auto* abandoned = new std::vector<InFlight>();
