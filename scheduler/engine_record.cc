@@ -1,0 +1,576 @@
+#include "scheduler/engine_record.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+
+namespace cavs::scheduler::internal {
+
+using vertex::Node;
+using vertex::OpClass;
+using vertex::OpKind;
+
+namespace {
+
+// Splits `rows` by the sorted, disjoint intervals `written`: (piece, written?) in row order.
+std::vector<std::pair<Interval, bool>> SplitByWritten(Interval rows,
+                                                      const std::vector<Interval>& written) {
+  std::vector<std::pair<Interval, bool>> out;
+  int64_t cur = rows.first;
+  for (const Interval& w : written) {
+    if (cur >= rows.second) break;
+    if (w.second <= cur) continue;
+    if (w.first >= rows.second) break;
+    if (w.first > cur) out.push_back({{cur, w.first}, false});
+    const int64_t end = std::min(w.second, rows.second);
+    out.push_back({{std::max(cur, w.first), end}, true});
+    cur = end;
+  }
+  if (cur < rows.second) out.push_back({{cur, rows.second}, false});
+  return out;
+}
+
+// Adds `rows` to the sorted, disjoint intervals `written`, merging where they touch.
+void AddWritten(Interval rows, std::vector<Interval>& written) {
+  if (rows.first >= rows.second) return;
+  std::vector<Interval> out;
+  for (const Interval& w : written) {
+    if (w.second < rows.first || w.first > rows.second) {
+      out.push_back(w);
+    } else {
+      rows = {std::min(rows.first, w.first), std::max(rows.second, w.second)};
+    }
+  }
+  out.push_back(rows);
+  std::sort(out.begin(), out.end());
+  written = std::move(out);
+}
+
+}  // namespace
+
+void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0) {
+  const Node& n = p.nodes[id];
+  ops::EwInstr in;
+  in.width = n.width;
+  in.dst = Arg(p, s, id, r0);
+  if (!n.inputs.empty()) in.a = Arg(p, s, n.inputs[0], r0);
+  if (n.inputs.size() > 1) in.b = Arg(p, s, n.inputs[1], r0);
+  switch (n.kind) {
+    case OpKind::kAdd:
+      in.op = ops::EwOp::kAdd;
+      break;
+    case OpKind::kSub:
+      in.op = ops::EwOp::kSub;
+      break;
+    case OpKind::kMul:
+      in.op = ops::EwOp::kMul;
+      break;
+    case OpKind::kSigmoid:
+      in.op = ops::EwOp::kSigmoid;
+      break;
+    case OpKind::kTanh:
+      in.op = ops::EwOp::kTanh;
+      break;
+    case OpKind::kRelu:
+      in.op = ops::EwOp::kRelu;
+      break;
+    case OpKind::kNeg:
+      in.op = ops::EwOp::kNeg;
+      break;
+    case OpKind::kScale:
+      in.op = ops::EwOp::kScale;
+      in.scalar = n.scalar;
+      in.offset = n.offset;
+      break;
+    case OpKind::kSum:
+      in.op = ops::EwOp::kSum;
+      in.width = p.nodes[n.inputs[0]].width;
+      break;
+    case OpKind::kBroadcastCols:
+      in.op = ops::EwOp::kBroadcast;
+      break;
+    case OpKind::kSigmoidGrad:
+      in.op = ops::EwOp::kSigmoidGrad;
+      break;
+    case OpKind::kTanhGrad:
+      in.op = ops::EwOp::kTanhGrad;
+      break;
+    case OpKind::kReluGrad:
+      in.op = ops::EwOp::kReluGrad;
+      break;
+    case OpKind::kDropout:
+      if (b_.options->training && n.scalar > 0.0f) {
+        in.op = ops::EwOp::kDropout;
+        in.scalar = n.scalar;
+        in.seed = DropoutKey(b_.options->dropout_seed, n.index);
+        in.uids = Ints(b_.plan->uids) + r0;
+      } else {
+        in.op = ops::EwOp::kCopy;
+      }
+      break;
+    case OpKind::kConcat: {
+      int64_t col = 0;
+      for (int x : n.inputs) {
+        ops::EwInstr cp;
+        cp.op = ops::EwOp::kCopy;
+        cp.width = p.nodes[x].width;
+        cp.dst = {Ptr(s, id, r0) + col, Ld(s, id)};
+        cp.a = Arg(p, s, x, r0);
+        b_.instrs.push_back(cp);
+        col += cp.width;
+      }
+      return;
+    }
+    case OpKind::kPadSlice: {
+      ops::EwInstr zero;
+      zero.op = ops::EwOp::kZero;
+      zero.width = n.width;
+      zero.dst = in.dst;
+      b_.instrs.push_back(zero);
+      in.op = ops::EwOp::kCopy;
+      in.width = n.end - n.begin;
+      in.dst.ptr += n.begin;
+      break;
+    }
+    default:
+      CAVS_CHECK(false, "not fusable: ", vertex::OpKindName(n.kind));
+  }
+  b_.instrs.push_back(in);
+}
+
+void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
+                     int64_t r1) {
+  const size_t first = b_.instrs.size();
+  for (int id : st.nodes) EmitInstr(p, s, id, r0);
+  const int count = static_cast<int>(b_.instrs.size() - first);
+  CAVS_CHECK(count == st.instrs, "instruction count");
+  Batch* b = &b_;
+  ops::Kernels* k = &k_;
+  b_.launches.push_back([b, k, first, count, rows = r1 - r0]() {
+    return k->Elementwise(b->instrs.data() + first, b->dev_instrs + first, count, rows);
+  });
+}
+
+absl::StatusOr<const float*> Recorder::PackedWeight(const std::string& name, bool trans, int64_t k,
+                                                    int64_t n, int64_t ld) {
+  // A pack costs about as much as two or three calls that re-pack: a batch of a few vertices
+  // (a tree or two) has too few rows to win it back.
+  constexpr int64_t kMinRowsToPack = 128;
+  const int64_t bytes = k_.PackedGemmBytes(k, n);
+  if (bytes <= 0 || b_.plan->num_rows < kMinRowsToPack) return nullptr;
+  auto it = b_.packed.find(std::make_pair(name, trans));
+  if (it != b_.packed.end()) return it->second;
+  CAVS_ASSIGN_OR_RETURN(core::Tensor t, core::Tensor::Empty(core::Shape({(bytes + 3) / 4}),
+                                                            core::DType::kFloat32, k_.device()));
+  b_.scratch.push_back(t);
+  b_.pack_bytes += bytes;
+  float* packed = t.data<float>();
+  const float* w = ParamValue(name);
+  ops::Kernels* kernels = &k_;
+  b_.launches.push_back([=]() { return kernels->PackGemmB(trans, k, n, w, ld, packed); });
+  b_.packed.emplace(std::make_pair(name, trans), packed);
+  return packed;
+}
+
+void Recorder::FillRows(float* dst, int64_t ld, int64_t width, const float* row, int64_t lo,
+                        int64_t hi) {
+  ops::EwInstr fill;
+  fill.op = row != nullptr ? ops::EwOp::kCopy : ops::EwOp::kZero;
+  fill.width = width;
+  fill.dst = {dst + lo * ld, ld};
+  fill.a = {const_cast<float*>(row), 0};
+  const size_t first = b_.instrs.size();
+  b_.instrs.push_back(fill);
+  Batch* b = &b_;
+  ops::Kernels* k = &k_;
+  const int64_t m = hi - lo;
+  b_.launches.push_back([b, k, first, m]() {
+    return k->Elementwise(b->instrs.data() + first, b->dev_instrs + first, 1, m);
+  });
+}
+
+absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const ProgramSchedule& s,
+                              int id, int64_t r0, int64_t r1) {
+  const Node& n = p.nodes[id];
+  const Node& w = p.nodes[n.inputs[1]];
+  float* dst = Ptr(s, id, r0);
+  const int64_t ld = Ld(s, id);
+  const float* x = Ptr(s, n.inputs[0], r0);
+  const int64_t xld = Ld(s, n.inputs[0]);
+  const float* wv = ParamValue(w.name);
+  const int64_t in = n.transpose ? w.param_shape[1] : w.param_shape[0];
+  const int64_t wld = w.param_shape[1];
+  CAVS_ASSIGN_OR_RETURN(const float* packed, PackedWeight(w.name, n.transpose, in, n.width, wld));
+  ops::Kernels* k = &k_;
+  // The GEMM over rows [lo, hi) (relative to r0): + bias (packed only), + beta * the old rows.
+  auto gemm = [&](int64_t lo, int64_t hi, const float* bias, float beta) {
+    const int64_t mm = hi - lo;
+    if (mm <= 0) return;
+    b_.gemm_flops += 2 * mm * n.width * in;
+    const float* xs = x + lo * xld;
+    float* ds = dst + lo * ld;
+    if (packed != nullptr) {
+      b_.launches.push_back(
+          [=]() { return k->GemmPackedB(mm, n.width, in, xs, xld, packed, bias, beta, ds, ld); });
+    } else {
+      b_.launches.push_back([=]() {
+        return k->Gemm(false, n.transpose, mm, n.width, in, 1.0f, xs, xld, wv, wld, beta, ds, ld);
+      });
+    }
+  };
+  // Rows outside the input's support are zero, rows outside the need unread: only the rest
+  // are computed.
+  Interval rows = backward ? Meet(b_.bwd_support[id], b_.bwd_need[id]) : b_.fwd_support[id];
+  rows = Meet(rows, {r0, r1});
+  if (rows.first >= rows.second) rows = {r0, r0};
+  const internal::GemmWrite gw = s.gemm[id];
+  if (gw.sum < 0) {  // a plain GEMM: zero the other rows (or, if strided, compute them all)
+    if (ld != n.width) rows = {r0, r1};
+    if (rows.first > r0 || rows.second < r1) {
+      float* head = dst;
+      float* tail = dst + (rows.second - r0) * ld;
+      const int64_t nh = (rows.first - r0) * ld, nt = (r1 - rows.second) * ld;
+      b_.launches.push_back([=]() {
+        CAVS_RETURN_IF_ERROR(k->Fill(head, nh, 0.0f));
+        return k->Fill(tail, nt, 0.0f);
+      });
+    }
+    gemm(rows.first - r0, rows.second - r0, nullptr, 0.0f);
+    return absl::OkStatus();
+  }
+  // A term of a folded sum: accumulate where an earlier term wrote, start the rest (with the
+  // bias), and as the last term fill what no term wrote.
+  std::vector<Interval>& written = b_.sum_written[gw.sum];
+  const float* bias = gw.bias >= 0 ? ParamValue(p.nodes[gw.bias].name) : nullptr;
+  const size_t first_instr = b_.instrs.size();
+  for (const auto& [piece, done] : SplitByWritten(rows, written)) {
+    const int64_t lo = piece.first - r0, hi = piece.second - r0;
+    if (done) {
+      gemm(lo, hi, nullptr, 1.0f);
+    } else if (packed != nullptr || bias == nullptr) {
+      gemm(lo, hi, packed != nullptr ? bias : nullptr, 0.0f);
+    } else {
+      FillRows(dst, ld, n.width, bias, lo, hi);
+      gemm(lo, hi, nullptr, 1.0f);
+    }
+  }
+  AddWritten(rows, written);
+  if (gw.last) {
+    for (const auto& [gap, done] : SplitByWritten({r0, r1}, written)) {
+      if (!done) FillRows(dst, ld, n.width, bias, gap.first - r0, gap.second - r0);
+    }
+  }
+  const size_t used = b_.instrs.size() - first_instr;
+  CAVS_CHECK(used <= static_cast<size_t>(gw.fills), "a folded sum's term needs ", used,
+             " fills, more than the ", gw.fills, " reserved");
+  b_.instrs.resize(first_instr + gw.fills);  // padding: width 0, never launched
+  return absl::OkStatus();
+}
+
+absl::Status Recorder::Single(bool backward, const vertex::Program& p, const ProgramSchedule& s,
+                              int id, int64_t r0, int64_t r1) {
+  const Node& n = p.nodes[id];
+  const int64_t m = r1 - r0;
+  ops::Kernels* k = &k_;
+  float* dst = vertex::IsSink(n.kind) ? nullptr : Ptr(s, id, r0);
+  const int64_t ld = vertex::IsSink(n.kind) ? 0 : Ld(s, id);
+  switch (n.kind) {
+    case OpKind::kMatMul:
+      return MatMul(backward, p, s, id, r0, r1);
+    case OpKind::kEmbed: {
+      const float* table = ParamValue(p.nodes[n.inputs[0]].name);
+      const int32_t* tok = Ints(b_.plan->tokens) + r0;
+      b_.launches.push_back(
+          [=]() { return k->GatherRows(table, n.width, tok, m, n.width, dst, ld); });
+      return absl::OkStatus();
+    }
+    case OpKind::kGatherReduce: {
+      const int src_node = f_.scatter()[FieldIndex(n.field)].node;
+      const float* src = Ptr(c_.fwd, src_node, 0);
+      const int64_t sld = Ld(c_.fwd, src_node);
+      const int32_t* off = Ints(b_.plan->reduce_offsets) + r0;
+      const int32_t* ids = Ints(b_.plan->reduce_ids);
+      int32_t* argmax = nullptr;
+      if (n.reduce == vertex::Reduce::kMax) {  // one [rows, width] buffer, found by the backward
+        auto it = b_.argmax_of.find(id);
+        if (it == b_.argmax_of.end()) {
+          CAVS_ASSIGN_OR_RETURN(core::Tensor t,
+                                core::Tensor::Empty(core::Shape({b_.plan->num_rows, n.width}),
+                                                    core::DType::kInt32, k_.device()));
+          b_.scratch.push_back(t);
+          it = b_.argmax_of.emplace(id, t.data<int32_t>()).first;
+        }
+        argmax = it->second;
+      }
+      const ops::ReduceOp op = static_cast<ops::ReduceOp>(n.reduce);
+      int32_t* am = argmax ? argmax + r0 * n.width : nullptr;
+      b_.launches.push_back(
+          [=]() { return k->SegmentReduce(op, src, sld, off, ids, m, n.width, dst, ld, am); });
+      return absl::OkStatus();
+    }
+    default:
+      if (vertex::IsSink(n.kind)) return Sink(p, s, id, r0, r1);
+      return absl::InternalError(absl::StrCat("no kernel for ", vertex::OpKindName(n.kind),
+                                              backward ? " (backward)" : ""));
+  }
+}
+
+absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0,
+                            int64_t r1) {
+  const Node& n = p.nodes[id];
+  const int64_t m = r1 - r0;
+  ops::Kernels* k = &k_;
+  const int dy_node = n.inputs.back();
+  const float* dy = Ptr(s, dy_node, r0);
+  const int64_t dld = Ld(s, dy_node);
+  const int64_t w = p.nodes[dy_node].width;
+  switch (n.kind) {
+    case OpKind::kGatherReduceGrad: {
+      float* acc = b_.buffer_base[c_.field_grad[FieldIndex(n.field)]];
+      const int32_t* off = Ints(b_.plan->reduce_offsets) + r0;
+      const int32_t* ids = Ints(b_.plan->reduce_ids);
+      const ops::ReduceOp op = static_cast<ops::ReduceOp>(n.reduce);
+      const int32_t* am = nullptr;
+      if (n.reduce == vertex::Reduce::kMax)
+        am = b_.argmax_of.at(static_cast<int>(n.index)) + r0 * w;
+      b_.launches.push_back(
+          [=]() { return k->SegmentReduceGrad(op, dy, dld, off, ids, am, m, w, acc, w); });
+      return absl::OkStatus();
+    }
+    case OpKind::kWeightGradMatMul: {
+      // dW [in, out] += xᵀ dy over all rows; transposed forward (y = x Wᵀ): dW += dyᵀ x.
+      const int x_node = n.inputs[0];
+      const float* x = Ptr(s, x_node, r0);
+      const int64_t xld = Ld(s, x_node);
+      const int64_t xw = p.nodes[x_node].width;
+      float* g = ParamGrad(n.name);
+      // Only rows where both x and dy can be nonzero contribute.
+      const Interval rows = Meet(Meet(b_.bwd_support[x_node], b_.bwd_support[dy_node]), {r0, r1});
+      if (rows.first >= rows.second) return absl::OkStatus();
+      const int64_t skip = rows.first - r0;
+      const int64_t m = rows.second - rows.first;
+      x += skip * xld;
+      dy += skip * dld;
+      b_.gemm_flops += 2 * m * w * xw;
+      if (n.transpose) {
+        b_.launches.push_back(
+            [=]() { return k->Gemm(true, false, w, xw, m, 1.0f, dy, dld, x, xld, 1.0f, g, xw); });
+      } else {
+        b_.launches.push_back(
+            [=]() { return k->Gemm(true, false, xw, w, m, 1.0f, x, xld, dy, dld, 1.0f, g, w); });
+      }
+      return absl::OkStatus();
+    }
+    case OpKind::kWeightGradBias: {
+      float* g = ParamGrad(n.name);
+      const float alpha = n.scalar;
+      b_.launches.push_back([=]() { return k->ColumnSum(dy, dld, m, w, alpha, g); });
+      return absl::OkStatus();
+    }
+    case OpKind::kWeightGradScale: {
+      const float* x = Ptr(s, n.inputs[0], r0);
+      const int64_t xld = Ld(s, n.inputs[0]);
+      float* g = ParamGrad(n.name);
+      b_.launches.push_back([=]() { return k->ColumnDot(x, xld, dy, dld, m, w, g); });
+      return absl::OkStatus();
+    }
+    case OpKind::kEmbedGrad: {
+      if (!b_.embed_rows.defined()) {
+        CAVS_ASSIGN_OR_RETURN(
+            b_.embed_rows,
+            core::Tensor::Zeros(
+                core::Shape({static_cast<int64_t>(b_.plan->unique_tokens.size()), w}),
+                core::DType::kFloat32, k_.device()));
+        b_.embed_table = n.name;
+      }
+      if (b_.embed_table != n.name) {
+        return absl::UnimplementedError(absl::StrCat("embedding tables '", b_.embed_table,
+                                                     "' and '", n.name, "' in one function"));
+      }
+      float* rows = b_.embed_rows.data<float>();
+      const int32_t* slot = Ints(b_.plan->token_slot) + r0;
+      b_.launches.push_back(
+          [=]() { return k->ScatterAddRows(dy, dld, slot, m, w, rows, w, false); });
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InternalError("not a sink");
+  }
+}
+
+ops::RowCopy Recorder::GatherCopy(const ProgramSchedule& s, int id, int64_t r0) const {
+  const Node& n = f_.forward().nodes[id];
+  const int src_node = f_.scatter()[FieldIndex(n.field)].node;
+  return {Ptr(c_.fwd, src_node, 0),
+          Ld(c_.fwd, src_node),
+          Ints(b_.plan->child_rows[n.index]) + r0,
+          n.width,
+          Ptr(s, id, r0),
+          Ld(s, id)};
+}
+
+ops::RowCopy Recorder::GatherGradCopy(const vertex::Program& p, const ProgramSchedule& s, int id,
+                                      int64_t r0) const {
+  const Node& n = p.nodes[id];
+  const int dy_node = n.inputs.back();
+  const int64_t w = p.nodes[dy_node].width;
+  return {Ptr(s, dy_node, r0),
+          Ld(s, dy_node),
+          Ints(b_.plan->child_rows[n.index]) + r0,
+          w,
+          b_.buffer_base[c_.field_grad[FieldIndex(n.field)]],
+          w};
+}
+
+// Multi-copy kinds: a forward Gather, or a backward GatherGrad.
+bool IsCopyStep(const vertex::Program& p, const Step& st, OpKind kind) {
+  return !st.fused && p.nodes[st.nodes[0]].kind == kind;
+}
+
+size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
+                           const std::vector<Step>& steps, size_t i, int64_t r0, int64_t r1) {
+  const OpKind kind = p.nodes[steps[i].nodes[0]].kind;
+  std::vector<ops::RowCopy> copies;
+  for (; i < steps.size() && IsCopyStep(p, steps[i], kind) &&
+         copies.size() < static_cast<size_t>(ops::kMaxRowCopies);
+       ++i) {
+    const int id = steps[i].nodes[0];
+    copies.push_back(kind == OpKind::kGather ? GatherCopy(s, id, r0)
+                                             : GatherGradCopy(p, s, id, r0));
+  }
+  ops::Kernels* k = &k_;
+  const int64_t m = r1 - r0;
+  const bool unique = b_.plan->unique_parents;
+  const int count = static_cast<int>(copies.size());
+  if (kind == OpKind::kGather) {
+    b_.launches.push_back([=]() { return k->GatherRowsMulti(copies.data(), count, m); });
+  } else {
+    b_.launches.push_back(
+        [=]() { return k->ScatterAddRowsMulti(copies.data(), count, m, unique); });
+  }
+  return i;
+}
+
+absl::Status Recorder::WeightGrads(const std::vector<Step>& steps, int64_t n) {
+  if (n == 0) return absl::OkStatus();
+  const vertex::Program& p = f_.backward();
+  const bool hooks = b_.options->on_gradient_ready && k_.device().is_cpu();
+  for (const Step& st : steps) {
+    CAVS_RETURN_IF_ERROR(Single(true, p, c_.bwd, st.nodes[0], 0, n));
+    const Node& sink = p.nodes[st.nodes[0]];
+    if (!hooks || sink.kind == OpKind::kEmbedGrad || --b_.sinks_left[sink.name] > 0) continue;
+    const RunOptions* o = b_.options;
+    const std::string name = sink.name;
+    b_.launches.push_back([o, name]() { return o->on_gradient_ready(name); });
+  }
+  return absl::OkStatus();
+}
+
+void Recorder::Progress() {
+  if (!b_.options->on_progress || !k_.device().is_cpu()) return;
+  const RunOptions* o = b_.options;
+  b_.launches.push_back([o]() { return o->on_progress(); });
+}
+
+absl::Status Recorder::Program(bool backward, OpClass cls, int64_t r0, int64_t r1) {
+  const vertex::Program& p = backward ? f_.backward() : f_.forward();
+  const ProgramSchedule& s = backward ? c_.bwd : c_.fwd;
+  if (r1 <= r0) return absl::OkStatus();
+  const std::vector<Step>& steps = s.steps[static_cast<int>(cls)];
+  for (size_t i = 0; i < steps.size();) {
+    const Step& st = steps[i];
+    if (IsCopyStep(p, st, OpKind::kGather) || IsCopyStep(p, st, OpKind::kGatherGrad)) {
+      i = Coalesced(p, s, steps, i, r0, r1);
+      continue;
+    }
+    if (st.fused) {
+      Fused(p, s, st, r0, r1);
+    } else {
+      CAVS_RETURN_IF_ERROR(Single(backward, p, s, st.nodes[0], r0, r1));
+    }
+    ++i;
+  }
+  return absl::OkStatus();
+}
+
+void Recorder::Loss() {
+  if (f_.pushes().empty()) return;
+  const int push0 = f_.pushes()[0];
+  const float* logits = Ptr(c_.fwd, push0, 0);
+  const int64_t ld = Ld(c_.fwd, push0);
+  const int64_t n = b_.plan->num_rows;
+  const int64_t classes = f_.forward().nodes[push0].width;
+  const int32_t* labels = Ints(b_.plan->labels);
+  const bool mean = b_.options->loss == RunOptions::Loss::kMean && b_.plan->labelled > 0;
+  const float scale = mean ? 1.0f / static_cast<float>(b_.plan->labelled) : 1.0f;
+  float* dlogits =
+      c_.dlogits >= 0 && b_.buffer_base[c_.dlogits] ? b_.buffer_base[c_.dlogits] : nullptr;
+  float* stats = b_.stats;
+  int32_t* pred = b_.pred;
+  ops::Kernels* k = &k_;
+  b_.launches.push_back([=]() {
+    return k->SoftmaxCrossEntropy(logits, ld, n, classes, labels, scale, dlogits, stats, pred);
+  });
+}
+
+int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cls) {
+  const std::vector<Step>& steps = s.steps[static_cast<int>(cls)];
+  int launches = 0;
+  for (size_t i = 0; i < steps.size();) {
+    for (OpKind kind : {OpKind::kGather, OpKind::kGatherGrad}) {
+      if (!IsCopyStep(p, steps[i], kind)) continue;
+      size_t j = i;
+      while (j < steps.size() && IsCopyStep(p, steps[j], kind) && j - i < ops::kMaxRowCopies) ++j;
+      i = j - 1;
+    }
+    ++launches;
+    ++i;
+  }
+  return launches;
+}
+
+absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Compiled& c,
+                            const Plan& plan, bool backward,
+                            std::array<size_t, kNumPhases>& phase_at, Batch& b) {
+  const int64_t n = plan.num_rows;
+  const std::vector<Step>& early = c.bwd.early_weight_grads;
+  const std::vector<Step>& late = c.bwd.steps[static_cast<int>(OpClass::kWeightGrad)];
+  if (n > 0) {  // with no rows no step is recorded, so no hook is either
+    for (const std::vector<Step>* list : {&early, &late}) {
+      for (const Step& st : *list) ++b.sinks_left[f.backward().nodes[st.nodes[0]].name];
+    }
+  }
+  auto mark = [&](Phase p) { phase_at[static_cast<int>(p)] = b.launches.size(); };
+  auto round = [&](bool bwd, int r) {
+    return rec.Program(bwd, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]);
+  };
+  mark(Phase::kBeforeRounds);
+  CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kBeforeRounds, 0, n));
+  mark(Phase::kRounds);
+  for (int r = 0; r < plan.num_rounds; ++r) {
+    CAVS_RETURN_IF_ERROR(round(false, r));
+    rec.Progress();
+  }
+  mark(Phase::kAfterRounds);
+  CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kAfterRounds, 0, n));
+  rec.Loss();
+  mark(Phase::kBackward);
+  if (backward) {
+    CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kBeforeRounds, 0, n));
+    // The output layer's weight gradients are final now: they run (and can be sent) before
+    // the backward rounds.
+    CAVS_RETURN_IF_ERROR(rec.WeightGrads(early, n));
+    for (int r = plan.num_rounds - 1; r >= 0; --r) {
+      CAVS_RETURN_IF_ERROR(round(true, r));
+      rec.Progress();
+    }
+    CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kAfterRounds, 0, n));
+  }
+  mark(Phase::kWeightGrad);
+  if (backward) CAVS_RETURN_IF_ERROR(rec.WeightGrads(late, n));
+  mark(Phase::kEnd);
+  return absl::OkStatus();
+}
+
+}  // namespace cavs::scheduler::internal

@@ -1,0 +1,138 @@
+// The recording half of Engine::Run: a batch's memory (Batch) and the Recorder that turns the
+// compiled schedule (engine_compile.h) into a command list of launches with final device
+// pointers, round by round. Internal to the scheduler; see engine.h for the design.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/parameter.h"
+#include "core/tensor.h"
+#include "ops/kernels.h"
+#include "scheduler/engine.h"
+#include "scheduler/engine_compile.h"
+#include "scheduler/executor_common.h"
+#include "scheduler/plan.h"
+#include "scheduler/row_support.h"
+#include "vertex/function.h"
+
+namespace cavs::scheduler::internal {
+
+// One batch's memory and recorded launches.
+struct Batch {
+  const Plan* plan = nullptr;
+  const RunOptions* options = nullptr;
+  std::vector<float*> buffer_base;   // per buffer: row 0 (nullptr if not allocated)
+  const int32_t* ints = nullptr;     // device copy of plan.ints
+  std::vector<ops::EwInstr> instrs;  // host copy of every fused program
+  const ops::EwInstr* dev_instrs = nullptr;
+  std::vector<std::function<absl::Status()>> launches;
+  std::vector<core::Tensor> scratch;  // argmax buffers, the embedding gradient rows
+  float* stats = nullptr;             // 2 floats: loss sum, correct
+  int64_t gemm_flops = 0;             // of the recorded GEMMs
+  // Weights packed for the device's packed GEMM, by (parameter, transposed), and their bytes.
+  absl::flat_hash_map<std::pair<std::string, bool>, const float*> packed;
+  // Per folded sum: the rows some term has written so far (sorted, disjoint).
+  std::vector<std::vector<Interval>> sum_written;
+  int64_t pack_bytes = 0;
+  int32_t* pred = nullptr;  // argmax per row
+  core::Tensor embed_rows;  // [unique tokens, dim] gradient of the table
+  std::string embed_table;
+  absl::flat_hash_map<int, int32_t*> argmax_of;      // forward GatherReduce(max) -> argmax
+  absl::flat_hash_map<std::string, int> sinks_left;  // parameter -> weight-gradient steps to go
+  // Row intervals [lo, hi) outside which a node is known to be zero (support), and outside
+  // which nobody reads its value (need, backward only). GEMMs run only where both hold.
+  std::vector<Interval> fwd_support, bwd_support, bwd_need;
+};
+
+// Records one batch's launches into a Batch.
+class Recorder {
+ public:
+  Recorder(const vertex::Function& f, const Compiled& c, core::ParameterStore& store,
+           ops::Kernels& k, Batch& b)
+      : f_(f), c_(c), store_(store), k_(k), b_(b) {}
+
+  absl::Status Program(bool backward, vertex::OpClass cls, int64_t r0, int64_t r1);
+  void Loss();
+  // Records weight-gradient steps over all rows and, where the caller asked and the device is
+  // the CPU, the "gradient ready" hook after each parameter's last one.
+  absl::Status WeightGrads(const std::vector<Step>& steps, int64_t n);
+  // Records the progress hook (CPU only, if the caller gave one).
+  void Progress();
+
+ private:
+  float* Ptr(const ProgramSchedule& s, int node, int64_t row) const {
+    const View& v = s.views[node];
+    return b_.buffer_base[v.buffer] + row * v.ld + v.col;
+  }
+  int64_t Ld(const ProgramSchedule& s, int node) const { return s.views[node].ld; }
+  float* ParamValue(const std::string& name) const {
+    return static_cast<float*>(store_.Find(name)->value.raw_data());
+  }
+  float* ParamGrad(const std::string& name) const {
+    return static_cast<float*>(store_.Find(name)->grad.raw_data());
+  }
+  const int32_t* Ints(int64_t offset) const { return b_.ints + offset; }
+  int FieldIndex(const std::string& name) const {
+    for (size_t i = 0; i < f_.scatter().size(); ++i) {
+      if (f_.scatter()[i].name == name) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  ops::EwArg Arg(const vertex::Program& p, const ProgramSchedule& s, int node, int64_t r0) const {
+    if (p.nodes[node].is_static()) return {ParamValue(p.nodes[node].name), 0};
+    if (s.scratch_col[node] >= 0) return {nullptr, 0, s.scratch_col[node]};
+    return {Ptr(s, node, r0), Ld(s, node)};
+  }
+
+  void Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
+             int64_t r1);
+  // The weight `name` (op(w): [k, n]) packed for the device's packed GEMM, packed by a launch
+  // recorded at its first use in the batch; nullptr where the device has no packed GEMM.
+  absl::StatusOr<const float*> PackedWeight(const std::string& name, bool trans, int64_t k,
+                                            int64_t n, int64_t ld);
+  // The copy a forward Gather or a backward GatherGrad makes over rows [r0, ...).
+  ops::RowCopy GatherCopy(const ProgramSchedule& s, int id, int64_t r0) const;
+  ops::RowCopy GatherGradCopy(const vertex::Program& p, const ProgramSchedule& s, int id,
+                              int64_t r0) const;
+  // Records steps[i..] that are Gathers (or GatherGrads) as one multi-copy launch; returns
+  // the index of the first step it did not take.
+  size_t Coalesced(const vertex::Program& p, const ProgramSchedule& s,
+                   const std::vector<Step>& steps, size_t i, int64_t r0, int64_t r1);
+  void EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0);
+  absl::Status Single(bool backward, const vertex::Program& p, const ProgramSchedule& s, int id,
+                      int64_t r0, int64_t r1);
+  // A MatMul's GEMM over rows [r0, r1), only where its input can be nonzero and its output is
+  // read; a term of a folded sum also keeps the sum's written rows (GemmWrite).
+  absl::Status MatMul(bool backward, const vertex::Program& p, const ProgramSchedule& s, int id,
+                      int64_t r0, int64_t r1);
+  // Records one fill instruction: rows [lo, hi) of `dst` (rows from r0, stride ld) = `row`
+  // broadcast, or zeros when row is null.
+  void FillRows(float* dst, int64_t ld, int64_t width, const float* row, int64_t lo, int64_t hi);
+  absl::Status Sink(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0,
+                    int64_t r1);
+
+  const vertex::Function& f_;
+  const Compiled& c_;
+  core::ParameterStore& store_;
+  ops::Kernels& k_;
+  Batch& b_;
+};
+
+// Launches per call of a class's steps: runs of Gathers (GatherGrads) share one launch per
+// kMaxRowCopies, as Recorder::Program records them.
+int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, vertex::OpClass cls);
+
+// Records the whole schedule; phase_at[p] is the index of phase p's first launch.
+absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Compiled& c,
+                            const Plan& plan, bool backward,
+                            std::array<size_t, kNumPhases>& phase_at, Batch& b);
+
+}  // namespace cavs::scheduler::internal
