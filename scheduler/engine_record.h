@@ -39,9 +39,9 @@ struct Batch {
   int64_t gemm_flops = 0;             // of the recorded GEMMs
   // Weights packed for the device's packed GEMM, by (parameter, transposed), and their bytes.
   absl::flat_hash_map<std::pair<std::string, bool>, const float*> packed;
+  int64_t pack_bytes = 0;
   // Per folded sum: the rows some term has written so far (sorted, disjoint).
   std::vector<std::vector<Interval>> sum_written;
-  int64_t pack_bytes = 0;
   int32_t* pred = nullptr;  // argmax per row
   core::Tensor embed_rows;  // [unique tokens, dim] gradient of the table
   std::string embed_table;
