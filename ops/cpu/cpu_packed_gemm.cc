@@ -94,18 +94,27 @@ MicroKernelFn KernelFor(int rows) {
 }
 
 // Row blocks [rb0, rb1) x panels [p0, p1) of c.
+// Row blocks [rb0, rb1) x panels [p0, p1) of c. The panels go in groups that fit in L2 with
+// room to spare, each group streamed once per row block: a weight larger than L2 (hidden 256:
+// U packed is 2.6 MB) is then read from L2, not from L3, for every 12 rows.
 void Block(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* packed,
            const float* bias, float beta, float* c, int64_t ldc, int64_t rb0, int64_t rb1,
            int64_t p0, int64_t p1) {
-  for (int64_t rb = rb0; rb < rb1; ++rb) {
-    const int64_t r0 = rb * kRows;
-    const int rows = static_cast<int>(std::min<int64_t>(kRows, m - r0));
-    const MicroKernelFn kernel = KernelFor(rows);
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t c0 = p * kPackedPanel;
-      kernel(k, a + r0 * lda, lda, packed + p * k * kPackedPanel,
-             bias != nullptr ? bias + c0 : nullptr, beta, c + r0 * ldc + c0, ldc,
-             std::min(kPackedPanel, n - c0));
+  constexpr int64_t kGroupBytes = 512 * 1024;
+  const int64_t group =
+      std::max<int64_t>(1, kGroupBytes / (k * kPackedPanel * static_cast<int64_t>(sizeof(float))));
+  for (int64_t g0 = p0; g0 < p1; g0 += group) {
+    const int64_t g1 = std::min(p1, g0 + group);
+    for (int64_t rb = rb0; rb < rb1; ++rb) {
+      const int64_t r0 = rb * kRows;
+      const int rows = static_cast<int>(std::min<int64_t>(kRows, m - r0));
+      const MicroKernelFn kernel = KernelFor(rows);
+      for (int64_t p = g0; p < g1; ++p) {
+        const int64_t c0 = p * kPackedPanel;
+        kernel(k, a + r0 * lda, lda, packed + p * k * kPackedPanel,
+               bias != nullptr ? bias + c0 : nullptr, beta, c + r0 * ldc + c0, ldc,
+               std::min(kPackedPanel, n - c0));
+      }
     }
   }
 }
