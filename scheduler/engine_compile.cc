@@ -196,8 +196,7 @@ void OrderGemmSums(const std::vector<GemmSum>& sums, ProgramSchedule& s) {
       w.sum = s.num_sums;
       w.bias = sum.bias;
       w.last = i == terms - 1;
-      w.fills = (sum.bias >= 0 ? i + 1 : 0) + (w.last ? terms + 1 : 0);
-      order[i].second->instrs = w.fills;
+      order[i].second->instrs = (sum.bias >= 0 ? i + 1 : 0) + (w.last ? terms + 1 : 0);
     }
     ++s.num_sums;
   }

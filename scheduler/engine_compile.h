@@ -34,8 +34,7 @@ struct Buffer {
 struct GemmWrite {
   int sum = -1;       // index of the sum (ProgramSchedule::num_sums), -1: a plain GEMM
   int bias = -1;      // static node of the sum's bias row, or -1
-  bool last = false;  // the sum's last term in execution order
-  int fills = 0;      // fill instructions its step reserves per call (Step::instrs)
+  bool last = false;  // the sum's last term in execution order; Step::instrs reserves fills
 };
 
 struct Step {

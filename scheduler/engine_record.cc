@@ -145,31 +145,34 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
   for (int id : st.nodes) EmitInstr(p, s, id, r0);
   const int count = static_cast<int>(b_.instrs.size() - first);
   CAVS_CHECK(count == st.instrs, "instruction count");
+  LaunchInstrs(first, count, r1 - r0);
+}
+
+void Recorder::LaunchInstrs(size_t first, int count, int64_t rows) {
   Batch* b = &b_;
   ops::Kernels* k = &k_;
-  b_.launches.push_back([b, k, first, count, rows = r1 - r0]() {
+  b_.launches.push_back([b, k, first, count, rows]() {
     return k->Elementwise(b->instrs.data() + first, b->dev_instrs + first, count, rows);
   });
 }
 
-absl::StatusOr<const float*> Recorder::PackedWeight(const std::string& name, bool trans, int64_t k,
+absl::StatusOr<const float*> Recorder::PackedWeight(const float* w, bool trans, int64_t k,
                                                     int64_t n, int64_t ld) {
   // A pack costs about as much as two or three calls that re-pack: a batch of a few vertices
   // (a tree or two) has too few rows to win it back.
   constexpr int64_t kMinRowsToPack = 128;
   const int64_t bytes = k_.PackedGemmBytes(k, n);
   if (bytes <= 0 || b_.plan->num_rows < kMinRowsToPack) return nullptr;
-  auto it = b_.packed.find(std::make_pair(name, trans));
+  auto it = b_.packed.find({w, trans});
   if (it != b_.packed.end()) return it->second;
   CAVS_ASSIGN_OR_RETURN(core::Tensor t, core::Tensor::Empty(core::Shape({(bytes + 3) / 4}),
                                                             core::DType::kFloat32, k_.device()));
   b_.scratch.push_back(t);
   b_.pack_bytes += bytes;
   float* packed = t.data<float>();
-  const float* w = ParamValue(name);
   ops::Kernels* kernels = &k_;
   b_.launches.push_back([=]() { return kernels->PackGemmB(trans, k, n, w, ld, packed); });
-  b_.packed.emplace(std::make_pair(name, trans), packed);
+  b_.packed.emplace(std::make_pair(w, trans), packed);
   return packed;
 }
 
@@ -180,18 +183,13 @@ void Recorder::FillRows(float* dst, int64_t ld, int64_t width, const float* row,
   fill.width = width;
   fill.dst = {dst + lo * ld, ld};
   fill.a = {const_cast<float*>(row), 0};
-  const size_t first = b_.instrs.size();
   b_.instrs.push_back(fill);
-  Batch* b = &b_;
-  ops::Kernels* k = &k_;
-  const int64_t m = hi - lo;
-  b_.launches.push_back([b, k, first, m]() {
-    return k->Elementwise(b->instrs.data() + first, b->dev_instrs + first, 1, m);
-  });
+  LaunchInstrs(b_.instrs.size() - 1, 1, hi - lo);
 }
 
 absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const ProgramSchedule& s,
-                              int id, int64_t r0, int64_t r1) {
+                              const Step& st, int64_t r0, int64_t r1) {
+  const int id = st.nodes[0];
   const Node& n = p.nodes[id];
   const Node& w = p.nodes[n.inputs[1]];
   float* dst = Ptr(s, id, r0);
@@ -201,7 +199,7 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
   const float* wv = ParamValue(w.name);
   const int64_t in = n.transpose ? w.param_shape[1] : w.param_shape[0];
   const int64_t wld = w.param_shape[1];
-  CAVS_ASSIGN_OR_RETURN(const float* packed, PackedWeight(w.name, n.transpose, in, n.width, wld));
+  CAVS_ASSIGN_OR_RETURN(const float* packed, PackedWeight(wv, n.transpose, in, n.width, wld));
   ops::Kernels* k = &k_;
   // The GEMM over rows [lo, hi) (relative to r0): + bias (packed only), + beta * the old rows.
   auto gemm = [&](int64_t lo, int64_t hi, const float* bias, float beta) {
@@ -262,9 +260,9 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
     }
   }
   const size_t used = b_.instrs.size() - first_instr;
-  CAVS_CHECK(used <= static_cast<size_t>(gw.fills), "a folded sum's term needs ", used,
-             " fills, more than the ", gw.fills, " reserved");
-  b_.instrs.resize(first_instr + gw.fills);  // padding: width 0, never launched
+  CAVS_CHECK(used <= static_cast<size_t>(st.instrs), "a folded sum's term needs ", used,
+             " fills, more than the ", st.instrs, " reserved");
+  b_.instrs.resize(first_instr + st.instrs);  // padding: width 0, never launched
   return absl::OkStatus();
 }
 
@@ -276,8 +274,6 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
   float* dst = vertex::IsSink(n.kind) ? nullptr : Ptr(s, id, r0);
   const int64_t ld = vertex::IsSink(n.kind) ? 0 : Ld(s, id);
   switch (n.kind) {
-    case OpKind::kMatMul:
-      return MatMul(backward, p, s, id, r0, r1);
     case OpKind::kEmbed: {
       const float* table = ParamValue(p.nodes[n.inputs[0]].name);
       const int32_t* tok = Ints(b_.plan->tokens) + r0;
@@ -486,6 +482,8 @@ absl::Status Recorder::Program(bool backward, OpClass cls, int64_t r0, int64_t r
     }
     if (st.fused) {
       Fused(p, s, st, r0, r1);
+    } else if (p.nodes[st.nodes[0]].kind == OpKind::kMatMul) {
+      CAVS_RETURN_IF_ERROR(MatMul(backward, p, s, st, r0, r1));
     } else {
       CAVS_RETURN_IF_ERROR(Single(backward, p, s, st.nodes[0], r0, r1));
     }

@@ -37,8 +37,8 @@ struct Batch {
   std::vector<core::Tensor> scratch;  // argmax buffers, the embedding gradient rows
   float* stats = nullptr;             // 2 floats: loss sum, correct
   int64_t gemm_flops = 0;             // of the recorded GEMMs
-  // Weights packed for the device's packed GEMM, by (parameter, transposed), and their bytes.
-  absl::flat_hash_map<std::pair<std::string, bool>, const float*> packed;
+  // Weights packed for the device's packed GEMM, by (value, transposed), and their bytes.
+  absl::flat_hash_map<std::pair<const float*, bool>, const float*> packed;
   int64_t pack_bytes = 0;
   // Per folded sum: the rows some term has written so far (sorted, disjoint).
   std::vector<std::vector<Interval>> sum_written;
@@ -94,10 +94,12 @@ class Recorder {
 
   void Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
              int64_t r1);
-  // The weight `name` (op(w): [k, n]) packed for the device's packed GEMM, packed by a launch
+  // Records one Elementwise launch of instructions [first, first + count) over `rows` rows.
+  void LaunchInstrs(size_t first, int count, int64_t rows);
+  // The weight `w` (op(w): [k, n]) packed for the device's packed GEMM, packed by a launch
   // recorded at its first use in the batch; nullptr where the device has no packed GEMM.
-  absl::StatusOr<const float*> PackedWeight(const std::string& name, bool trans, int64_t k,
-                                            int64_t n, int64_t ld);
+  absl::StatusOr<const float*> PackedWeight(const float* w, bool trans, int64_t k, int64_t n,
+                                            int64_t ld);
   // The copy a forward Gather or a backward GatherGrad makes over rows [r0, ...).
   ops::RowCopy GatherCopy(const ProgramSchedule& s, int id, int64_t r0) const;
   ops::RowCopy GatherGradCopy(const vertex::Program& p, const ProgramSchedule& s, int id,
@@ -109,10 +111,11 @@ class Recorder {
   void EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0);
   absl::Status Single(bool backward, const vertex::Program& p, const ProgramSchedule& s, int id,
                       int64_t r0, int64_t r1);
-  // A MatMul's GEMM over rows [r0, r1), only where its input can be nonzero and its output is
-  // read; a term of a folded sum also keeps the sum's written rows (GemmWrite).
-  absl::Status MatMul(bool backward, const vertex::Program& p, const ProgramSchedule& s, int id,
-                      int64_t r0, int64_t r1);
+  // A MatMul step's GEMM over rows [r0, r1), only where its input can be nonzero and its output
+  // is read; a term of a folded sum also keeps the sum's written rows (GemmWrite) and uses the
+  // step's reserved fill instructions.
+  absl::Status MatMul(bool backward, const vertex::Program& p, const ProgramSchedule& s,
+                      const Step& st, int64_t r0, int64_t r1);
   // Records one fill instruction: rows [lo, hi) of `dst` (rows from r0, stride ld) = `row`
   // broadcast, or zeros when row is null.
   void FillRows(float* dst, int64_t ld, int64_t width, const float* row, int64_t lo, int64_t hi);
