@@ -15,14 +15,17 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "bench/bench_common.h"
 #include "core/optimizer.h"
 #include "core/parameter.h"
 #include "examples/data/sst_reader.h"
 #include "ops/cpu/cpu_parallel.h"
+#include "ops/ew_codegen.h"
 #include "ops/kernels.h"
 #include "scheduler/engine.h"
 #include "scheduler/reference_executor.h"
+#include "tests/ops/ew_programs.h"
 #include "vertex/models.h"
 
 namespace cavs {
@@ -140,6 +143,32 @@ void BM_Plan(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * batch);
 }
 
+// The host cost a generated CUDA element-wise kernel adds to each launch (ops/ew_codegen.h):
+// planning a Tree-LSTM round's program (hidden 150, 64 rows; range 0 forward, 1 backward) and
+// finding its compiled kernel by the plan's key; or (range 2, 3) what a launch with a known
+// shape does instead, the fingerprint check and a lookup (CudaFusedElementwise::Launch).
+void BM_EwKernelPlan(benchmark::State& state) {
+  const bool fwd = state.range(0) % 2 == 0, shaped = state.range(0) >= 2;
+  const ops::testing::EwProgram p =
+      fwd ? ops::testing::TreeLstmForward(150, 64, 1) : ops::testing::TreeLstmBackward(150, 64, 1);
+  const int count = static_cast<int>(p.instrs.size());
+  absl::flat_hash_map<std::vector<int64_t>, int> kernels;
+  kernels[ops::PlanEwKernel(p.instrs.data(), count, p.rows).key] = 1;
+  absl::flat_hash_map<uint64_t, std::vector<int64_t>> shapes;
+  ops::EwFingerprint(p.instrs.data(), count, p.rows, &shapes[12345]);
+  for (auto _ : state) {
+    if (shaped) {
+      auto it = shapes.find(12345);
+      benchmark::DoNotOptimize(
+          ops::EwFingerprintMatches(it->second, p.instrs.data(), count, p.rows));
+    } else {
+      ops::EwKernelPlan plan = ops::PlanEwKernel(p.instrs.data(), count, p.rows);
+      benchmark::DoNotOptimize(kernels.find(plan.key)->second);
+    }
+  }
+  state.SetLabel(absl::StrCat(count, " instructions, ", shaped ? "known shape" : "planned"));
+}
+
 void BM_Reference(benchmark::State& state) {
   const int hidden = static_cast<int>(state.range(0));
   const int batch = static_cast<int>(state.range(1));
@@ -229,6 +258,7 @@ BENCHMARK(BM_PackWeight)->Arg(0)->Arg(1)->ArgName("trans")->Unit(benchmark::kMic
 BENCHMARK_CAPTURE(BM_Engine, train, true)->Apply(Args);
 BENCHMARK_CAPTURE(BM_Engine, infer, false)->Apply(Args);
 BENCHMARK(BM_Plan)->Arg(64)->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_EwKernelPlan)->DenseRange(0, 3)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_Reference)->Args({150, 25})->Args({150, 64})->Apply(bench::Timed);
 
 // Prints engine / reference ratios for the configurations both measured.

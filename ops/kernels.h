@@ -45,6 +45,14 @@ enum class EwOp : uint8_t {
   kReluGrad,     // dst = a > 0 ? b : 0
 };
 
+// Which operands an op reads (besides kAccumulate's dst): a for all but kZero, b for the
+// binary ops and the gradients.
+constexpr bool EwReadsA(EwOp op) { return op != EwOp::kZero; }
+constexpr bool EwReadsB(EwOp op) {
+  return op == EwOp::kAdd || op == EwOp::kSub || op == EwOp::kMul || op == EwOp::kSigmoidGrad ||
+         op == EwOp::kTanhGrad || op == EwOp::kReluGrad;
+}
+
 // A row operand: element (r, c) is ptr[r * ld + c]. ld = 0 broadcasts one row.
 // With scratch >= 0 the operand is instead a temporary of the row being computed: columns
 // [scratch, scratch + width) of a scratch row the device keeps per row in flight (ptr and ld
@@ -128,8 +136,19 @@ class Kernels {
   // Runs `count` instructions over rows [0, rows), instruction by instruction within a row,
   // rows in any order: a fused kernel for a chain of element-wise ops. `host` is the program
   // in host memory; `device` the same program in device memory (equal to `host` on the CPU).
+  //
+  // `shape` (0: none) is the caller's promise that every program it passes with this nonzero
+  // value has the same ops, widths, row strides and scratch columns, and the same relations
+  // among its pointers: operands equal, overlapping or disjoint in one are so, the same way, in
+  // every other. A device may then reuse what it derived from the first (the CUDA generated
+  // kernel's plan, ops/ew_codegen.h) instead of deriving it again. The engine passes one per
+  // fused step of a compiled function (a step's rounds differ only in their rows).
   [[nodiscard]] virtual absl::Status Elementwise(const EwInstr* host, const EwInstr* device,
-                                                 int count, int64_t rows) = 0;
+                                                 int count, int64_t rows, uint64_t shape) = 0;
+  [[nodiscard]] absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count,
+                                         int64_t rows) {
+    return Elementwise(host, device, count, rows, 0);
+  }
 
   // dst: [m, w] row i = src row idx[i], or zeros where idx[i] < 0.
   [[nodiscard]] virtual absl::Status GatherRows(const float* src, int64_t src_ld,

@@ -1,6 +1,7 @@
 #include "scheduler/engine_compile.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "core/status.h"
@@ -348,7 +349,9 @@ void SplitEarlyWeightGrads(const vertex::Program& p, ProgramSchedule& s) {
 }  // namespace
 
 Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
+  static std::atomic<uint64_t> next_serial{1};
   Compiled c;
+  c.serial = next_serial.fetch_add(1, std::memory_order_relaxed);
   const vertex::Program& fp = f.forward();
   const vertex::Program& bp = f.backward();
   c.fwd.views.assign(fp.nodes.size(), View());

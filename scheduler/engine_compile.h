@@ -62,6 +62,9 @@ struct Compiled {
   ProgramSchedule fwd, bwd;
   int dlogits = -1;             // buffer of d loss / d push 0
   std::vector<int> field_grad;  // scatter field -> its gradient accumulator buffer
+  // Unique per Compile call in the process: with a step's address it names the step's fused
+  // programs to the device (Kernels::Elementwise's `shape`).
+  uint64_t serial = 0;
 };
 
 // Builds views and steps for `f` (forward and backward). `elementwise_scratch`: the device's

@@ -17,22 +17,6 @@ bool IsValidOp(EwOp op) {
   return static_cast<uint8_t>(op) <= static_cast<uint8_t>(EwOp::kReluGrad);
 }
 
-bool NeedsA(EwOp op) { return op != EwOp::kZero; }
-
-bool NeedsB(EwOp op) {
-  switch (op) {
-    case EwOp::kAdd:
-    case EwOp::kSub:
-    case EwOp::kMul:
-    case EwOp::kSigmoidGrad:
-    case EwOp::kTanhGrad:
-    case EwOp::kReluGrad:
-      return true;
-    default:
-      return false;
-  }
-}
-
 absl::Status CheckOperand(const EwArg& arg, const char* name, int i, bool allow_scratch) {
   if (arg.scratch >= 0) {
     if (allow_scratch) return absl::OkStatus();
@@ -65,8 +49,8 @@ absl::Status CheckInstr(const EwInstr& in, int i, int64_t rows, bool allow_scrat
         absl::StrCat("Elementwise: instruction ", i, " writes overlapping rows (dst ld ", in.dst.ld,
                      " < width ", dst_width, " with ", rows, " rows)"));
   }
-  if (NeedsA(in.op)) CAVS_RETURN_IF_ERROR(CheckOperand(in.a, "a", i, allow_scratch));
-  if (NeedsB(in.op)) CAVS_RETURN_IF_ERROR(CheckOperand(in.b, "b", i, allow_scratch));
+  if (EwReadsA(in.op)) CAVS_RETURN_IF_ERROR(CheckOperand(in.a, "a", i, allow_scratch));
+  if (EwReadsB(in.op)) CAVS_RETURN_IF_ERROR(CheckOperand(in.b, "b", i, allow_scratch));
   if (in.op == EwOp::kDropout && (in.uids == nullptr || !(in.scalar >= 0.0f && in.scalar < 1.0f))) {
     return absl::InvalidArgumentError(absl::StrCat("Elementwise: dropout instruction ", i,
                                                    " needs uids and a rate in [0, 1), got ",
@@ -193,7 +177,7 @@ CAVS_CPU_INLINE void RunInstr(const EwInstr& in, int64_t r) {
   const float* a = in.a.ptr != nullptr ? in.a.ptr + r * in.a.ld : nullptr;
   if (in.op == EwOp::kDropout) {
     DropoutRow(d, a, in.width, in, r);
-  } else if (NeedsB(in.op)) {
+  } else if (EwReadsB(in.op)) {
     BinaryRow(in.op, d, a, in.b.ptr + r * in.b.ld, in.width);
   } else {
     UnaryRow(in, d, a, in.width);

@@ -1,6 +1,7 @@
 #include "ops/cpu/cpu_kernels.h"
 
 #include "core/flush_denormal.h"
+#include "core/status.h"
 #include "ops/cpu/cpu_elementwise.h"
 #include "ops/cpu/cpu_gather.h"
 #include "ops/cpu/cpu_gemm.h"
@@ -12,6 +13,7 @@ namespace cavs::ops {
 
 CpuKernels::CpuKernels() {
   CpuThreads();  // reads CAVS_NUM_THREADS and puts OpenBLAS in single-threaded mode
+  if (VerifyEwShapesFromEnv()) shape_checker_ = std::make_unique<EwShapeChecker>();
 }
 
 CpuKernels* CpuKernels::Get() {
@@ -44,7 +46,11 @@ absl::Status CpuKernels::GemmPackedB(int64_t m, int64_t n, int64_t k, const floa
 }
 
 absl::Status CpuKernels::Elementwise(const EwInstr* host, const EwInstr* /*device*/, int count,
-                                     int64_t rows) {
+                                     int64_t rows, uint64_t shape) {
+  if (shape_checker_ != nullptr && count > 0 && rows > 0) {
+    CAVS_RETURN_IF_ERROR(cpu::ValidateProgram(host, count, rows));
+    CAVS_RETURN_IF_ERROR(shape_checker_->Check(host, count, rows, shape));
+  }
   core::ScopedFlushDenormal flush;
   return cpu::Elementwise(host, count, rows);
 }

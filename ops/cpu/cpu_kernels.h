@@ -15,10 +15,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "core/device.h"
 #include "ops/cpu/cpu_parallel.h"
+#include "ops/ew_codegen.h"
 #include "ops/kernels.h"
 
 namespace cavs::ops {
@@ -43,8 +45,9 @@ class CpuKernels final : public Kernels {
                            const float* packed, const float* bias, float beta, float* c,
                            int64_t ldc) override;
   bool ElementwiseScratch() const override { return true; }
-  absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count,
-                           int64_t rows) override;
+  using Kernels::Elementwise;
+  absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count, int64_t rows,
+                           uint64_t shape) override;
   absl::Status GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
                           int64_t w, float* dst, int64_t dst_ld) override;
   absl::Status ScatterAddRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
@@ -64,6 +67,10 @@ class CpuKernels final : public Kernels {
                          int64_t w, float* dst) override;
   absl::Status Fill(float* dst, int64_t n, float value) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
+
+ private:
+  // Set with CAVS_VERIFY_EW_SHAPES=1: Elementwise checks its callers' shapes (ops/ew_codegen.h).
+  std::unique_ptr<EwShapeChecker> shape_checker_;
 };
 
 }  // namespace cavs::ops

@@ -9,6 +9,7 @@
 #include "ops/cuda/cublas_status.h"
 #include "ops/cuda/cuda_device_guard.h"
 #include "ops/cuda/cuda_elementwise.h"
+#include "ops/cuda/cuda_fused.h"
 #include "ops/cuda/cuda_gather.h"
 #include "ops/cuda/cuda_gemm.h"
 #include "ops/cuda/cuda_reduce.h"
@@ -42,21 +43,45 @@ absl::Status CheckArgs(const char* op, int64_t rows, int64_t cols,
 absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* backend) {
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend->MakeCurrent(guard));
-  int num_sms = 0;
+  int num_sms = 0, major = 0, minor = 0;
   CAVS_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, backend->ordinal()));
+  CAVS_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, backend->ordinal()));
+  CAVS_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, backend->ordinal()));
   cublasHandle_t handle = nullptr;
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
-  std::unique_ptr<CudaKernels> kernels(new CudaKernels(backend, handle, num_sms));
+  std::unique_ptr<CudaKernels> kernels(
+      new CudaKernels(backend, handle, num_sms, major * 10 + minor));
+  kernels->SetFusedElementwise(FusedElementwiseFromEnv());
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, backend->stream()));
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
   CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
   return kernels;
 }
 
+CudaKernels::CudaKernels(CudaBackend* backend, cublasHandle_t cublas, int num_sms, int arch)
+    : backend_(backend), cublas_(cublas), num_sms_(num_sms), arch_(arch) {}
+
 CudaKernels::~CudaKernels() {
   CudaDeviceGuard guard;
-  if (backend_->MakeCurrent(guard).ok()) cublasDestroy(cublas_);
+  if (backend_->MakeCurrent(guard).ok()) {
+    fused_.reset();
+    cublasDestroy(cublas_);
+  }
+}
+
+void CudaKernels::SetFusedElementwise(bool on) {
+  if (!on) {
+    fused_.reset();
+  } else if (fused_ == nullptr) {
+    fused_ = std::make_unique<CudaFusedElementwise>(arch_, num_sms_);
+  }
+}
+
+int64_t CudaKernels::fused_kernels_compiled() const {
+  return fused_ == nullptr ? 0 : fused_->compiled();
 }
 
 absl::Status CudaKernels::SetAllowTf32(bool allow) {
@@ -78,13 +103,14 @@ absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
 }
 
 absl::Status CudaKernels::Elementwise(const EwInstr* host, const EwInstr* device, int count,
-                                      int64_t rows) {
+                                      int64_t rows, uint64_t shape) {
   CAVS_RETURN_IF_ERROR(CheckArgs("Elementwise", rows, count, {host, device}));
   if (rows == 0 || count == 0) return absl::OkStatus();
-  // The same checks as the CPU; no scratch operands (ElementwiseScratch() is false here).
-  CAVS_RETURN_IF_ERROR(cpu::ValidateProgram(host, count, rows, /*allow_scratch=*/false));
+  // The same checks as the CPU; scratch operands only for generated kernels.
+  CAVS_RETURN_IF_ERROR(cpu::ValidateProgram(host, count, rows, ElementwiseScratch()));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  if (fused_ != nullptr) return fused_->Launch(stream(), host, device, count, rows, shape);
   CAVS_CUDA_RETURN_IF_ERROR(LaunchElementwise(stream(), host, device, count, rows, num_sms_));
   return absl::OkStatus();
 }

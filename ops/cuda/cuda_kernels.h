@@ -5,8 +5,9 @@
 // Statuses, faults inside a kernel surface at the next synchronizing call. Launches per call:
 // Gemm one cublasSgemm; Elementwise one kernel for the whole program; GatherRows,
 // ScatterAddRows, SegmentReduce(Grad), SoftmaxCrossEntropy, ColumnSum, ColumnDot one kernel
-// each; Fill one kernel or memset. The op families live in cuda_gemm, cuda_elementwise,
-// cuda_gather, cuda_softmax and cuda_reduce.
+// each; Fill one kernel or memset. The op families live in cuda_gemm, cuda_fused (generated
+// element-wise kernels) and cuda_elementwise (the interpreter), cuda_gather, cuda_softmax and
+// cuda_reduce.
 //
 // TF32: Gemm computes in full fp32 by default (CUBLAS_DEFAULT_MATH), so results match the CPU
 // up to summation order. SetAllowTf32(true) lets cuBLAS use TF32 tensor cores (about 10 bits of
@@ -27,6 +28,8 @@
 
 namespace cavs::ops {
 
+class CudaFusedElementwise;
+
 class CudaKernels final : public Kernels {
  public:
   // Kernels on `backend`'s device and stream (not owned; outlives this).
@@ -39,8 +42,11 @@ class CudaKernels final : public Kernels {
   absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) override;
-  absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count,
-                           int64_t rows) override;
+  // Generated kernels (cuda_fused.h) take scratch operands; the interpreter does not.
+  bool ElementwiseScratch() const override { return fused_ != nullptr; }
+  using Kernels::Elementwise;
+  absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count, int64_t rows,
+                           uint64_t shape) override;
   absl::Status GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
                           int64_t w, float* dst, int64_t dst_ld) override;
   absl::Status GatherRowsMulti(const RowCopy* copies, int count, int64_t m) override;
@@ -64,6 +70,13 @@ class CudaKernels final : public Kernels {
   absl::Status Fill(float* dst, int64_t n, float value) override;
   absl::Status Synchronize() override { return backend_->Synchronize(); }
 
+  // Elementwise through generated kernels (the default unless CAVS_CUDA_FUSED=0) or the
+  // interpreter. An engine asks ElementwiseScratch() once, when it is created: switch before.
+  void SetFusedElementwise(bool on);
+  bool fused_elementwise() const { return fused_ != nullptr; }
+  // Program shapes compiled so far by the generated-kernel path.
+  int64_t fused_kernels_compiled() const;
+
   // Lets Gemm use TF32 tensor cores (off by default).
   [[nodiscard]] absl::Status SetAllowTf32(bool allow);
   bool allow_tf32() const { return allow_tf32_; }
@@ -73,12 +86,13 @@ class CudaKernels final : public Kernels {
   cublasHandle_t cublas() const { return cublas_; }
 
  private:
-  CudaKernels(CudaBackend* backend, cublasHandle_t cublas, int num_sms)
-      : backend_(backend), cublas_(cublas), num_sms_(num_sms) {}
+  CudaKernels(CudaBackend* backend, cublasHandle_t cublas, int num_sms, int arch);
 
   CudaBackend* backend_;
   cublasHandle_t cublas_;
   int num_sms_;
+  int arch_;  // compute capability, major * 10 + minor
+  std::unique_ptr<CudaFusedElementwise> fused_;
   bool allow_tf32_ = false;
 };
 

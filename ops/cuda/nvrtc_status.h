@@ -1,7 +1,6 @@
 // NVRTC errors as absl::Status (see cuda_status.h for the conventions). A compile failure's
-// log is the caller's to append (nvrtcGetProgramLog); this header only names the call. The
-// target whose code calls these functions links CUDA::nvrtc (cavs_ops_cuda does not yet: no
-// source of it compiles at run time so far).
+// log is the caller's to append (nvrtcGetProgramLog, as cuda_fused.cc does); this header only
+// names the call. cavs_ops_cuda links CUDA::nvrtc for the generated element-wise kernels.
 #pragma once
 
 #include <nvrtc.h>

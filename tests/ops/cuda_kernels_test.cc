@@ -107,8 +107,13 @@ TEST_F(CudaKernelsTest, DropoutMaskIsTheCpuMask) {
 
 // An LSTM-like program with cross-column reads (sum, broadcast, copies at column offsets) over
 // many rows, once from shared memory and once long enough to be read from global memory.
+// Both CUDA paths: the generated kernels (cuda_fused.h) and the interpreter.
 TEST_F(CudaKernelsTest, ElementwiseProgramsMatchTheCpu) {
-  for (int repeats : {1, 8}) {
+  auto* cuda = static_cast<CudaKernels*>(cuda_);
+  const bool was_fused = cuda->fused_elementwise();
+  for (int run : {1, 8, -1, -8}) {  // negative: the interpreter
+    cuda->SetFusedElementwise(run > 0);
+    const int repeats = run > 0 ? run : -run;
     const int64_t rows = 5000, h = 37, ld = 6 * h;
     std::vector<float> g = RandomFloats(rows * ld, 3), s(rows * 2 * h, 0.0f);
     std::vector<float> bias = RandomFloats(h, 4);  // read with ld 0 by every row
@@ -146,6 +151,7 @@ TEST_F(CudaKernelsTest, ElementwiseProgramsMatchTheCpu) {
     op(EwOp::kZero, h, {G, ld}, {});
     CompareProgram(p, {&g, &s, &bias}, {}, rows, 1e-4);
   }
+  cuda->SetFusedElementwise(was_fused);
 }
 
 TEST_F(CudaKernelsTest, GatherAndScatterMatchTheCpu) {

@@ -1,0 +1,182 @@
+#include "ops/cuda/cuda_fused.h"
+
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "ops/cuda/cuda_status.h"
+#include "ops/cuda/nvrtc_status.h"
+
+namespace cavs::ops {
+
+namespace {
+
+#include "nvrtc_headers.inc"
+
+constexpr int64_t kElementsPerBlock = 4096;  // as the interpreter: a few elements per thread
+constexpr int64_t kSharedBytes = 48 * 1024;  // dynamic shared memory without an opt-in
+
+// Destroys an NVRTC program on every path out.
+struct ProgramHolder {
+  nvrtcProgram program = nullptr;
+  ~ProgramHolder() {
+    if (program != nullptr) nvrtcDestroyProgram(&program);
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> CompileCudaSource(const std::string& source, const std::string& file,
+                                              int arch) {
+  const std::string& src = source;
+  const std::string& name = file;
+  const char* headers[] = {kNvrtcPhiloxH, kNvrtcHostDeviceH, kNvrtcStdintH};
+  const char* include_names[] = {"core/philox.h", "core/host_device.h", "stdint.h"};
+  ProgramHolder holder;
+  CAVS_NVRTC_RETURN_IF_ERROR(
+      nvrtcCreateProgram(&holder.program, src.c_str(), name.c_str(), 3, headers, include_names));
+  const std::string gpu = absl::StrCat("--gpu-architecture=sm_", arch);
+  // The interpreter's arithmetic (nvcc's defaults): no fast math, FMA contraction on.
+  const char* options[] = {gpu.c_str(), "--std=c++17", "--fmad=true"};
+  const nvrtcResult result = nvrtcCompileProgram(holder.program, 3, options);
+  if (result != NVRTC_SUCCESS) {
+    size_t log_size = 0;
+    std::string log;
+    if (nvrtcGetProgramLogSize(holder.program, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+      log.resize(log_size);
+      if (nvrtcGetProgramLog(holder.program, log.data()) != NVRTC_SUCCESS) log.clear();
+      while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+    }
+    absl::Status s = NvrtcStatus(result, "nvrtcCompileProgram", __FILE__, __LINE__);
+    return absl::Status(s.code(), absl::StrCat(s.message(), " compiling ", name, " for sm_", arch,
+                                               log.empty() ? "" : ":\n", log));
+  }
+  size_t size = 0;
+  CAVS_NVRTC_RETURN_IF_ERROR(nvrtcGetCUBINSize(holder.program, &size));
+  std::string cubin(size, '\0');
+  CAVS_NVRTC_RETURN_IF_ERROR(nvrtcGetCUBIN(holder.program, cubin.data()));
+  return cubin;
+}
+
+bool FusedElementwiseFromEnv() {
+  const char* v = std::getenv("CAVS_CUDA_FUSED");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
+CudaFusedElementwise::~CudaFusedElementwise() {
+  for (auto& [key, k] : kernels_) {
+    if (k.library != nullptr) cudaLibraryUnload(k.library);
+  }
+}
+
+absl::StatusOr<CudaFusedElementwise::Compiled> CudaFusedElementwise::Compile(
+    const EwKernelPlan& plan) {
+  const std::string name = EwKernelName(plan);
+  CAVS_ASSIGN_OR_RETURN(std::string cubin, CompileCudaSource(EmitEwKernelCuda(plan, name),
+                                                             absl::StrCat(name, ".cu"), arch_));
+  Compiled c;
+  CAVS_CUDA_RETURN_IF_ERROR(
+      cudaLibraryLoadData(&c.library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+  const cudaError_t err = cudaLibraryGetKernel(&c.kernel, c.library, name.c_str());
+  if (err != cudaSuccess) {
+    cudaLibraryUnload(c.library);
+    return CudaStatus(err, "cudaLibraryGetKernel(&c.kernel, c.library, name.c_str())", __FILE__,
+                      __LINE__);
+  }
+  return c;
+}
+
+CudaFusedElementwise::CudaFusedElementwise(int arch, int num_sms) : arch_(arch), num_sms_(num_sms) {
+  verify_all_ = VerifyEwShapesFromEnv();
+}
+
+absl::StatusOr<CudaFusedElementwise::Compiled> CudaFusedElementwise::KernelFor(
+    const EwKernelPlan& plan) {
+  auto it = kernels_.find(plan.key);
+  if (it != kernels_.end()) return it->second;
+  CAVS_ASSIGN_OR_RETURN(Compiled c, Compile(plan));
+  kernels_.emplace(plan.key, c);
+  return c;
+}
+
+absl::Status CudaFusedElementwise::Launch(cudaStream_t stream, const EwInstr* host,
+                                          const EwInstr* device, int count, int64_t rows,
+                                          uint64_t shape) {
+  if (count <= 0 || rows <= 0) return absl::OkStatus();
+  if (shape != 0) {
+    auto it = shapes_.find(shape);
+    if (it != shapes_.end() && EwFingerprintMatches(it->second.fingerprint, host, count, rows)) {
+      Shaped& s = it->second;
+      if (verify_all_ || s.launches < kVerifiedLaunches) {
+        if (PlanEwKernel(host, count, rows).key != s.key) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("Elementwise: two programs passed with shape ", shape,
+                           " relate their pointers differently (the caller's promise is broken)"));
+        }
+      } else {
+        ++shape_hits_;
+      }
+      ++s.launches;
+      if (s.max_width == 0) return absl::OkStatus();  // nothing of nonzero width
+      return LaunchKernel(stream, s.kernel, device, rows, s.shared_width, s.max_width);
+    }
+  }
+  EwKernelPlan plan = PlanEwKernel(host, count, rows);
+  Compiled kernel;
+  if (!plan.instrs.empty()) {
+    CAVS_ASSIGN_OR_RETURN(kernel, KernelFor(plan));
+  }
+  if (shape != 0) {
+    Shaped& s = shapes_[shape];
+    EwFingerprint(host, count, rows, &s.fingerprint);
+    s.key = plan.key;
+    s.kernel = kernel;
+    s.shared_width = plan.shared_width;
+    s.max_width = plan.max_width;
+    s.launches = 1;
+  }
+  if (plan.instrs.empty()) return absl::OkStatus();
+  return LaunchKernel(stream, kernel, device, rows, plan.shared_width, plan.max_width);
+}
+
+absl::Status CudaFusedElementwise::LaunchKernel(cudaStream_t stream, const Compiled& kernel,
+                                                const EwInstr* device, int64_t rows,
+                                                int64_t shared_width, int64_t max_width) {
+  // Rows per block as the interpreter picks them, and no more than the shared rows fit.
+  int64_t rows_per_block = std::max<int64_t>(1, kElementsPerBlock / max_width);
+  const int64_t min_blocks = 2 * static_cast<int64_t>(std::max(num_sms_, 1));
+  rows_per_block =
+      std::min(rows_per_block, std::max<int64_t>(1, (rows + min_blocks - 1) / min_blocks));
+  const int64_t row_bytes = shared_width * static_cast<int64_t>(sizeof(float));
+  if (row_bytes > kSharedBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Elementwise: the program's scratch operands that cross columns or segments need ",
+        shared_width, " floats of shared memory per row; at most ",
+        kSharedBytes / static_cast<int64_t>(sizeof(float)), " fit"));
+  }
+  if (row_bytes > 0) rows_per_block = std::min(rows_per_block, kSharedBytes / row_bytes);
+  if (rows_per_block * max_width >= (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Elementwise: width ", max_width, " is too wide for one launch"));
+  }
+  const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+  if (blocks >= (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError(absl::StrCat("Elementwise: ", rows, " rows in one launch"));
+  }
+  const unsigned char* program = reinterpret_cast<const unsigned char*>(device);
+  long long n = rows;
+  int per_block = static_cast<int>(rows_per_block);
+  void* args[] = {&program, &n, &per_block};
+  CAVS_CUDA_RETURN_IF_ERROR(cudaLaunchKernel(
+      reinterpret_cast<const void*>(kernel.kernel), dim3(static_cast<unsigned>(blocks)),
+      dim3(kEwKernelThreads), args, static_cast<size_t>(rows_per_block * row_bytes), stream));
+  return absl::OkStatus();
+}
+
+}  // namespace cavs::ops

@@ -1,0 +1,91 @@
+// Generated fused element-wise kernels on CUDA (issue #6): NVRTC compiles the kernel that
+// ops/ew_codegen.h emits for a program's shape, once per process and shape, and
+// Kernels::Elementwise launches it instead of the interpreter (cuda_elementwise.cu).
+//
+// The first launch of a new shape pays the compile (tens of milliseconds; a vertex function's
+// schedule has a handful of shapes: its forward and backward rounds, pre- and post-ops, fills);
+// every later one only plans (PlanEwKernel, microseconds on the host) and launches. Compiled
+// for the device's own architecture (sm_XY from its compute capability), loaded with the
+// runtime's library API (cudaLibraryLoadData), so no driver-API library is linked.
+//
+// A launch with a `shape` (Kernels::Elementwise) seen before skips the plan: the program's ops,
+// widths, strides and scratch columns are compared with the first one's (a few nanoseconds per
+// instruction) and its kernel is launched. The plan's analysis is quadratic in the program's
+// operands (2 to 3 us for a Tree-LSTM round on the development machine, BM_EwKernelPlan), the
+// check linear. The first kVerifiedLaunches launches of every shape are also planned in full
+// and must give the same key, and every launch is with CAVS_VERIFY_EW_SHAPES=1 (the tests).
+//
+// CAVS_CUDA_FUSED=0 in the environment keeps the interpreter (and no scratch operands).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ops/ew_codegen.h"
+#include "ops/kernels.h"
+
+namespace cavs::ops {
+
+// NVRTC: `source` (which may include "core/philox.h") to a cubin for sm_<arch> (e.g. 90).
+// Needs no GPU. A compile error carries NVRTC's log.
+[[nodiscard]] absl::StatusOr<std::string> CompileCudaSource(const std::string& source,
+                                                            const std::string& file, int arch);
+
+// Whether the environment asks for generated kernels (CAVS_CUDA_FUSED unset or not "0").
+bool FusedElementwiseFromEnv();
+
+// The compiled kernels of one device. Used by one thread at a time (as Kernels are).
+class CudaFusedElementwise {
+ public:
+  // `arch`: the device's compute capability as major * 10 + minor; `num_sms`: its
+  // multiprocessor count (sets the grid). The device must be current for every call.
+  CudaFusedElementwise(int arch, int num_sms);
+  ~CudaFusedElementwise();
+  CudaFusedElementwise(const CudaFusedElementwise&) = delete;
+  CudaFusedElementwise& operator=(const CudaFusedElementwise&) = delete;
+
+  static constexpr int kVerifiedLaunches = 4;
+
+  // Kernels::Elementwise for a validated program (scratch operands allowed): plans (unless
+  // `shape` was seen), compiles the plan's kernel if new, and queues one launch on `stream`.
+  [[nodiscard]] absl::Status Launch(cudaStream_t stream, const EwInstr* host, const EwInstr* device,
+                                    int count, int64_t rows, uint64_t shape);
+
+  // Distinct kernels compiled so far, and launches that skipped the plan.
+  int64_t compiled() const { return static_cast<int64_t>(kernels_.size()); }
+  int64_t shape_hits() const { return shape_hits_; }
+
+ private:
+  struct Compiled {
+    cudaLibrary_t library = nullptr;
+    cudaKernel_t kernel = nullptr;
+  };
+  // What a launch needs, kept per caller shape with the program's fingerprint.
+  struct Shaped {
+    std::vector<int64_t> fingerprint;  // ops, widths, strides, scratch columns
+    std::vector<int64_t> key;          // the plan's
+    Compiled kernel;
+    int64_t shared_width = 0;
+    int64_t max_width = 0;
+    int launches = 0;
+  };
+  absl::StatusOr<Compiled> Compile(const EwKernelPlan& plan);
+  absl::StatusOr<Compiled> KernelFor(const EwKernelPlan& plan);
+  absl::Status LaunchKernel(cudaStream_t stream, const Compiled& kernel, const EwInstr* device,
+                            int64_t rows, int64_t shared_width, int64_t max_width);
+
+  int arch_;
+  int num_sms_;
+  bool verify_all_ = false;
+  int64_t shape_hits_ = 0;
+  absl::flat_hash_map<std::vector<int64_t>, Compiled> kernels_;
+  absl::flat_hash_map<uint64_t, Shaped> shapes_;
+};
+
+}  // namespace cavs::ops

@@ -1,0 +1,478 @@
+#include "ops/ew_codegen.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace cavs::ops {
+namespace {
+
+// One operand access of an instruction, for the overlap analysis.
+struct Access {
+  int instr = 0;  // in plan.instrs
+  int field = 0;  // 0 dst, 1 a, 2 b
+  bool write = false;
+  bool elementwise = false;  // element c of the iteration touches column c (else: see cols)
+  bool scratch = false;
+  const EwArg* arg = nullptr;
+  int64_t col0 = 0, col1 = 0;  // columns touched in a row, relative to the operand
+  // Everything touched over all rows: bytes of memory, or columns of the scratch row.
+  intptr_t lo = 0, hi = 0;
+};
+
+// The same element for the same iteration index: then the thread that writes one reads the other.
+bool Identical(const Access& x, const Access& y, int64_t rows) {
+  if (!x.elementwise || !y.elementwise || x.scratch != y.scratch) return false;
+  if (x.col1 != y.col1) return false;  // another width: not every element is covered
+  if (x.scratch) return x.arg->scratch == y.arg->scratch;
+  return x.arg->ptr == y.arg->ptr && (x.arg->ld == y.arg->ld || rows == 1);
+}
+
+bool Intersect(int64_t a0, int64_t a1, int64_t b0, int64_t b1) { return a0 < b1 && b0 < a1; }
+
+// Whether two accesses may touch a common element (conservative: true when unsure).
+bool Overlap(const Access& x, const Access& y, int64_t rows) {
+  if (x.scratch != y.scratch || x.hi <= y.lo || y.hi <= x.lo) return false;
+  if (x.scratch || rows == 1) return true;  // the ranges are the footprints themselves
+  // Element offsets from x's pointer; pointers into different allocations compare as integers.
+  const intptr_t bytes =
+      reinterpret_cast<intptr_t>(y.arg->ptr) - reinterpret_cast<intptr_t>(x.arg->ptr);
+  if (bytes % static_cast<intptr_t>(sizeof(float)) != 0) return true;
+  const int64_t delta = static_cast<int64_t>(bytes / static_cast<intptr_t>(sizeof(float)));
+  const int64_t ld = x.arg->ld;
+  if (y.arg->ld != ld || ld <= 0 || x.col1 > ld || y.col1 > ld) return true;
+  if (delta <= -ld || delta >= ld) return true;  // row r against another row: unsure
+  // Row r of y against rows r - 1, r and r + 1 of x (the only ones within reach).
+  for (int64_t k = -1; k <= 1; ++k) {
+    if (Intersect(x.col0 + k * ld, x.col1 + k * ld, delta + y.col0, delta + y.col1)) return true;
+  }
+  return false;
+}
+
+// The accesses of one instruction: reads first, then the write.
+void AccessesOf(const EwInstr& in, int instr, int64_t rows, std::vector<Access>* out) {
+  const int64_t w = in.width;
+  auto add = [&](int field, bool write, bool elementwise, const EwArg& arg, int64_t c1) {
+    Access x{instr, field, write, elementwise, arg.scratch >= 0, &arg, 0, c1};
+    if (x.scratch) {
+      x.lo = static_cast<intptr_t>(arg.scratch);
+      x.hi = static_cast<intptr_t>(arg.scratch + c1);
+    } else {
+      x.lo = reinterpret_cast<intptr_t>(arg.ptr);
+      x.hi = x.lo + static_cast<intptr_t>(((rows - 1) * arg.ld + c1) * sizeof(float));
+    }
+    out->push_back(x);
+  };
+  switch (in.op) {
+    case EwOp::kSum:
+      add(1, false, false, in.a, w);
+      add(0, true, false, in.dst, 1);
+      return;
+    case EwOp::kBroadcast:
+      add(1, false, false, in.a, 1);
+      add(0, true, true, in.dst, w);
+      return;
+    case EwOp::kAccumulate:
+      add(0, false, true, in.dst, w);
+      break;
+    default:
+      break;
+  }
+  if (EwReadsA(in.op)) add(1, false, true, in.a, w);
+  if (EwReadsB(in.op)) add(2, false, true, in.b, w);
+  add(0, true, true, in.dst, w);
+}
+
+}  // namespace
+
+EwKernelPlan PlanEwKernel(const EwInstr* program, int count, int64_t rows) {
+  EwKernelPlan plan;
+  plan.instrs.reserve(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    if (program[i].width <= 0) continue;
+    EwPlanInstr p;
+    p.program_index = i;
+    p.op = program[i].op;
+    p.width = program[i].width;
+    plan.instrs.push_back(p);
+  }
+  const int n = static_cast<int>(plan.instrs.size());
+  std::vector<Access> acc;
+  acc.reserve(static_cast<size_t>(n) * 3);
+  std::vector<int> first_access(n + 1, 0);
+  for (int k = 0; k < n; ++k) {
+    first_access[k] = static_cast<int>(acc.size());
+    AccessesOf(program[plan.instrs[k].program_index], k, rows, &acc);
+  }
+  first_access[n] = static_cast<int>(acc.size());
+
+  // Segments: a new one at a width change, at or after a kSum, and where an instruction's access
+  // overlaps a write of the segment (or writes over its access) other than element for element.
+  for (int k = 0; k < n; ++k) {
+    const bool row_sum = plan.instrs[k].op == EwOp::kSum;
+    bool split = plan.segments.empty();
+    if (!split) {
+      const EwPlanSegment& seg = plan.segments.back();
+      split = row_sum || seg.row_sum || seg.width != plan.instrs[k].width;
+      // Reads against the segment's writes (the last access of each instruction); the write
+      // against every access of the segment.
+      for (int y = first_access[k]; !split && y < first_access[k + 1]; ++y) {
+        if (acc[y].write) {
+          for (int x = first_access[seg.first]; !split && x < first_access[k]; ++x) {
+            split = Overlap(acc[x], acc[y], rows) && !Identical(acc[x], acc[y], rows);
+          }
+        } else {
+          for (int j = seg.first; !split && j < k; ++j) {
+            const Access& x = acc[first_access[j + 1] - 1];
+            split = Overlap(x, acc[y], rows) && !Identical(x, acc[y], rows);
+          }
+        }
+      }
+    }
+    if (split) {
+      EwPlanSegment seg;
+      seg.first = k;
+      seg.width = plan.instrs[k].width;
+      seg.row_sum = row_sum;
+      plan.segments.push_back(seg);
+    }
+    plan.segments.back().end = k + 1;
+    plan.instrs[k].segment = static_cast<int32_t>(plan.segments.size()) - 1;
+    plan.max_width = std::max(plan.max_width, plan.instrs[k].width);
+  }
+
+  // A scratch result stays in a register when every later read of its columns, up to the next
+  // write over them, is the same element in the same segment.
+  std::vector<bool> in_register(n, false);
+  for (int j = 0; j < n; ++j) {
+    const Access& w = acc[first_access[j + 1] - 1];  // the write is the last access
+    if (!w.scratch || !w.elementwise) continue;      // a row sum's result is in one lane
+    bool ok = true, done = false;
+    for (int y = first_access[j + 1]; ok && !done && y < first_access[n]; ++y) {
+      if (!Overlap(w, acc[y], rows)) continue;
+      const bool same = Identical(w, acc[y], rows);
+      if (acc[y].write) {
+        ok = same;
+        done = true;
+      } else {
+        ok = same && plan.instrs[acc[y].instr].segment == plan.instrs[j].segment;
+      }
+    }
+    in_register[j] = ok;
+    plan.registers += ok ? 1 : 0;
+  }
+
+  // Operand sources. A read takes the latest earlier write over it that is the same element in
+  // the same segment from its register; else memory or the shared row.
+  auto slot_of = [&](const Access& x) {
+    for (size_t s = 0; s < plan.slots.size(); ++s) {
+      const EwPlanSlot& slot = plan.slots[s];
+      const EwInstr& in = program[slot.program_index];
+      const EwArg& arg = slot.field == 0 ? in.dst : slot.field == 1 ? in.a : in.b;
+      if (arg.ptr == x.arg->ptr && arg.ld == x.arg->ld) return static_cast<int32_t>(s);
+    }
+    plan.slots.push_back({plan.instrs[x.instr].program_index, x.field});
+    return static_cast<int32_t>(plan.slots.size()) - 1;
+  };
+  for (int k = 0; k < n; ++k) {
+    EwPlanInstr& p = plan.instrs[k];
+    for (int y = first_access[k]; y < first_access[k + 1]; ++y) {
+      const Access& a = acc[y];
+      EwPlanOperand op;
+      if (a.write) {
+        if (!a.scratch) {
+          op = {EwSource::kMemory, slot_of(a), 0};
+        } else if (in_register[k]) {
+          op = {EwSource::kRegister, k, 0};
+        } else {
+          op = {EwSource::kShared, -1, a.arg->scratch};
+        }
+      } else {
+        int from = -1;
+        for (int j = k - 1; j >= 0; --j) {
+          const Access& x = acc[first_access[j + 1] - 1];  // instruction j's write
+          if (!Overlap(x, a, rows)) continue;
+          if (plan.instrs[j].segment == p.segment && Identical(x, a, rows)) from = j;
+          break;  // the latest write over it decides
+        }
+        if (from >= 0) {
+          op = {EwSource::kRegister, from, 0};
+        } else if (a.scratch) {
+          op = {EwSource::kShared, -1, a.arg->scratch};
+        } else {
+          op = {EwSource::kMemory, slot_of(a), 0};
+        }
+      }
+      if (op.source == EwSource::kShared) {
+        plan.shared_width = std::max(plan.shared_width, op.col + a.col1);
+      }
+      EwPlanOperand* slot = a.write        ? &p.dst
+                            : a.field == 0 ? &p.dst_in
+                            : a.field == 1 ? &p.a
+                                           : &p.b;
+      *slot = op;
+    }
+  }
+
+  // The key: everything EmitEwKernelCuda reads.
+  std::vector<int64_t>& key = plan.key;
+  key.reserve(static_cast<size_t>(n) * 16 + plan.slots.size() * 2 + 4);
+  key.push_back(n);
+  for (const EwPlanInstr& p : plan.instrs) {
+    key.push_back(p.program_index);
+    key.push_back(static_cast<int64_t>(p.op));
+    key.push_back(p.width);
+    key.push_back(p.segment);
+    for (const EwPlanOperand* o : {&p.dst, &p.dst_in, &p.a, &p.b}) {
+      key.push_back(static_cast<int64_t>(o->source));
+      key.push_back(o->index);
+      key.push_back(o->col);
+    }
+  }
+  key.push_back(static_cast<int64_t>(plan.slots.size()));
+  for (const EwPlanSlot& s : plan.slots) {
+    key.push_back(s.program_index);
+    key.push_back(s.field);
+  }
+  key.push_back(plan.shared_width);
+  return plan;
+}
+
+void EwFingerprint(const EwInstr* program, int count, int64_t rows, std::vector<int64_t>* out) {
+  out->clear();
+  out->push_back(count);
+  out->push_back(rows == 1 ? 1 : 2);
+  for (int i = 0; i < count; ++i) {
+    const EwInstr& in = program[i];
+    out->insert(out->end(), {static_cast<int64_t>(in.op), in.width, in.dst.ld, in.dst.scratch,
+                             in.a.ld, in.a.scratch, in.b.ld, in.b.scratch});
+  }
+}
+
+bool EwFingerprintMatches(const std::vector<int64_t>& f, const EwInstr* program, int count,
+                          int64_t rows) {
+  if (f.size() != 2 + 8 * static_cast<size_t>(count) || f[0] != count ||
+      f[1] != (rows == 1 ? 1 : 2)) {
+    return false;
+  }
+  const int64_t* p = f.data() + 2;
+  for (int i = 0; i < count; ++i, p += 8) {
+    const EwInstr& in = program[i];
+    if (p[0] != static_cast<int64_t>(in.op) || p[1] != in.width || p[2] != in.dst.ld ||
+        p[3] != in.dst.scratch || p[4] != in.a.ld || p[5] != in.a.scratch || p[6] != in.b.ld ||
+        p[7] != in.b.scratch) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status EwShapeChecker::Check(const EwInstr* program, int count, int64_t rows,
+                                   uint64_t shape) {
+  if (shape == 0) return absl::OkStatus();
+  std::vector<int64_t> key = PlanEwKernel(program, count, rows).key;
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = seen_.try_emplace(shape);
+  if (inserted || !EwFingerprintMatches(it->second.first, program, count, rows)) {
+    EwFingerprint(program, count, rows, &it->second.first);
+    it->second.second = std::move(key);
+    return absl::OkStatus();
+  }
+  if (it->second.second != key) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Elementwise: two programs passed with shape ", shape,
+                     " relate their pointers differently (the caller's promise is broken)"));
+  }
+  return absl::OkStatus();
+}
+
+bool VerifyEwShapesFromEnv() {
+  const char* v = std::getenv("CAVS_VERIFY_EW_SHAPES");
+  return v != nullptr && v[0] == '1' && v[1] == '\0';
+}
+
+std::string EwKernelName(const EwKernelPlan& plan) {
+  return absl::StrFormat("cavs_ew_%016x", static_cast<uint64_t>(absl::HashOf(plan.key)));
+}
+
+namespace {
+
+// Byte offsets of EwInstr's fields, for loads from the program in device memory.
+size_t FieldOffset(int field) {
+  return field == 0   ? offsetof(EwInstr, dst)
+         : field == 1 ? offsetof(EwInstr, a)
+                      : offsetof(EwInstr, b);
+}
+
+std::string At(int program_index, size_t offset) {
+  return absl::StrCat("program + ", static_cast<size_t>(program_index) * sizeof(EwInstr) + offset);
+}
+
+// The expression that reads operand `o` at column `col` ("c" or "0") of the element's row.
+std::string Read(const EwPlanOperand& o, const std::string& col, int64_t shared_width) {
+  switch (o.source) {
+    case EwSource::kMemory:
+      return absl::StrCat("p", o.index, "[row * l", o.index, " + ", col, "]");
+    case EwSource::kRegister:
+      return absl::StrCat("v", o.index);
+    case EwSource::kShared:
+      return absl::StrCat("shared[r * ", shared_width, " + ", o.col, " + ", col, "]");
+    case EwSource::kNone:
+      break;
+  }
+  return "0.0f";
+}
+
+// The value of instruction k, from its operands' read expressions.
+std::string Value(const EwPlanInstr& p, int k, const std::string& a, const std::string& b,
+                  const std::string& d) {
+  switch (p.op) {
+    case EwOp::kCopy:
+    case EwOp::kBroadcast:
+      return std::string(a);
+    case EwOp::kZero:
+      return "0.0f";
+    case EwOp::kAdd:
+      return absl::StrCat(a, " + ", b);
+    case EwOp::kSub:
+      return absl::StrCat(a, " - ", b);
+    case EwOp::kMul:
+      return absl::StrCat(a, " * ", b);
+    case EwOp::kAccumulate:
+      return absl::StrCat(d, " + ", a);
+    case EwOp::kSigmoid:
+      return absl::StrCat("1.0f / (1.0f + expf(-", a, "))");
+    case EwOp::kTanh:
+      return absl::StrCat("tanhf(", a, ")");
+    case EwOp::kRelu:
+      return absl::StrCat("fmaxf(", a, ", 0.0f)");
+    case EwOp::kNeg:
+      return absl::StrCat("-", a);
+    case EwOp::kScale:
+      return absl::StrCat("s", k, " * ", a, " + o", k);
+    case EwOp::kDropout:
+      return absl::StrCat("(cavs::core::PhiloxUniform(seed", k,
+                          ", static_cast<unsigned long long>(", "static_cast<long long>(uid", k,
+                          "[row])) * ", p.width, "ull + c) >= rate", k, " ? ", a, " * keep", k,
+                          " : 0.0f)");
+    case EwOp::kSigmoidGrad:
+      return absl::StrCat(b, " * ", a, " * (1.0f - ", a, ")");
+    case EwOp::kTanhGrad:
+      return absl::StrCat(b, " * (1.0f - ", a, " * ", a, ")");
+    case EwOp::kReluGrad:
+      return absl::StrCat("(", a, " > 0.0f ? ", b, " : 0.0f)");
+    case EwOp::kSum:
+      break;
+  }
+  return "0.0f";
+}
+
+// Stores v<k> where instruction k's dst keeps it (nothing for a register).
+std::string Store(const EwPlanInstr& p, int k, const std::string& col, int64_t shared_width,
+                  const std::string& indent) {
+  if (p.dst.source == EwSource::kRegister) return "";
+  return absl::StrCat(indent, Read(p.dst, col, shared_width), " = v", k, ";\n");
+}
+
+}  // namespace
+
+std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name) {
+  const int64_t sw = plan.shared_width;
+  bool dropout = false;
+  for (const EwPlanInstr& p : plan.instrs) dropout |= p.op == EwOp::kDropout;
+  std::string s = "// Generated by cavs (ops/ew_codegen.cc): one fused element-wise program.\n";
+  if (dropout) s += "#include \"core/philox.h\"\n";
+  absl::StrAppend(&s, "extern \"C\" __global__ void __launch_bounds__(", kEwKernelThreads, ")\n",
+                  name, "(const unsigned char* __restrict__ program, long long rows, ",
+                  "int rows_per_block) {\n");
+  if (sw > 0) s += "  extern __shared__ float shared[];\n";
+  s += "  const long long r0 = static_cast<long long>(blockIdx.x) * rows_per_block;\n";
+  s += "  const int nr = static_cast<int>(rows - r0 < rows_per_block ? rows - r0 : "
+       "rows_per_block);\n";
+  for (size_t i = 0; i < plan.slots.size(); ++i) {
+    const EwPlanSlot& slot = plan.slots[i];
+    const size_t off = FieldOffset(slot.field);
+    absl::StrAppend(&s, "  float* const p", i, " = *reinterpret_cast<float* const*>(",
+                    At(slot.program_index, off + offsetof(EwArg, ptr)), ");\n");
+    absl::StrAppend(&s, "  const long long l", i, " = *reinterpret_cast<const long long*>(",
+                    At(slot.program_index, off + offsetof(EwArg, ld)), ");\n");
+  }
+  for (size_t k = 0; k < plan.instrs.size(); ++k) {
+    const EwPlanInstr& p = plan.instrs[k];
+    if (p.op == EwOp::kScale) {
+      absl::StrAppend(&s, "  const float s", k, " = *reinterpret_cast<const float*>(",
+                      At(p.program_index, offsetof(EwInstr, scalar)), ");\n");
+      absl::StrAppend(&s, "  const float o", k, " = *reinterpret_cast<const float*>(",
+                      At(p.program_index, offsetof(EwInstr, offset)), ");\n");
+    } else if (p.op == EwOp::kDropout) {
+      absl::StrAppend(&s, "  const float rate", k, " = *reinterpret_cast<const float*>(",
+                      At(p.program_index, offsetof(EwInstr, scalar)), ");\n");
+      absl::StrAppend(&s, "  const float keep", k, " = 1.0f / (1.0f - rate", k, ");\n");
+      absl::StrAppend(&s, "  const unsigned long long seed", k,
+                      " = *reinterpret_cast<const unsigned long long*>(",
+                      At(p.program_index, offsetof(EwInstr, seed)), ");\n");
+      absl::StrAppend(&s, "  const int* const uid", k, " = *reinterpret_cast<const int* const*>(",
+                      At(p.program_index, offsetof(EwInstr, uids)), ");\n");
+    }
+  }
+  for (size_t g = 0; g < plan.segments.size(); ++g) {
+    const EwPlanSegment& seg = plan.segments[g];
+    if (g > 0) s += "  __syncthreads();\n";
+    if (seg.row_sum) {
+      const EwPlanInstr& p = plan.instrs[seg.first];
+      absl::StrAppend(
+          &s, "  for (int r = threadIdx.x >> 5; r < nr; r += ", kEwKernelThreads / 32, ") {\n",
+          "    const long long row = r0 + r;\n", "    float sum = 0.0f;\n",
+          "    for (int c = threadIdx.x & 31; c < ", seg.width,
+          "; c += 32) sum += ", Read(p.a, "c", sw), ";\n",
+          "    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, "
+          "off);\n",
+          "    if ((threadIdx.x & 31) == 0) {\n", "      const float v", seg.first, " = sum;\n",
+          Store(p, seg.first, "0", sw, "      "), "    }\n", "  }\n");
+      continue;
+    }
+    absl::StrAppend(&s, "  for (int e = threadIdx.x; e < nr * ", seg.width,
+                    "; e += ", kEwKernelThreads, ") {\n", "    const int r = e / ", seg.width,
+                    ";\n", "    const int c = e - r * ", seg.width, ";\n",
+                    "    const long long row = r0 + r;\n");
+    s += "    (void)row;\n";  // unused when every operand is in a register or shared memory
+    // Every operand not taken from a register is read at the top of the element's body: no
+    // earlier write of the segment overlaps it (the plan would have forwarded it, or split the
+    // segment), so the loads may all be in flight before the first store.
+    auto name = [](const char* prefix, int k) { return absl::StrCat(prefix, k); };
+    for (int k = seg.first; k < seg.end; ++k) {
+      const EwPlanInstr& p = plan.instrs[k];
+      const std::pair<const EwPlanOperand*, const char*> reads[] = {
+          {&p.a, "a"}, {&p.b, "b"}, {&p.dst_in, "d"}};
+      for (const auto& [o, prefix] : reads) {
+        if (o->source == EwSource::kNone || o->source == EwSource::kRegister) continue;
+        const bool col0 = o == &p.a && p.op == EwOp::kBroadcast;
+        absl::StrAppend(&s, "    const float ", name(prefix, k), " = ",
+                        Read(*o, col0 ? "0" : "c", sw), ";\n");
+      }
+    }
+    for (int k = seg.first; k < seg.end; ++k) {
+      const EwPlanInstr& p = plan.instrs[k];
+      auto operand = [&](const EwPlanOperand& o, const char* prefix) -> std::string {
+        if (o.source == EwSource::kNone) return "";
+        return o.source == EwSource::kRegister ? absl::StrCat("v", o.index) : name(prefix, k);
+      };
+      absl::StrAppend(&s, "    const float v", k, " = ",
+                      Value(p, k, operand(p.a, "a"), operand(p.b, "b"), operand(p.dst_in, "d")),
+                      ";\n", Store(p, k, "c", sw, "    "));
+    }
+    s += "  }\n";
+  }
+  s += "}\n";
+  return s;
+}
+
+}  // namespace cavs::ops

@@ -1,0 +1,191 @@
+// Generated fused element-wise kernels (ops/cuda/cuda_fused.h). NVRTC needs no GPU: the
+// source emitted for every plan shape (the Tree-LSTM rounds, every op, random programs) is
+// compiled on every machine with the CUDA toolkit. Where a GPU is present the kernels also run
+// and must match the CPU kernels, and each shape compiles once.
+#include "ops/cuda/cuda_fused.h"
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/random.h"
+#include "gtest/gtest.h"
+#include "ops/cuda/cuda_kernels.h"
+#include "ops/ew_codegen.h"
+#include "tests/ops/cuda_test_util.h"
+#include "tests/ops/ew_programs.h"
+#include "tests/ops/ops_test_util.h"
+
+namespace cavs::ops {
+namespace {
+
+using testing::AllClose;
+using testing::DeviceArray;
+using testing::EwProgram;
+using testing::RandomProgram;
+using testing::Scratch;
+using testing::TreeLstmBackward;
+using testing::TreeLstmForward;
+
+constexpr int kArch = 90;  // the project's default target (sm_90); NVRTC needs no device
+
+void ExpectCompiles(const EwProgram& p, const std::string& what) {
+  const EwKernelPlan plan =
+      PlanEwKernel(p.instrs.data(), static_cast<int>(p.instrs.size()), p.rows);
+  const std::string name = EwKernelName(plan);
+  absl::StatusOr<std::string> cubin =
+      CompileCudaSource(EmitEwKernelCuda(plan, name), name + ".cu", kArch);
+  ASSERT_TRUE(cubin.ok()) << what << ": " << cubin.status() << "\n" << EmitEwKernelCuda(plan, name);
+  EXPECT_GT(cubin->size(), 1000u) << what;
+}
+
+TEST(CudaFusedCompileTest, TreeLstmRoundsCompile) {
+  ExpectCompiles(TreeLstmForward(150, 25, 1), "Tree-LSTM forward");
+  ExpectCompiles(TreeLstmBackward(150, 25, 2), "Tree-LSTM backward");
+}
+
+TEST(CudaFusedCompileTest, EveryOpCompiles) {
+  core::Rng rng(3);
+  for (int op = 0; op <= static_cast<int>(EwOp::kReluGrad); ++op) {
+    EwProgram p;
+    p.rows = 4;
+    p.uids = {1, 2, 3, 4};
+    float* x = p.Buffer(4 * 16, rng);
+    float* y = p.Buffer(4 * 16, rng);
+    const bool sum = static_cast<EwOp>(op) == EwOp::kSum;
+    // From memory into scratch and back, so each op reads and writes both kinds.
+    p.Add(EwOp::kCopy, 8, Scratch(0), {x, 16});
+    p.Add(static_cast<EwOp>(op), 8, sum ? EwArg{y, 16} : Scratch(8), Scratch(0), {y + 8, 16});
+    p.instrs.back().scalar = 0.25f;
+    p.instrs.back().uids = p.uids.data();
+    if (!sum) p.Add(EwOp::kCopy, 8, {x + 8, 16}, Scratch(8));
+    ExpectCompiles(p, "op " + std::to_string(op));
+  }
+}
+
+TEST(CudaFusedCompileTest, RandomProgramsCompile) {
+  core::Rng rng(4);
+  for (int i = 0; i < 25; ++i)
+    ExpectCompiles(RandomProgram(rng, 12), "random " + std::to_string(i));
+}
+
+TEST(CudaFusedCompileTest, ACompileErrorCarriesTheLog) {
+  absl::StatusOr<std::string> cubin =
+      CompileCudaSource("extern \"C\" __global__ void k() { undeclared = 1; }", "bad.cu", kArch);
+  ASSERT_FALSE(cubin.ok());
+  EXPECT_EQ(cubin.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cubin.status().message().find("bad.cu"), std::string::npos) << cubin.status();
+  EXPECT_NE(cubin.status().message().find("undeclared"), std::string::npos) << cubin.status();
+}
+
+// ---- On a GPU.
+
+class CudaFusedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CAVS_SKIP_WITHOUT_CUDA();
+    absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    cuda_ = *cuda;
+    was_fused_ = cuda_->fused_elementwise();
+    cuda_->SetFusedElementwise(true);
+  }
+  void TearDown() override {
+    if (cuda_ != nullptr) cuda_->SetFusedElementwise(was_fused_);
+  }
+
+  // Runs `p` on the CPU kernels and, with every pointer moved into a device copy of its
+  // buffer, on the GPU; compares every buffer.
+  void Compare(const EwProgram& p, const std::string& what) {
+    std::vector<std::unique_ptr<DeviceArray<float>>> dev;
+    for (const auto& b : p.buffers) dev.push_back(std::make_unique<DeviceArray<float>>(*b));
+    DeviceArray<int32_t> dev_uids(p.uids.empty() ? std::vector<int32_t>{0} : p.uids);
+    std::vector<EwInstr> program = p.instrs;
+    auto move = [&](EwArg& arg) {
+      for (size_t i = 0; i < p.buffers.size(); ++i) {
+        float* base = p.buffers[i]->data();
+        if (arg.ptr >= base && arg.ptr < base + p.buffers[i]->size()) {
+          arg.ptr = dev[i]->get() + (arg.ptr - base);
+          return;
+        }
+      }
+    };
+    for (EwInstr& in : program) {
+      move(in.dst);
+      move(in.a);
+      move(in.b);
+      if (in.uids != nullptr) in.uids = dev_uids.get();
+    }
+    DeviceArray<EwInstr> dev_program(program);
+    const int count = static_cast<int>(program.size());
+    ASSERT_TRUE(cuda_->Elementwise(program.data(), dev_program.get(), count, p.rows).ok()) << what;
+    absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
+    ASSERT_TRUE(cpu.ok());
+    ASSERT_TRUE((*cpu)->Elementwise(p.instrs.data(), p.instrs.data(), count, p.rows).ok()) << what;
+    for (size_t i = 0; i < p.buffers.size(); ++i) {
+      EXPECT_TRUE(AllClose(dev[i]->Download(), *p.buffers[i], 1e-5, 1e-6))
+          << what << ", buffer " << i;
+    }
+  }
+
+  CudaKernels* cuda_ = nullptr;
+  bool was_fused_ = true;
+};
+
+TEST_F(CudaFusedTest, TreeLstmRoundsMatchTheCpu) {
+  for (int64_t rows : {1, 25, 5000}) {
+    Compare(TreeLstmForward(150, rows, 5), "forward, rows " + std::to_string(rows));
+    Compare(TreeLstmBackward(150, rows, 6), "backward, rows " + std::to_string(rows));
+  }
+}
+
+TEST_F(CudaFusedTest, RandomProgramsMatchTheCpu) {
+  core::Rng rng(7);
+  for (int i = 0; i < 200; ++i) {
+    Compare(RandomProgram(rng, 12), "random program " + std::to_string(i));
+    if (HasFailure()) return;
+  }
+}
+
+// A caller's shape skips the plan once its first launches are verified; a program that breaks
+// the promise (other pointer relations under the same shape) is caught while verifying.
+TEST_F(CudaFusedTest, ShapesSkipThePlanAndBrokenPromisesAreCaught) {
+  EwProgram p;  // its own caches below; launches on the default stream
+  p.rows = 64;
+  DeviceArray<float> x(64 * 8), y(64 * 8);
+  p.Add(EwOp::kTanh, 4, {x.get(), 8}, {x.get(), 8});
+  p.Add(EwOp::kSigmoid, 4, {y.get(), 8}, {x.get(), 8});  // reads tanh's value: one segment
+  DeviceArray<EwInstr> dev(p.instrs);
+  int major = 0, minor = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0), cudaSuccess);
+  const int arch = major * 10 + minor;
+  CudaFusedElementwise own(arch, 1);
+  for (int i = 0; i < CudaFusedElementwise::kVerifiedLaunches + 3; ++i) {
+    ASSERT_TRUE(own.Launch(nullptr, p.instrs.data(), dev.get(), 2, p.rows, 42).ok());
+  }
+  // The first launch plans, the next kVerifiedLaunches - 1 plan again to verify, 3 skip.
+  if (std::getenv("CAVS_VERIFY_EW_SHAPES") == nullptr) EXPECT_EQ(own.shape_hits(), 3);
+  // Same ops and strides, but sigmoid now reads a column beside tanh's: another plan.
+  std::vector<EwInstr> other = p.instrs;
+  other[1].a.ptr = x.get() + 1;
+  DeviceArray<EwInstr> dev_other(other);
+  CudaFusedElementwise strict(arch, 1);
+  ASSERT_TRUE(strict.Launch(nullptr, p.instrs.data(), dev.get(), 2, p.rows, 7).ok());
+  EXPECT_EQ(strict.Launch(nullptr, other.data(), dev_other.get(), 2, p.rows, 7).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// Every round of a shape (other rows, other pointers) reuses the kernel compiled for the first.
+TEST_F(CudaFusedTest, AShapeCompilesOnce) {
+  Compare(TreeLstmForward(96, 40, 8), "first");
+  const int64_t compiled = cuda_->fused_kernels_compiled();
+  Compare(TreeLstmForward(96, 300, 9), "second");
+  Compare(TreeLstmForward(96, 17, 10), "third");
+  EXPECT_EQ(cuda_->fused_kernels_compiled(), compiled);
+}
+
+}  // namespace
+}  // namespace cavs::ops
