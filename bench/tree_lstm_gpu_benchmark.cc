@@ -16,6 +16,10 @@
 //   plan_host_ms (validation, BuildPlan and recording, host; build_host_ms the first two),
 //   queue_host_ms (host time to queue the upload and every launch: near the device phases'
 //   sum means the GPU waits for the host), run_wall_ms (the whole Engine::Run, host clock).
+// BM_FusedRound times one Tree-LSTM round's fused element-wise program (hidden 150; forward 12
+// instructions, backward 16) alone, as the generated kernel and as the interpreter (its scratch
+// temporaries then in a device buffer): device_us per launch from CUDA events over 100 launches,
+// host_us per Elementwise call.
 // The *_overlap variants build the next batch's Plan on another thread (Engine::PlanBatch)
 // while the current batch runs, as a trainer could.
 //   floor_ms: max(GEMM FLOPs / sgemm rate, minimum bytes / bandwidth) per batch.
@@ -25,6 +29,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -32,15 +37,18 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "bench/bench_common.h"
 #include "core/backend.h"
 #include "core/optimizer.h"
 #include "core/parameter.h"
 #include "examples/data/sst_reader.h"
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/kernels.h"
 #include "scheduler/engine.h"
+#include "tests/ops/ew_programs.h"
 #include "vertex/models.h"
 
 namespace cavs {
@@ -370,7 +378,117 @@ void BM_DeviceCeilings(benchmark::State& state) {
   state.counters["copy_GBps"] = bw / 1e9;
 }
 
+// range(0): 0 forward, 1 backward; range(1): 0 generated kernel, 1 interpreter; range(2): rows.
+void BM_FusedRound(benchmark::State& state) {
+  const bool backward = state.range(0) == 1, interpreter = state.range(1) == 1;
+  const int64_t rows = state.range(2);
+  ops::testing::EwProgram p = backward ? ops::testing::TreeLstmBackward(150, rows, 1)
+                                       : ops::testing::TreeLstmForward(150, rows, 1);
+  absl::StatusOr<ops::CudaKernels*> kernels = ops::GetCudaKernels(0);
+  if (!kernels.ok()) {
+    state.SkipWithError(kernels.status().ToString().c_str());
+    return;
+  }
+  // Device copies of the buffers, the program's pointers moved into them; for the interpreter,
+  // the scratch columns become a [rows, width] device buffer.
+  int64_t scratch_width = 0;
+  for (const ops::EwInstr& in : p.instrs) {
+    for (const ops::EwArg* a : {&in.dst, &in.a, &in.b}) {
+      if (a->scratch >= 0) scratch_width = std::max(scratch_width, a->scratch + in.width);
+    }
+  }
+  std::vector<float*> dev(p.buffers.size() + 1, nullptr);
+  bool ok = true;
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    ok = ok &&
+         cudaMalloc(reinterpret_cast<void**>(&dev[i]), p.buffers[i]->size() * 4) == cudaSuccess &&
+         cudaMemcpy(dev[i], p.buffers[i]->data(), p.buffers[i]->size() * 4,
+                    cudaMemcpyHostToDevice) == cudaSuccess;
+  }
+  ok = ok && cudaMalloc(reinterpret_cast<void**>(&dev.back()),
+                        std::max<int64_t>(1, rows * scratch_width) * 4) == cudaSuccess;
+  std::vector<ops::EwInstr> program = p.instrs;
+  for (ops::EwInstr& in : program) {
+    for (ops::EwArg* a : {&in.dst, &in.a, &in.b}) {
+      if (a->scratch >= 0 && interpreter) {
+        *a = {dev.back() + a->scratch, scratch_width, -1};
+        continue;
+      }
+      for (size_t i = 0; i < p.buffers.size() && a->ptr != nullptr; ++i) {
+        float* base = p.buffers[i]->data();
+        if (a->ptr >= base && a->ptr < base + p.buffers[i]->size()) {
+          a->ptr = dev[i] + (a->ptr - base);
+          break;
+        }
+      }
+    }
+  }
+  ops::EwInstr* dev_program = nullptr;
+  ok = ok &&
+       cudaMalloc(reinterpret_cast<void**>(&dev_program), program.size() * sizeof(ops::EwInstr)) ==
+           cudaSuccess &&
+       cudaMemcpy(dev_program, program.data(), program.size() * sizeof(ops::EwInstr),
+                  cudaMemcpyHostToDevice) == cudaSuccess;
+  const bool was_fused = (*kernels)->fused_elementwise();
+  (*kernels)->SetFusedElementwise(!interpreter);
+  const int count = static_cast<int>(program.size());
+  constexpr int kLaunches = 100;
+  cudaStream_t stream = (*kernels)->stream();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  ok = ok && cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
+  for (int i = 0; ok && i < 3; ++i) {  // compiles the shape, learns it
+    ok = (*kernels)->Elementwise(program.data(), dev_program, count, rows, 77).ok();
+  }
+  double host_s = 0, device_ms = 0;
+  int64_t launches = 0;
+  for (auto _ : state) {
+    if (!ok) break;
+    cudaEventRecord(start, stream);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kLaunches; ++i) {
+      ok = ok && (*kernels)->Elementwise(program.data(), dev_program, count, rows, 77).ok();
+    }
+    host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cudaEventRecord(stop, stream);
+    ok = ok && cudaEventSynchronize(stop) == cudaSuccess;
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    device_ms += ms;
+    launches += kLaunches;
+    state.SetIterationTime(ms / 1e3);
+  }
+  (*kernels)->SetFusedElementwise(was_fused);
+  if (!ok) state.SkipWithError("a CUDA call or launch failed");
+  if (launches > 0) {
+    state.counters["device_us"] = 1e3 * device_ms / launches;
+    state.counters["host_us"] = 1e6 * host_s / launches;
+    // The bytes the program must move: each distinct operand in memory once.
+    std::vector<const float*> seen;
+    int64_t bytes = 0;
+    for (const ops::EwInstr& in : p.instrs) {
+      for (const ops::EwArg* a : {&in.dst, &in.a, &in.b}) {
+        if (a->ptr == nullptr || std::find(seen.begin(), seen.end(), a->ptr) != seen.end()) {
+          continue;
+        }
+        seen.push_back(a->ptr);
+        bytes += rows * in.width * 4;
+      }
+    }
+    state.counters["GBps"] = bytes / (device_ms / launches * 1e-3) / 1e9;
+  }
+  state.SetLabel(absl::StrCat(backward ? "backward" : "forward", ", ",
+                              interpreter ? "interpreter" : "generated", ", ", rows, " rows"));
+  for (float* d : dev) cudaFree(d);
+  cudaFree(dev_program);
+  if (start != nullptr) cudaEventDestroy(start);
+  if (stop != nullptr) cudaEventDestroy(stop);
+}
+
 BENCHMARK(BM_DeviceCeilings)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_FusedRound)
+    ->ArgsProduct({{0, 1}, {0, 1}, {64, 4096}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_TreeLstm, train, true, false)->Arg(25)->Arg(64)->Arg(256)->Apply(bench::Timed);
 BENCHMARK_CAPTURE(BM_TreeLstm, train_overlap, true, true)
     ->Arg(25)
