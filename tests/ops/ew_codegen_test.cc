@@ -2,8 +2,9 @@
 // instructions for each element in one thread, with no barrier inside the segment. This test
 // executes plans the way such a kernel may run, every element a task and the tasks interleaved
 // at random between any two instructions (barriers only between segments), reading each operand
-// from where the plan says (memory, the register of an earlier instruction of the same element,
-// the shared row), and checks the result bit for bit against the plain row-by-row program.
+// from where the plan says (memory or the shared row at the top of the element's body, as the
+// emitted code does, or the register of an earlier instruction of the same element), and
+// checks the result bit for bit against the plain row-by-row program.
 // A plan that merged instructions one element of which reads what another element writes, or
 // forwarded a value some other element overwrote, fails under some interleaving.
 //
@@ -12,6 +13,7 @@
 #include "ops/ew_codegen.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -142,11 +144,12 @@ void Simulate(const EwKernelPlan& plan, const EwProgram& p, core::Rng& rng, int 
       int64_t row, c;
       int next;
       std::vector<float> regs;
+      std::vector<std::array<float, 3>> loaded;  // a, b, dst_in of each instruction, if not regs
     };
     std::vector<Task> tasks;
     for (int64_t r = 0; r < p.rows; ++r) {
       for (int64_t c = 0; c < seg.width; ++c) {
-        tasks.push_back({r, c, seg.first, std::vector<float>(plan.instrs.size(), NAN)});
+        tasks.push_back({r, c, seg.first, std::vector<float>(plan.instrs.size(), NAN), {}});
       }
     }
     if (order == 2) std::reverse(tasks.begin(), tasks.end());
@@ -172,11 +175,28 @@ void Simulate(const EwKernelPlan& plan, const EwProgram& p, core::Rng& rng, int 
       // In order: the first live task runs to the end of the segment, then the next.
       const size_t pick = order == 0 ? rng.UniformInt(live) : 0;
       Task& t = tasks[pick];
+      if (t.next == seg.first) {
+        // As the generated kernel does: every operand not from a register is read at the top
+        // of the element's body, before the segment's first store.
+        t.loaded.assign(plan.instrs.size(), {NAN, NAN, NAN});
+        for (int k = seg.first; k < seg.end; ++k) {
+          const EwPlanInstr& pk = plan.instrs[k];
+          const EwPlanOperand* ops[] = {&pk.a, &pk.b, &pk.dst_in};
+          for (int o = 0; o < 3; ++o) {
+            if (ops[o]->source == EwSource::kRegister) continue;
+            const bool col0 = o == 0 && pk.op == EwOp::kBroadcast;
+            t.loaded[k][o] = read(*ops[o], t, col0 ? 0 : t.c);
+          }
+        }
+      }
       const EwPlanInstr& pi = plan.instrs[t.next];
       const EwInstr& in = prog[pi.program_index];
-      const float a = read(pi.a, t, pi.op == EwOp::kBroadcast ? 0 : t.c);
-      const float b = read(pi.b, t, t.c);
-      const float d = read(pi.dst_in, t, t.c);
+      auto operand = [&](const EwPlanOperand& o, int which) {
+        return o.source == EwSource::kRegister ? read(o, t, t.c) : t.loaded[t.next][which];
+      };
+      const float a = operand(pi.a, 0);
+      const float b = operand(pi.b, 1);
+      const float d = operand(pi.dst_in, 2);
       const float v = Apply(in, a, b, d, in.uids ? in.uids[t.row] : 0, t.c);
       t.regs[t.next] = v;
       if (pi.dst.source == EwSource::kMemory) {
