@@ -1,6 +1,8 @@
 #include "ops/ew_codegen.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -11,6 +13,7 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/philox.h"
 
 namespace cavs::ops {
 namespace {
@@ -473,6 +476,110 @@ std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name) 
   }
   s += "}\n";
   return s;
+}
+
+namespace {
+
+// The value of one element of `in` (a, b its operands, d the dst's old value): the CPU's and
+// the interpreter's arithmetic.
+float ApplyOnHost(const EwInstr& in, float a, float b, float d, int64_t row, int64_t c) {
+  switch (in.op) {
+    case EwOp::kCopy:
+    case EwOp::kBroadcast:
+      return a;
+    case EwOp::kZero:
+      return 0.0f;
+    case EwOp::kAdd:
+      return a + b;
+    case EwOp::kSub:
+      return a - b;
+    case EwOp::kMul:
+      return a * b;
+    case EwOp::kAccumulate:
+      return d + a;
+    case EwOp::kSigmoid:
+      return 1.0f / (1.0f + std::exp(-a));
+    case EwOp::kTanh:
+      return std::tanh(a);
+    case EwOp::kRelu:
+      return std::fmax(a, 0.0f);
+    case EwOp::kNeg:
+      return -a;
+    case EwOp::kScale:
+      return in.scalar * a + in.offset;
+    case EwOp::kDropout: {
+      const uint64_t counter = static_cast<uint64_t>(static_cast<int64_t>(in.uids[row])) *
+                                   static_cast<uint64_t>(in.width) +
+                               static_cast<uint64_t>(c);
+      return core::PhiloxUniform(in.seed, counter) >= in.scalar ? a * (1.0f / (1.0f - in.scalar))
+                                                                : 0.0f;
+    }
+    case EwOp::kSigmoidGrad:
+      return b * a * (1.0f - a);
+    case EwOp::kTanhGrad:
+      return b * (1.0f - a * a);
+    case EwOp::kReluGrad:
+      return a > 0.0f ? b : 0.0f;
+    case EwOp::kSum:
+      break;
+  }
+  return 0.0f;
+}
+
+}  // namespace
+
+void RunEwPlanOnHost(const EwKernelPlan& plan, const EwInstr* program, int64_t rows) {
+  const int64_t sw = std::max<int64_t>(plan.shared_width, 1);
+  std::vector<float> shared(static_cast<size_t>(rows * sw), 0.0f);
+  auto slot = [&](int32_t s) -> const EwArg& {
+    const EwInstr& in = program[plan.slots[s].program_index];
+    return plan.slots[s].field == 0 ? in.dst : plan.slots[s].field == 1 ? in.a : in.b;
+  };
+  auto at = [&](const EwPlanOperand& o, int64_t row, int64_t c) -> float* {
+    if (o.source == EwSource::kShared) return &shared[row * sw + o.col + c];
+    const EwArg& x = slot(o.index);
+    return x.ptr + row * x.ld + c;
+  };
+  std::vector<float> regs(plan.instrs.size());
+  std::vector<std::array<float, 3>> loaded(plan.instrs.size());
+  for (const EwPlanSegment& seg : plan.segments) {
+    if (seg.row_sum) {
+      const EwPlanInstr& p = plan.instrs[seg.first];
+      for (int64_t row = rows - 1; row >= 0; --row) {
+        float sum = 0.0f;
+        for (int64_t c = 0; c < seg.width; ++c) sum += *at(p.a, row, c);
+        *at(p.dst, row, 0) = sum;
+      }
+      continue;
+    }
+    for (int64_t e = rows * seg.width - 1; e >= 0; --e) {
+      const int64_t row = e / seg.width, c = e % seg.width;
+      for (int k = seg.first; k < seg.end; ++k) {
+        const EwPlanInstr& p = plan.instrs[k];
+        const EwPlanOperand* ops[] = {&p.a, &p.b, &p.dst_in};
+        for (int o = 0; o < 3; ++o) {
+          const EwSource src = ops[o]->source;
+          if (src == EwSource::kMemory || src == EwSource::kShared) {
+            loaded[k][o] = *at(*ops[o], row, o == 0 && p.op == EwOp::kBroadcast ? 0 : c);
+          }
+        }
+      }
+      for (int k = seg.first; k < seg.end; ++k) {
+        const EwPlanInstr& p = plan.instrs[k];
+        auto value = [&](const EwPlanOperand& o, int which) {
+          return o.source == EwSource::kRegister ? regs[o.index] : loaded[k][which];
+        };
+        regs[k] = ApplyOnHost(program[p.program_index], value(p.a, 0), value(p.b, 1),
+                              value(p.dst_in, 2), row, c);
+        if (p.dst.source != EwSource::kRegister) *at(p.dst, row, c) = regs[k];
+      }
+    }
+  }
+}
+
+bool EwAsPlannedFromEnv() {
+  const char* v = std::getenv("CAVS_CPU_EW_AS_PLANNED");
+  return v != nullptr && v[0] == '1' && v[1] == '\0';
 }
 
 }  // namespace cavs::ops

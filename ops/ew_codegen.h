@@ -124,4 +124,16 @@ std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name);
 
 inline constexpr int kEwKernelThreads = 256;
 
+// Runs `plan` (from PlanEwKernel(program, count, rows)) over `program` on the host, as the
+// generated kernel would, one element after another in reverse order within each segment (the
+// order least like the row-by-row one): the operands not taken from a register are read at the
+// top of the element's body, values forwarded in per-element registers, scratch read across
+// columns or segments kept in a row of its own. Float pointers must be host memory. The CPU
+// kernels run programs this way with CAVS_CPU_EW_AS_PLANNED=1, so the engine suite checks the
+// plans of real programs on machines without a GPU.
+void RunEwPlanOnHost(const EwKernelPlan& plan, const EwInstr* program, int64_t rows);
+
+// Whether the environment asks the CPU kernels for it (CAVS_CPU_EW_AS_PLANNED=1).
+bool EwAsPlannedFromEnv();
+
 }  // namespace cavs::ops

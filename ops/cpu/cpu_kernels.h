@@ -71,6 +71,9 @@ class CpuKernels final : public Kernels {
  private:
   // Set with CAVS_VERIFY_EW_SHAPES=1: Elementwise checks its callers' shapes (ops/ew_codegen.h).
   std::unique_ptr<EwShapeChecker> shape_checker_;
+  // CAVS_CPU_EW_AS_PLANNED=1: Elementwise runs programs as a generated CUDA kernel would
+  // (RunEwPlanOnHost, single-threaded), to check the plans of real programs without a GPU.
+  bool as_planned_ = false;
 };
 
 }  // namespace cavs::ops
