@@ -430,7 +430,7 @@ void BM_FusedRound(benchmark::State& state) {
        cudaMemcpy(dev_program, program.data(), program.size() * sizeof(ops::EwInstr),
                   cudaMemcpyHostToDevice) == cudaSuccess;
   const bool was_fused = (*kernels)->fused_elementwise();
-  (*kernels)->SetFusedElementwise(!interpreter);
+  ok = ok && (*kernels)->SetFusedElementwise(!interpreter).ok();
   const int count = static_cast<int>(program.size());
   constexpr int kLaunches = 100;
   cudaStream_t stream = (*kernels)->stream();
@@ -457,7 +457,7 @@ void BM_FusedRound(benchmark::State& state) {
     launches += kLaunches;
     state.SetIterationTime(ms / 1e3);
   }
-  (*kernels)->SetFusedElementwise(was_fused);
+  (void)(*kernels)->SetFusedElementwise(was_fused);
   if (!ok) state.SkipWithError("a CUDA call or launch failed");
   if (launches > 0) {
     state.counters["device_us"] = 1e3 * device_ms / launches;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -214,14 +215,49 @@ EwKernelPlan PlanEwKernel(const EwInstr* program, int count, int64_t rows) {
           op = {EwSource::kMemory, slot_of(a), 0};
         }
       }
-      if (op.source == EwSource::kShared) {
-        plan.shared_width = std::max(plan.shared_width, op.col + a.col1);
-      }
       EwPlanOperand* slot = a.write        ? &p.dst
                             : a.field == 0 ? &p.dst_in
                             : a.field == 1 ? &p.a
                                            : &p.b;
       *slot = op;
+    }
+  }
+
+  // Shared scratch columns packed: the ranges read or written through the shared row, merged
+  // where they overlap, laid side by side (the scratch row also holds the register-resident
+  // temporaries, which need no shared memory).
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // [begin, end) in scratch columns
+  for (int k = 0; k < n; ++k) {
+    const EwPlanInstr& p = plan.instrs[k];
+    for (int y = first_access[k]; y < first_access[k + 1]; ++y) {
+      const EwPlanOperand& o = acc[y].write        ? p.dst
+                               : acc[y].field == 0 ? p.dst_in
+                               : acc[y].field == 1 ? p.a
+                                                   : p.b;
+      if (o.source == EwSource::kShared) ranges.emplace_back(o.col, o.col + acc[y].col1);
+    }
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<int64_t, int64_t>> merged;  // disjoint, sorted
+  for (const auto& r : ranges) {
+    if (!merged.empty() && r.first < merged.back().second) {
+      merged.back().second = std::max(merged.back().second, r.second);
+    } else {
+      merged.push_back(r);
+    }
+  }
+  std::vector<int64_t> packed_at(merged.size());
+  for (size_t i = 0; i < merged.size(); ++i) {
+    packed_at[i] = plan.shared_width;
+    plan.shared_width += merged[i].second - merged[i].first;
+  }
+  for (EwPlanInstr& p : plan.instrs) {
+    for (EwPlanOperand* o : {&p.dst, &p.dst_in, &p.a, &p.b}) {
+      if (o->source != EwSource::kShared) continue;
+      const auto it = std::upper_bound(merged.begin(), merged.end(),
+                                       std::make_pair(o->col, std::numeric_limits<int64_t>::max()));
+      const size_t i = static_cast<size_t>(it - merged.begin()) - 1;
+      o->col = packed_at[i] + (o->col - merged[i].first);
     }
   }
 
@@ -334,7 +370,10 @@ std::string Read(const EwPlanOperand& o, const std::string& col, int64_t shared_
   return "0.0f";
 }
 
-// The value of instruction k, from its operands' read expressions.
+// The value of instruction k, from its operands' read expressions: the interpreter's expression
+// for the op, with a product at its root written __fmul_rn, so that no product is contracted
+// with a later instruction's add into one FMA (values pass between instructions in registers
+// here, through memory in the interpreter): each instruction rounds its result as there.
 std::string Value(const EwPlanInstr& p, int k, const std::string& a, const std::string& b,
                   const std::string& d) {
   switch (p.op) {
@@ -348,7 +387,7 @@ std::string Value(const EwPlanInstr& p, int k, const std::string& a, const std::
     case EwOp::kSub:
       return absl::StrCat(a, " - ", b);
     case EwOp::kMul:
-      return absl::StrCat(a, " * ", b);
+      return absl::StrCat("__fmul_rn(", a, ", ", b, ")");
     case EwOp::kAccumulate:
       return absl::StrCat(d, " + ", a);
     case EwOp::kSigmoid:
@@ -363,13 +402,13 @@ std::string Value(const EwPlanInstr& p, int k, const std::string& a, const std::
       return absl::StrCat("s", k, " * ", a, " + o", k);
     case EwOp::kDropout:
       return absl::StrCat("(cavs::core::PhiloxUniform(seed", k,
-                          ", static_cast<unsigned long long>(", "static_cast<long long>(uid", k,
-                          "[row])) * ", p.width, "ull + c) >= rate", k, " ? ", a, " * keep", k,
-                          " : 0.0f)");
+                          ", static_cast<unsigned long long>(static_cast<long long>(uid", k,
+                          "[row])) * ", p.width, "ull + c) >= rate", k, " ? __fmul_rn(", a,
+                          ", keep", k, ") : 0.0f)");
     case EwOp::kSigmoidGrad:
-      return absl::StrCat(b, " * ", a, " * (1.0f - ", a, ")");
+      return absl::StrCat("__fmul_rn(", b, " * ", a, ", 1.0f - ", a, ")");
     case EwOp::kTanhGrad:
-      return absl::StrCat(b, " * (1.0f - ", a, " * ", a, ")");
+      return absl::StrCat("__fmul_rn(", b, ", 1.0f - ", a, " * ", a, ")");
     case EwOp::kReluGrad:
       return absl::StrCat("(", a, " > 0.0f ? ", b, " : 0.0f)");
     case EwOp::kSum:

@@ -46,7 +46,7 @@ enum class EwSource : uint8_t {
 struct EwPlanOperand {
   EwSource source = EwSource::kNone;
   int32_t index = -1;  // kMemory: slot; kRegister: instruction (in EwKernelPlan::instrs)
-  int64_t col = 0;     // kShared: first column
+  int64_t col = 0;     // kShared: first column of the shared row (packed, see shared_width)
 };
 
 struct EwPlanInstr {
@@ -76,9 +76,11 @@ struct EwKernelPlan {
   std::vector<EwPlanInstr> instrs;  // the program's instructions of nonzero width, in order
   std::vector<EwPlanSlot> slots;
   std::vector<EwPlanSegment> segments;
-  int64_t shared_width = 0;  // floats of shared scratch per row (0: none)
-  int64_t max_width = 0;     // the widest segment (sets the launch's rows per block)
-  int registers = 0;         // scratch results kept in registers only
+  // Floats of shared scratch per row (0: none): the scratch columns read or written through
+  // the shared row, packed (register-resident temporaries take no room).
+  int64_t shared_width = 0;
+  int64_t max_width = 0;  // the widest segment (sets the launch's rows per block)
+  int registers = 0;      // scratch results kept in registers only
   // Everything the generated source depends on; equal keys generate equal kernels.
   std::vector<int64_t> key;
 };

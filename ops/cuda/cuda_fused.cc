@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,15 +35,31 @@ struct ProgramHolder {
 
 absl::StatusOr<std::string> CompileCudaSource(const std::string& source, const std::string& file,
                                               int arch) {
-  const std::string& src = source;
-  const std::string& name = file;
+  // Machine code for the device's own sm_XY where this NVRTC knows it; else PTX for the newest
+  // architecture it knows, which the driver compiles for the device when loading.
+  int num_archs = 0;
+  CAVS_NVRTC_RETURN_IF_ERROR(nvrtcGetNumSupportedArchs(&num_archs));
+  std::vector<int> archs(static_cast<size_t>(num_archs));
+  CAVS_NVRTC_RETURN_IF_ERROR(nvrtcGetSupportedArchs(archs.data()));
+  int ptx_arch = 0;
+  for (int a : archs) {
+    if (a <= arch) ptx_arch = std::max(ptx_arch, a);
+  }
+  const bool cubin = std::find(archs.begin(), archs.end(), arch) != archs.end();
+  if (!cubin && ptx_arch == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "NVRTC supports no architecture at or below sm_", arch, " to compile ", file, " for"));
+  }
+  const std::string gpu = cubin ? absl::StrCat("--gpu-architecture=sm_", arch)
+                                : absl::StrCat("--gpu-architecture=compute_", ptx_arch);
   const char* headers[] = {kNvrtcPhiloxH, kNvrtcHostDeviceH, kNvrtcStdintH};
   const char* include_names[] = {"core/philox.h", "core/host_device.h", "stdint.h"};
   ProgramHolder holder;
   CAVS_NVRTC_RETURN_IF_ERROR(
-      nvrtcCreateProgram(&holder.program, src.c_str(), name.c_str(), 3, headers, include_names));
-  const std::string gpu = absl::StrCat("--gpu-architecture=sm_", arch);
-  // The interpreter's arithmetic (nvcc's defaults): no fast math, FMA contraction on.
+      nvrtcCreateProgram(&holder.program, source.c_str(), file.c_str(), 3, headers, include_names));
+  // nvcc's defaults, as the interpreter was built: no fast math, FMA contraction on (the
+  // generated source writes each instruction's closing product as __fmul_rn, so contraction
+  // stays within an instruction, as in the interpreter).
   const char* options[] = {gpu.c_str(), "--std=c++17", "--fmad=true"};
   const nvrtcResult result = nvrtcCompileProgram(holder.program, 3, options);
   if (result != NVRTC_SUCCESS) {
@@ -54,14 +71,21 @@ absl::StatusOr<std::string> CompileCudaSource(const std::string& source, const s
       while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
     }
     absl::Status s = NvrtcStatus(result, "nvrtcCompileProgram", __FILE__, __LINE__);
-    return absl::Status(s.code(), absl::StrCat(s.message(), " compiling ", name, " for sm_", arch,
+    return absl::Status(s.code(), absl::StrCat(s.message(), " compiling ", file, " (", gpu, ")",
                                                log.empty() ? "" : ":\n", log));
   }
   size_t size = 0;
-  CAVS_NVRTC_RETURN_IF_ERROR(nvrtcGetCUBINSize(holder.program, &size));
-  std::string cubin(size, '\0');
-  CAVS_NVRTC_RETURN_IF_ERROR(nvrtcGetCUBIN(holder.program, cubin.data()));
-  return cubin;
+  std::string code;
+  if (cubin) {
+    CAVS_NVRTC_RETURN_IF_ERROR(nvrtcGetCUBINSize(holder.program, &size));
+    code.resize(size);
+    CAVS_NVRTC_RETURN_IF_ERROR(nvrtcGetCUBIN(holder.program, code.data()));
+  } else {
+    CAVS_NVRTC_RETURN_IF_ERROR(nvrtcGetPTXSize(holder.program, &size));
+    code.resize(size);  // NUL-terminated, as cudaLibraryLoadData wants PTX
+    CAVS_NVRTC_RETURN_IF_ERROR(nvrtcGetPTX(holder.program, code.data()));
+  }
+  return code;
 }
 
 bool FusedElementwiseFromEnv() {
@@ -71,7 +95,7 @@ bool FusedElementwiseFromEnv() {
 
 CudaFusedElementwise::~CudaFusedElementwise() {
   for (auto& [key, k] : kernels_) {
-    if (k.library != nullptr) cudaLibraryUnload(k.library);
+    if (k.ok() && k->library != nullptr) cudaLibraryUnload(k->library);
   }
 }
 
@@ -92,17 +116,30 @@ absl::StatusOr<CudaFusedElementwise::Compiled> CudaFusedElementwise::Compile(
   return c;
 }
 
-CudaFusedElementwise::CudaFusedElementwise(int arch, int num_sms) : arch_(arch), num_sms_(num_sms) {
-  verify_all_ = VerifyEwShapesFromEnv();
+absl::Status CudaFusedElementwise::Probe() {
+  const std::string name = "cavs_ew_probe";
+  CAVS_ASSIGN_OR_RETURN(
+      std::string code,
+      CompileCudaSource("extern \"C\" __global__ void cavs_ew_probe(float* x) { x[0] = 1.0f; }",
+                        name + ".cu", arch_));
+  cudaLibrary_t library = nullptr;
+  CAVS_CUDA_RETURN_IF_ERROR(
+      cudaLibraryLoadData(&library, code.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+  cudaKernel_t kernel = nullptr;
+  const cudaError_t err = cudaLibraryGetKernel(&kernel, library, name.c_str());
+  cudaLibraryUnload(library);
+  CAVS_CUDA_RETURN_IF_ERROR(err);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CudaFusedElementwise::Compiled> CudaFusedElementwise::KernelFor(
     const EwKernelPlan& plan) {
   auto it = kernels_.find(plan.key);
-  if (it != kernels_.end()) return it->second;
-  CAVS_ASSIGN_OR_RETURN(Compiled c, Compile(plan));
-  kernels_.emplace(plan.key, c);
-  return c;
+  if (it == kernels_.end()) {
+    // A failure is kept too: the next launch of the shape reports it without compiling again.
+    it = kernels_.emplace(plan.key, Compile(plan)).first;
+  }
+  return it->second;
 }
 
 absl::Status CudaFusedElementwise::Launch(cudaStream_t stream, const EwInstr* host,
@@ -161,7 +198,7 @@ absl::Status CudaFusedElementwise::LaunchKernel(cudaStream_t stream, const Compi
         kSharedBytes / static_cast<int64_t>(sizeof(float)), " fit"));
   }
   if (row_bytes > 0) rows_per_block = std::min(rows_per_block, kSharedBytes / row_bytes);
-  if (rows_per_block * max_width >= (int64_t{1} << 31)) {
+  if (rows_per_block * max_width > std::numeric_limits<int32_t>::max() - kEwKernelThreads) {
     return absl::InvalidArgumentError(
         absl::StrCat("Elementwise: width ", max_width, " is too wide for one launch"));
   }

@@ -32,8 +32,9 @@
 
 namespace cavs::ops {
 
-// NVRTC: `source` (which may include "core/philox.h") to a cubin for sm_<arch> (e.g. 90).
-// Needs no GPU. A compile error carries NVRTC's log.
+// NVRTC: `source` (which may include "core/philox.h") to a cubin for sm_<arch> (e.g. 90), or,
+// where this NVRTC does not know that architecture, to PTX for the newest one below it (the
+// driver finishes it at load). Needs no GPU. A compile error carries NVRTC's log.
 [[nodiscard]] absl::StatusOr<std::string> CompileCudaSource(const std::string& source,
                                                             const std::string& file, int arch);
 
@@ -45,12 +46,17 @@ class CudaFusedElementwise {
  public:
   // `arch`: the device's compute capability as major * 10 + minor; `num_sms`: its
   // multiprocessor count (sets the grid). The device must be current for every call.
-  CudaFusedElementwise(int arch, int num_sms);
+  // `verify_all`: plan every launch with a known shape too and check the key (for tests).
+  CudaFusedElementwise(int arch, int num_sms, bool verify_all = VerifyEwShapesFromEnv())
+      : arch_(arch), num_sms_(num_sms), verify_all_(verify_all) {}
   ~CudaFusedElementwise();
   CudaFusedElementwise(const CudaFusedElementwise&) = delete;
   CudaFusedElementwise& operator=(const CudaFusedElementwise&) = delete;
 
   static constexpr int kVerifiedLaunches = 4;
+
+  // Compiles and loads a trivial kernel: whether NVRTC and the library API work here at all.
+  [[nodiscard]] absl::Status Probe();
 
   // Kernels::Elementwise for a validated program (scratch operands allowed): plans (unless
   // `shape` was seen), compiles the plan's kernel if new, and queues one launch on `stream`.
@@ -82,9 +88,9 @@ class CudaFusedElementwise {
 
   int arch_;
   int num_sms_;
-  bool verify_all_ = false;
+  bool verify_all_;
   int64_t shape_hits_ = 0;
-  absl::flat_hash_map<std::vector<int64_t>, Compiled> kernels_;
+  absl::flat_hash_map<std::vector<int64_t>, absl::StatusOr<Compiled>> kernels_;
   absl::flat_hash_map<uint64_t, Shaped> shapes_;
 };
 

@@ -1,6 +1,8 @@
 #include "ops/cuda/cuda_kernels.h"
 
+#include <cstdio>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -54,7 +56,15 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
   std::unique_ptr<CudaKernels> kernels(
       new CudaKernels(backend, handle, num_sms, major * 10 + minor));
-  kernels->SetFusedElementwise(FusedElementwiseFromEnv());
+  if (FusedElementwiseFromEnv()) {
+    const absl::Status fused = kernels->SetFusedElementwise(true);
+    if (!fused.ok()) {  // e.g. no NVRTC for this device: the interpreter still runs everything
+      std::fprintf(stderr,
+                   "cavs: generated element-wise kernels unavailable (%s); using the "
+                   "interpreter\n",
+                   std::string(fused.message()).c_str());
+    }
+  }
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, backend->stream()));
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
   CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
@@ -67,17 +77,26 @@ CudaKernels::CudaKernels(CudaBackend* backend, cublasHandle_t cublas, int num_sm
 CudaKernels::~CudaKernels() {
   CudaDeviceGuard guard;
   if (backend_->MakeCurrent(guard).ok()) {
+    if (fused_ != nullptr) (void)backend_->Synchronize();  // no launch of a kernel unloaded
     fused_.reset();
     cublasDestroy(cublas_);
   }
 }
 
-void CudaKernels::SetFusedElementwise(bool on) {
+absl::Status CudaKernels::SetFusedElementwise(bool on) {
+  if (on == (fused_ != nullptr)) return absl::OkStatus();
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
   if (!on) {
+    // Queued launches may still use the kernels about to be unloaded.
+    CAVS_RETURN_IF_ERROR(backend_->Synchronize());
     fused_.reset();
-  } else if (fused_ == nullptr) {
-    fused_ = std::make_unique<CudaFusedElementwise>(arch_, num_sms_);
+    return absl::OkStatus();
   }
+  auto fused = std::make_unique<CudaFusedElementwise>(arch_, num_sms_);
+  CAVS_RETURN_IF_ERROR(fused->Probe());
+  fused_ = std::move(fused);
+  return absl::OkStatus();
 }
 
 int64_t CudaKernels::fused_kernels_compiled() const {

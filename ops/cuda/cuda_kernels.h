@@ -70,9 +70,11 @@ class CudaKernels final : public Kernels {
   absl::Status Fill(float* dst, int64_t n, float value) override;
   absl::Status Synchronize() override { return backend_->Synchronize(); }
 
-  // Elementwise through generated kernels (the default unless CAVS_CUDA_FUSED=0) or the
-  // interpreter. An engine asks ElementwiseScratch() once, when it is created: switch before.
-  void SetFusedElementwise(bool on);
+  // Elementwise through generated kernels (the default unless CAVS_CUDA_FUSED=0, or where a
+  // trial compile fails: then a warning and the interpreter) or the interpreter. An engine asks
+  // ElementwiseScratch() once, when it is created: switch before. Switching off waits for the
+  // stream. An error if a trial compile and load fails (the setting is then unchanged).
+  [[nodiscard]] absl::Status SetFusedElementwise(bool on);
   bool fused_elementwise() const { return fused_ != nullptr; }
   // Program shapes compiled so far by the generated-kernel path.
   int64_t fused_kernels_compiled() const;

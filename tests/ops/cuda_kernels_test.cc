@@ -112,7 +112,7 @@ TEST_F(CudaKernelsTest, ElementwiseProgramsMatchTheCpu) {
   auto* cuda = static_cast<CudaKernels*>(cuda_);
   const bool was_fused = cuda->fused_elementwise();
   for (int run : {1, 8, -1, -8}) {  // negative: the interpreter
-    cuda->SetFusedElementwise(run > 0);
+    ASSERT_TRUE(cuda->SetFusedElementwise(run > 0).ok());
     const int repeats = run > 0 ? run : -run;
     const int64_t rows = 5000, h = 37, ld = 6 * h;
     std::vector<float> g = RandomFloats(rows * ld, 3), s(rows * 2 * h, 0.0f);
@@ -151,7 +151,7 @@ TEST_F(CudaKernelsTest, ElementwiseProgramsMatchTheCpu) {
     op(EwOp::kZero, h, {G, ld}, {});
     CompareProgram(p, {&g, &s, &bias}, {}, rows, 1e-4);
   }
-  cuda->SetFusedElementwise(was_fused);
+  ASSERT_TRUE(cuda->SetFusedElementwise(was_fused).ok());
 }
 
 TEST_F(CudaKernelsTest, GatherAndScatterMatchTheCpu) {

@@ -346,6 +346,27 @@ TEST(EwCodegenTest, ReadAcrossColumnsEndsTheSegment) {
   EXPECT_GE(qp.shared_width, 4);
 }
 
+// The shared row holds only what is read through it: register-resident temporaries at lower
+// scratch columns take no room (they did: a temporary at column 3600 cost 14 KB a row).
+TEST(EwCodegenTest, SharedRowsArePacked) {
+  core::Rng rng(12);
+  EwProgram p;
+  p.rows = 4;
+  float* x = p.Buffer(4 * 8, rng);
+  float* y = p.Buffer(4 * 8, rng);
+  for (int i = 0; i < 9; ++i) {
+    p.Add(EwOp::kTanh, 4, Scratch(400 * i), {x, 8});
+    p.Add(EwOp::kAccumulate, 4, {y, 8}, Scratch(400 * i));
+  }
+  p.Add(EwOp::kSigmoid, 4, Scratch(3600), {y, 8});
+  p.Add(EwOp::kSum, 4, {y + 4, 8}, Scratch(3600));
+  p.Add(EwOp::kSub, 2, {x + 4, 8}, Scratch(3601), Scratch(3600));
+  const EwKernelPlan plan = CheckPlan(p, rng, "packed shared row");
+  EXPECT_EQ(plan.registers, 9);
+  EXPECT_EQ(plan.shared_width, 4);
+  EXPECT_EQ(plan.segments.size(), 3u);
+}
+
 // A later instruction overwriting what an earlier one read from a neighbouring column (a write
 // after read across threads) also splits.
 TEST(EwCodegenTest, WriteOverAnotherElementsReadEndsTheSegment) {

@@ -98,11 +98,13 @@ inline EwProgram TreeLstmBackward(int64_t h, int64_t rows, uint64_t seed) {
 // instructions of width w, some of width w2, kSum and kBroadcast among them. An instruction's
 // dst overlaps its own operands only element for element (in place); a scratch read is of
 // columns written before. Operands often repeat an earlier dst exactly, so values flow.
-inline EwProgram RandomProgram(core::Rng& rng, int max_instrs) {
+// Rows in [1, max_rows], widths in [1, max_width]; without scratch operands if !scratch.
+inline EwProgram RandomProgram(core::Rng& rng, int max_instrs, int64_t max_rows = 7,
+                               int64_t max_width = 9, bool scratch = true) {
   EwProgram p;
-  p.rows = 1 + static_cast<int64_t>(rng.UniformInt(7));
-  const int64_t w = 1 + static_cast<int64_t>(rng.UniformInt(9));
-  const int64_t w2 = 1 + static_cast<int64_t>(rng.UniformInt(9));
+  p.rows = 1 + static_cast<int64_t>(rng.UniformInt(max_rows));
+  const int64_t w = 1 + static_cast<int64_t>(rng.UniformInt(max_width));
+  const int64_t w2 = 1 + static_cast<int64_t>(rng.UniformInt(max_width));
   const int64_t ld0 = 3 * w, ld1 = 2 * w + 1;
   float* b0 = p.Buffer(p.rows * ld0, rng);
   float* b1 = p.Buffer(p.rows * ld1, rng);
@@ -124,7 +126,7 @@ inline EwProgram RandomProgram(core::Rng& rng, int max_instrs) {
       const uint64_t kind = rng.UniformInt(for_write ? 3 : 5);
       if (kind == 0 && width <= ld0) return {b0 + rng.UniformInt(ld0 - width + 1), ld0};
       if (kind == 1 && width <= ld1) return {b1 + rng.UniformInt(ld1 - width + 1), ld1};
-      if (kind == 2 && width <= scratch_cols) {
+      if (kind == 2 && scratch && width <= scratch_cols) {
         const int64_t col = static_cast<int64_t>(rng.UniformInt(scratch_cols - width + 1));
         bool ok = for_write;
         if (!for_write) {
