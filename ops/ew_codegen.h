@@ -121,7 +121,8 @@ std::string EwKernelName(const EwKernelPlan& plan);
 // `program` is the program's EwInstr array in device memory (its pointers, strides, scalars,
 // seeds and uids are loaded from there); block b runs rows [b * rows_per_block, ...) with
 // kEwKernelThreads threads and plan.shared_width * rows_per_block floats of dynamic shared
-// memory. Includes "core/philox.h" when the program has a dropout.
+// memory. Includes "ops/cuda/ew_math.cuh" (the ops' arithmetic, shared with the interpreter)
+// and, when the program has a dropout, "core/philox.h".
 std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name);
 
 inline constexpr int kEwKernelThreads = 256;

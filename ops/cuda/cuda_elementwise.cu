@@ -2,6 +2,7 @@
 
 #include "core/random.h"
 #include "ops/cuda/cuda_elementwise.h"
+#include "ops/cuda/ew_math.cuh"
 
 namespace cavs::ops {
 
@@ -32,20 +33,22 @@ __device__ void RowSum(const EwInstr& in, int64_t r0, int nr) {
   const int width = static_cast<int>(in.width);
   for (int r = threadIdx.x >> 5; r < nr; r += kWarps) {
     float sum = 0.0f;
-    for (int c = lane; c < width; c += 32) sum += At(in.a, r0 + r, c);
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    for (int c = lane; c < width; c += 32) sum = ew::Add(sum, At(in.a, r0 + r, c));
+    for (int off = 16; off > 0; off >>= 1) {
+      sum = ew::Add(sum, __shfl_xor_sync(0xffffffffu, sum, off));
+    }
     if (lane == 0) At(in.dst, r0 + r, 0) = sum;
   }
 }
 
 __device__ void Dropout(const EwInstr& in, int64_t r0, int nr) {
   const float p = in.scalar;
-  const float scale = 1.0f / (1.0f - p);
+  const float inv_keep = 1.0f / (1.0f - p);
   const uint64_t width = static_cast<uint64_t>(in.width);
   ForEach(r0, nr, static_cast<int>(in.width), [&](int64_t row, int c) {
     const uint64_t uid = static_cast<uint64_t>(static_cast<int64_t>(in.uids[row]));
     const bool keep = core::PhiloxUniform(in.seed, uid * width + c) >= p;
-    At(in.dst, row, c) = keep ? At(in.a, row, c) * scale : 0.0f;
+    At(in.dst, row, c) = ew::Dropout(At(in.a, row, c), keep, inv_keep);
   });
 }
 
@@ -60,25 +63,29 @@ __device__ void Run(const EwInstr& in, int64_t r0, int nr) {
     case EwOp::kZero:
       return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = 0.0f; });
     case EwOp::kAdd:
-      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = At(a, r, c) + At(b, r, c); });
-    case EwOp::kSub:
-      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = At(a, r, c) - At(b, r, c); });
-    case EwOp::kMul:
-      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = At(a, r, c) * At(b, r, c); });
-    case EwOp::kAccumulate:
-      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) += At(a, r, c); });
-    case EwOp::kSigmoid:
       return ForEach(r0, nr, w,
-                     [&](int64_t r, int c) { At(d, r, c) = 1.0f / (1.0f + expf(-At(a, r, c))); });
+                     [&](int64_t r, int c) { At(d, r, c) = ew::Add(At(a, r, c), At(b, r, c)); });
+    case EwOp::kSub:
+      return ForEach(r0, nr, w,
+                     [&](int64_t r, int c) { At(d, r, c) = ew::Sub(At(a, r, c), At(b, r, c)); });
+    case EwOp::kMul:
+      return ForEach(r0, nr, w,
+                     [&](int64_t r, int c) { At(d, r, c) = ew::Mul(At(a, r, c), At(b, r, c)); });
+    case EwOp::kAccumulate:
+      return ForEach(r0, nr, w,
+                     [&](int64_t r, int c) { At(d, r, c) = ew::Add(At(d, r, c), At(a, r, c)); });
+    case EwOp::kSigmoid:
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = ew::Sigmoid(At(a, r, c)); });
     case EwOp::kTanh:
-      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = tanhf(At(a, r, c)); });
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = ew::Tanh(At(a, r, c)); });
     case EwOp::kRelu:
-      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = fmaxf(At(a, r, c), 0.0f); });
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = ew::Relu(At(a, r, c)); });
     case EwOp::kNeg:
       return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = -At(a, r, c); });
     case EwOp::kScale: {
       const float s = in.scalar, o = in.offset;
-      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = s * At(a, r, c) + o; });
+      return ForEach(r0, nr, w,
+                     [&](int64_t r, int c) { At(d, r, c) = ew::Scale(At(a, r, c), s, o); });
     }
     case EwOp::kSum:
       return RowSum(in, r0, nr);
@@ -89,16 +96,16 @@ __device__ void Run(const EwInstr& in, int64_t r0, int nr) {
     case EwOp::kSigmoidGrad:
       return ForEach(r0, nr, w, [&](int64_t r, int c) {
         const float y = At(a, r, c);
-        At(d, r, c) = At(b, r, c) * y * (1.0f - y);
+        At(d, r, c) = ew::SigmoidGrad(y, At(b, r, c));
       });
     case EwOp::kTanhGrad:
       return ForEach(r0, nr, w, [&](int64_t r, int c) {
         const float y = At(a, r, c);
-        At(d, r, c) = At(b, r, c) * (1.0f - y * y);
+        At(d, r, c) = ew::TanhGrad(y, At(b, r, c));
       });
     case EwOp::kReluGrad:
       return ForEach(r0, nr, w, [&](int64_t r, int c) {
-        At(d, r, c) = At(a, r, c) > 0.0f ? At(b, r, c) : 0.0f;
+        At(d, r, c) = ew::ReluGrad(At(a, r, c), At(b, r, c));
       });
   }
 }

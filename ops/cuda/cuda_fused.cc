@@ -52,14 +52,14 @@ absl::StatusOr<std::string> CompileCudaSource(const std::string& source, const s
   }
   const std::string gpu = cubin ? absl::StrCat("--gpu-architecture=sm_", arch)
                                 : absl::StrCat("--gpu-architecture=compute_", ptx_arch);
-  const char* headers[] = {kNvrtcPhiloxH, kNvrtcHostDeviceH, kNvrtcStdintH};
-  const char* include_names[] = {"core/philox.h", "core/host_device.h", "stdint.h"};
+  const char* headers[] = {kNvrtcPhiloxH, kNvrtcHostDeviceH, kNvrtcEwMathH, kNvrtcStdintH};
+  const char* include_names[] = {"core/philox.h", "core/host_device.h", "ops/cuda/ew_math.cuh",
+                                 "stdint.h"};
   ProgramHolder holder;
   CAVS_NVRTC_RETURN_IF_ERROR(
-      nvrtcCreateProgram(&holder.program, source.c_str(), file.c_str(), 3, headers, include_names));
-  // nvcc's defaults, as the interpreter was built: no fast math, FMA contraction on (the
-  // generated source writes each instruction's closing product as __fmul_rn, so contraction
-  // stays within an instruction, as in the interpreter).
+      nvrtcCreateProgram(&holder.program, source.c_str(), file.c_str(), 4, headers, include_names));
+  // nvcc's defaults, as the interpreter is built: no fast math (the ops' adds and multiplies
+  // are explicitly rounded intrinsics, ew_math.cuh, which no contraction setting reaches).
   const char* options[] = {gpu.c_str(), "--std=c++17", "--fmad=true"};
   const nvrtcResult result = nvrtcCompileProgram(holder.program, 3, options);
   if (result != NVRTC_SUCCESS) {
@@ -99,22 +99,28 @@ CudaFusedElementwise::~CudaFusedElementwise() {
   }
 }
 
-absl::StatusOr<CudaFusedElementwise::Compiled> CudaFusedElementwise::Compile(
-    const EwKernelPlan& plan) {
-  const std::string name = EwKernelName(plan);
-  CAVS_ASSIGN_OR_RETURN(std::string cubin, CompileCudaSource(EmitEwKernelCuda(plan, name),
-                                                             absl::StrCat(name, ".cu"), arch_));
-  Compiled c;
-  CAVS_CUDA_RETURN_IF_ERROR(
-      cudaLibraryLoadData(&c.library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-  const cudaError_t err = cudaLibraryGetKernel(&c.kernel, c.library, name.c_str());
+namespace {
+
+// Loads `code` (a cubin or PTX) and finds `name` in it.
+absl::StatusOr<CudaFusedElementwise::Compiled> LoadKernel(const std::string& code,
+                                                          const std::string& name) {
+  CudaFusedElementwise::Compiled c;
+  cudaError_t err =
+      cudaLibraryLoadData(&c.library, code.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+  if (err == cudaSuccess) {
+    err = cudaLibraryGetKernel(&c.kernel, c.library, name.c_str());
+    if (err != cudaSuccess) cudaLibraryUnload(c.library);
+  }
   if (err != cudaSuccess) {
-    cudaLibraryUnload(c.library);
-    return CudaStatus(err, "cudaLibraryGetKernel(&c.kernel, c.library, name.c_str())", __FILE__,
-                      __LINE__);
+    // A failed call stays the runtime's last error, which the next launch check (the
+    // interpreter's, a gather's) would report as its own: clear it.
+    (void)cudaGetLastError();
+    return CudaStatus(err, "cudaLibraryLoadData / cudaLibraryGetKernel", __FILE__, __LINE__);
   }
   return c;
 }
+
+}  // namespace
 
 absl::Status CudaFusedElementwise::Probe() {
   const std::string name = "cavs_ew_probe";
@@ -122,24 +128,26 @@ absl::Status CudaFusedElementwise::Probe() {
       std::string code,
       CompileCudaSource("extern \"C\" __global__ void cavs_ew_probe(float* x) { x[0] = 1.0f; }",
                         name + ".cu", arch_));
-  cudaLibrary_t library = nullptr;
-  CAVS_CUDA_RETURN_IF_ERROR(
-      cudaLibraryLoadData(&library, code.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-  cudaKernel_t kernel = nullptr;
-  const cudaError_t err = cudaLibraryGetKernel(&kernel, library, name.c_str());
-  cudaLibraryUnload(library);
-  CAVS_CUDA_RETURN_IF_ERROR(err);
+  CAVS_ASSIGN_OR_RETURN(Compiled c, LoadKernel(code, name));
+  cudaLibraryUnload(c.library);
   return absl::OkStatus();
 }
 
 absl::StatusOr<CudaFusedElementwise::Compiled> CudaFusedElementwise::KernelFor(
     const EwKernelPlan& plan) {
   auto it = kernels_.find(plan.key);
-  if (it == kernels_.end()) {
-    // A failure is kept too: the next launch of the shape reports it without compiling again.
-    it = kernels_.emplace(plan.key, Compile(plan)).first;
+  if (it != kernels_.end()) return it->second;
+  const std::string name = EwKernelName(plan);
+  absl::StatusOr<std::string> code =
+      CompileCudaSource(EmitEwKernelCuda(plan, name), absl::StrCat(name, ".cu"), arch_);
+  if (!code.ok()) {
+    kernels_.emplace(plan.key, code.status());  // NVRTC's verdict stands: not compiled again
+    return code.status();
   }
-  return it->second;
+  // A load failure (out of memory, say) is not kept: the next launch tries again.
+  CAVS_ASSIGN_OR_RETURN(Compiled c, LoadKernel(*code, name));
+  kernels_.emplace(plan.key, c);
+  return c;
 }
 
 absl::Status CudaFusedElementwise::Launch(cudaStream_t stream, const EwInstr* host,

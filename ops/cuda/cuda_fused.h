@@ -55,6 +55,12 @@ class CudaFusedElementwise {
 
   static constexpr int kVerifiedLaunches = 4;
 
+  // A loaded kernel (its library stays loaded while this object lives).
+  struct Compiled {
+    cudaLibrary_t library = nullptr;
+    cudaKernel_t kernel = nullptr;
+  };
+
   // Compiles and loads a trivial kernel: whether NVRTC and the library API work here at all.
   [[nodiscard]] absl::Status Probe();
 
@@ -68,10 +74,6 @@ class CudaFusedElementwise {
   int64_t shape_hits() const { return shape_hits_; }
 
  private:
-  struct Compiled {
-    cudaLibrary_t library = nullptr;
-    cudaKernel_t kernel = nullptr;
-  };
   // What a launch needs, kept per caller shape with the program's fingerprint.
   struct Shaped {
     std::vector<int64_t> fingerprint;  // ops, widths, strides, scratch columns
@@ -81,7 +83,6 @@ class CudaFusedElementwise {
     int64_t max_width = 0;
     int launches = 0;
   };
-  absl::StatusOr<Compiled> Compile(const EwKernelPlan& plan);
   absl::StatusOr<Compiled> KernelFor(const EwKernelPlan& plan);
   absl::Status LaunchKernel(cudaStream_t stream, const Compiled& kernel, const EwInstr* device,
                             int64_t rows, int64_t shared_width, int64_t max_width);

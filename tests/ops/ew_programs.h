@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/random.h"
@@ -120,12 +121,13 @@ inline EwProgram RandomProgram(core::Rng& rng, int max_instrs, int64_t max_rows 
     if (x >= b1 && x < b1 + p.rows * ld1) return b1;
     return bias;
   };
-  auto any = [&](int64_t width, bool for_write) -> EwArg {
+  // An operand of `width` columns that fits, or nothing (then the instruction is drawn again).
+  auto any = [&](int64_t width, bool for_write) -> std::optional<EwArg> {
     // A column offset where `width` columns fit, in a row buffer or the scratch row.
     for (int attempt = 0; attempt < 20; ++attempt) {
       const uint64_t kind = rng.UniformInt(for_write ? 3 : 5);
-      if (kind == 0 && width <= ld0) return {b0 + rng.UniformInt(ld0 - width + 1), ld0};
-      if (kind == 1 && width <= ld1) return {b1 + rng.UniformInt(ld1 - width + 1), ld1};
+      if (kind == 0 && width <= ld0) return EwArg{b0 + rng.UniformInt(ld0 - width + 1), ld0};
+      if (kind == 1 && width <= ld1) return EwArg{b1 + rng.UniformInt(ld1 - width + 1), ld1};
       if (kind == 2 && scratch && width <= scratch_cols) {
         const int64_t col = static_cast<int64_t>(rng.UniformInt(scratch_cols - width + 1));
         bool ok = for_write;
@@ -147,9 +149,9 @@ inline EwProgram RandomProgram(core::Rng& rng, int max_instrs, int64_t max_rows 
           if (ok && (d.scratch >= 0 || col + width <= d.ld)) return d;
         }
       }
-      if (kind == 4 && width <= 3 * w) return {bias + rng.UniformInt(3 * w - width + 1), 0};
+      if (kind == 4 && width <= 3 * w) return EwArg{bias + rng.UniformInt(3 * w - width + 1), 0};
     }
-    return {b0, ld0};
+    return std::nullopt;
   };
   const int n = 1 + static_cast<int>(rng.UniformInt(max_instrs));
   while (static_cast<int>(p.instrs.size()) < n) {
@@ -158,16 +160,22 @@ inline EwProgram RandomProgram(core::Rng& rng, int max_instrs, int64_t max_rows 
     in.width = rng.UniformInt(4) == 0 ? w2 : w;
     const bool sum = in.op == EwOp::kSum, bcast = in.op == EwOp::kBroadcast;
     // A destination from an earlier one (a value overwritten) or anywhere.
-    in.dst = rng.UniformInt(3) == 0 && !dsts.empty() ? dsts[rng.UniformInt(dsts.size())]
-                                                     : any(sum ? 1 : in.width, true);
+    const std::optional<EwArg> dst = rng.UniformInt(3) == 0 && !dsts.empty()
+                                         ? dsts[rng.UniformInt(dsts.size())]
+                                         : any(sum ? 1 : in.width, true);
+    if (!dst) continue;
+    in.dst = *dst;
     const int64_t dst_width = sum ? 1 : in.width;
     const int64_t dst_col = in.dst.scratch >= 0 ? 0 : in.dst.ptr - base_of(in.dst.ptr);
     if (in.dst.scratch >= 0 ? in.dst.scratch + dst_width > scratch_cols
                             : dst_col + dst_width > in.dst.ld) {
       continue;
     }
-    in.a = any(bcast ? 1 : in.width, false);
-    in.b = any(in.width, false);
+    const std::optional<EwArg> a = any(bcast ? 1 : in.width, false);
+    const std::optional<EwArg> b = EwReadsB(in.op) ? any(in.width, false) : EwArg{};
+    if (!a || !b) continue;
+    in.a = *a;
+    in.b = *b;
     in.scalar = in.op == EwOp::kDropout ? 0.3f : rng.Uniform(-2.0f, 2.0f);
     in.offset = rng.Uniform(-1.0f, 1.0f);
     in.seed = rng.NextU64();
