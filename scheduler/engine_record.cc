@@ -147,8 +147,9 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
   const int count = static_cast<int>(b_.instrs.size() - first);
   CAVS_CHECK(count == st.instrs, "instruction count");
   // Every round of a step reads and writes the same views at other rows: one shape (with one
-  // row apart, where row strides stop mattering).
-  const uint64_t shape = absl::HashOf(c_.serial, &st, r1 - r0 == 1) | 1;
+  // row apart, where row strides stop mattering; and training apart, where dropout is a copy
+  // in inference, so that switching between them does not plan the step again).
+  const uint64_t shape = absl::HashOf(c_.serial, &st, r1 - r0 == 1, b_.options->training) | 1;
   LaunchInstrs(first, count, r1 - r0, shape);
 }
 
