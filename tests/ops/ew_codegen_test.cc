@@ -446,7 +446,7 @@ TEST(EwCodegenTest, EmittedSourceFollowsThePlan) {
   const EwKernelPlan qp = PlanEwKernel(q.instrs.data(), 3, q.rows);
   const std::string qs = EmitEwKernelCuda(qp, "k");
   EXPECT_NE(qs.find("#include \"core/philox.h\""), std::string::npos);
-  EXPECT_NE(qs.find("extern __shared__ float shared[]"), std::string::npos);
+  EXPECT_NE(qs.find("CAVS_EW_SHARED(shared);"), std::string::npos);
   EXPECT_NE(qs.find("__shfl_xor_sync"), std::string::npos);
   EXPECT_EQ(qp.segments.size(), 3u);
 }

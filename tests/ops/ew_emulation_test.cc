@@ -1,0 +1,215 @@
+// The CUDA source the generated element-wise kernels are made of (EmitEwKernelCuda), compiled by
+// the host C++ compiler and run on host threads, against the CPU kernels: the emitted text
+// itself, not only its plan, checked on machines without a GPU.
+//
+// A small prelude makes the source host C++: __global__ and __device__ vanish, threadIdx and
+// blockIdx are thread-locals, each block is 256 std::threads with a std::barrier for
+// __syncthreads, each warp 32 of them exchanging through slots for __shfl_xor_sync, the
+// rounded intrinsics are the plain IEEE operations (std::fma for __fmaf_rn), and the shared
+// row (CAVS_EW_SHARED) is a buffer per block. The kernel is built as a shared object with the
+// compiler that built this test and loaded with dlopen; the test skips where that compiler is
+// gone. The launch shape (rows per block) is the one CudaFusedElementwise computes for one SM.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/random.h"
+#include "gtest/gtest.h"
+#include "ops/cpu/cpu_elementwise.h"
+#include "ops/ew_codegen.h"
+#include "tests/ops/ew_programs.h"
+#include "tests/ops/ops_test_util.h"
+
+namespace cavs::ops {
+namespace {
+
+using testing::AllClose;
+using testing::EwProgram;
+using testing::RandomProgram;
+using testing::Scratch;
+
+constexpr const char* kPrelude = R"(#pragma once
+#include <math.h>
+#include <barrier>
+#include <cmath>
+#include <memory>
+#include <thread>
+#include <vector>
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+struct CavsEmuDim { unsigned x; };
+inline thread_local CavsEmuDim threadIdx, blockIdx;
+struct CavsEmuWarp {
+  std::barrier<> sync{32};
+  float slots[32];
+};
+inline thread_local std::barrier<>* cavs_emu_block;
+inline thread_local CavsEmuWarp* cavs_emu_warp;
+inline thread_local float* cavs_emu_shared;
+inline void __syncthreads() { cavs_emu_block->arrive_and_wait(); }
+inline float __shfl_xor_sync(unsigned, float v, int off) {
+  CavsEmuWarp* w = cavs_emu_warp;
+  const unsigned lane = threadIdx.x & 31;
+  w->slots[lane] = v;
+  w->sync.arrive_and_wait();
+  const float r = w->slots[lane ^ static_cast<unsigned>(off)];
+  w->sync.arrive_and_wait();
+  return r;
+}
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+#define CAVS_EW_SHARED(name) float* const name = cavs_emu_shared
+using CavsEmuKernel = void (*)(const unsigned char*, long long, int);
+extern "C" void cavs_emu_run(CavsEmuKernel kernel, const unsigned char* program, long long rows,
+                             int rows_per_block, long long shared_floats) {
+  const long long blocks = (rows + rows_per_block - 1) / rows_per_block;
+  for (long long b = 0; b < blocks; ++b) {
+    std::barrier<> block(256);
+    std::unique_ptr<CavsEmuWarp[]> warps(new CavsEmuWarp[8]);
+    std::vector<float> shared(static_cast<size_t>(shared_floats) + 1, 0.0f);
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < 256; ++t) {
+      threads.emplace_back([&, t] {
+        threadIdx.x = t;
+        blockIdx.x = static_cast<unsigned>(b);
+        cavs_emu_block = &block;
+        cavs_emu_warp = &warps[t / 32];
+        cavs_emu_shared = shared.data();
+        kernel(program, rows, rows_per_block);
+      });
+    }
+    for (std::thread& th : threads) th.join();
+  }
+}
+)";
+
+class EwEmulationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(CAVS_TEST_CXX)) {
+      GTEST_SKIP() << "the compiler that built this test is gone: " << CAVS_TEST_CXX;
+    }
+    dir_ = std::filesystem::temp_directory_path() /
+           ("cavs_ew_emulation_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "prelude.h") << kPrelude;
+  }
+  void TearDown() override {
+    for (void* so : loaded_) dlclose(so);
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Emits, builds and runs `p`'s kernel on host threads; then runs p on the CPU kernels from
+  // the same inputs and compares every buffer.
+  void Compare(EwProgram& p, const std::string& what) {
+    const int count = static_cast<int>(p.instrs.size());
+    ASSERT_TRUE(cpu::ValidateProgram(p.instrs.data(), count, p.rows).ok()) << what;
+    const EwKernelPlan plan = PlanEwKernel(p.instrs.data(), count, p.rows);
+    const std::string name = EwKernelName(plan);
+    const std::filesystem::path src = dir_ / (name + ".cu"), so = dir_ / (name + ".so");
+    std::ofstream(src) << EmitEwKernelCuda(plan, name);
+    const std::string cmd =
+        std::string(CAVS_TEST_CXX) + " -std=c++20 -O1 -fPIC -shared -pthread -w -x c++ -include " +
+        (dir_ / "prelude.h").string() + " -I" CAVS_SOURCE_DIR " " + src.string() + " -o " +
+        so.string() + " 2>" + (dir_ / "log.txt").string();
+    if (std::system(cmd.c_str()) != 0) {
+      std::ifstream log(dir_ / "log.txt");
+      const std::string text((std::istreambuf_iterator<char>(log)), {});
+      FAIL() << what << ": the emitted source does not compile as host C++:\n" << text;
+    }
+    void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(handle, nullptr) << dlerror();
+    loaded_.push_back(handle);
+    using Kernel = void (*)(const unsigned char*, long long, int);
+    using Run = void (*)(Kernel, const unsigned char*, long long, int, long long);
+    auto kernel = reinterpret_cast<Kernel>(dlsym(handle, name.c_str()));
+    auto run = reinterpret_cast<Run>(dlsym(handle, "cavs_emu_run"));
+    ASSERT_NE(kernel, nullptr);
+    ASSERT_NE(run, nullptr);
+
+    std::vector<std::vector<float>> before;
+    for (const auto& b : p.buffers) before.push_back(*b);
+    ASSERT_TRUE(cpu::Elementwise(p.instrs.data(), count, p.rows).ok()) << what;
+    std::vector<std::vector<float>> want;
+    for (const auto& b : p.buffers) want.push_back(*b);
+    for (size_t i = 0; i < before.size(); ++i) *p.buffers[i] = before[i];
+    if (plan.instrs.empty()) return;
+    // CudaFusedElementwise's launch shape for a device of one SM.
+    int64_t rows_per_block = std::max<int64_t>(1, 4096 / plan.max_width);
+    rows_per_block = std::min(rows_per_block, std::max<int64_t>(1, (p.rows + 1) / 2));
+    run(kernel, reinterpret_cast<const unsigned char*>(p.instrs.data()), p.rows,
+        static_cast<int>(rows_per_block), rows_per_block * plan.shared_width);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(AllClose(*p.buffers[i], want[i], 1e-5, 1e-6)) << what << ", buffer " << i;
+    }
+  }
+
+  std::filesystem::path dir_;
+  std::vector<void*> loaded_;
+};
+
+TEST_F(EwEmulationTest, TreeLstmRounds) {
+  for (int64_t rows : {1, 37}) {
+    EwProgram fwd = testing::TreeLstmForward(20, rows, 1);
+    Compare(fwd, "forward, rows " + std::to_string(rows));
+    EwProgram bwd = testing::TreeLstmBackward(20, rows, 2);
+    Compare(bwd, "backward, rows " + std::to_string(rows));
+  }
+}
+
+// Every op in one program, a row sum and a broadcast through the shared row, several rows per
+// block and several blocks.
+TEST_F(EwEmulationTest, EveryOpSharedRowsAndRowSums) {
+  core::Rng rng(3);
+  EwProgram p;
+  p.rows = 41;
+  p.uids.resize(p.rows);
+  for (int64_t r = 0; r < p.rows; ++r) p.uids[r] = static_cast<int32_t>(3 * r + 1);
+  float* x = p.Buffer(p.rows * 40, rng);
+  float* y = p.Buffer(p.rows * 40, rng);
+  float* bias = p.Buffer(40, rng);
+  for (int op = 0; op <= static_cast<int>(EwOp::kReluGrad); ++op) {
+    const EwOp o = static_cast<EwOp>(op);
+    if (o == EwOp::kSum || o == EwOp::kBroadcast) continue;
+    p.Add(o, 8, {y + 8 * (op % 4), 40}, {x + 8 * (op % 3), 40}, {bias, 0});
+    p.instrs.back().scalar = o == EwOp::kDropout ? 0.25f : 0.5f;
+    p.instrs.back().offset = 0.125f;
+    p.instrs.back().uids = p.uids.data();
+  }
+  p.Add(EwOp::kTanh, 33, Scratch(0), {x, 40});
+  p.Add(EwOp::kSum, 33, Scratch(40), Scratch(0));
+  p.Add(EwOp::kBroadcast, 5, {y + 33, 40}, Scratch(40));
+  p.Add(EwOp::kMul, 32, {x, 40}, Scratch(1), {y, 40});  // tanh's, one column over
+  const EwKernelPlan plan =
+      PlanEwKernel(p.instrs.data(), static_cast<int>(p.instrs.size()), p.rows);
+  ASSERT_GT(plan.shared_width, 0);
+  ASSERT_GT(plan.segments.size(), 3u);
+  Compare(p, "every op");
+}
+
+TEST_F(EwEmulationTest, RandomPrograms) {
+  core::Rng rng(4);
+  for (int i = 0; i < 8; ++i) {
+    EwProgram p = RandomProgram(rng, 14, i < 4 ? 7 : 60, i < 4 ? 9 : 40);
+    Compare(p, "random program " + std::to_string(i));
+    if (HasFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace cavs::ops
