@@ -521,11 +521,9 @@ std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name) 
   return s;
 }
 
-namespace {
-
 // The value of one element of `in` (a, b its operands, d the dst's old value): the CPU's and
 // the interpreter's arithmetic.
-float ApplyOnHost(const EwInstr& in, float a, float b, float d, int64_t row, int64_t c) {
+float EwApplyOnHost(const EwInstr& in, float a, float b, float d, int64_t row, int64_t c) {
   switch (in.op) {
     case EwOp::kCopy:
     case EwOp::kBroadcast:
@@ -569,8 +567,6 @@ float ApplyOnHost(const EwInstr& in, float a, float b, float d, int64_t row, int
   return 0.0f;
 }
 
-}  // namespace
-
 void RunEwPlanOnHost(const EwKernelPlan& plan, const EwInstr* program, int64_t rows) {
   const int64_t sw = std::max<int64_t>(plan.shared_width, 1);
   std::vector<float> shared(static_cast<size_t>(rows * sw), 0.0f);
@@ -612,8 +608,8 @@ void RunEwPlanOnHost(const EwKernelPlan& plan, const EwInstr* program, int64_t r
         auto value = [&](const EwPlanOperand& o, int which) {
           return o.source == EwSource::kRegister ? regs[o.index] : loaded[k][which];
         };
-        regs[k] = ApplyOnHost(program[p.program_index], value(p.a, 0), value(p.b, 1),
-                              value(p.dst_in, 2), row, c);
+        regs[k] = EwApplyOnHost(program[p.program_index], value(p.a, 0), value(p.b, 1),
+                                value(p.dst_in, 2), row, c);
         if (p.dst.source != EwSource::kRegister) *at(p.dst, row, c) = regs[k];
       }
     }

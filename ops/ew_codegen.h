@@ -136,6 +136,11 @@ inline constexpr int kEwKernelThreads = 256;
 // plans of real programs on machines without a GPU.
 void RunEwPlanOnHost(const EwKernelPlan& plan, const EwInstr* program, int64_t rows);
 
+// One element of `in` on the host, in scalar float arithmetic (RunEwPlanOnHost's): a and b its
+// operands, d the dst's old value (kAccumulate), `row` for a dropout's uid, c the column.
+// REQUIRES: in.op != kSum.
+float EwApplyOnHost(const EwInstr& in, float a, float b, float d, int64_t row, int64_t c);
+
 // Whether the environment asks the CPU kernels for it (CAVS_CPU_EW_AS_PLANNED=1).
 bool EwAsPlannedFromEnv();
 

@@ -35,51 +35,6 @@ using testing::TreeLstmForward;
 
 constexpr int64_t kScratchCols = 4096;
 
-// The value of one element of `in`: a, b its operands, d the dst's old value (kAccumulate).
-float Apply(const EwInstr& in, float a, float b, float d, int32_t uid, int64_t c) {
-  switch (in.op) {
-    case EwOp::kCopy:
-    case EwOp::kBroadcast:
-      return a;
-    case EwOp::kZero:
-      return 0.0f;
-    case EwOp::kAdd:
-      return a + b;
-    case EwOp::kSub:
-      return a - b;
-    case EwOp::kMul:
-      return a * b;
-    case EwOp::kAccumulate:
-      return d + a;
-    case EwOp::kSigmoid:
-      return 1.0f / (1.0f + std::exp(-a));
-    case EwOp::kTanh:
-      return std::tanh(a);
-    case EwOp::kRelu:
-      return std::fmax(a, 0.0f);
-    case EwOp::kNeg:
-      return -a;
-    case EwOp::kScale:
-      return in.scalar * a + in.offset;
-    case EwOp::kDropout: {
-      const uint64_t counter =
-          static_cast<uint64_t>(static_cast<int64_t>(uid)) * static_cast<uint64_t>(in.width) +
-          static_cast<uint64_t>(c);
-      return core::PhiloxUniform(in.seed, counter) >= in.scalar ? a * (1.0f / (1.0f - in.scalar))
-                                                                : 0.0f;
-    }
-    case EwOp::kSigmoidGrad:
-      return b * a * (1.0f - a);
-    case EwOp::kTanhGrad:
-      return b * (1.0f - a * a);
-    case EwOp::kReluGrad:
-      return a > 0.0f ? b : 0.0f;
-    case EwOp::kSum:
-      break;
-  }
-  return 0.0f;
-}
-
 float& Elem(const EwArg& x, std::vector<float>& scratch_row, int64_t row, int64_t c) {
   if (x.scratch >= 0) return scratch_row[x.scratch + c];
   return x.ptr[row * x.ld + c];
@@ -102,7 +57,7 @@ void Reference(const EwProgram& p) {
             in.op == EwOp::kZero ? 0.0f : Elem(in.a, srow, r, in.op == EwOp::kBroadcast ? 0 : c);
         const float b = EwReadsB(in.op) ? Elem(in.b, srow, r, c) : 0.0f;
         const float d = in.op == EwOp::kAccumulate ? Elem(in.dst, srow, r, c) : 0.0f;
-        Elem(in.dst, srow, r, c) = Apply(in, a, b, d, in.uids ? in.uids[r] : 0, c);
+        Elem(in.dst, srow, r, c) = EwApplyOnHost(in, a, b, d, r, c);
       }
     }
   }
@@ -197,7 +152,7 @@ void Simulate(const EwKernelPlan& plan, const EwProgram& p, core::Rng& rng, int 
       const float a = operand(pi.a, 0);
       const float b = operand(pi.b, 1);
       const float d = operand(pi.dst_in, 2);
-      const float v = Apply(in, a, b, d, in.uids ? in.uids[t.row] : 0, t.c);
+      const float v = EwApplyOnHost(in, a, b, d, t.row, t.c);
       t.regs[t.next] = v;
       if (pi.dst.source == EwSource::kMemory) {
         const EwArg& x = slot_arg(pi.dst.index);
