@@ -22,7 +22,8 @@
 // host_us per Elementwise call.
 // The *_overlap variants build the next batch's Plan on another thread (Engine::PlanBatch)
 // while the current batch runs, as a trainer could.
-//   floor_ms: max(GEMM FLOPs / sgemm rate, minimum bytes / bandwidth) per batch.
+//   floor_ms: max(GEMM FLOPs / sgemm rate, minimum bytes / bandwidth) per batch;
+//   ew_kernels: element-wise kernels generated so far in the process (0 with CAVS_CUDA_FUSED=0).
 // A table against the issue #6 targets is printed last.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
@@ -138,6 +139,10 @@ void Report(benchmark::State& state, const Totals& t, const scheduler::Engine& e
   state.counters["kernels_per_round"] =
       e.ForwardLaunchesPerRound() + (train ? e.BackwardLaunchesPerRound() : 0);
   state.counters["kernels_per_batch"] = static_cast<double>(e.stats().commands);
+  // The element-wise path: kernels generated so far in the process (0: the interpreter).
+  if (absl::StatusOr<ops::CudaKernels*> k = ops::GetCudaKernels(0); k.ok()) {
+    state.counters["ew_kernels"] = static_cast<double>((*k)->fused_kernels_compiled());
+  }
   state.counters["host_syncs"] = t.syncs / n;
   state.counters["peak_MiB"] = t.peak / kMiB;
   state.counters["plan_MiB"] = t.plan_bytes / kMiB;
