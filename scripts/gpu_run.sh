@@ -16,6 +16,11 @@ OUT="${OUT:-$PWD/out}"
 mkdir -p "$OUT"
 [[ -d bin ]] || tar -xzf pack.tgz
 export LD_LIBRARY_PATH="$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# cuDNN (the LSTM baseline) where the image keeps it outside the toolkit (a Python wheel, say).
+if ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9' && [[ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]]; then
+  cudnn=$(find / -name 'libcudnn.so.9' -not -path '/proc/*' 2>/dev/null | head -1)
+  [[ -n "$cudnn" ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$cudnn")"
+fi
 export PATH="/usr/local/cuda/bin:$PATH"  # compute-sanitizer
 bin="$PWD/bin"
 summary="$OUT/summary.txt"
