@@ -1,10 +1,17 @@
 #include "ops/cuda/cuda_fused.h"
 
 #include <nvrtc.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,6 +95,117 @@ absl::StatusOr<std::string> CompileCudaSource(const std::string& source, const s
   return code;
 }
 
+namespace {
+
+constexpr char kCacheMagic[] = "CAVS-KERNEL-CACHE-1\n";
+
+// FNV-1a, 64 bits: a name stable across processes and builds (absl::Hash is seeded per
+// process). Collisions are harmless: an entry is used only if its stored source matches.
+uint64_t StableHash(const std::string& bytes, uint64_t h = 14695981039346656037ull) {
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+uint32_t Crc(const std::string& a, const std::string& b) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(a.data()), static_cast<uInt>(a.size()));
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(b.data()), static_cast<uInt>(b.size()));
+  return static_cast<uint32_t>(crc);
+}
+
+void PutU64(std::string* out, uint64_t v) { out->append(reinterpret_cast<const char*>(&v), 8); }
+
+// The code of a valid entry for `source`, or nothing.
+std::optional<std::string> ReadEntry(const std::string& path, const std::string& source) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const size_t magic = sizeof(kCacheMagic) - 1;
+  if (bytes.size() < magic + 20 || bytes.compare(0, magic, kCacheMagic) != 0) return std::nullopt;
+  size_t at = magic;
+  auto u64 = [&](uint64_t* v) {
+    if (bytes.size() - at < 8) return false;
+    std::memcpy(v, bytes.data() + at, 8);
+    at += 8;
+    return true;
+  };
+  uint64_t source_size = 0, code_size = 0;
+  if (!u64(&source_size) || source_size != source.size() || bytes.size() - at < source_size ||
+      bytes.compare(at, source_size, source) != 0) {
+    return std::nullopt;
+  }
+  at += source_size;
+  if (!u64(&code_size) || bytes.size() - at != code_size + 4) return std::nullopt;
+  std::string code = bytes.substr(at, code_size);
+  uint32_t crc = 0;
+  std::memcpy(&crc, bytes.data() + at + code_size, 4);
+  if (crc != Crc(source, code)) return std::nullopt;
+  return code;
+}
+
+// Writes the entry through a temporary file and a rename; failures leave no file behind.
+void WriteEntry(const std::string& path, const std::string& source, const std::string& code) {
+  static std::atomic<uint64_t> counter{0};
+  std::string bytes = kCacheMagic;
+  PutU64(&bytes, source.size());
+  bytes += source;
+  PutU64(&bytes, code.size());
+  bytes += code;
+  const uint32_t crc = Crc(source, code);
+  bytes.append(reinterpret_cast<const char*>(&crc), 4);
+  const std::string tmp =
+      absl::StrCat(path, ".tmp-", ::getpid(), "-", counter.fetch_add(1, std::memory_order_relaxed));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush()) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      return;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+}
+
+}  // namespace
+
+std::string KernelCachePath(const std::string& cache_dir, const std::string& source, int arch) {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) major = minor = -1;
+  const uint64_t h =
+      StableHash(absl::StrCat(kCacheMagic, "sm_", arch, " nvrtc ", major, ".", minor, "\n"),
+                 StableHash(source));
+  return absl::StrCat(cache_dir, "/", absl::Hex(h, absl::kZeroPad16), ".bin");
+}
+
+std::string KernelCacheDirFromEnv() {
+  if (const char* v = std::getenv("CAVS_KERNEL_CACHE")) {
+    return std::string_view(v) == "0" ? std::string() : std::string(v);
+  }
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] != '\0') {
+    return absl::StrCat(xdg, "/cavs/kernels");
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] != '\0') {
+    return absl::StrCat(home, "/.cache/cavs/kernels");
+  }
+  return "";
+}
+
+absl::StatusOr<std::string> CompileCudaSourceCached(const std::string& source,
+                                                    const std::string& file, int arch,
+                                                    const std::string& cache_dir) {
+  if (cache_dir.empty()) return CompileCudaSource(source, file, arch);
+  const std::string path = KernelCachePath(cache_dir, source, arch);
+  if (std::optional<std::string> code = ReadEntry(path, source)) return *std::move(code);
+  CAVS_ASSIGN_OR_RETURN(std::string code, CompileCudaSource(source, file, arch));
+  std::error_code ec;
+  std::filesystem::create_directories(cache_dir, ec);
+  if (!ec) WriteEntry(path, source, code);
+  return code;
+}
+
 bool FusedElementwiseFromEnv() {
   const char* v = std::getenv("CAVS_CUDA_FUSED");
   return v == nullptr || std::string_view(v) != "0";
@@ -138,8 +256,8 @@ absl::StatusOr<CudaFusedElementwise::Compiled> CudaFusedElementwise::KernelFor(
   auto it = kernels_.find(plan.key);
   if (it != kernels_.end()) return it->second;
   const std::string name = EwKernelName(plan);
-  absl::StatusOr<std::string> code =
-      CompileCudaSource(EmitEwKernelCuda(plan, name), absl::StrCat(name, ".cu"), arch_);
+  absl::StatusOr<std::string> code = CompileCudaSourceCached(
+      EmitEwKernelCuda(plan, name), absl::StrCat(name, ".cu"), arch_, cache_dir_);
   if (!code.ok()) {
     kernels_.emplace(plan.key, code.status());  // NVRTC's verdict stands: not compiled again
     return code.status();

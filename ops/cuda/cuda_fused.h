@@ -2,8 +2,9 @@
 // ops/ew_codegen.h emits for a program's shape, once per process and shape, and
 // Kernels::Elementwise launches it instead of the interpreter (cuda_elementwise.cu).
 //
-// The first launch of a new shape pays the compile (tens of milliseconds; a vertex function's
-// schedule has a handful of shapes: its forward and backward rounds, pre- and post-ops, fills);
+// The first launch of a new shape pays the compile (tens of milliseconds, or a file read when an
+// earlier process compiled it: CompileCudaSourceCached; a vertex function's schedule has a
+// handful of shapes: its forward and backward rounds, pre- and post-ops, fills);
 // every later one only plans (PlanEwKernel, microseconds on the host) and launches. Compiled
 // for the device's own architecture (sm_XY from its compute capability), loaded with the
 // runtime's library API (cudaLibraryLoadData), so no driver-API library is linked.
@@ -38,6 +39,24 @@ namespace cavs::ops {
 [[nodiscard]] absl::StatusOr<std::string> CompileCudaSource(const std::string& source,
                                                             const std::string& file, int arch);
 
+// CompileCudaSource through an on-disk cache in `cache_dir` (empty: no cache), so that a later
+// process loads what an earlier one compiled instead of running NVRTC again. An entry holds
+// the source it was compiled from (compared on load: no collision can return another kernel's
+// code), the code, and a CRC-32 of both; a missing, torn or foreign entry is compiled again and
+// rewritten (through a temporary file and a rename, so readers never see a partial entry).
+// Entries are keyed by the source, the architecture, the NVRTC version and the cache format.
+// A cache that cannot be written is not an error: the code is still returned.
+[[nodiscard]] absl::StatusOr<std::string> CompileCudaSourceCached(const std::string& source,
+                                                                  const std::string& file, int arch,
+                                                                  const std::string& cache_dir);
+
+// The entry CompileCudaSourceCached uses for `source` and `arch` in `cache_dir`.
+std::string KernelCachePath(const std::string& cache_dir, const std::string& source, int arch);
+
+// The kernel cache directory the environment asks for: $CAVS_KERNEL_CACHE (empty or "0": none),
+// else $XDG_CACHE_HOME/cavs/kernels, else $HOME/.cache/cavs/kernels, else none.
+std::string KernelCacheDirFromEnv();
+
 // Whether the environment asks for generated kernels (CAVS_CUDA_FUSED unset or not "0").
 bool FusedElementwiseFromEnv();
 
@@ -48,7 +67,10 @@ class CudaFusedElementwise {
   // multiprocessor count (sets the grid). The device must be current for every call.
   // `verify_all`: plan every launch with a known shape too and check the key (for tests).
   CudaFusedElementwise(int arch, int num_sms, bool verify_all = VerifyEwShapesFromEnv())
-      : arch_(arch), num_sms_(num_sms), verify_all_(verify_all) {}
+      : arch_(arch),
+        num_sms_(num_sms),
+        verify_all_(verify_all),
+        cache_dir_(KernelCacheDirFromEnv()) {}
   ~CudaFusedElementwise();
   CudaFusedElementwise(const CudaFusedElementwise&) = delete;
   CudaFusedElementwise& operator=(const CudaFusedElementwise&) = delete;
@@ -90,6 +112,7 @@ class CudaFusedElementwise {
   int arch_;
   int num_sms_;
   bool verify_all_;
+  std::string cache_dir_;  // compiled kernels on disk (empty: none)
   int64_t shape_hits_ = 0;
   absl::flat_hash_map<std::vector<int64_t>, absl::StatusOr<Compiled>> kernels_;
   absl::flat_hash_map<uint64_t, Shaped> shapes_;

@@ -4,8 +4,11 @@
 // and must match the CPU kernels, and each shape compiles once.
 #include "ops/cuda/cuda_fused.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +81,52 @@ TEST(CudaFusedCompileTest, ACompileErrorCarriesTheLog) {
   EXPECT_EQ(cubin.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(cubin.status().message().find("bad.cu"), std::string::npos) << cubin.status();
   EXPECT_NE(cubin.status().message().find("undeclared"), std::string::npos) << cubin.status();
+}
+
+// The on-disk cache: a second compile of the same source is read back; a torn or foreign entry
+// (another source under the same name) is compiled again and rewritten, never returned.
+TEST(CudaFusedCompileTest, KernelCacheReusesAndRepairsEntries) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("cavs_kernel_cache_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const EwProgram p = TreeLstmForward(150, 25, 1);
+  const EwKernelPlan plan =
+      PlanEwKernel(p.instrs.data(), static_cast<int>(p.instrs.size()), p.rows);
+  const std::string source = EmitEwKernelCuda(plan, EwKernelName(plan));
+  absl::StatusOr<std::string> fresh = CompileCudaSource(source, "k.cu", kArch);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  absl::StatusOr<std::string> first = CompileCudaSourceCached(source, "k.cu", kArch, dir.string());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, *fresh);
+  const std::string entry = KernelCachePath(dir.string(), source, kArch);
+  ASSERT_TRUE(std::filesystem::exists(entry));
+  const auto size = std::filesystem::file_size(entry);
+  EXPECT_GT(size, source.size() + fresh->size());
+  // Read back: the entry is the only file and it is not rewritten.
+  const auto written = std::filesystem::last_write_time(entry);
+  absl::StatusOr<std::string> again = CompileCudaSourceCached(source, "k.cu", kArch, dir.string());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *fresh);
+  EXPECT_EQ(std::filesystem::last_write_time(entry), written);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
+  // Torn: compiled again, and the entry is whole again.
+  std::filesystem::resize_file(entry, size / 2);
+  absl::StatusOr<std::string> torn = CompileCudaSourceCached(source, "k.cu", kArch, dir.string());
+  ASSERT_TRUE(torn.ok());
+  EXPECT_EQ(*torn, *fresh);
+  EXPECT_EQ(std::filesystem::file_size(entry), size);
+  // Foreign: another source's entry at this name (a hash collision) is not returned.
+  const std::string other = "extern \"C\" __global__ void other(float* x) { x[0] = 2.0f; }";
+  absl::StatusOr<std::string> other_code =
+      CompileCudaSourceCached(other, "o.cu", kArch, dir.string());
+  ASSERT_TRUE(other_code.ok());
+  std::filesystem::copy_file(KernelCachePath(dir.string(), other, kArch), entry,
+                             std::filesystem::copy_options::overwrite_existing);
+  absl::StatusOr<std::string> foreign =
+      CompileCudaSourceCached(source, "k.cu", kArch, dir.string());
+  ASSERT_TRUE(foreign.ok());
+  EXPECT_EQ(*foreign, *fresh);
+  std::filesystem::remove_all(dir);
 }
 
 // ---- On a GPU.
