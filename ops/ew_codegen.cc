@@ -26,6 +26,7 @@ struct Access {
   bool write = false;
   bool elementwise = false;  // element c of the iteration touches column c (else: see cols)
   bool scratch = false;
+  bool mapped = false;  // a row-mapped dst (EwArg::rows): rows nothing else in the launch touches
   const EwArg* arg = nullptr;
   int64_t col0 = 0, col1 = 0;  // columns touched in a row, relative to the operand
   // Everything touched over all rows: bytes of memory, or columns of the scratch row.
@@ -35,6 +36,7 @@ struct Access {
 // The same element for the same iteration index: then the thread that writes one reads the other.
 bool Identical(const Access& x, const Access& y, int64_t rows) {
   if (!x.elementwise || !y.elementwise || x.scratch != y.scratch) return false;
+  if (x.mapped || y.mapped) return false;
   if (x.col1 != y.col1) return false;  // another width: not every element is covered
   if (x.scratch) return x.arg->scratch == y.arg->scratch;
   return x.arg->ptr == y.arg->ptr && (x.arg->ld == y.arg->ld || rows == 1);
@@ -44,6 +46,7 @@ bool Intersect(int64_t a0, int64_t a1, int64_t b0, int64_t b1) { return a0 < b1 
 
 // Whether two accesses may touch a common element (conservative: true when unsure).
 bool Overlap(const Access& x, const Access& y, int64_t rows) {
+  if (x.mapped || y.mapped) return false;  // the caller's promise (EwArg::rows)
   if (x.scratch != y.scratch || x.hi <= y.lo || y.hi <= x.lo) return false;
   if (x.scratch || rows == 1) return true;  // the ranges are the footprints themselves
   // Element offsets from x's pointer; pointers into different allocations compare as integers.
@@ -65,7 +68,7 @@ bool Overlap(const Access& x, const Access& y, int64_t rows) {
 void AccessesOf(const EwInstr& in, int instr, int64_t rows, std::vector<Access>* out) {
   const int64_t w = in.width;
   auto add = [&](int field, bool write, bool elementwise, const EwArg& arg, int64_t c1) {
-    Access x{instr, field, write, elementwise, arg.scratch >= 0, &arg, 0, c1};
+    Access x{instr, field, write, elementwise, arg.scratch >= 0, arg.rows != nullptr, &arg, 0, c1};
     if (x.scratch) {
       x.lo = static_cast<intptr_t>(arg.scratch);
       x.hi = static_cast<intptr_t>(arg.scratch + c1);
@@ -106,6 +109,7 @@ EwKernelPlan PlanEwKernel(const EwInstr* program, int count, int64_t rows) {
     p.program_index = i;
     p.op = program[i].op;
     p.width = program[i].width;
+    p.dst_mapped = program[i].dst.rows != nullptr;
     plan.instrs.push_back(p);
   }
   const int n = static_cast<int>(plan.instrs.size());
@@ -181,7 +185,11 @@ EwKernelPlan PlanEwKernel(const EwInstr* program, int count, int64_t rows) {
       const EwPlanSlot& slot = plan.slots[s];
       const EwInstr& in = program[slot.program_index];
       const EwArg& arg = slot.field == 0 ? in.dst : slot.field == 1 ? in.a : in.b;
-      if (arg.ptr == x.arg->ptr && arg.ld == x.arg->ld) return static_cast<int32_t>(s);
+      // A row-mapped dst keeps a slot of its own: its pointer is its buffer's row 0, which an
+      // operand of the first round's rows may equal in one round and not in the next.
+      if (arg.ptr == x.arg->ptr && arg.ld == x.arg->ld && arg.rows == x.arg->rows) {
+        return static_cast<int32_t>(s);
+      }
     }
     plan.slots.push_back({plan.instrs[x.instr].program_index, x.field});
     return static_cast<int32_t>(plan.slots.size()) - 1;
@@ -267,7 +275,7 @@ EwKernelPlan PlanEwKernel(const EwInstr* program, int count, int64_t rows) {
   key.push_back(n);
   for (const EwPlanInstr& p : plan.instrs) {
     key.push_back(p.program_index);
-    key.push_back(static_cast<int64_t>(p.op));
+    key.push_back(static_cast<int64_t>(p.op) | (p.dst_mapped ? 256 : 0));
     key.push_back(p.width);
     key.push_back(p.segment);
     for (const EwPlanOperand* o : {&p.dst, &p.dst_in, &p.a, &p.b}) {
@@ -291,8 +299,9 @@ void EwFingerprint(const EwInstr* program, int count, int64_t rows, std::vector<
   out->push_back(rows == 1 ? 1 : 2);
   for (int i = 0; i < count; ++i) {
     const EwInstr& in = program[i];
-    out->insert(out->end(), {static_cast<int64_t>(in.op), in.width, in.dst.ld, in.dst.scratch,
-                             in.a.ld, in.a.scratch, in.b.ld, in.b.scratch});
+    const int64_t op = static_cast<int64_t>(in.op) | (in.dst.rows != nullptr ? 256 : 0);
+    out->insert(out->end(), {op, in.width, in.dst.ld, in.dst.scratch, in.a.ld, in.a.scratch,
+                             in.b.ld, in.b.scratch});
   }
 }
 
@@ -305,9 +314,9 @@ bool EwFingerprintMatches(const std::vector<int64_t>& f, const EwInstr* program,
   const int64_t* p = f.data() + 2;
   for (int i = 0; i < count; ++i, p += 8) {
     const EwInstr& in = program[i];
-    if (p[0] != static_cast<int64_t>(in.op) || p[1] != in.width || p[2] != in.dst.ld ||
-        p[3] != in.dst.scratch || p[4] != in.a.ld || p[5] != in.a.scratch || p[6] != in.b.ld ||
-        p[7] != in.b.scratch) {
+    const int64_t op = static_cast<int64_t>(in.op) | (in.dst.rows != nullptr ? 256 : 0);
+    if (p[0] != op || p[1] != in.width || p[2] != in.dst.ld || p[3] != in.dst.scratch ||
+        p[4] != in.a.ld || p[5] != in.a.scratch || p[6] != in.b.ld || p[7] != in.b.scratch) {
       return false;
     }
   }
@@ -419,6 +428,11 @@ std::string Value(const EwPlanInstr& p, int k, const std::string& a, const std::
 std::string Store(const EwPlanInstr& p, int k, const std::string& col, int64_t shared_width,
                   const std::string& indent) {
   if (p.dst.source == EwSource::kRegister) return "";
+  if (p.dst_mapped) {  // row rows[row] of the slot's pointer, none where negative
+    return absl::StrCat(indent, "if (ix", k, "[row] >= 0) p", p.dst.index,
+                        "[static_cast<long long>(ix", k, "[row]) * l", p.dst.index, " + ", col,
+                        "] = v", k, ";\n");
+  }
   return absl::StrCat(indent, Read(p.dst, col, shared_width), " = v", k, ";\n");
 }
 
@@ -454,6 +468,10 @@ std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name) 
   }
   for (size_t k = 0; k < plan.instrs.size(); ++k) {
     const EwPlanInstr& p = plan.instrs[k];
+    if (p.dst_mapped) {
+      absl::StrAppend(&s, "  const int* const ix", k, " = *reinterpret_cast<const int* const*>(",
+                      At(p.program_index, offsetof(EwInstr, dst) + offsetof(EwArg, rows)), ");\n");
+    }
     if (p.op == EwOp::kScale) {
       absl::StrAppend(&s, "  const float s", k, " = *reinterpret_cast<const float*>(",
                       At(p.program_index, offsetof(EwInstr, scalar)), ");\n");
@@ -610,7 +628,15 @@ void RunEwPlanOnHost(const EwKernelPlan& plan, const EwInstr* program, int64_t r
         };
         regs[k] = EwApplyOnHost(program[p.program_index], value(p.a, 0), value(p.b, 1),
                                 value(p.dst_in, 2), row, c);
-        if (p.dst.source != EwSource::kRegister) *at(p.dst, row, c) = regs[k];
+        if (p.dst_mapped) {
+          const EwInstr& in = program[p.program_index];
+          if (in.dst.rows[row] >= 0) {
+            const EwArg& x = slot(p.dst.index);
+            x.ptr[static_cast<int64_t>(in.dst.rows[row]) * x.ld + c] = regs[k];
+          }
+        } else if (p.dst.source != EwSource::kRegister) {
+          *at(p.dst, row, c) = regs[k];
+        }
       }
     }
   }

@@ -54,6 +54,7 @@ struct EwPlanInstr {
   EwOp op = EwOp::kCopy;
   int64_t width = 0;
   int32_t segment = 0;
+  bool dst_mapped = false;  // dst is row-mapped (EwArg::rows): stored at row rows[row]
   // dst: kMemory (stored), kShared (stored in the shared row) or kRegister (index = itself: kept
   // in a register only). dst_in: kAccumulate's read of dst.
   EwPlanOperand dst, dst_in, a, b;

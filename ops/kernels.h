@@ -59,10 +59,16 @@ constexpr bool EwReadsB(EwOp op) {
 // unused). A program writes a temporary before it reads it, within the same row, and nothing
 // outside the program sees it, so it never reaches memory. Only a device whose
 // ElementwiseScratch() is true accepts scratch operands.
+//
+// With `rows` set (a kCopy's dst only) the operand is row-mapped: row r of the program writes
+// row rows[r] of ptr (nothing where rows[r] < 0). The caller promises that no instruction of
+// the program reads or writes the mapped rows and that no two rows map to one row (a child
+// pushing its value into its parent's gathered row: the parent is in a later round).
 struct EwArg {
   float* ptr = nullptr;
   int64_t ld = 0;
   int64_t scratch = -1;
+  const int32_t* rows = nullptr;
 };
 
 // One instruction of a fused element-wise program: applied to `width` columns of every row.

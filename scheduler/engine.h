@@ -98,7 +98,8 @@ class Engine {
                                               const RunOptions& options, const Plan& plan);
 
   const EngineStats& stats() const { return stats_; }
-  // Kernel launches one round makes, forward and backward (per the compiled steps).
+  // Kernel launches one round makes, forward and backward (per the compiled steps, for a batch
+  // whose vertices have one parent each: a DAG batch adds the gathers its pushes replace).
   int ForwardLaunchesPerRound() const;
   int BackwardLaunchesPerRound() const;
 

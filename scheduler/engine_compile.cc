@@ -348,6 +348,39 @@ void SplitEarlyWeightGrads(const vertex::Program& p, ProgramSchedule& s) {
 
 }  // namespace
 
+// A forward Gather in the rounds whose field's producer is in a fused step of the rounds is
+// pushed by that step (Step::pushes): the child writes its value into its parent's gathered row
+// as soon as it computes it, instead of a gather launch in the parent's round. Rows without a
+// child in a slot must then read zero: the gathered buffer is zeroed before each batch.
+void MarkPushes(Compiled& c, const vertex::Function& f) {
+  const vertex::Program& fp = f.forward();
+  c.fwd.pushed.assign(fp.nodes.size(), 0);
+  std::vector<Step>& steps = c.fwd.steps[static_cast<int>(OpClass::kInRounds)];
+  for (const Step& gst : steps) {
+    for (int g : gst.nodes) {
+      const Node& n = fp.nodes[g];
+      if (n.kind != OpKind::kGather || c.fwd.views[g].buffer < 0) continue;
+      int field = -1;
+      for (size_t i = 0; i < f.scatter().size(); ++i) {
+        if (f.scatter()[i].name == n.field) field = static_cast<int>(i);
+      }
+      if (field < 0) continue;
+      const int producer = f.scatter()[field].node;
+      if (c.fwd.scratch_col[producer] >= 0 || c.fwd.views[producer].buffer < 0) continue;
+      for (Step& st : steps) {
+        if (!st.fused || std::find(st.nodes.begin(), st.nodes.end(), producer) == st.nodes.end()) {
+          continue;
+        }
+        st.pushes.push_back(g);
+        ++st.instrs;
+        c.fwd.pushed[g] = 1;
+        c.buffers[c.fwd.views[g].buffer].zero = true;
+        break;
+      }
+    }
+  }
+}
+
 Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
   static std::atomic<uint64_t> next_serial{1};
   Compiled c;
@@ -386,6 +419,7 @@ Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
     AssignScratch(c, f, true);
   }
   SplitEarlyWeightGrads(bp, c.bwd);
+  MarkPushes(c, f);
   return c;
 }
 

@@ -40,7 +40,12 @@ struct GemmWrite {
 struct Step {
   bool fused = false;      // a group of element-wise nodes run by one Elementwise call
   std::vector<int> nodes;  // one node unless fused
-  int instrs = 0;          // instructions per call: fused, or a sum term's fills (a bound)
+  int instrs = 0;          // instructions per call: fused (with pushes), or a sum term's fills
+  // Forward Gather nodes whose field this fused step computes: where every vertex of the batch
+  // has one parent (Plan::unique_parents), the step also copies the field into its parents'
+  // gathered rows (a row-mapped copy, EwArg::rows) and the Gather's launch is skipped; else the
+  // push is an empty instruction. Counted in `instrs`.
+  std::vector<int> pushes;
 };
 
 struct ProgramSchedule {
@@ -52,6 +57,8 @@ struct ProgramSchedule {
   // Per node: >= 0 when the node is a per-row temporary of its fused step, at this column of
   // the step's scratch row (EwArg::scratch); its buffer is then unused.
   std::vector<int64_t> scratch_col;
+  // Forward only: per node, a Gather pushed by its field's producer (Step::pushes).
+  std::vector<char> pushed;
   // Backward only: the weight-gradient steps whose inputs are all final before the backward
   // rounds (the output layer's), moved out of steps[kWeightGrad] to run before the rounds.
   std::vector<Step> early_weight_grads;

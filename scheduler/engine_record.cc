@@ -144,6 +144,19 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
                      int64_t r1) {
   const size_t first = b_.instrs.size();
   for (int id : st.nodes) EmitInstr(p, s, id, r0);
+  for (int g : st.pushes) {  // the field into the parents' gathered rows (Step::pushes)
+    const Node& n = p.nodes[g];
+    ops::EwInstr push;  // width 0 (nothing) unless every vertex has one parent
+    push.op = ops::EwOp::kCopy;
+    if (b_.plan->unique_parents) {
+      const int producer = f_.scatter()[FieldIndex(n.field)].node;
+      push.width = n.width;
+      push.dst = {Ptr(s, g, 0), Ld(s, g), -1,
+                  Ints(b_.plan->parent_of_slot[static_cast<size_t>(n.index)]) + r0};
+      push.a = {Ptr(s, producer, r0), Ld(s, producer)};
+    }
+    b_.instrs.push_back(push);
+  }
   const int count = static_cast<int>(b_.instrs.size() - first);
   CAVS_CHECK(count == st.instrs, "instruction count");
   // Every round of a step reads and writes the same views at other rows: one shape (with one
@@ -429,20 +442,25 @@ bool IsCopyStep(const vertex::Program& p, const Step& st, OpKind kind) {
   return !st.fused && p.nodes[st.nodes[0]].kind == kind;
 }
 
+// A forward Gather its children push (Step::pushes), skipped where parents are unique.
+bool Pushed(const ProgramSchedule& s, int id) { return !s.pushed.empty() && s.pushed[id] != 0; }
+
 size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
                            const std::vector<Step>& steps, size_t i, int64_t r0, int64_t r1) {
   const OpKind kind = p.nodes[steps[i].nodes[0]].kind;
   std::vector<ops::RowCopy> copies;
+  const bool unique = b_.plan->unique_parents;
   for (; i < steps.size() && IsCopyStep(p, steps[i], kind) &&
          copies.size() < static_cast<size_t>(ops::kMaxRowCopies);
        ++i) {
     const int id = steps[i].nodes[0];
+    if (kind == OpKind::kGather && unique && Pushed(s, id)) continue;  // its children pushed it
     copies.push_back(kind == OpKind::kGather ? GatherCopy(s, id, r0)
                                              : GatherGradCopy(p, s, id, r0));
   }
+  if (copies.empty()) return i;
   ops::Kernels* k = &k_;
   const int64_t m = r1 - r0;
-  const bool unique = b_.plan->unique_parents;
   const int count = static_cast<int>(copies.size());
   if (kind == OpKind::kGather) {
     b_.launches.push_back([=]() { return k->GatherRowsMulti(copies.data(), count, m); });
@@ -521,13 +539,19 @@ int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cl
   const std::vector<Step>& steps = s.steps[static_cast<int>(cls)];
   int launches = 0;
   for (size_t i = 0; i < steps.size();) {
+    bool launch = true;
     for (OpKind kind : {OpKind::kGather, OpKind::kGatherGrad}) {
       if (!IsCopyStep(p, steps[i], kind)) continue;
-      size_t j = i;
-      while (j < steps.size() && IsCopyStep(p, steps[j], kind) && j - i < ops::kMaxRowCopies) ++j;
+      size_t j = i, copies = 0;
+      for (; j < steps.size() && IsCopyStep(p, steps[j], kind) && copies < ops::kMaxRowCopies;
+           ++j) {
+        if (kind == OpKind::kGather && Pushed(s, steps[j].nodes[0])) continue;
+        ++copies;
+      }
+      launch = copies > 0;
       i = j - 1;
     }
-    ++launches;
+    launches += launch ? 1 : 0;
     ++i;
   }
   return launches;

@@ -173,6 +173,7 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
     return off;
   };
   for (int k = 0; k <= max_slot; ++k) plan.child_rows.push_back(alloc(m.n));
+  for (int k = 0; k <= max_slot; ++k) plan.parent_of_slot.push_back(alloc(m.n));
   plan.child_slot_rows.assign(max_slot + 1, RowRange{0, 0});
   plan.uids = alloc(m.n);
   plan.tokens = alloc(m.n);
@@ -208,6 +209,9 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
       const int32_t c = m.children[j];
       const int32_t crow = c < 0 ? -1 : static_cast<int32_t>(plan.row_of_uid[c]);
       if (k <= max_slot) plan.ints[plan.child_rows[k] + row] = crow;
+      if (k <= max_slot && crow >= 0) {
+        plan.ints[plan.parent_of_slot[k] + crow] = static_cast<int32_t>(row);
+      }
       if (crow >= 0) {
         if (k <= max_slot) Extend(plan.child_slot_rows[k], row);
         Extend(plan.parent_rows, row);

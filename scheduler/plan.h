@@ -46,7 +46,10 @@ struct Plan {
 
   std::vector<int32_t> ints;  // every index array below, back to back
   // Offsets into `ints` (each array is num_rows long unless noted; -1 in an entry: absent).
-  std::vector<int64_t> child_rows;     // per gather slot k = 0..max_slot: row of child k
+  std::vector<int64_t> child_rows;  // per gather slot k = 0..max_slot: row of child k
+  // Per gather slot k: for a child row, the row of the parent whose slot-k child it is (the
+  // last such parent where parents are not unique; only used where they are), else -1.
+  std::vector<int64_t> parent_of_slot;
   int64_t reduce_offsets = -1;         // num_rows + 1 CSR offsets into reduce_ids (if reductions)
   int64_t reduce_ids = -1;             // children's rows, in slot order
   int64_t tokens = -1;                 // token per row (-1: none)

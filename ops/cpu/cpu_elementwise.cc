@@ -43,6 +43,11 @@ absl::Status CheckInstr(const EwInstr& in, int i, int64_t rows, bool allow_scrat
   }
   if (in.width == 0 || rows == 0) return absl::OkStatus();
   CAVS_RETURN_IF_ERROR(CheckOperand(in.dst, "dst", i, allow_scratch));
+  if (in.a.rows != nullptr || in.b.rows != nullptr ||
+      (in.dst.rows != nullptr && (in.op != EwOp::kCopy || in.dst.scratch >= 0))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Elementwise: instruction ", i, " has a row-mapped operand; only a kCopy's dst may be"));
+  }
   const int64_t dst_width = in.op == EwOp::kSum ? 1 : in.width;
   if (rows > 1 && in.dst.scratch < 0 && in.dst.ld < dst_width) {
     return absl::InvalidArgumentError(
@@ -173,6 +178,14 @@ CAVS_CPU_INLINE void UnaryRow(const EwInstr& in, float* d, const float* a, int64
 
 // Applies instruction `in` to row r.
 CAVS_CPU_INLINE void RunInstr(const EwInstr& in, int64_t r) {
+  if (in.dst.rows != nullptr) {  // a row-mapped copy (ValidateProgram: kCopy only)
+    const int64_t to = in.dst.rows[r];
+    if (to < 0) return;
+    float* d = in.dst.ptr + to * in.dst.ld;
+    const float* a = in.a.ptr + r * in.a.ld;
+    for (int64_t c = 0; c < in.width; ++c) d[c] = a[c];
+    return;
+  }
   float* d = in.dst.ptr + r * in.dst.ld;
   const float* a = in.a.ptr != nullptr ? in.a.ptr + r * in.a.ld : nullptr;
   if (in.op == EwOp::kDropout) {

@@ -59,6 +59,12 @@ __device__ void Run(const EwInstr& in, int64_t r0, int nr) {
   const EwArg &d = in.dst, &a = in.a, &b = in.b;
   switch (in.op) {
     case EwOp::kCopy:
+      if (d.rows != nullptr) {  // row-mapped: row r goes to row rows[r] (none if negative)
+        return ForEach(r0, nr, w, [&](int64_t r, int c) {
+          const int64_t to = d.rows[r];
+          if (to >= 0) d.ptr[to * d.ld + c] = At(a, r, c);
+        });
+      }
       return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = At(a, r, c); });
     case EwOp::kZero:
       return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = 0.0f; });

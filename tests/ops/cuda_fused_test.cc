@@ -151,8 +151,10 @@ class CudaFusedTest : public ::testing::Test {
     std::vector<std::unique_ptr<DeviceArray<float>>> dev;
     for (const auto& b : p.buffers) dev.push_back(std::make_unique<DeviceArray<float>>(*b));
     DeviceArray<int32_t> dev_uids(p.uids.empty() ? std::vector<int32_t>{0} : p.uids);
+    DeviceArray<int32_t> dev_push(p.push_rows.empty() ? std::vector<int32_t>{0} : p.push_rows);
     std::vector<EwInstr> program = p.instrs;
     auto move = [&](EwArg& arg) {
+      if (arg.rows != nullptr) arg.rows = dev_push.get();
       for (size_t i = 0; i < p.buffers.size(); ++i) {
         float* base = p.buffers[i]->data();
         if (arg.ptr >= base && arg.ptr < base + p.buffers[i]->size()) {
@@ -229,8 +231,10 @@ TEST_F(CudaFusedTest, BitForBitTheInterpreter) {
     std::vector<std::unique_ptr<DeviceArray<float>>> dev;
     for (const auto& b : p.buffers) dev.push_back(std::make_unique<DeviceArray<float>>(*b));
     DeviceArray<int32_t> dev_uids(p.uids.empty() ? std::vector<int32_t>{0} : p.uids);
+    DeviceArray<int32_t> dev_push(p.push_rows.empty() ? std::vector<int32_t>{0} : p.push_rows);
     std::vector<EwInstr> program = p.instrs;
     for (EwInstr& in : program) {
+      if (in.dst.rows != nullptr) in.dst.rows = dev_push.get();
       for (EwArg* a : {&in.dst, &in.a, &in.b}) {
         for (size_t i = 0; i < p.buffers.size() && a->ptr != nullptr; ++i) {
           float* base = p.buffers[i]->data();

@@ -52,6 +52,12 @@ void Reference(const EwProgram& p) {
         Elem(in.dst, srow, r, 0) = sum;
         continue;
       }
+      if (in.dst.rows != nullptr) {  // a push into row rows[r] (none if negative)
+        for (int64_t c = 0; c < in.width && in.dst.rows[r] >= 0; ++c) {
+          in.dst.ptr[in.dst.rows[r] * in.dst.ld + c] = Elem(in.a, srow, r, c);
+        }
+        continue;
+      }
       for (int64_t c = 0; c < in.width; ++c) {
         const float a =
             in.op == EwOp::kZero ? 0.0f : Elem(in.a, srow, r, in.op == EwOp::kBroadcast ? 0 : c);
@@ -154,7 +160,10 @@ void Simulate(const EwKernelPlan& plan, const EwProgram& p, core::Rng& rng, int 
       const float d = operand(pi.dst_in, 2);
       const float v = EwApplyOnHost(in, a, b, d, t.row, t.c);
       t.regs[t.next] = v;
-      if (pi.dst.source == EwSource::kMemory) {
+      if (pi.dst_mapped) {
+        const EwArg& x = slot_arg(pi.dst.index);
+        if (in.dst.rows[t.row] >= 0) x.ptr[in.dst.rows[t.row] * x.ld + t.c] = v;
+      } else if (pi.dst.source == EwSource::kMemory) {
         const EwArg& x = slot_arg(pi.dst.index);
         x.ptr[t.row * x.ld + t.c] = v;
       } else if (pi.dst.source == EwSource::kShared) {
@@ -355,12 +364,13 @@ TEST(EwCodegenTest, SumAndBroadcastGetTheirOwnSegmentsWhereNeeded) {
 
 TEST(EwCodegenTest, RandomProgramsMatchTheRowByRowProgram) {
   core::Rng rng(9);
-  int multi = 0, forwarded = 0, shared = 0, registers = 0;
+  int multi = 0, forwarded = 0, shared = 0, registers = 0, pushes = 0;
   for (int i = 0; i < 400; ++i) {
     EwProgram p = RandomProgram(rng, 12);
     const EwKernelPlan plan = CheckPlan(p, rng, "random program " + std::to_string(i));
     if (HasFailure()) return;
     multi += plan.segments.size() > 1;
+    for (const EwPlanInstr& pi : plan.instrs) pushes += pi.dst_mapped;
     shared += plan.shared_width > 0;
     registers += plan.registers;
     for (const EwPlanInstr& pi : plan.instrs) {
@@ -374,6 +384,7 @@ TEST(EwCodegenTest, RandomProgramsMatchTheRowByRowProgram) {
   EXPECT_GT(forwarded, 200);
   EXPECT_GT(shared, 20);
   EXPECT_GT(registers, 50);
+  EXPECT_GT(pushes, 50);
 }
 
 // The emitted source names what the plan says: one loop per segment, barriers between them,

@@ -17,6 +17,7 @@ struct EwProgram {
   std::vector<EwInstr> instrs;
   std::vector<std::unique_ptr<std::vector<float>>> buffers;  // every pointer points into one
   std::vector<int32_t> uids;                                 // kDropout's per-row uids
+  std::vector<int32_t> push_rows;  // a row-mapped dst's rows (EwArg::rows), if the program has one
   int64_t rows = 0;
 
   // A new buffer of n floats, uniform in [-1, 1).
@@ -101,7 +102,7 @@ inline EwProgram TreeLstmBackward(int64_t h, int64_t rows, uint64_t seed) {
 // columns written before. Operands often repeat an earlier dst exactly, so values flow.
 // Rows in [1, max_rows], widths in [1, max_width]; without scratch operands if !scratch.
 inline EwProgram RandomProgram(core::Rng& rng, int max_instrs, int64_t max_rows = 7,
-                               int64_t max_width = 9, bool scratch = true) {
+                               int64_t max_width = 9, bool scratch = true, bool push = true) {
   EwProgram p;
   p.rows = 1 + static_cast<int64_t>(rng.UniformInt(max_rows));
   const int64_t w = 1 + static_cast<int64_t>(rng.UniformInt(max_width));
@@ -209,6 +210,36 @@ inline EwProgram RandomProgram(core::Rng& rng, int max_instrs, int64_t max_rows 
       for (int64_t c = in.dst.scratch; c < in.dst.scratch + dst_width; ++c) written[c] = true;
     }
     if (!sum) dsts.push_back(in.dst);
+  }
+  // Sometimes a push: a row-mapped copy of an earlier value into rows of a buffer nothing else
+  // touches, each row to its own target or none (a child's value into its parent's row).
+  if (push && !dsts.empty() && rng.UniformInt(2) == 0) {
+    const EwArg from = dsts[rng.UniformInt(dsts.size())];
+    const int64_t width =
+        from.scratch >= 0 ? w : std::min(w, from.ld - (from.ptr - base_of(from.ptr)));
+    bool ok = width > 0;
+    for (int64_t c = from.scratch; ok && from.scratch >= 0 && c < from.scratch + width; ++c) {
+      ok = c < scratch_cols && written[c];
+    }
+    if (ok) {
+      p.push_rows.resize(p.rows);
+      std::vector<int32_t> targets(2 * p.rows);
+      for (size_t t = 0; t < targets.size(); ++t) targets[t] = static_cast<int32_t>(t);
+      rng.Shuffle(targets);
+      for (int64_t r = 0; r < p.rows; ++r) {
+        p.push_rows[r] = rng.UniformInt(4) == 0 ? -1 : targets[r];
+      }
+      float* pushed = p.Buffer(2 * p.rows * (width + 1), rng);
+      EwInstr in;
+      in.op = EwOp::kCopy;
+      in.width = width;
+      in.dst = {pushed, width + 1, -1, p.push_rows.data()};
+      in.a = from;
+      // Anywhere when it copies memory (an older value is a value too); after everything when
+      // it copies scratch, which is written before it is read.
+      const size_t at = from.scratch >= 0 ? p.instrs.size() : rng.UniformInt(p.instrs.size() + 1);
+      p.instrs.insert(p.instrs.begin() + static_cast<std::ptrdiff_t>(at), in);
+    }
   }
   return p;
 }
