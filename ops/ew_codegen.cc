@@ -110,6 +110,7 @@ EwKernelPlan PlanEwKernel(const EwInstr* program, int count, int64_t rows) {
     p.op = program[i].op;
     p.width = program[i].width;
     p.dst_mapped = program[i].dst.rows != nullptr;
+    p.a_mapped = program[i].a.rows != nullptr;
     plan.instrs.push_back(p);
   }
   const int n = static_cast<int>(plan.instrs.size());
@@ -275,7 +276,7 @@ EwKernelPlan PlanEwKernel(const EwInstr* program, int count, int64_t rows) {
   key.push_back(n);
   for (const EwPlanInstr& p : plan.instrs) {
     key.push_back(p.program_index);
-    key.push_back(static_cast<int64_t>(p.op) | (p.dst_mapped ? 256 : 0));
+    key.push_back(static_cast<int64_t>(p.op) | (p.dst_mapped ? 256 : 0) | (p.a_mapped ? 512 : 0));
     key.push_back(p.width);
     key.push_back(p.segment);
     for (const EwPlanOperand* o : {&p.dst, &p.dst_in, &p.a, &p.b}) {
@@ -299,7 +300,8 @@ void EwFingerprint(const EwInstr* program, int count, int64_t rows, std::vector<
   out->push_back(rows == 1 ? 1 : 2);
   for (int i = 0; i < count; ++i) {
     const EwInstr& in = program[i];
-    const int64_t op = static_cast<int64_t>(in.op) | (in.dst.rows != nullptr ? 256 : 0);
+    const int64_t op = static_cast<int64_t>(in.op) | (in.dst.rows != nullptr ? 256 : 0) |
+                       (in.a.rows != nullptr ? 512 : 0);
     out->insert(out->end(), {op, in.width, in.dst.ld, in.dst.scratch, in.a.ld, in.a.scratch,
                              in.b.ld, in.b.scratch});
   }
@@ -314,7 +316,8 @@ bool EwFingerprintMatches(const std::vector<int64_t>& f, const EwInstr* program,
   const int64_t* p = f.data() + 2;
   for (int i = 0; i < count; ++i, p += 8) {
     const EwInstr& in = program[i];
-    const int64_t op = static_cast<int64_t>(in.op) | (in.dst.rows != nullptr ? 256 : 0);
+    const int64_t op = static_cast<int64_t>(in.op) | (in.dst.rows != nullptr ? 256 : 0) |
+                       (in.a.rows != nullptr ? 512 : 0);
     if (p[0] != op || p[1] != in.width || p[2] != in.dst.ld || p[3] != in.dst.scratch ||
         p[4] != in.a.ld || p[5] != in.a.scratch || p[6] != in.b.ld || p[7] != in.b.scratch) {
       return false;
@@ -472,6 +475,10 @@ std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name) 
       absl::StrAppend(&s, "  const int* const ix", k, " = *reinterpret_cast<const int* const*>(",
                       At(p.program_index, offsetof(EwInstr, dst) + offsetof(EwArg, rows)), ");\n");
     }
+    if (p.a_mapped) {
+      absl::StrAppend(&s, "  const int* const ixa", k, " = *reinterpret_cast<const int* const*>(",
+                      At(p.program_index, offsetof(EwInstr, a) + offsetof(EwArg, rows)), ");\n");
+    }
     if (p.op == EwOp::kScale) {
       absl::StrAppend(&s, "  const float s", k, " = *reinterpret_cast<const float*>(",
                       At(p.program_index, offsetof(EwInstr, scalar)), ");\n");
@@ -519,6 +526,12 @@ std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name) 
       for (const auto& [o, prefix] : reads) {
         if (o->source == EwSource::kNone || o->source == EwSource::kRegister) continue;
         const bool col0 = o == &p.a && p.op == EwOp::kBroadcast;
+        if (o == &p.a && p.a_mapped) {  // row rows[row] of the slot's pointer, 0 where negative
+          absl::StrAppend(&s, "    const float ", name(prefix, k), " = ixa", k, "[row] >= 0 ? p",
+                          o->index, "[static_cast<long long>(ixa", k, "[row]) * l", o->index,
+                          " + c] : 0.0f;\n");
+          continue;
+        }
         absl::StrAppend(&s, "    const float ", name(prefix, k), " = ",
                         Read(*o, col0 ? "0" : "c", sw), ";\n");
       }
@@ -616,7 +629,12 @@ void RunEwPlanOnHost(const EwKernelPlan& plan, const EwInstr* program, int64_t r
         const EwPlanOperand* ops[] = {&p.a, &p.b, &p.dst_in};
         for (int o = 0; o < 3; ++o) {
           const EwSource src = ops[o]->source;
-          if (src == EwSource::kMemory || src == EwSource::kShared) {
+          if (o == 0 && p.a_mapped) {
+            const EwInstr& in = program[p.program_index];
+            const EwArg& x = slot(p.a.index);
+            const int64_t from = in.a.rows[row];
+            loaded[k][o] = from >= 0 ? x.ptr[from * x.ld + c] : 0.0f;
+          } else if (src == EwSource::kMemory || src == EwSource::kShared) {
             loaded[k][o] = *at(*ops[o], row, o == 0 && p.op == EwOp::kBroadcast ? 0 : c);
           }
         }

@@ -55,6 +55,7 @@ struct EwPlanInstr {
   int64_t width = 0;
   int32_t segment = 0;
   bool dst_mapped = false;  // dst is row-mapped (EwArg::rows): stored at row rows[row]
+  bool a_mapped = false;    // a is row-mapped: read from row rows[row] (0 where negative)
   // dst: kMemory (stored), kShared (stored in the shared row) or kRegister (index = itself: kept
   // in a register only). dst_in: kAccumulate's read of dst.
   EwPlanOperand dst, dst_in, a, b;

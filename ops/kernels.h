@@ -60,10 +60,12 @@ constexpr bool EwReadsB(EwOp op) {
 // outside the program sees it, so it never reaches memory. Only a device whose
 // ElementwiseScratch() is true accepts scratch operands.
 //
-// With `rows` set (a kCopy's dst only) the operand is row-mapped: row r of the program writes
-// row rows[r] of ptr (nothing where rows[r] < 0). The caller promises that no instruction of
-// the program reads or writes the mapped rows and that no two rows map to one row (a child
-// pushing its value into its parent's gathered row: the parent is in a later round).
+// With `rows` set the operand is row-mapped: row r of the program uses row rows[r] of ptr. As
+// a kCopy's dst it writes there (nothing where rows[r] < 0; no two rows may map to one row): a
+// child pushing its value into its parent's gathered row. As the `a` of a kCopy or a
+// kAccumulate it reads there (0 where rows[r] < 0): a child pulling its gradient from its
+// parent's row. The caller promises that no instruction of the program writes a mapped
+// operand's rows, nor reads a mapped dst's (the parent is in another round).
 struct EwArg {
   float* ptr = nullptr;
   int64_t ld = 0;

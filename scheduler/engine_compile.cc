@@ -381,6 +381,41 @@ void MarkPushes(Compiled& c, const vertex::Function& f) {
   }
 }
 
+// A backward GatherGrad in the rounds is pulled by the first fused step of the rounds that
+// reads its field's gradient (kScatterGrad), if no earlier step of the rounds reads it: the
+// child takes its gradient from its parent's row in its own round, before anything uses it.
+void MarkPulls(Compiled& c, const vertex::Function& f) {
+  const vertex::Program& bp = f.backward();
+  c.bwd.pushed.assign(bp.nodes.size(), 0);
+  std::vector<Step>& steps = c.bwd.steps[static_cast<int>(OpClass::kInRounds)];
+  for (const Step& gst : steps) {
+    for (int g : gst.nodes) {
+      const Node& n = bp.nodes[g];
+      if (n.kind != OpKind::kGatherGrad) continue;
+      int field_grad = -1;  // the field's kScatterGrad node
+      for (size_t id = 0; id < bp.nodes.size(); ++id) {
+        if (bp.nodes[id].kind == OpKind::kScatterGrad && bp.nodes[id].field == n.field) {
+          field_grad = static_cast<int>(id);
+        }
+      }
+      if (field_grad < 0) continue;
+      for (Step& st : steps) {
+        bool reads = false;
+        for (int id : st.nodes) {
+          for (int in : bp.nodes[id].inputs) reads |= in == field_grad;
+        }
+        if (!reads) continue;
+        if (st.fused) {
+          st.pulls.push_back(g);
+          ++st.instrs;
+          c.bwd.pushed[g] = 1;
+        }
+        break;  // the first reader decides
+      }
+    }
+  }
+}
+
 Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
   static std::atomic<uint64_t> next_serial{1};
   Compiled c;
@@ -420,6 +455,7 @@ Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
   }
   SplitEarlyWeightGrads(bp, c.bwd);
   MarkPushes(c, f);
+  MarkPulls(c, f);
   return c;
 }
 

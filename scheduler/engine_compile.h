@@ -46,6 +46,11 @@ struct Step {
   // gathered rows (a row-mapped copy, EwArg::rows) and the Gather's launch is skipped; else the
   // push is an empty instruction. Counted in `instrs`.
   std::vector<int> pushes;
+  // Backward GatherGrad nodes whose children's gradient field this fused step is the first in
+  // its round to read: where parents are unique the step first pulls each child's gradient
+  // from its parent's row (a row-mapped read, accumulated into the field's gradient rows) and
+  // the GatherGrad's scatter-add launch is skipped; else empty instructions. In `instrs`.
+  std::vector<int> pulls;
 };
 
 struct ProgramSchedule {
@@ -57,7 +62,8 @@ struct ProgramSchedule {
   // Per node: >= 0 when the node is a per-row temporary of its fused step, at this column of
   // the step's scratch row (EwArg::scratch); its buffer is then unused.
   std::vector<int64_t> scratch_col;
-  // Forward only: per node, a Gather pushed by its field's producer (Step::pushes).
+  // Forward: per node, a Gather pushed by its field's producer (Step::pushes). Backward: a
+  // GatherGrad its children pull (Step::pulls).
   std::vector<char> pushed;
   // Backward only: the weight-gradient steps whose inputs are all final before the backward
   // rounds (the output layer's), moved out of steps[kWeightGrad] to run before the rounds.

@@ -143,6 +143,20 @@ void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int
 void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
                      int64_t r1) {
   const size_t first = b_.instrs.size();
+  for (int g : st.pulls) {  // each child's gradient from its parent's row (Step::pulls), first
+    const Node& n = p.nodes[g];
+    ops::EwInstr pull;  // width 0 (nothing) unless every vertex has one parent
+    pull.op = ops::EwOp::kAccumulate;
+    if (b_.plan->unique_parents) {
+      const int dy_node = n.inputs.back();
+      const int64_t w = p.nodes[dy_node].width;
+      pull.width = w;
+      pull.dst = {b_.buffer_base[c_.field_grad[FieldIndex(n.field)]] + r0 * w, w};
+      pull.a = {Ptr(s, dy_node, 0), Ld(s, dy_node), -1,
+                Ints(b_.plan->parent_of_slot[static_cast<size_t>(n.index)]) + r0};
+    }
+    b_.instrs.push_back(pull);
+  }
   for (int id : st.nodes) EmitInstr(p, s, id, r0);
   for (int g : st.pushes) {  // the field into the parents' gathered rows (Step::pushes)
     const Node& n = p.nodes[g];
@@ -442,7 +456,8 @@ bool IsCopyStep(const vertex::Program& p, const Step& st, OpKind kind) {
   return !st.fused && p.nodes[st.nodes[0]].kind == kind;
 }
 
-// A forward Gather its children push (Step::pushes), skipped where parents are unique.
+// A forward Gather its children push (Step::pushes) or a backward GatherGrad they pull
+// (Step::pulls): skipped where parents are unique.
 bool Pushed(const ProgramSchedule& s, int id) { return !s.pushed.empty() && s.pushed[id] != 0; }
 
 size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
@@ -454,7 +469,7 @@ size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
          copies.size() < static_cast<size_t>(ops::kMaxRowCopies);
        ++i) {
     const int id = steps[i].nodes[0];
-    if (kind == OpKind::kGather && unique && Pushed(s, id)) continue;  // its children pushed it
+    if (unique && Pushed(s, id)) continue;  // its children push it, or pull it (Step::pulls)
     copies.push_back(kind == OpKind::kGather ? GatherCopy(s, id, r0)
                                              : GatherGradCopy(p, s, id, r0));
   }
@@ -545,7 +560,7 @@ int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cl
       size_t j = i, copies = 0;
       for (; j < steps.size() && IsCopyStep(p, steps[j], kind) && copies < ops::kMaxRowCopies;
            ++j) {
-        if (kind == OpKind::kGather && Pushed(s, steps[j].nodes[0])) continue;
+        if (Pushed(s, steps[j].nodes[0])) continue;
         ++copies;
       }
       launch = copies > 0;

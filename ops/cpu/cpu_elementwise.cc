@@ -43,10 +43,14 @@ absl::Status CheckInstr(const EwInstr& in, int i, int64_t rows, bool allow_scrat
   }
   if (in.width == 0 || rows == 0) return absl::OkStatus();
   CAVS_RETURN_IF_ERROR(CheckOperand(in.dst, "dst", i, allow_scratch));
-  if (in.a.rows != nullptr || in.b.rows != nullptr ||
+  const bool mapped_a_ok = (in.op == EwOp::kCopy || in.op == EwOp::kAccumulate) &&
+                           in.a.scratch < 0 && in.dst.scratch < 0 && in.dst.rows == nullptr;
+  if (in.b.rows != nullptr || (in.a.rows != nullptr && !mapped_a_ok) ||
       (in.dst.rows != nullptr && (in.op != EwOp::kCopy || in.dst.scratch >= 0))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Elementwise: instruction ", i, " has a row-mapped operand; only a kCopy's dst may be"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Elementwise: instruction ", i,
+                     " has a row-mapped operand where none may be (a kCopy's dst, or the a of a "
+                     "kCopy or kAccumulate into a plain dst)"));
   }
   const int64_t dst_width = in.op == EwOp::kSum ? 1 : in.width;
   if (rows > 1 && in.dst.scratch < 0 && in.dst.ld < dst_width) {
@@ -178,6 +182,17 @@ CAVS_CPU_INLINE void UnaryRow(const EwInstr& in, float* d, const float* a, int64
 
 // Applies instruction `in` to row r.
 CAVS_CPU_INLINE void RunInstr(const EwInstr& in, int64_t r) {
+  if (in.a.rows != nullptr) {  // a row-mapped read (ValidateProgram: kCopy, kAccumulate)
+    const int64_t from = in.a.rows[r];
+    float* d = in.dst.ptr + r * in.dst.ld;
+    const float* a = from >= 0 ? in.a.ptr + from * in.a.ld : nullptr;
+    const bool acc = in.op == EwOp::kAccumulate;
+    for (int64_t c = 0; c < in.width; ++c) {
+      const float v = a != nullptr ? a[c] : 0.0f;
+      d[c] = acc ? d[c] + v : v;
+    }
+    return;
+  }
   if (in.dst.rows != nullptr) {  // a row-mapped copy (ValidateProgram: kCopy only)
     const int64_t to = in.dst.rows[r];
     if (to < 0) return;

@@ -59,6 +59,12 @@ __device__ void Run(const EwInstr& in, int64_t r0, int nr) {
   const EwArg &d = in.dst, &a = in.a, &b = in.b;
   switch (in.op) {
     case EwOp::kCopy:
+      if (a.rows != nullptr) {  // row-mapped read: row rows[r] of a (0 if negative)
+        return ForEach(r0, nr, w, [&](int64_t r, int c) {
+          const int64_t from = a.rows[r];
+          At(d, r, c) = from >= 0 ? a.ptr[from * a.ld + c] : 0.0f;
+        });
+      }
       if (d.rows != nullptr) {  // row-mapped: row r goes to row rows[r] (none if negative)
         return ForEach(r0, nr, w, [&](int64_t r, int c) {
           const int64_t to = d.rows[r];
@@ -78,6 +84,12 @@ __device__ void Run(const EwInstr& in, int64_t r0, int nr) {
       return ForEach(r0, nr, w,
                      [&](int64_t r, int c) { At(d, r, c) = ew::Mul(At(a, r, c), At(b, r, c)); });
     case EwOp::kAccumulate:
+      if (a.rows != nullptr) {  // row-mapped read: row rows[r] of a (0 if negative)
+        return ForEach(r0, nr, w, [&](int64_t r, int c) {
+          const int64_t from = a.rows[r];
+          At(d, r, c) = ew::Add(At(d, r, c), from >= 0 ? a.ptr[from * a.ld + c] : 0.0f);
+        });
+      }
       return ForEach(r0, nr, w,
                      [&](int64_t r, int c) { At(d, r, c) = ew::Add(At(d, r, c), At(a, r, c)); });
     case EwOp::kSigmoid:

@@ -152,9 +152,12 @@ class CudaFusedTest : public ::testing::Test {
     for (const auto& b : p.buffers) dev.push_back(std::make_unique<DeviceArray<float>>(*b));
     DeviceArray<int32_t> dev_uids(p.uids.empty() ? std::vector<int32_t>{0} : p.uids);
     DeviceArray<int32_t> dev_push(p.push_rows.empty() ? std::vector<int32_t>{0} : p.push_rows);
+    DeviceArray<int32_t> dev_pull(p.pull_rows.empty() ? std::vector<int32_t>{0} : p.pull_rows);
     std::vector<EwInstr> program = p.instrs;
     auto move = [&](EwArg& arg) {
-      if (arg.rows != nullptr) arg.rows = dev_push.get();
+      if (arg.rows != nullptr) {
+        arg.rows = arg.rows == p.push_rows.data() ? dev_push.get() : dev_pull.get();
+      }
       for (size_t i = 0; i < p.buffers.size(); ++i) {
         float* base = p.buffers[i]->data();
         if (arg.ptr >= base && arg.ptr < base + p.buffers[i]->size()) {
@@ -232,9 +235,11 @@ TEST_F(CudaFusedTest, BitForBitTheInterpreter) {
     for (const auto& b : p.buffers) dev.push_back(std::make_unique<DeviceArray<float>>(*b));
     DeviceArray<int32_t> dev_uids(p.uids.empty() ? std::vector<int32_t>{0} : p.uids);
     DeviceArray<int32_t> dev_push(p.push_rows.empty() ? std::vector<int32_t>{0} : p.push_rows);
+    DeviceArray<int32_t> dev_pull(p.pull_rows.empty() ? std::vector<int32_t>{0} : p.pull_rows);
     std::vector<EwInstr> program = p.instrs;
     for (EwInstr& in : program) {
       if (in.dst.rows != nullptr) in.dst.rows = dev_push.get();
+      if (in.a.rows != nullptr) in.a.rows = dev_pull.get();
       for (EwArg* a : {&in.dst, &in.a, &in.b}) {
         for (size_t i = 0; i < p.buffers.size() && a->ptr != nullptr; ++i) {
           float* base = p.buffers[i]->data();

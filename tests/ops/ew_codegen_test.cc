@@ -52,6 +52,14 @@ void Reference(const EwProgram& p) {
         Elem(in.dst, srow, r, 0) = sum;
         continue;
       }
+      if (in.a.rows != nullptr) {  // a pull from row rows[r] (0 if negative)
+        for (int64_t c = 0; c < in.width; ++c) {
+          const float v = in.a.rows[r] >= 0 ? in.a.ptr[in.a.rows[r] * in.a.ld + c] : 0.0f;
+          float& d = Elem(in.dst, srow, r, c);
+          d = in.op == EwOp::kAccumulate ? d + v : v;
+        }
+        continue;
+      }
       if (in.dst.rows != nullptr) {  // a push into row rows[r] (none if negative)
         for (int64_t c = 0; c < in.width && in.dst.rows[r] >= 0; ++c) {
           in.dst.ptr[in.dst.rows[r] * in.dst.ld + c] = Elem(in.a, srow, r, c);
@@ -145,6 +153,12 @@ void Simulate(const EwKernelPlan& plan, const EwProgram& p, core::Rng& rng, int 
           const EwPlanOperand* ops[] = {&pk.a, &pk.b, &pk.dst_in};
           for (int o = 0; o < 3; ++o) {
             if (ops[o]->source == EwSource::kRegister) continue;
+            if (o == 0 && pk.a_mapped) {
+              const EwArg& x = slot_arg(pk.a.index);
+              const int32_t from = prog[pk.program_index].a.rows[t.row];
+              t.loaded[k][o] = from >= 0 ? x.ptr[from * x.ld + t.c] : 0.0f;
+              continue;
+            }
             const bool col0 = o == 0 && pk.op == EwOp::kBroadcast;
             t.loaded[k][o] = read(*ops[o], t, col0 ? 0 : t.c);
           }
@@ -364,13 +378,16 @@ TEST(EwCodegenTest, SumAndBroadcastGetTheirOwnSegmentsWhereNeeded) {
 
 TEST(EwCodegenTest, RandomProgramsMatchTheRowByRowProgram) {
   core::Rng rng(9);
-  int multi = 0, forwarded = 0, shared = 0, registers = 0, pushes = 0;
+  int multi = 0, forwarded = 0, shared = 0, registers = 0, pushes = 0, pulls = 0;
   for (int i = 0; i < 400; ++i) {
     EwProgram p = RandomProgram(rng, 12);
     const EwKernelPlan plan = CheckPlan(p, rng, "random program " + std::to_string(i));
     if (HasFailure()) return;
     multi += plan.segments.size() > 1;
-    for (const EwPlanInstr& pi : plan.instrs) pushes += pi.dst_mapped;
+    for (const EwPlanInstr& pi : plan.instrs) {
+      pushes += pi.dst_mapped;
+      pulls += pi.a_mapped;
+    }
     shared += plan.shared_width > 0;
     registers += plan.registers;
     for (const EwPlanInstr& pi : plan.instrs) {
@@ -385,6 +402,7 @@ TEST(EwCodegenTest, RandomProgramsMatchTheRowByRowProgram) {
   EXPECT_GT(shared, 20);
   EXPECT_GT(registers, 50);
   EXPECT_GT(pushes, 50);
+  EXPECT_GT(pulls, 50);
 }
 
 // The emitted source names what the plan says: one loop per segment, barriers between them,

@@ -18,6 +18,7 @@ struct EwProgram {
   std::vector<std::unique_ptr<std::vector<float>>> buffers;  // every pointer points into one
   std::vector<int32_t> uids;                                 // kDropout's per-row uids
   std::vector<int32_t> push_rows;  // a row-mapped dst's rows (EwArg::rows), if the program has one
+  std::vector<int32_t> pull_rows;  // a row-mapped a's rows, if the program has one
   int64_t rows = 0;
 
   // A new buffer of n floats, uniform in [-1, 1).
@@ -240,6 +241,23 @@ inline EwProgram RandomProgram(core::Rng& rng, int max_instrs, int64_t max_rows 
       const size_t at = from.scratch >= 0 ? p.instrs.size() : rng.UniformInt(p.instrs.size() + 1);
       p.instrs.insert(p.instrs.begin() + static_cast<std::ptrdiff_t>(at), in);
     }
+  }
+  // Sometimes a pull: a row-mapped read, accumulated into a row buffer, of a buffer nothing
+  // writes (a child's gradient from its parent's row; several rows may read one, or none).
+  if (push && rng.UniformInt(2) == 0) {
+    const int64_t width = std::min(w, ld1);
+    p.pull_rows.resize(p.rows);
+    for (int64_t r = 0; r < p.rows; ++r) {
+      p.pull_rows[r] = static_cast<int32_t>(rng.UniformInt(2 * p.rows + 1)) - 1;
+    }
+    float* parents = p.Buffer(2 * p.rows * width, rng);
+    EwInstr in;
+    in.op = rng.UniformInt(2) == 0 ? EwOp::kAccumulate : EwOp::kCopy;
+    in.width = width;
+    in.dst = {b1 + rng.UniformInt(ld1 - width + 1), ld1};
+    in.a = {parents, width, -1, p.pull_rows.data()};
+    p.instrs.insert(
+        p.instrs.begin() + static_cast<std::ptrdiff_t>(rng.UniformInt(p.instrs.size() + 1)), in);
   }
   return p;
 }
