@@ -381,9 +381,9 @@ void MarkPushes(Compiled& c, const vertex::Function& f) {
   }
 }
 
-// A backward GatherGrad in the rounds is pulled by the first fused step of the rounds that
-// reads its field's gradient (kScatterGrad), if no earlier step of the rounds reads it: the
-// child takes its gradient from its parent's row in its own round, before anything uses it.
+// A backward GatherGrad in the rounds is pulled by the first step of the rounds that reads its
+// field's gradient (kScatterGrad, or a view of it), if that step is fused: the child takes its
+// gradient from its parent's row in its own round, before anything uses it.
 void MarkPulls(Compiled& c, const vertex::Function& f) {
   const vertex::Program& bp = f.backward();
   c.bwd.pushed.assign(bp.nodes.size(), 0);
@@ -399,10 +399,13 @@ void MarkPulls(Compiled& c, const vertex::Function& f) {
         }
       }
       if (field_grad < 0) continue;
+      // A reader of the gradient is any step with an input in its buffer: the ScatterGrad node
+      // itself, or a view of it (a Slice where a Concat's backward splits it).
+      const int buffer = c.bwd.views[field_grad].buffer;
       for (Step& st : steps) {
         bool reads = false;
         for (int id : st.nodes) {
-          for (int in : bp.nodes[id].inputs) reads |= in == field_grad;
+          for (int in : bp.nodes[id].inputs) reads |= c.bwd.views[in].buffer == buffer;
         }
         if (!reads) continue;
         if (st.fused) {

@@ -363,6 +363,143 @@ TEST(EngineTest, GradientReadyHooks) {
   EXPECT_EQ((*engine)->Run(gs, o).status().code(), absl::StatusCode::kCancelled);
 }
 
+// A field whose gradient a Concat's backward splits into Slices: a GEMM reads a Slice before the
+// first fused step that reads the gradient itself, so the pull must come before that GEMM (it
+// came after, and the chains' gradients were off by 60-85%; a review found it).
+absl::StatusOr<vertex::Function> SliceReader(int64_t classes) {
+  using namespace vertex;
+  return Define("slice_reader", [classes](Vertex& v) {
+    Expr x = v.embed("emb", 50, 4);
+    Expr hp = v.gather(0)["h"];
+    Expr a = MatMul(hp, v.param("A", {6, 3}));
+    Expr b = MatMul(x, v.param("B", {4, 3}));
+    Expr t = Tanh(MatMul(x, v.param("C", {4, 6})) + MatMul(hp, v.param("D", {6, 6})));
+    Expr h = Concat({a, b}) + t;
+    v.scatter({{"h", h}});
+    v.push(MatMul(t, v.param("out", {6, classes})));
+  });
+}
+
+TEST(EngineTest, SliceReadersOfAFieldGradientOnChains) {
+  absl::StatusOr<vertex::Function> f = SliceReader(5);
+  ASSERT_TRUE(f.ok()) << f.status();
+  core::Rng rng(21);
+  std::vector<Graph> gs;
+  for (int i = 0; i < 10; ++i) {
+    gs.push_back(
+        RandomChain(rng, 1 + static_cast<int>(rng.UniformInt(8)), {.vocab = 50, .classes = 5}));
+  }
+  ExpectMatchesReference(*f, gs, {}, Options(), "slice reader, chains");
+  // The same chains plus a DAG (shared child): gathers and scatter-adds as before.
+  std::vector<Graph> dag = gs;
+  Graph g;
+  const int32_t leaf = g.AddVertex({}, 3, 1);
+  g.AddVertex({leaf}, 4, 2);
+  g.AddVertex({leaf}, 5, 3);
+  dag.push_back(g);
+  ExpectMatchesReference(*f, dag, {}, Options(), "slice reader, with a DAG");
+}
+
+// Forests where every vertex has one parent (pushes and pulls), any arity, empty slots.
+Graph UniqueForest(core::Rng& rng, int n, int max_children) {
+  Graph g;
+  std::vector<int32_t> free;
+  for (int v = 0; v < n; ++v) {
+    std::vector<int32_t> kids;
+    const int k = static_cast<int>(rng.UniformInt(max_children + 1));
+    for (int i = 0; i < k; ++i) {
+      if (free.empty() || rng.Uniform() < 0.15) {
+        kids.push_back(-1);
+        continue;
+      }
+      const size_t j = rng.UniformInt(free.size());
+      kids.push_back(free[j]);
+      free.erase(free.begin() + j);
+    }
+    while (!kids.empty() && kids.back() < 0) kids.pop_back();
+    const int32_t token = rng.Uniform() < 0.7 ? static_cast<int32_t>(rng.UniformInt(50)) : -1;
+    const int32_t label = rng.Uniform() < 0.8 ? static_cast<int32_t>(rng.UniformInt(5)) : -1;
+    free.push_back(g.AddVertex(kids, token, label));
+  }
+  return g;
+}
+
+absl::StatusOr<vertex::Function> PushPullCorner(int which, int64_t classes) {
+  using namespace vertex;
+  return Define("extra", [which, classes](Vertex& v) {
+    Expr x = v.embed("emb", 50, 4);
+    Expr l = v.gather(0)["h"], r = v.gather(1)["h"];
+    if (which == 0) {  // producer aliased into a Concat with a gathered value; logits read it
+      Expr h =
+          Tanh(MatMul(x, v.param("W", {4, 6})) + MatMul(Concat({l, r}), v.param("U", {12, 6})));
+      v.scatter({{"h", h}, {"k", h}});
+      Expr kk = v.gather(0)["k"];
+      v.push(MatMul(Concat({l, h, kk}), v.param("out", {18, classes})));
+    } else if (which == 1) {  // residual, not pushed: GatherGrad reads ScatterGrad directly
+      Expr t = Tanh(MatMul(x, v.param("W", {4, 6})) + MatMul(r, v.param("U", {6, 6})));
+      Expr h = l + t;
+      v.scatter({{"h", h}});
+      v.push(MatMul(t, v.param("out", {6, classes})));
+    } else if (which == 2) {  // a second field whose gradient is another field's
+      Expr t = Tanh(MatMul(x, v.param("W", {4, 6})) + MatMul(l, v.param("U", {6, 6})));
+      Expr g = v.gather(0)["g"];
+      Expr h = t + g;
+      Expr gg = Sigmoid(MatMul(r, v.param("V", {6, 6}))) * t;
+      v.scatter({{"h", h}, {"g", gg}});
+      v.push(MatMul(t, v.param("out", {6, classes})));
+    } else {  // scatter grad read through slices by a sink (GatherGrad of r's field)
+      Expr t = Tanh(MatMul(x, v.param("W", {4, 6})) + MatMul(l, v.param("U", {6, 6})));
+      Expr h = Concat({Slice(r, 0, 3), Slice(t, 0, 3)}) + t;
+      v.scatter({{"h", h}});
+      v.push(MatMul(t, v.param("out", {6, classes})));
+    }
+  });
+}
+
+// Every cell and the test functions on unique-parent forests, every policy, training and
+// inference, against the reference; and four functions for the push/pull corners: a field
+// produced into a Concat the logits read, two fields of one producer, a residual field that is
+// not pushed, and a field whose gradient feeds another field's.
+TEST(EngineTest, UniqueParentForestsEveryCellAndPolicy) {
+  const vertex::models::CellConfig c = Cell();
+  std::vector<std::pair<std::string, absl::StatusOr<vertex::Function>>> fs;
+  fs.push_back({"everyop", testing::EveryOp(5)});
+  fs.push_back({"gemmsums", testing::GemmSums(5)});
+  fs.push_back({"single", testing::SingleInputConcats(5)});
+  fs.push_back({"slice", SliceReader(5)});
+  fs.push_back({"btl", vertex::models::BinaryTreeLstm(c)});
+  fs.push_back({"cs1", vertex::models::ChildSumTreeLstm(c, 1)});
+  fs.push_back({"cs3", vertex::models::ChildSumTreeLstm(c, 3)});
+  fs.push_back({"treefc", vertex::models::TreeFc(c)});
+  fs.push_back({"treegru", vertex::models::TreeGru(c)});
+  fs.push_back({"lstm", vertex::models::Lstm(c)});
+  fs.push_back({"gru", vertex::models::Gru(c)});
+  for (int w = 0; w < 4; ++w) fs.push_back({"corner" + std::to_string(w), PushPullCorner(w, 5)});
+  for (auto& [name, f] : fs) {
+    ASSERT_TRUE(f.ok()) << f.status();
+    core::Rng rng(31);
+    std::vector<Graph> gs;
+    const int arity = f->max_arity() < 0 ? 6 : f->max_arity();
+    for (int i = 0; i < 25; ++i) {
+      Graph g = UniqueForest(rng, 1 + static_cast<int>(rng.UniformInt(20)), arity);
+      g.feature_dim = 3;
+      for (int j = 0; j < 3 * g.num_vertices(); ++j) g.features.push_back(rng.Uniform() - 0.5f);
+      gs.push_back(std::move(g));
+    }
+    for (Policy policy : {Policy::kHeight, Policy::kDepth, Policy::kAgenda}) {
+      for (int cap : {0, 1, 3}) {
+        if (policy != Policy::kAgenda && cap > 0) continue;
+        ExpectMatchesReference(*f, gs, {policy, cap}, Options(),
+                               name + " policy " + std::to_string(static_cast<int>(policy)) +
+                                   " cap " + std::to_string(cap));
+      }
+    }
+    RunOptions infer = Options();
+    infer.backward = false;
+    ExpectMatchesReference(*f, gs, {}, infer, name + " inference");
+  }
+}
+
 TEST(EngineTest, LaunchesPerRound) {
   absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
   ASSERT_TRUE(f.ok());
