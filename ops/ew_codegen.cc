@@ -19,6 +19,29 @@
 namespace cavs::ops {
 namespace {
 
+// Operand `field` of an instruction: 0 dst, 1 a, 2 b.
+const EwArg& OperandOf(const EwInstr& in, int field) {
+  return field == 0 ? in.dst : field == 1 ? in.a : in.b;
+}
+
+// The op with its row-mapped operands, as the key and the fingerprint record it.
+int64_t OpBits(EwOp op, bool dst_mapped, bool a_mapped) {
+  return static_cast<int64_t>(op) | (dst_mapped ? 256 : 0) | (a_mapped ? 512 : 0);
+}
+
+// What a shape promises is fixed of one instruction (EwFingerprint), 8 values.
+constexpr size_t kInstrFingerprint = 8;
+std::array<int64_t, kInstrFingerprint> InstrFingerprint(const EwInstr& in) {
+  return {OpBits(in.op, in.dst.rows != nullptr, in.a.rows != nullptr),
+          in.width,
+          in.dst.ld,
+          in.dst.scratch,
+          in.a.ld,
+          in.a.scratch,
+          in.b.ld,
+          in.b.scratch};
+}
+
 // One operand access of an instruction, for the overlap analysis.
 struct Access {
   int instr = 0;  // in plan.instrs
@@ -181,11 +204,11 @@ EwKernelPlan PlanEwKernel(const EwInstr* program, int count, int64_t rows) {
 
   // Operand sources. A read takes the latest earlier write over it that is the same element in
   // the same segment from its register; else memory or the shared row.
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // shared-row columns [begin, end) used
   auto slot_of = [&](const Access& x) {
     for (size_t s = 0; s < plan.slots.size(); ++s) {
       const EwPlanSlot& slot = plan.slots[s];
-      const EwInstr& in = program[slot.program_index];
-      const EwArg& arg = slot.field == 0 ? in.dst : slot.field == 1 ? in.a : in.b;
+      const EwArg& arg = OperandOf(program[slot.program_index], slot.field);
       // A row-mapped dst keeps a slot of its own: its pointer is its buffer's row 0, which an
       // operand of the first round's rows may equal in one round and not in the next.
       if (arg.ptr == x.arg->ptr && arg.ld == x.arg->ld && arg.rows == x.arg->rows) {
@@ -224,6 +247,7 @@ EwKernelPlan PlanEwKernel(const EwInstr* program, int count, int64_t rows) {
           op = {EwSource::kMemory, slot_of(a), 0};
         }
       }
+      if (op.source == EwSource::kShared) ranges.emplace_back(op.col, op.col + a.col1);
       EwPlanOperand* slot = a.write        ? &p.dst
                             : a.field == 0 ? &p.dst_in
                             : a.field == 1 ? &p.a
@@ -235,17 +259,6 @@ EwKernelPlan PlanEwKernel(const EwInstr* program, int count, int64_t rows) {
   // Shared scratch columns packed: the ranges read or written through the shared row, merged
   // where they overlap, laid side by side (the scratch row also holds the register-resident
   // temporaries, which need no shared memory).
-  std::vector<std::pair<int64_t, int64_t>> ranges;  // [begin, end) in scratch columns
-  for (int k = 0; k < n; ++k) {
-    const EwPlanInstr& p = plan.instrs[k];
-    for (int y = first_access[k]; y < first_access[k + 1]; ++y) {
-      const EwPlanOperand& o = acc[y].write        ? p.dst
-                               : acc[y].field == 0 ? p.dst_in
-                               : acc[y].field == 1 ? p.a
-                                                   : p.b;
-      if (o.source == EwSource::kShared) ranges.emplace_back(o.col, o.col + acc[y].col1);
-    }
-  }
   std::sort(ranges.begin(), ranges.end());
   std::vector<std::pair<int64_t, int64_t>> merged;  // disjoint, sorted
   for (const auto& r : ranges) {
@@ -276,7 +289,7 @@ EwKernelPlan PlanEwKernel(const EwInstr* program, int count, int64_t rows) {
   key.push_back(n);
   for (const EwPlanInstr& p : plan.instrs) {
     key.push_back(p.program_index);
-    key.push_back(static_cast<int64_t>(p.op) | (p.dst_mapped ? 256 : 0) | (p.a_mapped ? 512 : 0));
+    key.push_back(OpBits(p.op, p.dst_mapped, p.a_mapped));
     key.push_back(p.width);
     key.push_back(p.segment);
     for (const EwPlanOperand* o : {&p.dst, &p.dst_in, &p.a, &p.b}) {
@@ -295,35 +308,33 @@ EwKernelPlan PlanEwKernel(const EwInstr* program, int count, int64_t rows) {
 }
 
 void EwFingerprint(const EwInstr* program, int count, int64_t rows, std::vector<int64_t>* out) {
-  out->clear();
-  out->push_back(count);
-  out->push_back(rows == 1 ? 1 : 2);
+  out->assign({count, rows == 1 ? 1 : 2});
   for (int i = 0; i < count; ++i) {
-    const EwInstr& in = program[i];
-    const int64_t op = static_cast<int64_t>(in.op) | (in.dst.rows != nullptr ? 256 : 0) |
-                       (in.a.rows != nullptr ? 512 : 0);
-    out->insert(out->end(), {op, in.width, in.dst.ld, in.dst.scratch, in.a.ld, in.a.scratch,
-                             in.b.ld, in.b.scratch});
+    const auto f = InstrFingerprint(program[i]);
+    out->insert(out->end(), f.begin(), f.end());
   }
 }
 
 bool EwFingerprintMatches(const std::vector<int64_t>& f, const EwInstr* program, int count,
                           int64_t rows) {
-  if (f.size() != 2 + 8 * static_cast<size_t>(count) || f[0] != count ||
+  if (f.size() != 2 + kInstrFingerprint * static_cast<size_t>(count) || f[0] != count ||
       f[1] != (rows == 1 ? 1 : 2)) {
     return false;
   }
-  const int64_t* p = f.data() + 2;
-  for (int i = 0; i < count; ++i, p += 8) {
-    const EwInstr& in = program[i];
-    const int64_t op = static_cast<int64_t>(in.op) | (in.dst.rows != nullptr ? 256 : 0) |
-                       (in.a.rows != nullptr ? 512 : 0);
-    if (p[0] != op || p[1] != in.width || p[2] != in.dst.ld || p[3] != in.dst.scratch ||
-        p[4] != in.a.ld || p[5] != in.a.scratch || p[6] != in.b.ld || p[7] != in.b.scratch) {
-      return false;
+  const int64_t* at = f.data() + 2;
+  for (int i = 0; i < count; ++i, at += kInstrFingerprint) {
+    const auto g = InstrFingerprint(program[i]);
+    for (size_t j = 0; j < kInstrFingerprint; ++j) {
+      if (g[j] != at[j]) return false;
     }
   }
   return true;
+}
+
+absl::Status BrokenShapeError(uint64_t shape) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("Elementwise: two programs passed with shape ", shape,
+                   " relate their pointers differently (the caller's promise is broken)"));
 }
 
 absl::Status EwShapeChecker::Check(const EwInstr* program, int count, int64_t rows,
@@ -337,12 +348,14 @@ absl::Status EwShapeChecker::Check(const EwInstr* program, int count, int64_t ro
     it->second.second = std::move(key);
     return absl::OkStatus();
   }
-  if (it->second.second != key) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Elementwise: two programs passed with shape ", shape,
-                     " relate their pointers differently (the caller's promise is broken)"));
-  }
-  return absl::OkStatus();
+  return it->second.second == key ? absl::OkStatus() : BrokenShapeError(shape);
+}
+
+int64_t EwRowsPerBlock(int64_t rows, int64_t width, int num_sms) {
+  constexpr int64_t kElementsPerBlock = 4096;
+  const int64_t min_blocks = 2 * static_cast<int64_t>(std::max(num_sms, 1));
+  return std::min(std::max<int64_t>(1, kElementsPerBlock / std::max<int64_t>(width, 1)),
+                  std::max<int64_t>(1, (rows + min_blocks - 1) / min_blocks));
 }
 
 bool VerifyEwShapesFromEnv() {
@@ -461,38 +474,34 @@ std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name) 
   s += "  const long long r0 = static_cast<long long>(blockIdx.x) * rows_per_block;\n";
   s += "  const int nr = static_cast<int>(rows - r0 < rows_per_block ? rows - r0 : "
        "rows_per_block);\n";
+  // `type const var` = the field at `offset` of program instruction `index`.
+  auto load = [&](const char* type, const std::string& var, int index, size_t offset) {
+    absl::StrAppend(&s, "  ", type, " const ", var, " = *reinterpret_cast<", type, " const*>(",
+                    At(index, offset), ");\n");
+  };
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const EwPlanSlot& slot = plan.slots[i];
     const size_t off = FieldOffset(slot.field);
-    absl::StrAppend(&s, "  float* const p", i, " = *reinterpret_cast<float* const*>(",
-                    At(slot.program_index, off + offsetof(EwArg, ptr)), ");\n");
-    absl::StrAppend(&s, "  const long long l", i, " = *reinterpret_cast<const long long*>(",
-                    At(slot.program_index, off + offsetof(EwArg, ld)), ");\n");
+    load("float*", absl::StrCat("p", i), slot.program_index, off + offsetof(EwArg, ptr));
+    load("long long", absl::StrCat("l", i), slot.program_index, off + offsetof(EwArg, ld));
   }
   for (size_t k = 0; k < plan.instrs.size(); ++k) {
     const EwPlanInstr& p = plan.instrs[k];
+    const int at = p.program_index;
     if (p.dst_mapped) {
-      absl::StrAppend(&s, "  const int* const ix", k, " = *reinterpret_cast<const int* const*>(",
-                      At(p.program_index, offsetof(EwInstr, dst) + offsetof(EwArg, rows)), ");\n");
+      load("const int*", absl::StrCat("ix", k), at, offsetof(EwInstr, dst) + offsetof(EwArg, rows));
     }
     if (p.a_mapped) {
-      absl::StrAppend(&s, "  const int* const ixa", k, " = *reinterpret_cast<const int* const*>(",
-                      At(p.program_index, offsetof(EwInstr, a) + offsetof(EwArg, rows)), ");\n");
+      load("const int*", absl::StrCat("ixa", k), at, offsetof(EwInstr, a) + offsetof(EwArg, rows));
     }
     if (p.op == EwOp::kScale) {
-      absl::StrAppend(&s, "  const float s", k, " = *reinterpret_cast<const float*>(",
-                      At(p.program_index, offsetof(EwInstr, scalar)), ");\n");
-      absl::StrAppend(&s, "  const float o", k, " = *reinterpret_cast<const float*>(",
-                      At(p.program_index, offsetof(EwInstr, offset)), ");\n");
+      load("float", absl::StrCat("s", k), at, offsetof(EwInstr, scalar));
+      load("float", absl::StrCat("o", k), at, offsetof(EwInstr, offset));
     } else if (p.op == EwOp::kDropout) {
-      absl::StrAppend(&s, "  const float rate", k, " = *reinterpret_cast<const float*>(",
-                      At(p.program_index, offsetof(EwInstr, scalar)), ");\n");
+      load("float", absl::StrCat("rate", k), at, offsetof(EwInstr, scalar));
       absl::StrAppend(&s, "  const float keep", k, " = 1.0f / (1.0f - rate", k, ");\n");
-      absl::StrAppend(&s, "  const unsigned long long seed", k,
-                      " = *reinterpret_cast<const unsigned long long*>(",
-                      At(p.program_index, offsetof(EwInstr, seed)), ");\n");
-      absl::StrAppend(&s, "  const int* const uid", k, " = *reinterpret_cast<const int* const*>(",
-                      At(p.program_index, offsetof(EwInstr, uids)), ");\n");
+      load("unsigned long long", absl::StrCat("seed", k), at, offsetof(EwInstr, seed));
+      load("const int*", absl::StrCat("uid", k), at, offsetof(EwInstr, uids));
     }
   }
   for (size_t g = 0; g < plan.segments.size(); ++g) {
@@ -602,8 +611,7 @@ void RunEwPlanOnHost(const EwKernelPlan& plan, const EwInstr* program, int64_t r
   const int64_t sw = std::max<int64_t>(plan.shared_width, 1);
   std::vector<float> shared(static_cast<size_t>(rows * sw), 0.0f);
   auto slot = [&](int32_t s) -> const EwArg& {
-    const EwInstr& in = program[plan.slots[s].program_index];
-    return plan.slots[s].field == 0 ? in.dst : plan.slots[s].field == 1 ? in.a : in.b;
+    return OperandOf(program[plan.slots[s].program_index], plan.slots[s].field);
   };
   auto at = [&](const EwPlanOperand& o, int64_t row, int64_t c) -> float* {
     if (o.source == EwSource::kShared) return &shared[row * sw + o.col + c];

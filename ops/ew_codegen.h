@@ -97,6 +97,9 @@ void EwFingerprint(const EwInstr* program, int count, int64_t rows, std::vector<
 bool EwFingerprintMatches(const std::vector<int64_t>& fingerprint, const EwInstr* program,
                           int count, int64_t rows);
 
+// The error of a broken shape promise: two programs under one shape that plan differently.
+[[nodiscard]] absl::Status BrokenShapeError(uint64_t shape);
+
 // Checks callers' shape promises: the first program of each shape is remembered (fingerprint
 // and plan key); a later one with the same fingerprint must plan to the same key. The CPU
 // kernels run it when CAVS_VERIFY_EW_SHAPES=1 (the tests), so the engine's shapes are checked
@@ -128,6 +131,11 @@ std::string EwKernelName(const EwKernelPlan& plan);
 std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name);
 
 inline constexpr int kEwKernelThreads = 256;
+
+// Rows per block of an element-wise launch, the interpreter's and the generated kernels': about
+// 4096 elements a block (a few per thread) for rows `width` wide, but no fewer blocks than
+// twice the `num_sms` multiprocessors where there are rows to spare.
+int64_t EwRowsPerBlock(int64_t rows, int64_t width, int num_sms);
 
 // Runs `plan` (from PlanEwKernel(program, count, rows)) over `program` on the host, as the
 // generated kernel would, one element after another in reverse order within each segment (the

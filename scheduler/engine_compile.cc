@@ -83,8 +83,8 @@ void AssignViews(Compiled& c, const vertex::Function& f, const vertex::Program& 
         s.no_op[id] = 1;
         continue;
       case OpKind::kScatterGrad:
-        for (size_t fi = 0; fi < f.scatter().size(); ++fi) {
-          if (f.scatter()[fi].name == n.field) s.views[id] = {c.field_grad[fi], 0, n.width};
+        if (const int fi = f.FieldIndex(n.field); fi >= 0) {
+          s.views[id] = {c.field_grad[fi], 0, n.width};
         }
         s.no_op[id] = 1;
         continue;
@@ -354,26 +354,22 @@ void SplitEarlyWeightGrads(const vertex::Program& p, ProgramSchedule& s) {
 // child in a slot must then read zero: the gathered buffer is zeroed before each batch.
 void MarkPushes(Compiled& c, const vertex::Function& f) {
   const vertex::Program& fp = f.forward();
-  c.fwd.pushed.assign(fp.nodes.size(), 0);
+  c.fwd.replaced.assign(fp.nodes.size(), 0);
   std::vector<Step>& steps = c.fwd.steps[static_cast<int>(OpClass::kInRounds)];
   for (const Step& gst : steps) {
     for (int g : gst.nodes) {
       const Node& n = fp.nodes[g];
-      if (n.kind != OpKind::kGather || c.fwd.views[g].buffer < 0) continue;
-      int field = -1;
-      for (size_t i = 0; i < f.scatter().size(); ++i) {
-        if (f.scatter()[i].name == n.field) field = static_cast<int>(i);
-      }
-      if (field < 0) continue;
+      const int field = f.FieldIndex(n.field);
+      if (n.kind != OpKind::kGather || c.fwd.views[g].buffer < 0 || field < 0) continue;
       const int producer = f.scatter()[field].node;
       if (c.fwd.scratch_col[producer] >= 0 || c.fwd.views[producer].buffer < 0) continue;
       for (Step& st : steps) {
         if (!st.fused || std::find(st.nodes.begin(), st.nodes.end(), producer) == st.nodes.end()) {
           continue;
         }
-        st.pushes.push_back(g);
+        st.pushes.push_back({g, producer});
         ++st.instrs;
-        c.fwd.pushed[g] = 1;
+        c.fwd.replaced[g] = 1;
         c.buffers[c.fwd.views[g].buffer].zero = true;
         break;
       }
@@ -382,26 +378,19 @@ void MarkPushes(Compiled& c, const vertex::Function& f) {
 }
 
 // A backward GatherGrad in the rounds is pulled by the first step of the rounds that reads its
-// field's gradient (kScatterGrad, or a view of it), if that step is fused: the child takes its
-// gradient from its parent's row in its own round, before anything uses it.
+// field's gradient (the kScatterGrad node, or a view of it such as a Slice where a Concat's
+// backward splits it: any input in the field's gradient buffer), if that step is fused: the
+// child takes its gradient from its parent's row in its own round, before anything uses it.
 void MarkPulls(Compiled& c, const vertex::Function& f) {
   const vertex::Program& bp = f.backward();
-  c.bwd.pushed.assign(bp.nodes.size(), 0);
+  c.bwd.replaced.assign(bp.nodes.size(), 0);
   std::vector<Step>& steps = c.bwd.steps[static_cast<int>(OpClass::kInRounds)];
   for (const Step& gst : steps) {
     for (int g : gst.nodes) {
       const Node& n = bp.nodes[g];
-      if (n.kind != OpKind::kGatherGrad) continue;
-      int field_grad = -1;  // the field's kScatterGrad node
-      for (size_t id = 0; id < bp.nodes.size(); ++id) {
-        if (bp.nodes[id].kind == OpKind::kScatterGrad && bp.nodes[id].field == n.field) {
-          field_grad = static_cast<int>(id);
-        }
-      }
-      if (field_grad < 0) continue;
-      // A reader of the gradient is any step with an input in its buffer: the ScatterGrad node
-      // itself, or a view of it (a Slice where a Concat's backward splits it).
-      const int buffer = c.bwd.views[field_grad].buffer;
+      const int field = f.FieldIndex(n.field);
+      if (n.kind != OpKind::kGatherGrad || field < 0) continue;
+      const int buffer = c.field_grad[field];
       for (Step& st : steps) {
         bool reads = false;
         for (int id : st.nodes) {
@@ -409,9 +398,9 @@ void MarkPulls(Compiled& c, const vertex::Function& f) {
         }
         if (!reads) continue;
         if (st.fused) {
-          st.pulls.push_back(g);
+          st.pulls.push_back({g, buffer});
           ++st.instrs;
-          c.bwd.pushed[g] = 1;
+          c.bwd.replaced[g] = 1;
         }
         break;  // the first reader decides
       }

@@ -37,20 +37,32 @@ struct GemmWrite {
   bool last = false;  // the sum's last term in execution order; Step::instrs reserves fills
 };
 
+// A push (forward): the fused step computing `producer` copies it into the parents' rows of
+// the Gather node `gather`. A pull (backward): the fused step accumulates the gradient the
+// GatherGrad node `grad` sends, from the parent's row, into its field's gradient buffer.
+struct Push {
+  int gather = -1;
+  int producer = -1;
+};
+struct Pull {
+  int grad = -1;
+  int field_grad = -1;  // the buffer (Compiled::field_grad of the field)
+};
+
 struct Step {
   bool fused = false;      // a group of element-wise nodes run by one Elementwise call
   std::vector<int> nodes;  // one node unless fused
   int instrs = 0;          // instructions per call: fused (with pushes), or a sum term's fills
-  // Forward Gather nodes whose field this fused step computes: where every vertex of the batch
-  // has one parent (Plan::unique_parents), the step also copies the field into its parents'
+  // Forward Gathers whose field this fused step computes: where every vertex of the batch has
+  // one parent (Plan::unique_parents), the step also copies the field into its parents'
   // gathered rows (a row-mapped copy, EwArg::rows) and the Gather's launch is skipped; else the
   // push is an empty instruction. Counted in `instrs`.
-  std::vector<int> pushes;
-  // Backward GatherGrad nodes whose children's gradient field this fused step is the first in
-  // its round to read: where parents are unique the step first pulls each child's gradient
-  // from its parent's row (a row-mapped read, accumulated into the field's gradient rows) and
-  // the GatherGrad's scatter-add launch is skipped; else empty instructions. In `instrs`.
-  std::vector<int> pulls;
+  std::vector<Push> pushes;
+  // Backward GatherGrads whose field's gradient this fused step is the first in its round to
+  // read: where parents are unique the step first pulls each child's gradient from its
+  // parent's row (a row-mapped read, accumulated into the field's gradient rows) and the
+  // GatherGrad's scatter-add launch is skipped; else empty instructions. In `instrs`.
+  std::vector<Pull> pulls;
 };
 
 struct ProgramSchedule {
@@ -62,9 +74,9 @@ struct ProgramSchedule {
   // Per node: >= 0 when the node is a per-row temporary of its fused step, at this column of
   // the step's scratch row (EwArg::scratch); its buffer is then unused.
   std::vector<int64_t> scratch_col;
-  // Forward: per node, a Gather pushed by its field's producer (Step::pushes). Backward: a
-  // GatherGrad its children pull (Step::pulls).
-  std::vector<char> pushed;
+  // Per node: a forward Gather its children push (Step::pushes), or a backward GatherGrad they
+  // pull (Step::pulls): its copy launch is skipped where parents are unique.
+  std::vector<char> replaced;
   // Backward only: the weight-gradient steps whose inputs are all final before the backward
   // rounds (the output layer's), moved out of steps[kWeightGrad] to run before the rounds.
   std::vector<Step> early_weight_grads;

@@ -143,33 +143,33 @@ void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int
 void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
                      int64_t r1) {
   const size_t first = b_.instrs.size();
-  for (int g : st.pulls) {  // each child's gradient from its parent's row (Step::pulls), first
-    const Node& n = p.nodes[g];
-    ops::EwInstr pull;  // width 0 (nothing) unless every vertex has one parent
-    pull.op = ops::EwOp::kAccumulate;
-    if (b_.plan->unique_parents) {
-      const int dy_node = n.inputs.back();
-      const int64_t w = p.nodes[dy_node].width;
-      pull.width = w;
-      pull.dst = {b_.buffer_base[c_.field_grad[FieldIndex(n.field)]] + r0 * w, w};
-      pull.a = {Ptr(s, dy_node, 0), Ld(s, dy_node), -1,
-                Ints(b_.plan->parent_of_slot[static_cast<size_t>(n.index)]) + r0};
+  // Where every vertex has one parent: each child's gradient from its parent's row first
+  // (Step::pulls), the step's own instructions, then its fields into the parents' gathered rows
+  // (Step::pushes). Elsewhere the pulls and pushes are empty instructions (width 0).
+  const bool unique = b_.plan->unique_parents;
+  for (const Pull& pull : st.pulls) {
+    const Node& n = p.nodes[pull.grad];
+    ops::EwInstr in;
+    in.op = ops::EwOp::kAccumulate;
+    if (unique) {
+      const int dy = n.inputs.back();
+      in.width = p.nodes[dy].width;
+      in.dst = {b_.buffer_base[pull.field_grad] + r0 * in.width, in.width};
+      in.a = {Ptr(s, dy, 0), Ld(s, dy), -1, ParentRows(n.index, r0)};
     }
-    b_.instrs.push_back(pull);
+    b_.instrs.push_back(in);
   }
   for (int id : st.nodes) EmitInstr(p, s, id, r0);
-  for (int g : st.pushes) {  // the field into the parents' gathered rows (Step::pushes)
-    const Node& n = p.nodes[g];
-    ops::EwInstr push;  // width 0 (nothing) unless every vertex has one parent
-    push.op = ops::EwOp::kCopy;
-    if (b_.plan->unique_parents) {
-      const int producer = f_.scatter()[FieldIndex(n.field)].node;
-      push.width = n.width;
-      push.dst = {Ptr(s, g, 0), Ld(s, g), -1,
-                  Ints(b_.plan->parent_of_slot[static_cast<size_t>(n.index)]) + r0};
-      push.a = {Ptr(s, producer, r0), Ld(s, producer)};
+  for (const Push& push : st.pushes) {
+    const Node& n = p.nodes[push.gather];
+    ops::EwInstr in;
+    in.op = ops::EwOp::kCopy;
+    if (unique) {
+      in.width = n.width;
+      in.dst = {Ptr(s, push.gather, 0), Ld(s, push.gather), -1, ParentRows(n.index, r0)};
+      in.a = {Ptr(s, push.producer, r0), Ld(s, push.producer)};
     }
-    b_.instrs.push_back(push);
+    b_.instrs.push_back(in);
   }
   const int count = static_cast<int>(b_.instrs.size() - first);
   CAVS_CHECK(count == st.instrs, "instruction count");
@@ -314,7 +314,7 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
       return absl::OkStatus();
     }
     case OpKind::kGatherReduce: {
-      const int src_node = f_.scatter()[FieldIndex(n.field)].node;
+      const int src_node = f_.scatter()[f_.FieldIndex(n.field)].node;
       const float* src = Ptr(c_.fwd, src_node, 0);
       const int64_t sld = Ld(c_.fwd, src_node);
       const int32_t* off = Ints(b_.plan->reduce_offsets) + r0;
@@ -355,7 +355,7 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
   const int64_t w = p.nodes[dy_node].width;
   switch (n.kind) {
     case OpKind::kGatherReduceGrad: {
-      float* acc = b_.buffer_base[c_.field_grad[FieldIndex(n.field)]];
+      float* acc = b_.buffer_base[c_.field_grad[f_.FieldIndex(n.field)]];
       const int32_t* off = Ints(b_.plan->reduce_offsets) + r0;
       const int32_t* ids = Ints(b_.plan->reduce_ids);
       const ops::ReduceOp op = static_cast<ops::ReduceOp>(n.reduce);
@@ -429,7 +429,7 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
 
 ops::RowCopy Recorder::GatherCopy(const ProgramSchedule& s, int id, int64_t r0) const {
   const Node& n = f_.forward().nodes[id];
-  const int src_node = f_.scatter()[FieldIndex(n.field)].node;
+  const int src_node = f_.scatter()[f_.FieldIndex(n.field)].node;
   return {Ptr(c_.fwd, src_node, 0),
           Ld(c_.fwd, src_node),
           Ints(b_.plan->child_rows[n.index]) + r0,
@@ -447,7 +447,7 @@ ops::RowCopy Recorder::GatherGradCopy(const vertex::Program& p, const ProgramSch
           Ld(s, dy_node),
           Ints(b_.plan->child_rows[n.index]) + r0,
           w,
-          b_.buffer_base[c_.field_grad[FieldIndex(n.field)]],
+          b_.buffer_base[c_.field_grad[f_.FieldIndex(n.field)]],
           w};
 }
 
@@ -458,7 +458,9 @@ bool IsCopyStep(const vertex::Program& p, const Step& st, OpKind kind) {
 
 // A forward Gather its children push (Step::pushes) or a backward GatherGrad they pull
 // (Step::pulls): skipped where parents are unique.
-bool Pushed(const ProgramSchedule& s, int id) { return !s.pushed.empty() && s.pushed[id] != 0; }
+bool Replaced(const ProgramSchedule& s, int id) {
+  return !s.replaced.empty() && s.replaced[id] != 0;
+}
 
 size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
                            const std::vector<Step>& steps, size_t i, int64_t r0, int64_t r1) {
@@ -469,7 +471,7 @@ size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
          copies.size() < static_cast<size_t>(ops::kMaxRowCopies);
        ++i) {
     const int id = steps[i].nodes[0];
-    if (unique && Pushed(s, id)) continue;  // its children push it, or pull it (Step::pulls)
+    if (unique && Replaced(s, id)) continue;  // its children push it, or pull it (Step::pulls)
     copies.push_back(kind == OpKind::kGather ? GatherCopy(s, id, r0)
                                              : GatherGradCopy(p, s, id, r0));
   }
@@ -560,7 +562,7 @@ int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cl
       size_t j = i, copies = 0;
       for (; j < steps.size() && IsCopyStep(p, steps[j], kind) && copies < ops::kMaxRowCopies;
            ++j) {
-        if (Pushed(s, steps[j].nodes[0])) continue;
+        if (Replaced(s, steps[j].nodes[0])) continue;
         ++copies;
       }
       launch = copies > 0;

@@ -80,11 +80,9 @@ class Recorder {
     return static_cast<float*>(store_.Find(name)->grad.raw_data());
   }
   const int32_t* Ints(int64_t offset) const { return b_.ints + offset; }
-  int FieldIndex(const std::string& name) const {
-    for (size_t i = 0; i < f_.scatter().size(); ++i) {
-      if (f_.scatter()[i].name == name) return static_cast<int>(i);
-    }
-    return -1;
+  // Per row from r0: the row of its parent through child slot `slot` (-1: none there).
+  const int32_t* ParentRows(int64_t slot, int64_t r0) const {
+    return Ints(b_.plan->parent_of_slot[static_cast<size_t>(slot)]) + r0;
   }
   ops::EwArg Arg(const vertex::Program& p, const ProgramSchedule& s, int node, int64_t r0) const {
     if (p.nodes[node].is_static()) return {ParamValue(p.nodes[node].name), 0};

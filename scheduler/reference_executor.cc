@@ -52,13 +52,6 @@ struct Context {
   const std::vector<Row>* push_grad;     // [vertex]: d loss / d push 0
 };
 
-int FieldIndex(const vertex::Function& f, const std::string& name) {
-  for (size_t i = 0; i < f.scatter().size(); ++i) {
-    if (f.scatter()[i].name == name) return static_cast<int>(i);
-  }
-  return -1;
-}
-
 Row ParamRow(const Context& c, const Node& n) { return c.params.at(n.name); }
 
 // Unary and binary element-wise ops shared by the forward and backward programs.
@@ -197,11 +190,11 @@ Row EvalForward(const Context& c, int v, int id) {
     }
     case OpKind::kGather: {
       const int ch = c.g.child(v, static_cast<int>(n.index));
-      const int src = c.f.scatter()[FieldIndex(c.f, n.field)].node;
+      const int src = c.f.scatter()[c.f.FieldIndex(n.field)].node;
       return ch < 0 ? Row(n.width, 0.0) : c.fwd[ch][src];
     }
     case OpKind::kGatherReduce:
-      return GatherReduce(c, n, v, c.f.scatter()[FieldIndex(c.f, n.field)].node);
+      return GatherReduce(c, n, v, c.f.scatter()[c.f.FieldIndex(n.field)].node);
     case OpKind::kMatMul: {
       const Node& w = c.f.forward().nodes[n.inputs[1]];
       return MatMul(n, vals[n.inputs[0]], c.params.at(w.name), w.param_shape);
@@ -239,11 +232,11 @@ void ApplySink(const Context& c, const Node& n, int v, const std::vector<Row>& b
   switch (n.kind) {
     case OpKind::kGatherGrad: {
       const int ch = c.g.child(v, static_cast<int>(n.index));
-      if (ch >= 0) AddInto((*c.sgrad)[ch][FieldIndex(c.f, n.field)], 0, dy);
+      if (ch >= 0) AddInto((*c.sgrad)[ch][c.f.FieldIndex(n.field)], 0, dy);
       return;
     }
     case OpKind::kGatherReduceGrad: {
-      const int fi = FieldIndex(c.f, n.field);
+      const int fi = c.f.FieldIndex(n.field);
       std::vector<int> kids;
       for (int k = 0; k < c.g.num_children(v); ++k) {
         if (c.g.child(v, k) >= 0) kids.push_back(c.g.child(v, k));
@@ -308,7 +301,7 @@ void BackwardVertex(const Context& c, int v, ParamValues& grads) {
         bvals[id] = c.fwd[v][n.index];
         break;
       case OpKind::kScatterGrad:
-        bvals[id] = (*c.sgrad)[v][FieldIndex(c.f, n.field)];
+        bvals[id] = (*c.sgrad)[v][c.f.FieldIndex(n.field)];
         break;
       case OpKind::kPushGrad:
         bvals[id] = n.index == 0 ? (*c.push_grad)[v] : Row(n.width, 0.0);

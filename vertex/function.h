@@ -38,6 +38,13 @@ class Function {
   const Program& backward() const { return backward_; }
   // The fields the vertex exposes to its parents, in scatter order.
   const std::vector<ScatterField>& scatter() const { return scatter_; }
+  // The index in scatter() of the field `name`, or -1.
+  int FieldIndex(const std::string& name) const {
+    for (size_t i = 0; i < scatter_.size(); ++i) {
+      if (scatter_[i].name == name) return static_cast<int>(i);
+    }
+    return -1;
+  }
   // Forward node ids of the pushed outputs (push 0 feeds the loss).
   const std::vector<int>& pushes() const { return pushes_; }
   const std::vector<ParamInfo>& params() const { return params_; }

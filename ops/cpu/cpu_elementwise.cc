@@ -180,29 +180,24 @@ CAVS_CPU_INLINE void UnaryRow(const EwInstr& in, float* d, const float* a, int64
   }
 }
 
-// Applies instruction `in` to row r.
+// A row of `w` zeros: what a row-mapped read gets where the row has none to read.
+const float* ZeroRow(int64_t w) {
+  thread_local std::vector<float> zeros;
+  if (static_cast<int64_t>(zeros.size()) < w) zeros.assign(static_cast<size_t>(w), 0.0f);
+  return zeros.data();
+}
+
+// Applies instruction `in` to row r. A row-mapped operand (EwArg::rows) is row rows[r] of its
+// buffer: a dst with none is not written, an a with none reads zeros.
 CAVS_CPU_INLINE void RunInstr(const EwInstr& in, int64_t r) {
-  if (in.a.rows != nullptr) {  // a row-mapped read (ValidateProgram: kCopy, kAccumulate)
-    const int64_t from = in.a.rows[r];
-    float* d = in.dst.ptr + r * in.dst.ld;
-    const float* a = from >= 0 ? in.a.ptr + from * in.a.ld : nullptr;
-    const bool acc = in.op == EwOp::kAccumulate;
-    for (int64_t c = 0; c < in.width; ++c) {
-      const float v = a != nullptr ? a[c] : 0.0f;
-      d[c] = acc ? d[c] + v : v;
-    }
-    return;
-  }
-  if (in.dst.rows != nullptr) {  // a row-mapped copy (ValidateProgram: kCopy only)
-    const int64_t to = in.dst.rows[r];
-    if (to < 0) return;
-    float* d = in.dst.ptr + to * in.dst.ld;
-    const float* a = in.a.ptr + r * in.a.ld;
-    for (int64_t c = 0; c < in.width; ++c) d[c] = a[c];
-    return;
-  }
-  float* d = in.dst.ptr + r * in.dst.ld;
+  const int64_t to = in.dst.rows != nullptr ? in.dst.rows[r] : r;
+  if (to < 0) return;
+  float* d = in.dst.ptr + to * in.dst.ld;
   const float* a = in.a.ptr != nullptr ? in.a.ptr + r * in.a.ld : nullptr;
+  if (in.a.rows != nullptr) {
+    const int64_t from = in.a.rows[r];
+    a = from >= 0 ? in.a.ptr + from * in.a.ld : ZeroRow(in.width);
+  }
   if (in.op == EwOp::kDropout) {
     DropoutRow(d, a, in.width, in, r);
   } else if (EwReadsB(in.op)) {

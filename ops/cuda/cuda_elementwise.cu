@@ -3,6 +3,7 @@
 #include "core/random.h"
 #include "ops/cuda/cuda_elementwise.h"
 #include "ops/cuda/ew_math.cuh"
+#include "ops/ew_codegen.h"
 
 namespace cavs::ops {
 
@@ -11,7 +12,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kSharedInstrs = 48;  // longer programs are read from global memory
-constexpr int kElementsPerBlock = 4096;
 
 __device__ __forceinline__ float& At(const EwArg& x, int64_t row, int64_t c) {
   return x.ptr[row * x.ld + c];
@@ -161,10 +161,7 @@ cudaError_t LaunchElementwise(cudaStream_t stream, const EwInstr* host, const Ew
   for (int k = 0; host != nullptr && k < count; ++k) width = std::max(width, host[k].width);
   // Enough rows per block to give each thread a few elements, but enough blocks to fill the
   // device twice over when there are rows to spare.
-  int64_t rows_per_block = std::max<int64_t>(1, kElementsPerBlock / width);
-  const int64_t min_blocks = 2 * static_cast<int64_t>(std::max(num_sms, 1));
-  rows_per_block =
-      std::min(rows_per_block, std::max<int64_t>(1, (rows + min_blocks - 1) / min_blocks));
+  const int64_t rows_per_block = EwRowsPerBlock(rows, width, num_sms);
   if (rows_per_block * width >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
   const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
   if (blocks >= (int64_t{1} << 31)) return cudaErrorInvalidValue;

@@ -27,7 +27,6 @@ namespace {
 
 #include "nvrtc_headers.inc"
 
-constexpr int64_t kElementsPerBlock = 4096;  // as the interpreter: a few elements per thread
 constexpr int64_t kSharedBytes = 48 * 1024;  // dynamic shared memory without an opt-in
 
 // Destroys an NVRTC program on every path out.
@@ -99,13 +98,8 @@ namespace {
 
 constexpr char kCacheMagic[] = "CAVS-KERNEL-CACHE-1\n";
 
-// FNV-1a, 64 bits: a name stable across processes and builds (absl::Hash is seeded per
-// process). Collisions are harmless: an entry is used only if its stored source matches.
-uint64_t StableHash(const std::string& bytes, uint64_t h = 14695981039346656037ull) {
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
+// CRC-32 of a then b: an entry's check, and its name (stable across processes, unlike
+// absl::Hash; a collision is harmless, an entry is used only if its stored source matches).
 uint32_t Crc(const std::string& a, const std::string& b) {
   uLong crc = crc32(0L, Z_NULL, 0);
   crc = crc32(crc, reinterpret_cast<const Bytef*>(a.data()), static_cast<uInt>(a.size()));
@@ -174,10 +168,9 @@ void WriteEntry(const std::string& path, const std::string& source, const std::s
 std::string KernelCachePath(const std::string& cache_dir, const std::string& source, int arch) {
   int major = 0, minor = 0;
   if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) major = minor = -1;
-  const uint64_t h =
-      StableHash(absl::StrCat(kCacheMagic, "sm_", arch, " nvrtc ", major, ".", minor, "\n"),
-                 StableHash(source));
-  return absl::StrCat(cache_dir, "/", absl::Hex(h, absl::kZeroPad16), ".bin");
+  const uint32_t h =
+      Crc(source, absl::StrCat(kCacheMagic, "sm_", arch, " nvrtc ", major, ".", minor, "\n"));
+  return absl::StrCat(cache_dir, "/", absl::Hex(h, absl::kZeroPad8), ".bin");
 }
 
 std::string KernelCacheDirFromEnv() {
@@ -277,11 +270,7 @@ absl::Status CudaFusedElementwise::Launch(cudaStream_t stream, const EwInstr* ho
     if (it != shapes_.end() && EwFingerprintMatches(it->second.fingerprint, host, count, rows)) {
       Shaped& s = it->second;
       if (verify_all_ || s.launches < kVerifiedLaunches) {
-        if (PlanEwKernel(host, count, rows).key != s.key) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("Elementwise: two programs passed with shape ", shape,
-                           " relate their pointers differently (the caller's promise is broken)"));
-        }
+        if (PlanEwKernel(host, count, rows).key != s.key) return BrokenShapeError(shape);
       } else {
         ++shape_hits_;
       }
@@ -312,10 +301,7 @@ absl::Status CudaFusedElementwise::LaunchKernel(cudaStream_t stream, const Compi
                                                 const EwInstr* device, int64_t rows,
                                                 int64_t shared_width, int64_t max_width) {
   // Rows per block as the interpreter picks them, and no more than the shared rows fit.
-  int64_t rows_per_block = std::max<int64_t>(1, kElementsPerBlock / max_width);
-  const int64_t min_blocks = 2 * static_cast<int64_t>(std::max(num_sms_, 1));
-  rows_per_block =
-      std::min(rows_per_block, std::max<int64_t>(1, (rows + min_blocks - 1) / min_blocks));
+  int64_t rows_per_block = EwRowsPerBlock(rows, max_width, num_sms_);
   const int64_t row_bytes = shared_width * static_cast<int64_t>(sizeof(float));
   if (row_bytes > kSharedBytes) {
     return absl::InvalidArgumentError(absl::StrCat(

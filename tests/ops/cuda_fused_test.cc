@@ -145,42 +145,52 @@ class CudaFusedTest : public ::testing::Test {
     if (cuda_ != nullptr) EXPECT_TRUE(cuda_->SetFusedElementwise(was_fused_).ok());
   }
 
-  // Runs `p` on the CPU kernels and, with every pointer moved into a device copy of its
-  // buffer, on the GPU; compares every buffer.
-  void Compare(const EwProgram& p, const std::string& what) {
+  // Runs `p` on the GPU with every pointer (buffers, uids, row maps) moved into a device copy;
+  // returns the buffers' device results. `ok` says whether the launch succeeded.
+  std::vector<std::vector<float>> RunOnDevice(const EwProgram& p, bool* ok) {
     std::vector<std::unique_ptr<DeviceArray<float>>> dev;
     for (const auto& b : p.buffers) dev.push_back(std::make_unique<DeviceArray<float>>(*b));
-    DeviceArray<int32_t> dev_uids(p.uids.empty() ? std::vector<int32_t>{0} : p.uids);
-    DeviceArray<int32_t> dev_push(p.push_rows.empty() ? std::vector<int32_t>{0} : p.push_rows);
-    DeviceArray<int32_t> dev_pull(p.pull_rows.empty() ? std::vector<int32_t>{0} : p.pull_rows);
+    auto ints = [](const std::vector<int32_t>& v) {
+      return DeviceArray<int32_t>(v.empty() ? std::vector<int32_t>{0} : v);
+    };
+    DeviceArray<int32_t> dev_uids = ints(p.uids), dev_push = ints(p.push_rows),
+                         dev_pull = ints(p.pull_rows);
     std::vector<EwInstr> program = p.instrs;
-    auto move = [&](EwArg& arg) {
-      if (arg.rows != nullptr) {
-        arg.rows = arg.rows == p.push_rows.data() ? dev_push.get() : dev_pull.get();
-      }
-      for (size_t i = 0; i < p.buffers.size(); ++i) {
-        float* base = p.buffers[i]->data();
-        if (arg.ptr >= base && arg.ptr < base + p.buffers[i]->size()) {
-          arg.ptr = dev[i]->get() + (arg.ptr - base);
-          return;
+    for (EwInstr& in : program) {
+      if (in.dst.rows != nullptr) in.dst.rows = dev_push.get();
+      if (in.a.rows != nullptr) in.a.rows = dev_pull.get();
+      if (in.uids != nullptr) in.uids = dev_uids.get();
+      for (EwArg* a : {&in.dst, &in.a, &in.b}) {
+        for (size_t i = 0; i < p.buffers.size() && a->ptr != nullptr; ++i) {
+          float* base = p.buffers[i]->data();
+          if (a->ptr >= base && a->ptr < base + p.buffers[i]->size()) {
+            a->ptr = dev[i]->get() + (a->ptr - base);
+            break;
+          }
         }
       }
-    };
-    for (EwInstr& in : program) {
-      move(in.dst);
-      move(in.a);
-      move(in.b);
-      if (in.uids != nullptr) in.uids = dev_uids.get();
     }
     DeviceArray<EwInstr> dev_program(program);
-    const int count = static_cast<int>(program.size());
-    ASSERT_TRUE(cuda_->Elementwise(program.data(), dev_program.get(), count, p.rows).ok()) << what;
+    *ok = cuda_
+              ->Elementwise(program.data(), dev_program.get(), static_cast<int>(program.size()),
+                            p.rows)
+              .ok();
+    std::vector<std::vector<float>> out;
+    for (const auto& d : dev) out.push_back(d->Download());
+    return out;
+  }
+
+  // Runs `p` on the GPU and on the CPU kernels; compares every buffer.
+  void Compare(const EwProgram& p, const std::string& what) {
+    bool ok = false;
+    const std::vector<std::vector<float>> got = RunOnDevice(p, &ok);
+    ASSERT_TRUE(ok) << what;
     absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
     ASSERT_TRUE(cpu.ok());
+    const int count = static_cast<int>(p.instrs.size());
     ASSERT_TRUE((*cpu)->Elementwise(p.instrs.data(), p.instrs.data(), count, p.rows).ok()) << what;
     for (size_t i = 0; i < p.buffers.size(); ++i) {
-      EXPECT_TRUE(AllClose(dev[i]->Download(), *p.buffers[i], 1e-5, 1e-6))
-          << what << ", buffer " << i;
+      EXPECT_TRUE(AllClose(got[i], *p.buffers[i], 1e-5, 1e-6)) << what << ", buffer " << i;
     }
   }
 
@@ -231,33 +241,9 @@ TEST_F(CudaFusedTest, BitForBitTheInterpreter) {
   core::Rng rng(13);
   auto run = [&](const EwProgram& p, bool fused) {
     EXPECT_TRUE(cuda_->SetFusedElementwise(fused).ok());
-    std::vector<std::unique_ptr<DeviceArray<float>>> dev;
-    for (const auto& b : p.buffers) dev.push_back(std::make_unique<DeviceArray<float>>(*b));
-    DeviceArray<int32_t> dev_uids(p.uids.empty() ? std::vector<int32_t>{0} : p.uids);
-    DeviceArray<int32_t> dev_push(p.push_rows.empty() ? std::vector<int32_t>{0} : p.push_rows);
-    DeviceArray<int32_t> dev_pull(p.pull_rows.empty() ? std::vector<int32_t>{0} : p.pull_rows);
-    std::vector<EwInstr> program = p.instrs;
-    for (EwInstr& in : program) {
-      if (in.dst.rows != nullptr) in.dst.rows = dev_push.get();
-      if (in.a.rows != nullptr) in.a.rows = dev_pull.get();
-      for (EwArg* a : {&in.dst, &in.a, &in.b}) {
-        for (size_t i = 0; i < p.buffers.size() && a->ptr != nullptr; ++i) {
-          float* base = p.buffers[i]->data();
-          if (a->ptr >= base && a->ptr < base + p.buffers[i]->size()) {
-            a->ptr = dev[i]->get() + (a->ptr - base);
-            break;
-          }
-        }
-      }
-      if (in.uids != nullptr) in.uids = dev_uids.get();
-    }
-    DeviceArray<EwInstr> dev_program(program);
-    EXPECT_TRUE(cuda_
-                    ->Elementwise(program.data(), dev_program.get(),
-                                  static_cast<int>(program.size()), p.rows)
-                    .ok());
-    std::vector<std::vector<float>> out;
-    for (const auto& d : dev) out.push_back(d->Download());
+    bool ok = false;
+    std::vector<std::vector<float>> out = RunOnDevice(p, &ok);
+    EXPECT_TRUE(ok);
     return out;
   };
   for (int i = 0; i < 60; ++i) {

@@ -150,8 +150,7 @@ class EwEmulationTest : public ::testing::Test {
     for (size_t i = 0; i < before.size(); ++i) *p.buffers[i] = before[i];
     if (plan.instrs.empty()) return;
     // CudaFusedElementwise's launch shape for a device of one SM.
-    int64_t rows_per_block = std::max<int64_t>(1, 4096 / plan.max_width);
-    rows_per_block = std::min(rows_per_block, std::max<int64_t>(1, (p.rows + 1) / 2));
+    const int64_t rows_per_block = EwRowsPerBlock(p.rows, plan.max_width, 1);
     run(kernel, reinterpret_cast<const unsigned char*>(p.instrs.data()), p.rows,
         static_cast<int>(rows_per_block), rows_per_block * plan.shared_width);
     for (size_t i = 0; i < want.size(); ++i) {
