@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "bench/bench_common.h"
 #include "core/optimizer.h"
 #include "core/parameter.h"
@@ -24,6 +25,7 @@
 #include "ops/ew_codegen.h"
 #include "ops/kernels.h"
 #include "scheduler/engine.h"
+#include "scheduler/plan_queue.h"
 #include "scheduler/reference_executor.h"
 #include "tests/ops/ew_programs.h"
 #include "vertex/models.h"
@@ -121,8 +123,11 @@ void BM_Engine(benchmark::State& state, bool train) {
 
 // The host's part of a batch that needs no device: validating the batch and building its plan
 // (Engine::PlanBatch). On a GPU this runs for the next batch while the device runs this one.
+// Range 1: 0 plans on the benchmark's thread; N > 0 takes the plans from a PlanQueue with N
+// planning threads (scheduler/plan_queue.h), as fast as they come: the host's plan throughput.
 void BM_Plan(benchmark::State& state) {
   const int batch = static_cast<int>(state.range(0));
+  const int threads = static_cast<int>(state.range(1));
   absl::StatusOr<vertex::Function> f = Model(150);
   core::ParameterStore store(1);
   auto engine = scheduler::Engine::Create(&*f, &store);
@@ -130,10 +135,25 @@ void BM_Plan(benchmark::State& state) {
     state.SkipWithError("setup failed");
     return;
   }
-  const auto batches = Batches(batch);
+  std::vector<std::shared_ptr<const std::vector<scheduler::Graph>>> batches;
+  for (auto& b : Batches(batch)) {
+    batches.push_back(std::make_shared<const std::vector<scheduler::Graph>>(std::move(b)));
+  }
+  std::unique_ptr<scheduler::PlanQueue> queue;
+  if (threads > 0) {
+    queue = std::make_unique<scheduler::PlanQueue>(
+        engine->get(), int64_t{1} << 40, [&](int64_t i) { return batches[i % batches.size()]; },
+        scheduler::PlanQueueOptions{.threads = threads});
+  }
   size_t i = 0;
   for (auto _ : state) {
-    absl::StatusOr<scheduler::Plan> plan = (*engine)->PlanBatch(batches[i++ % batches.size()]);
+    absl::StatusOr<scheduler::Plan> plan;
+    if (queue != nullptr) {
+      absl::StatusOr<scheduler::PlannedBatch> b = queue->Next();
+      plan = b.ok() ? absl::StatusOr<scheduler::Plan>(std::move(b->plan)) : b.status();
+    } else {
+      plan = (*engine)->PlanBatch(*batches[i++ % batches.size()]);
+    }
     if (!plan.ok()) {
       state.SkipWithError(plan.status().ToString().c_str());
       return;
@@ -141,6 +161,7 @@ void BM_Plan(benchmark::State& state) {
     benchmark::DoNotOptimize(plan->ints.data());
   }
   state.SetItemsProcessed(state.iterations() * batch);
+  state.SetLabel(threads > 0 ? absl::StrCat("PlanQueue, ", threads, " threads") : "PlanBatch");
 }
 
 // The host cost a generated CUDA element-wise kernel adds to each launch (ops/ew_codegen.h):
@@ -257,7 +278,13 @@ BENCHMARK(BM_RoundGemm)
 BENCHMARK(BM_PackWeight)->Arg(0)->Arg(1)->ArgName("trans")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Engine, train, true)->Apply(Args);
 BENCHMARK_CAPTURE(BM_Engine, infer, false)->Apply(Args);
-BENCHMARK(BM_Plan)->Arg(64)->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Plan)
+    ->Args({64, 0})
+    ->Args({256, 0})
+    ->Args({256, 1})
+    ->Args({256, 2})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 BENCHMARK(BM_EwKernelPlan)->DenseRange(0, 3)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_Reference)->Args({150, 25})->Args({150, 64})->Apply(bench::Timed);
 

@@ -20,8 +20,9 @@
 // instructions, backward 16) alone, as the generated kernel and as the interpreter (its scratch
 // temporaries then in a device buffer): device_us per launch from CUDA events over 100 launches,
 // host_us per Elementwise call.
-// The *_overlap variants build the next batch's Plan on another thread (Engine::PlanBatch)
-// while the current batch runs, as a trainer could.
+// The *_overlap variants take each batch's Plan from a PlanQueue (scheduler/plan_queue.h):
+// $CAVS_PLAN_THREADS (default 4) host threads build the next batches' plans while the current
+// batch runs, as cavs-train does on a GPU.
 //   floor_ms: max(GEMM FLOPs / sgemm rate, minimum bytes / bandwidth) per batch;
 //   ew_kernels: element-wise kernels generated so far in the process (0 with CAVS_CUDA_FUSED=0).
 // A table against the issue #6 targets is printed last.
@@ -33,7 +34,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +49,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/kernels.h"
 #include "scheduler/engine.h"
+#include "scheduler/plan_queue.h"
 #include "tests/ops/ew_programs.h"
 #include "vertex/models.h"
 
@@ -172,6 +173,13 @@ int64_t TouchedRows(const core::ParameterStore& s) {
   return 0;
 }
 
+// Planning threads of the *_overlap rows: $CAVS_PLAN_THREADS, else 4.
+int PlanThreads() {
+  const char* env = std::getenv("CAVS_PLAN_THREADS");
+  const int n = env != nullptr ? std::atoi(env) : 4;
+  return n > 0 ? n : 4;
+}
+
 double ElapsedMs(cudaEvent_t a, cudaEvent_t b) {
   float ms = 0;
   return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? ms : 0.0;
@@ -180,7 +188,11 @@ double ElapsedMs(cudaEvent_t a, cudaEvent_t b) {
 // One configuration's model, store, engine and optimizer on cuda:0, and its timed steps.
 class TreeLstmRun {
  public:
-  TreeLstmRun(bool train, int batch) : train_(train), batches_(Batches(batch)) {}
+  TreeLstmRun(bool train, int batch) : train_(train) {
+    for (auto& b : Batches(batch)) {
+      batches_.push_back(std::make_shared<const std::vector<scheduler::Graph>>(std::move(b)));
+    }
+  }
   ~TreeLstmRun() {
     if (opt_begin_ != nullptr) cudaEventDestroy(opt_begin_);
     if (opt_end_ != nullptr) cudaEventDestroy(opt_end_);
@@ -202,7 +214,7 @@ class TreeLstmRun {
     CAVS_ASSIGN_OR_RETURN(opt_, core::MakeOptimizer(oc));
     CAVS_CUDA_RETURN_IF_ERROR(cudaEventCreate(&opt_begin_));
     CAVS_CUDA_RETURN_IF_ERROR(cudaEventCreate(&opt_end_));
-    for (const auto& b : batches_) CAVS_RETURN_IF_ERROR(Step(b, nullptr, nullptr));  // warm-up
+    for (const auto& b : batches_) CAVS_RETURN_IF_ERROR(Step(*b, nullptr, nullptr));  // warm-up
     return backend_->Synchronize();
   }
 
@@ -225,25 +237,30 @@ class TreeLstmRun {
     return absl::OkStatus();
   }
 
-  // The timed loop; with `overlap` the next batch's plan is built on another thread.
+  // The timed loop; with `overlap` the next batches' plans are built by a PlanQueue of
+  // PlanThreads() threads while the current batch runs.
   absl::Status Loop(benchmark::State& state, bool overlap, Totals* t) {
     core::Allocator* alloc = backend_->allocator();
     const int64_t base = alloc->stats().bytes_in_use;
     alloc->ResetPeak();
-    size_t i = 0;
-    auto plan_of = [&](size_t k) { return engine_->PlanBatch(batches_[k % batches_.size()]); };
-    std::future<absl::StatusOr<scheduler::Plan>> next;
-    if (overlap) next = std::async(std::launch::async, plan_of, i);
-    for (auto _ : state) {
-      absl::StatusOr<scheduler::Plan> plan;
-      if (overlap) {
-        plan = next.get();
-        next = std::async(std::launch::async, plan_of, i + 1);
-        CAVS_RETURN_IF_ERROR(plan.status());
-      }
-      CAVS_RETURN_IF_ERROR(Step(batches_[i++ % batches_.size()], overlap ? &*plan : nullptr, t));
+    std::unique_ptr<scheduler::PlanQueue> queue;
+    if (overlap) {
+      queue = std::make_unique<scheduler::PlanQueue>(
+          engine_.get(), int64_t{1} << 40,
+          [this](int64_t k) { return batches_[k % batches_.size()]; },
+          scheduler::PlanQueueOptions{.threads = PlanThreads()});
     }
-    if (overlap) CAVS_RETURN_IF_ERROR(next.get().status());
+    size_t i = 0;
+    for (auto _ : state) {
+      const std::vector<scheduler::Graph>& graphs = *batches_[i++ % batches_.size()];
+      if (overlap) {
+        CAVS_ASSIGN_OR_RETURN(scheduler::PlannedBatch b, queue->Next());
+        CAVS_RETURN_IF_ERROR(Step(graphs, &b.plan, t));
+      } else {
+        CAVS_RETURN_IF_ERROR(Step(graphs, nullptr, t));
+      }
+    }
+    queue.reset();
     CAVS_RETURN_IF_ERROR(backend_->Synchronize());
     t->opt_ms += opt_pending_ ? ElapsedMs(opt_begin_, opt_end_) : 0.0;
     t->peak = alloc->stats().peak_bytes_in_use - base;
@@ -269,7 +286,7 @@ class TreeLstmRun {
   }
 
   const bool train_;
-  const std::vector<std::vector<scheduler::Graph>> batches_;
+  std::vector<std::shared_ptr<const std::vector<scheduler::Graph>>> batches_;
   ops::CudaBackend* backend_ = nullptr;
   std::unique_ptr<vertex::Function> f_;
   std::unique_ptr<EventTimer> timer_;

@@ -2,15 +2,16 @@
 
 #include <algorithm>
 #include <fstream>
-#include <future>
 #include <memory>
 #include <numeric>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status.h"
 #include "ops/cpu/cpu_parallel.h"
 #include "scheduler/plan.h"
+#include "scheduler/plan_queue.h"
 
 namespace cavs::trainer {
 namespace {
@@ -79,32 +80,13 @@ absl::StatusOr<double> Trainer::TrainEpoch(int epoch, double* trees_per_sec) {
   auto start = std::chrono::steady_clock::now();
   double loss_sum = 0.0;
   int64_t labelled = 0;
-  const bool ahead =
-      options_.plan_ahead == TrainOptions::PlanAhead::kOn ||
-      (options_.plan_ahead == TrainOptions::PlanAhead::kAuto && config_.device != "cpu");
-  // A batch and, when planning ahead, its plan being built on another thread (the thread owns
-  // a reference to the graphs; Engine::PlanBatch is safe beside Run).
-  struct Pending {
-    std::shared_ptr<const std::vector<scheduler::Graph>> graphs;
-    std::future<absl::StatusOr<scheduler::Plan>> plan;
-  };
-  auto prepare = [&](size_t b) {
-    Pending p;
-    p.graphs = std::make_shared<const std::vector<scheduler::Graph>>(
-        Slice(train, order, b, std::min(train.size(), b + config_.batch)));
-    if (ahead) {
-      p.plan = std::async(std::launch::async,
-                          [e = engine_.get(), g = p.graphs]() { return e->PlanBatch(*g); });
-    }
-    return p;
-  };
-  Pending next = train.empty() ? Pending() : prepare(0);
+  std::unique_ptr<scheduler::PlanQueue> queue =
+      QueueBatches(train, order, 0, train.size(), config_.batch);
   for (size_t begin = 0; begin < train.size(); begin += config_.batch) {
     size_t end = std::min(train.size(), begin + config_.batch);
     const int64_t step = optimizer_->step(), t0 = TraceRecorder::Now();
-    Pending cur = std::move(next);
-    if (end < train.size()) next = prepare(end);
-    const std::vector<scheduler::Graph>& batch = *cur.graphs;
+    CAVS_ASSIGN_OR_RETURN(scheduler::PlannedBatch planned, queue->Next());
+    const std::vector<scheduler::Graph>& batch = *planned.graphs;
     trace_.Span("data", t0, {{"step", step}, {"samples", static_cast<int64_t>(batch.size())}});
     scheduler::RunOptions ro;
     ro.training = true;
@@ -112,13 +94,7 @@ absl::StatusOr<double> Trainer::TrainEpoch(int epoch, double* trees_per_sec) {
     ro.dropout_seed = StepDropoutSeed(config_.seed, step);
     const int64_t t1 = TraceRecorder::Now();
     CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
-    scheduler::RunResult r;
-    if (ahead) {
-      CAVS_ASSIGN_OR_RETURN(scheduler::Plan plan, cur.plan.get());
-      CAVS_ASSIGN_OR_RETURN(r, engine_->Run(batch, ro, plan));
-    } else {
-      CAVS_ASSIGN_OR_RETURN(r, engine_->Run(batch, ro));
-    }
+    CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, engine_->Run(batch, ro, planned.plan));
     trace_.Span("forward+backward", t1, {{"step", step}, {"rounds", engine_->stats().rounds}});
     const int64_t t2 = TraceRecorder::Now();
     CAVS_RETURN_IF_ERROR(optimizer_->Step(*store_));
@@ -152,6 +128,27 @@ absl::StatusOr<EvalMetrics> Trainer::Evaluate(const std::vector<scheduler::Graph
   return m;
 }
 
+int Trainer::PlanThreads() const {
+  if (config_.plan_threads >= 0) return config_.plan_threads;
+  if (config_.device == "cpu") return 0;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(cores - 1, 1, 4);
+}
+
+std::unique_ptr<scheduler::PlanQueue> Trainer::QueueBatches(
+    const std::vector<scheduler::Graph>& graphs, const std::vector<size_t>& order, size_t first,
+    size_t last, size_t batch) const {
+  const size_t count = last > first ? (last - first + batch - 1) / batch : 0;
+  return std::make_unique<scheduler::PlanQueue>(
+      engine_.get(), static_cast<int64_t>(count),
+      [&graphs, &order, first, last, batch](int64_t i) {
+        const size_t begin = first + static_cast<size_t>(i) * batch;
+        return std::make_shared<const std::vector<scheduler::Graph>>(
+            Slice(graphs, order, begin, std::min(last, begin + batch)));
+      },
+      scheduler::PlanQueueOptions{.threads = PlanThreads()});
+}
+
 absl::StatusOr<EvalMetrics> Trainer::EvaluateShard(const std::vector<scheduler::Graph>& graphs,
                                                    size_t first, size_t last) {
   EvalMetrics m;
@@ -161,10 +158,12 @@ absl::StatusOr<EvalMetrics> Trainer::EvaluateShard(const std::vector<scheduler::
   ro.training = false;
   ro.backward = false;
   ro.keep_outputs = !data_.language_model;  // the binary accuracy reads the root's logits
+  std::unique_ptr<scheduler::PlanQueue> queue =
+      QueueBatches(graphs, order, first, last, kEvalBatch);
   for (size_t begin = first; begin < last; begin += kEvalBatch) {
-    size_t end = std::min(last, begin + kEvalBatch);
-    std::vector<scheduler::Graph> batch = Slice(graphs, order, begin, end);
-    CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, engine_->Run(batch, ro));
+    CAVS_ASSIGN_OR_RETURN(scheduler::PlannedBatch planned, queue->Next());
+    const std::vector<scheduler::Graph>& batch = *planned.graphs;
+    CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, engine_->Run(batch, ro, planned.plan));
     CAVS_RETURN_IF_ERROR(AccumulateMetrics(batch, r, !data_.language_model, data_.classes, &m));
   }
   return m;

@@ -48,6 +48,7 @@
 #include "examples/trainer/trace.h"
 #include "examples/trainer/trainer_config.h"
 #include "scheduler/engine.h"
+#include "scheduler/plan_queue.h"
 #include "vertex/function.h"
 
 namespace cavs::trainer {
@@ -60,10 +61,6 @@ struct TrainOptions {
   distributed::Communicator* comm = nullptr;
   // Called after every optimizer step with the number of steps taken so far (tests).
   std::function<void(int64_t)> after_step;
-  // Build the next batch's plan on another thread while the current batch runs (one process):
-  // kAuto does so on a GPU, where the host's plan building bounds large batches; on the CPU
-  // both cores are busy with the step itself. The parameters are the same either way.
-  enum class PlanAhead { kAuto, kOn, kOff } plan_ahead = PlanAhead::kAuto;
 };
 
 class Trainer {
@@ -110,6 +107,14 @@ class Trainer {
   [[nodiscard]] absl::StatusOr<double> TrainEpoch(int epoch, double* trees_per_sec);
   [[nodiscard]] absl::StatusOr<EvalMetrics> EvaluateShard(
       const std::vector<scheduler::Graph>& graphs, size_t begin, size_t end);
+  // Host threads that plan batches ahead: --plan-threads, where -1 means none on the CPU (its
+  // cores run the step) and min(4, cores - 1) on a GPU.
+  int PlanThreads() const;
+  // The batches of graphs[order[first..last)], `batch` at a time, sliced and planned ahead by
+  // PlanThreads() threads. `graphs` and `order` must outlive the queue.
+  std::unique_ptr<scheduler::PlanQueue> QueueBatches(const std::vector<scheduler::Graph>& graphs,
+                                                     const std::vector<size_t>& order, size_t first,
+                                                     size_t last, size_t batch) const;
   // trainer_distributed.cc: the communicator, strategy and synchronizer; one distributed
   // epoch and step; sums over ranks.
   [[nodiscard]] absl::Status SetUpDistributed();

@@ -120,6 +120,10 @@ const std::vector<FlagSpec>& Flags() {
       {"device", "DEV", "cpu | cuda | cuda:N (default cpu)", Text(&C::device)},
       {"threads", "N", "CPU threads (default 0: the runtime's default)",
        Int("threads", &C::threads)},
+      {"plan-threads", "N",
+       "host threads planning the next batches ahead (default -1: none on the CPU, up to 4 on a "
+       "GPU; 0: none)",
+       Int("plan-threads", &C::plan_threads)},
       {"policy", "NAME", "batching policy: height | depth | agenda (default height)",
        Text(&C::policy)},
       {"checkpoint-dir", "DIR", "write ckpt-<epoch>.cavs here after every epoch",
@@ -208,6 +212,9 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   if (!(c.dev_fraction >= 0 && c.dev_fraction < 1)) return bad("--dev-fraction must be in [0, 1)");
   if (c.min_count < 1) return bad("--min-count must be at least 1");
   if (c.threads < 0) return bad("--threads must be >= 0");
+  if (c.plan_threads < -1 || c.plan_threads > 64) {
+    return bad("--plan-threads must be in [-1, 64]");
+  }
   if (c.max_train < 0 || c.max_dev < 0) return bad("--max-train and --max-dev must be >= 0");
   if (c.resume && c.checkpoint_dir.empty()) return bad("--resume needs --checkpoint-dir");
   if (!c.strategy.empty() && !c.strategy_file.empty()) {

@@ -37,6 +37,9 @@ struct TrainerConfig {
   uint64_t seed = 1;
   std::string device = "cpu";
   int threads = 0;  // 0: the runtime's default
+  // Host threads planning the next batches while the current one runs (scheduler/plan_queue.h):
+  // -1 picks (none on the CPU, whose cores run the step; on a GPU up to 4), 0 plans in the step.
+  int plan_threads = -1;
   std::string policy = "height";
   std::string checkpoint_dir;
   bool resume = false;

@@ -45,6 +45,8 @@ TEST(TrainerFlagsTest, ParsesBothFormsAndUnderscores) {
   EXPECT_EQ(c->checkpoint_dir, "/tmp/x");
   EXPECT_EQ(c->policy, "agenda");
   EXPECT_EQ(c->seed, 7u);
+  EXPECT_EQ(c->plan_threads, -1);
+  EXPECT_EQ(Parse({"--plan-threads=3"})->plan_threads, 3);
 }
 
 TEST(TrainerFlagsTest, HelpListsEveryFlag) {
@@ -53,10 +55,11 @@ TEST(TrainerFlagsTest, HelpListsEveryFlag) {
   EXPECT_TRUE(c->help);
   std::string help = HelpText();
   for (const char* flag :
-       {"--model",          "--train",     "--dev",       "--test",   "--epochs",       "--batch",
-        "--hidden",         "--embed",     "--optimizer", "--lr",     "--weight-decay", "--clip",
-        "--dropout",        "--min-count", "--seed",      "--device", "--threads",      "--policy",
-        "--checkpoint-dir", "--resume",    "--log-json",  "--csv",    "--plot"}) {
+       {"--model",        "--train",   "--dev",     "--test",           "--epochs",
+        "--batch",        "--hidden",  "--embed",   "--optimizer",      "--lr",
+        "--weight-decay", "--clip",    "--dropout", "--min-count",      "--seed",
+        "--device",       "--threads", "--policy",  "--checkpoint-dir", "--resume",
+        "--log-json",     "--csv",     "--plot",    "--plan-threads"}) {
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
   }
 }
@@ -78,6 +81,7 @@ TEST(TrainerFlagsTest, ErrorsNameTheFlag) {
   ExpectError({"--strategy=ring"}, "--strategy: 'ring' is not one of allreduce, ps, ps-lb");
   ExpectError({"--strategy=ps", "--strategy-file=s.txt"}, "exclude each other");
   ExpectError({"--comm-timeout=0"}, "--comm-timeout must be positive");
+  ExpectError({"--plan-threads=-2"}, "--plan-threads must be in [-1, 64]");
 }
 
 }  // namespace

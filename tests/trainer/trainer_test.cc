@@ -93,25 +93,32 @@ TEST(TrainerTest, ResumeIsBitIdentical) {
   EXPECT_TRUE(std::filesystem::exists(c.checkpoint_dir + "/ckpt-2.cavs"));
 }
 
-// Building the next batch's plan on another thread changes nothing but the time.
+// Planning the next batches on other threads (any number of them) changes nothing but the
+// time.
 TEST(TrainerTest, PlanningAheadGivesTheSameParameters) {
   TrainerConfig c = Small();
   c.max_train = 150;
   c.epochs = 1;
   c.dropout = 0.3;
-  std::vector<std::vector<float>> values[2];
-  int k = 0;
-  for (auto ahead : {TrainOptions::PlanAhead::kOff, TrainOptions::PlanAhead::kOn}) {
-    TrainOptions o;
-    o.plan_ahead = ahead;
-    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c, o);
+  std::vector<std::vector<std::vector<float>>> values;
+  std::vector<EvalMetrics> dev;
+  for (int threads : {0, 1, 3}) {
+    c.plan_threads = threads;
+    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c);
     ASSERT_TRUE(t.ok()) << t.status();
     ASSERT_TRUE((*t)->Run().ok());
-    for (const auto& p : (*t)->store().parameters()) values[k].push_back(p->value.ToVector());
-    ++k;
+    values.emplace_back();
+    for (const auto& p : (*t)->store().parameters()) values.back().push_back(p->value.ToVector());
+    absl::StatusOr<EvalMetrics> m = (*t)->Evaluate((*t)->data().dev);
+    ASSERT_TRUE(m.ok()) << m.status();
+    dev.push_back(*m);
   }
-  ASSERT_EQ(values[0].size(), values[1].size());
-  for (size_t i = 0; i < values[0].size(); ++i) EXPECT_EQ(values[0][i], values[1][i]) << i;
+  for (size_t k = 1; k < values.size(); ++k) {
+    ASSERT_EQ(values[0].size(), values[k].size());
+    for (size_t i = 0; i < values[0].size(); ++i) EXPECT_EQ(values[0][i], values[k][i]) << i;
+    EXPECT_EQ(dev[0].loss_sum, dev[k].loss_sum);
+    EXPECT_EQ(dev[0].correct, dev[k].correct);
+  }
 }
 
 TEST(TrainerTest, ResumeRejectsAnotherConfig) {
