@@ -20,6 +20,9 @@
 // instructions, backward 16) alone, as the generated kernel and as the interpreter (its scratch
 // temporaries then in a device buffer): device_us per launch from CUDA events over 100 launches,
 // host_us per Elementwise call.
+// BM_GemmCall times one round-shaped GEMM call through cublasSgemm and through cuBLASLt with a
+// memoized plan (CudaKernels::SetCublasLt; CAVS_CUBLASLT=1 runs the engine rows that way):
+// host_us per call, device_us per GEMM.
 // The *_overlap variants take each batch's Plan from a PlanQueue (scheduler/plan_queue.h):
 // $CAVS_PLAN_THREADS (default 4) host threads build the next batches' plans while the current
 // batch runs, as cavs-train does on a GPU.
@@ -506,7 +509,63 @@ void BM_FusedRound(benchmark::State& state) {
   if (stop != nullptr) cudaEventDestroy(stop);
 }
 
+// One round's GEMM, [m, 300] x [300, 750] accumulated onto its rows (beta = 1, as the rounds'
+// h U), through cublasSgemm (range 0 = 0) or cuBLASLt with its plan memoized (1; cuda_gemm.h):
+// host_us per Gemm call (the host time a launch-bound round pays), device_us per GEMM.
+void BM_GemmCall(benchmark::State& state) {
+  const bool lt = state.range(0) == 1;
+  const int64_t m = state.range(1), k = 300, n = 750;
+  absl::StatusOr<ops::CudaKernels*> kernels = ops::GetCudaKernels(0);
+  if (!kernels.ok()) {
+    state.SkipWithError(kernels.status().ToString().c_str());
+    return;
+  }
+  const bool was_lt = (*kernels)->cublas_lt();
+  absl::StatusOr<core::Tensor> a = RandomDevice(m * k), b = RandomDevice(k * n),
+                               c = RandomDevice(m * n);
+  bool ok = a.ok() && b.ok() && c.ok() && (*kernels)->SetCublasLt(lt).ok();
+  auto call = [&]() {
+    return (*kernels)->Gemm(false, false, m, n, k, 1.0f, static_cast<const float*>(a->raw_data()),
+                            k, static_cast<const float*>(b->raw_data()), n, 1.0f,
+                            static_cast<float*>(c->raw_data()), n);
+  };
+  for (int i = 0; ok && i < 3; ++i) ok = call().ok();  // plans the problem (cuBLASLt)
+  constexpr int kCalls = 100;
+  cudaStream_t stream = (*kernels)->stream();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  ok = ok && cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
+  double host_s = 0, device_ms = 0;
+  int64_t calls = 0;
+  for (auto _ : state) {
+    if (!ok) break;
+    cudaEventRecord(start, stream);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) ok = ok && call().ok();
+    host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cudaEventRecord(stop, stream);
+    ok = ok && cudaEventSynchronize(stop) == cudaSuccess;
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    device_ms += ms;
+    calls += kCalls;
+    state.SetIterationTime(ms / 1e3);
+  }
+  ok = (*kernels)->SetCublasLt(was_lt).ok() && ok;
+  if (!ok) state.SkipWithError("a CUDA call or GEMM failed");
+  if (calls > 0) {
+    state.counters["host_us"] = 1e6 * host_s / calls;
+    state.counters["device_us"] = 1e3 * device_ms / calls;
+  }
+  state.SetLabel(absl::StrCat(lt ? "cuBLASLt, plan memoized" : "cublasSgemm", ", ", m, " rows"));
+  if (start != nullptr) cudaEventDestroy(start);
+  if (stop != nullptr) cudaEventDestroy(stop);
+}
+
 BENCHMARK(BM_DeviceCeilings)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GemmCall)
+    ->ArgsProduct({{0, 1}, {64, 512, 4096}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FusedRound)
     ->ArgsProduct({{0, 1}, {0, 1}, {64, 4096}})
     ->UseManualTime()

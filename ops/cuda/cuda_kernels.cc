@@ -1,6 +1,7 @@
 #include "ops/cuda/cuda_kernels.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -68,6 +69,9 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, backend->stream()));
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
   CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
+  if (const char* lt = std::getenv("CAVS_CUBLASLT"); lt != nullptr && std::string(lt) == "1") {
+    CAVS_RETURN_IF_ERROR(kernels->SetCublasLt(true));
+  }
   return kernels;
 }
 
@@ -79,8 +83,28 @@ CudaKernels::~CudaKernels() {
   if (backend_->MakeCurrent(guard).ok()) {
     if (fused_ != nullptr) (void)backend_->Synchronize();  // no launch of a kernel unloaded
     fused_.reset();
+    lt_.reset();
     cublasDestroy(cublas_);
   }
+}
+
+absl::Status CudaKernels::SetCublasLt(bool on) {
+  if (on == (lt_ != nullptr)) return absl::OkStatus();
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  if (!on) {
+    lt_.reset();  // frees the workspace, which waits for the queued GEMMs
+    return absl::OkStatus();
+  }
+  CAVS_ASSIGN_OR_RETURN(lt_, CublasLtGemm::Create());
+  return absl::OkStatus();
+}
+
+int64_t CudaKernels::lt_problems_planned() const {
+  return lt_ == nullptr ? 0 : lt_->problems_planned();
+}
+int64_t CudaKernels::lt_problems_unsupported() const {
+  return lt_ == nullptr ? 0 : lt_->problems_unsupported();
 }
 
 absl::Status CudaKernels::SetFusedElementwise(bool on) {
@@ -117,6 +141,11 @@ absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
   if (k > 0) CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", m, n, {a, b}));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  if (lt_ != nullptr && k > 0) {
+    const absl::Status s = lt_->Run(backend_->stream(), allow_tf32_, trans_a, trans_b, m, n, k,
+                                    alpha, a, lda, b, ldb, beta, c, ldc);
+    if (!absl::IsNotFound(s)) return s;  // NotFound: no cuBLASLt algorithm, use cublasSgemm
+  }
   return CublasGemmRowMajor(cublas_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                             ldc);
 }

@@ -13,6 +13,11 @@
 // up to summation order. SetAllowTf32(true) lets cuBLAS use TF32 tensor cores (about 10 bits of
 // mantissa in the products), faster and less exact.
 //
+// Gemm is cublasSgemm, or with SetCublasLt(true) (or CAVS_CUBLASLT=1 in the environment)
+// cuBLASLt with a plan memoized per problem (cuda_gemm.h: no heuristic query per call), falling
+// back to cublasSgemm for a problem cuBLASLt has no algorithm for. Off by default until it is
+// measured on a GPU against cublasSgemm (bench/tree_lstm_gpu_benchmark.cc, BM_GemmCall).
+//
 // Thread-safety: as ops::Kernels, one executor thread at a time.
 #pragma once
 
@@ -29,6 +34,7 @@
 namespace cavs::ops {
 
 class CudaFusedElementwise;
+class CublasLtGemm;
 
 class CudaKernels final : public Kernels {
  public:
@@ -79,6 +85,14 @@ class CudaKernels final : public Kernels {
   // Program shapes compiled so far by the generated-kernel path.
   int64_t fused_kernels_compiled() const;
 
+  // Gemm through cuBLASLt with memoized plans (on), or cublasSgemm (off, the default unless
+  // CAVS_CUBLASLT=1). Turning it on allocates cuBLASLt's workspace.
+  [[nodiscard]] absl::Status SetCublasLt(bool on);
+  bool cublas_lt() const { return lt_ != nullptr; }
+  // The cuBLASLt path's problems planned so far, and those it had no algorithm for.
+  int64_t lt_problems_planned() const;
+  int64_t lt_problems_unsupported() const;
+
   // Lets Gemm use TF32 tensor cores (off by default).
   [[nodiscard]] absl::Status SetAllowTf32(bool allow);
   bool allow_tf32() const { return allow_tf32_; }
@@ -95,6 +109,7 @@ class CudaKernels final : public Kernels {
   int num_sms_;
   int arch_;  // compute capability, major * 10 + minor
   std::unique_ptr<CudaFusedElementwise> fused_;
+  std::unique_ptr<CublasLtGemm> lt_;
   bool allow_tf32_ = false;
 };
 

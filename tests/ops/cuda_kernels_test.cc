@@ -278,5 +278,53 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
   }
 }
 
+// cuBLASLt with memoized plans: every transpose, one row to many, operands offset by a few
+// floats from the allocation (so less than 256-byte aligned), beta 0 and 1; each problem twice
+// (the second call reuses the plan). Against the CPU, as cublasSgemm above.
+TEST_F(CudaKernelsTest, GemmThroughCublasLtMatchesTheCpu) {
+  absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  const bool was_on = (*cuda)->cublas_lt();
+  ASSERT_TRUE((*cuda)->SetCublasLt(true).ok());
+  const int64_t planned = (*cuda)->lt_problems_planned();
+  int problems = 0;
+  for (int64_t m : {1, 7, 64, 300}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        for (int64_t offset : {0, 1, 3}) {
+          for (float beta : {0.0f, 1.0f}) {
+            const int64_t n = 45 + offset, k = 150;
+            const int64_t lda = (ta ? m : k) + offset, ldb = (tb ? k : n), ldc = n + offset;
+            const int64_t a_size = (ta ? k : m) * lda + offset,
+                          b_size = (tb ? n : k) * ldb + offset;
+            std::vector<float> a = RandomFloats(a_size, 21), b = RandomFloats(b_size, 22);
+            std::vector<float> c0 = RandomFloats(m * ldc + offset, 23);
+            DeviceArray<float> da(a), db(b);
+            for (int call = 0; call < 2; ++call) {
+              DeviceArray<float> dc(c0);
+              std::vector<float> c = c0;
+              ASSERT_TRUE((*cuda)
+                              ->Gemm(ta, tb, m, n, k, 0.75f, da.get() + offset, lda,
+                                     db.get() + offset, ldb, beta, dc.get() + offset, ldc)
+                              .ok());
+              ASSERT_TRUE(cpu_->Gemm(ta, tb, m, n, k, 0.75f, a.data() + offset, lda,
+                                     b.data() + offset, ldb, beta, c.data() + offset, ldc)
+                              .ok());
+              EXPECT_TRUE(AllClose(dc.Download(), c, 1e-4, 1e-4))
+                  << "m=" << m << " ta=" << ta << " tb=" << tb << " offset=" << offset
+                  << " beta=" << beta << " call " << call;
+            }
+            ++problems;
+          }
+        }
+      }
+    }
+  }
+  // One plan per problem, not per call (unless the cache was full and dropped them).
+  EXPECT_LE((*cuda)->lt_problems_planned() - planned, problems);
+  EXPECT_EQ((*cuda)->lt_problems_unsupported(), 0);
+  ASSERT_TRUE((*cuda)->SetCublasLt(was_on).ok());
+}
+
 }  // namespace
 }  // namespace cavs::ops
