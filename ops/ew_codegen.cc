@@ -1,5 +1,7 @@
 #include "ops/ew_codegen.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -11,7 +13,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/philox.h"
@@ -364,7 +365,13 @@ bool VerifyEwShapesFromEnv() {
 }
 
 std::string EwKernelName(const EwKernelPlan& plan) {
-  return absl::StrFormat("cavs_ew_%016x", static_cast<uint64_t>(absl::HashOf(plan.key)));
+  // zlib's CRC-32 of the key's bytes: the same in every process (absl::Hash is seeded per
+  // process, which made every process emit a new source and miss the on-disk kernel cache).
+  // Collisions are harmless: kernels are found by the whole key, each in its own library.
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(plan.key.data()),
+              static_cast<uInt>(plan.key.size() * sizeof(plan.key[0])));
+  return absl::StrFormat("cavs_ew_%08x_%d", static_cast<uint32_t>(crc), plan.key.size());
 }
 
 namespace {

@@ -117,7 +117,8 @@ class EwShapeChecker {
 // Whether the environment asks for shape checks (CAVS_VERIFY_EW_SHAPES=1).
 bool VerifyEwShapesFromEnv();
 
-// A name for the plan's kernel: "cavs_ew_" and a hash of the key.
+// A name for the plan's kernel: "cavs_ew_", the CRC-32 of the key and its length; the same in
+// every process, so the on-disk kernel cache (cuda_fused.h) finds it again.
 std::string EwKernelName(const EwKernelPlan& plan);
 
 // The CUDA C++ source of the plan's kernel, for NVRTC:

@@ -29,6 +29,11 @@ namespace {
 
 constexpr int64_t kSharedBytes = 48 * 1024;  // dynamic shared memory without an opt-in
 
+// NVRTC's options besides the architecture: nvcc's defaults, as the interpreter is built; no
+// fast math (the ops' adds and multiplies are explicitly rounded intrinsics, ew_math.cuh,
+// which no contraction setting reaches).
+constexpr const char* kNvrtcOptions[] = {"--std=c++17", "--fmad=true"};
+
 // Destroys an NVRTC program on every path out.
 struct ProgramHolder {
   nvrtcProgram program = nullptr;
@@ -64,9 +69,7 @@ absl::StatusOr<std::string> CompileCudaSource(const std::string& source, const s
   ProgramHolder holder;
   CAVS_NVRTC_RETURN_IF_ERROR(
       nvrtcCreateProgram(&holder.program, source.c_str(), file.c_str(), 4, headers, include_names));
-  // nvcc's defaults, as the interpreter is built: no fast math (the ops' adds and multiplies
-  // are explicitly rounded intrinsics, ew_math.cuh, which no contraction setting reaches).
-  const char* options[] = {gpu.c_str(), "--std=c++17", "--fmad=true"};
+  const char* options[] = {gpu.c_str(), kNvrtcOptions[0], kNvrtcOptions[1]};
   const nvrtcResult result = nvrtcCompileProgram(holder.program, 3, options);
   if (result != NVRTC_SUCCESS) {
     size_t log_size = 0;
@@ -96,7 +99,7 @@ absl::StatusOr<std::string> CompileCudaSource(const std::string& source, const s
 
 namespace {
 
-constexpr char kCacheMagic[] = "CAVS-KERNEL-CACHE-1\n";
+constexpr char kCacheMagic[] = "CAVS-KERNEL-CACHE-2\n";
 
 // CRC-32 of a then b: an entry's check, and its name (stable across processes, unlike
 // absl::Hash; a collision is harmless, an entry is used only if its stored source matches).
@@ -109,7 +112,24 @@ uint32_t Crc(const std::string& a, const std::string& b) {
 
 void PutU64(std::string* out, uint64_t v) { out->append(reinterpret_cast<const char*>(&v), 8); }
 
-// The code of a valid entry for `source`, or nothing.
+// What a compiled kernel depends on besides the architecture and NVRTC's version: its source,
+// the headers it includes (embedded at build time) and the options. An entry stores it whole
+// and is used only if it matches, so editing ew_math.cuh or an option invalidates the cache.
+const std::string& CacheSalt() {
+  static const std::string* salt = [] {
+    auto* s = new std::string("\n// cavs kernel cache: options");
+    for (const char* o : kNvrtcOptions) absl::StrAppend(s, " ", o);
+    for (const char* h : {kNvrtcPhiloxH, kNvrtcHostDeviceH, kNvrtcEwMathH, kNvrtcStdintH}) {
+      absl::StrAppend(s, "\n// header\n", h);
+    }
+    return s;
+  }();
+  return *salt;
+}
+
+std::string CacheIdentity(const std::string& source) { return source + CacheSalt(); }
+
+// The code of a valid entry for `source` (a CacheIdentity), or nothing.
 std::optional<std::string> ReadEntry(const std::string& path, const std::string& source) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
@@ -168,8 +188,8 @@ void WriteEntry(const std::string& path, const std::string& source, const std::s
 std::string KernelCachePath(const std::string& cache_dir, const std::string& source, int arch) {
   int major = 0, minor = 0;
   if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) major = minor = -1;
-  const uint32_t h =
-      Crc(source, absl::StrCat(kCacheMagic, "sm_", arch, " nvrtc ", major, ".", minor, "\n"));
+  const uint32_t h = Crc(CacheIdentity(source), absl::StrCat(kCacheMagic, "sm_", arch, " nvrtc ",
+                                                             major, ".", minor, "\n"));
   return absl::StrCat(cache_dir, "/", absl::Hex(h, absl::kZeroPad8), ".bin");
 }
 
@@ -191,11 +211,12 @@ absl::StatusOr<std::string> CompileCudaSourceCached(const std::string& source,
                                                     const std::string& cache_dir) {
   if (cache_dir.empty()) return CompileCudaSource(source, file, arch);
   const std::string path = KernelCachePath(cache_dir, source, arch);
-  if (std::optional<std::string> code = ReadEntry(path, source)) return *std::move(code);
+  const std::string identity = CacheIdentity(source);
+  if (std::optional<std::string> code = ReadEntry(path, identity)) return *std::move(code);
   CAVS_ASSIGN_OR_RETURN(std::string code, CompileCudaSource(source, file, arch));
   std::error_code ec;
   std::filesystem::create_directories(cache_dir, ec);
-  if (!ec) WriteEntry(path, source, code);
+  if (!ec) WriteEntry(path, identity, code);
   return code;
 }
 
@@ -216,17 +237,20 @@ namespace {
 absl::StatusOr<CudaFusedElementwise::Compiled> LoadKernel(const std::string& code,
                                                           const std::string& name) {
   CudaFusedElementwise::Compiled c;
+  // A failed call stays the runtime's last error, which the next launch check (the
+  // interpreter's, a gather's) would report as its own: clear it.
+  auto failed = [&name](cudaError_t err, const char* call, int line) {
+    (void)cudaGetLastError();
+    const absl::Status s = CudaStatus(err, call, __FILE__, line);
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (kernel ", name, ")"));
+  };
   cudaError_t err =
       cudaLibraryLoadData(&c.library, code.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
-  if (err == cudaSuccess) {
-    err = cudaLibraryGetKernel(&c.kernel, c.library, name.c_str());
-    if (err != cudaSuccess) cudaLibraryUnload(c.library);
-  }
+  if (err != cudaSuccess) return failed(err, "cudaLibraryLoadData", __LINE__);
+  err = cudaLibraryGetKernel(&c.kernel, c.library, name.c_str());
   if (err != cudaSuccess) {
-    // A failed call stays the runtime's last error, which the next launch check (the
-    // interpreter's, a gather's) would report as its own: clear it.
-    (void)cudaGetLastError();
-    return CudaStatus(err, "cudaLibraryLoadData / cudaLibraryGetKernel", __FILE__, __LINE__);
+    cudaLibraryUnload(c.library);
+    return failed(err, "cudaLibraryGetKernel", __LINE__);
   }
   return c;
 }
@@ -235,12 +259,45 @@ absl::StatusOr<CudaFusedElementwise::Compiled> LoadKernel(const std::string& cod
 
 absl::Status CudaFusedElementwise::Probe() {
   const std::string name = "cavs_ew_probe";
-  CAVS_ASSIGN_OR_RETURN(
-      std::string code,
-      CompileCudaSource("extern \"C\" __global__ void cavs_ew_probe(float* x) { x[0] = 1.0f; }",
-                        name + ".cu", arch_));
+  CAVS_ASSIGN_OR_RETURN(std::string code,
+                        CompileCudaSourceCached(
+                            "extern \"C\" __global__ void cavs_ew_probe(float* x) { x[0] = 1.0f; }",
+                            name + ".cu", arch_, cache_dir_));
   CAVS_ASSIGN_OR_RETURN(Compiled c, LoadKernel(code, name));
+  // Loading is lazy (CUDA_MODULE_LOADING=LAZY, the default): a PTX the driver cannot JIT, or an
+  // image for another device, fails only at the first launch. So launch it once, on a stream
+  // of its own, and check that it ran.
+  float* x = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&x), sizeof(float));
+  const char* call = "cudaMalloc";
+  if (err == cudaSuccess) {
+    call = "cudaStreamCreateWithFlags";
+    err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  }
+  float value = 0.0f;
+  if (err == cudaSuccess) {
+    call = "cudaLaunchKernel (the probe kernel)";
+    void* args[] = {&x};
+    err = cudaLaunchKernel(reinterpret_cast<const void*>(c.kernel), dim3(1), dim3(1), args, 0,
+                           stream);
+  }
+  if (err == cudaSuccess) {
+    call = "cudaMemcpyAsync (the probe's result)";
+    err = cudaMemcpyAsync(&value, x, sizeof(float), cudaMemcpyDeviceToHost, stream);
+  }
+  if (err == cudaSuccess) {
+    call = "cudaStreamSynchronize (the probe)";
+    err = cudaStreamSynchronize(stream);
+  }
+  if (err != cudaSuccess) (void)cudaGetLastError();
+  if (stream != nullptr) cudaStreamDestroy(stream);
+  if (x != nullptr) cudaFree(x);
   cudaLibraryUnload(c.library);
+  if (err != cudaSuccess) return CudaStatus(err, call, __FILE__, __LINE__);
+  if (value != 1.0f) {
+    return absl::InternalError("the probe kernel ran but did not write its result");
+  }
   return absl::OkStatus();
 }
 
@@ -322,9 +379,13 @@ absl::Status CudaFusedElementwise::LaunchKernel(cudaStream_t stream, const Compi
   long long n = rows;
   int per_block = static_cast<int>(rows_per_block);
   void* args[] = {&program, &n, &per_block};
-  CAVS_CUDA_RETURN_IF_ERROR(cudaLaunchKernel(
+  const cudaError_t err = cudaLaunchKernel(
       reinterpret_cast<const void*>(kernel.kernel), dim3(static_cast<unsigned>(blocks)),
-      dim3(kEwKernelThreads), args, static_cast<size_t>(rows_per_block * row_bytes), stream));
+      dim3(kEwKernelThreads), args, static_cast<size_t>(rows_per_block * row_bytes), stream);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // not the next launch check's error (see LoadKernel)
+    return CudaStatus(err, "cudaLaunchKernel", __FILE__, __LINE__);
+  }
   return absl::OkStatus();
 }
 

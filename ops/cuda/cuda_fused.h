@@ -44,7 +44,8 @@ namespace cavs::ops {
 // the source it was compiled from (compared on load: no collision can return another kernel's
 // code), the code, and a CRC-32 of both; a missing, torn or foreign entry is compiled again and
 // rewritten (through a temporary file and a rename, so readers never see a partial entry).
-// Entries are keyed by the source, the architecture, the NVRTC version and the cache format.
+// Entries are keyed by the source, the headers it includes and NVRTC's options (stored whole
+// with the source), the architecture, the NVRTC version and the cache format.
 // A cache that cannot be written is not an error: the code is still returned.
 [[nodiscard]] absl::StatusOr<std::string> CompileCudaSourceCached(const std::string& source,
                                                                   const std::string& file, int arch,
@@ -83,7 +84,9 @@ class CudaFusedElementwise {
     cudaKernel_t kernel = nullptr;
   };
 
-  // Compiles and loads a trivial kernel: whether NVRTC and the library API work here at all.
+  // Compiles (through the kernel cache), loads and launches a trivial kernel, and checks that
+  // it ran: whether NVRTC, the library API and the driver's loading (lazy: at the first
+  // launch) work here at all.
   [[nodiscard]] absl::Status Probe();
 
   // Kernels::Elementwise for a validated program (scratch operands allowed): plans (unless

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,6 +111,14 @@ TEST(CudaFusedCompileTest, KernelCacheReusesAndRepairsEntries) {
   EXPECT_EQ(*again, *fresh);
   EXPECT_EQ(std::filesystem::last_write_time(entry), written);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
+  // The entry is keyed by what the code depends on besides the source: the embedded headers
+  // (an edit of ew_math.cuh must not load old code) and NVRTC's options, stored with it.
+  {
+    std::ifstream in(entry, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_NE(bytes.find("__fmul_rn"), std::string::npos) << "ew_math.cuh is not in the entry";
+    EXPECT_NE(bytes.find("--fmad=true"), std::string::npos) << "the options are not in the entry";
+  }
   // Torn: compiled again, and the entry is whole again.
   std::filesystem::resize_file(entry, size / 2);
   absl::StatusOr<std::string> torn = CompileCudaSourceCached(source, "k.cu", kArch, dir.string());
@@ -269,6 +279,8 @@ TEST_F(CudaFusedTest, ShapesSkipThePlanAndBrokenPromisesAreCaught) {
   p.Add(EwOp::kTanh, 4, {x.get(), 8}, {x.get(), 8});
   p.Add(EwOp::kSigmoid, 4, {y.get(), 8}, {x.get(), 8});  // reads tanh's value: one segment
   DeviceArray<EwInstr> dev(p.instrs);
+  // The uploads are queued on the backend's stream; the launches below use the default one.
+  ASSERT_TRUE(testing::Backend0()->Synchronize().ok());
   int major = 0, minor = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0), cudaSuccess);
@@ -283,6 +295,7 @@ TEST_F(CudaFusedTest, ShapesSkipThePlanAndBrokenPromisesAreCaught) {
   std::vector<EwInstr> other = p.instrs;
   other[1].a.ptr = x.get() + 1;
   DeviceArray<EwInstr> dev_other(other);
+  ASSERT_TRUE(testing::Backend0()->Synchronize().ok());
   CudaFusedElementwise strict(arch, 1, /*verify_all=*/false);
   ASSERT_TRUE(strict.Launch(nullptr, p.instrs.data(), dev.get(), 2, p.rows, 7).ok());
   EXPECT_EQ(strict.Launch(nullptr, other.data(), dev_other.get(), 2, p.rows, 7).code(),

@@ -16,6 +16,9 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -273,6 +276,35 @@ TEST(EwCodegenTest, KeyIsTheSameForEveryRoundOfAShape) {
 // Kernels::Elementwise's `shape`: programs of one shape must plan alike. Rounds of a step do; a
 // program that reads another column under the same shape is caught; another fingerprint is
 // another program (the shape is re-learned, as after a stale one).
+// The kernel's name, hence its source and its on-disk cache entry, is the same in every
+// process: this binary is run twice and prints the Tree-LSTM forward kernel's name each time
+// (absl::Hash, which named kernels before, is seeded per process: no entry was ever reused).
+TEST(EwCodegenTest, KernelNamesAreTheSameInEveryProcess) {
+  if (std::getenv("CAVS_PRINT_EW_NAME") != nullptr) {
+    const EwProgram p = TreeLstmForward(150, 64, 1);
+    const EwKernelPlan plan = PlanEwKernel(p.instrs.data(), static_cast<int>(p.instrs.size()), 64);
+    std::printf("EW_NAME=%s\n", EwKernelName(plan).c_str());
+    return;
+  }
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  auto name_in_a_new_process = [&self]() {
+    const std::string cmd =
+        "CAVS_PRINT_EW_NAME=1 '" + self +
+        "' --gtest_filter=EwCodegenTest.KernelNamesAreTheSameInEveryProcess 2>&1";
+    std::string out;
+    if (FILE* f = popen(cmd.c_str(), "r")) {
+      char buf[256];
+      while (std::fgets(buf, sizeof(buf), f) != nullptr) out += buf;
+      pclose(f);
+    }
+    const size_t at = out.find("EW_NAME=");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  const std::string first = name_in_a_new_process(), second = name_in_a_new_process();
+  ASSERT_NE(first, "") << "the child process printed no name";
+  EXPECT_EQ(first, second);
+}
+
 TEST(EwCodegenTest, ShapeCheckerCatchesABrokenPromise) {
   EwShapeChecker checker;
   EwProgram a = TreeLstmBackward(150, 25, 1), b = TreeLstmBackward(150, 40, 2);
