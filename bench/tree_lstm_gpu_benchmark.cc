@@ -403,6 +403,46 @@ void BM_DeviceCeilings(benchmark::State& state) {
   state.counters["copy_GBps"] = bw / 1e9;
 }
 
+// Times `call` (a Kernels method queuing one launch on `stream`, returning its Status): three
+// untimed calls, then per benchmark iteration 100 calls, their device time from events as the
+// iteration's manual time. Per call: host_us to issue it, device_us to run it. ok: every call
+// and CUDA event succeeded.
+struct CallTimes {
+  bool ok = true;
+  int64_t calls = 0;
+  double host_us = 0, device_us = 0;
+};
+template <typename Call>
+CallTimes TimeCalls(benchmark::State& state, cudaStream_t stream, Call call) {
+  constexpr int kCalls = 100;
+  CallTimes t;
+  for (int i = 0; t.ok && i < 3; ++i) t.ok = call().ok();  // compiles, plans, learns the shape
+  cudaEvent_t start = nullptr, stop = nullptr;
+  t.ok = t.ok && cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
+  double host_s = 0, device_ms = 0;
+  for (auto _ : state) {
+    if (!t.ok) break;
+    cudaEventRecord(start, stream);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) t.ok = t.ok && call().ok();
+    host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cudaEventRecord(stop, stream);
+    t.ok = t.ok && cudaEventSynchronize(stop) == cudaSuccess;
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    device_ms += ms;
+    t.calls += kCalls;
+    state.SetIterationTime(ms / 1e3);
+  }
+  if (start != nullptr) cudaEventDestroy(start);
+  if (stop != nullptr) cudaEventDestroy(stop);
+  if (t.calls > 0) {
+    t.host_us = 1e6 * host_s / t.calls;
+    t.device_us = 1e3 * device_ms / t.calls;
+  }
+  return t;
+}
+
 // range(0): 0 forward, 1 backward; range(1): 0 generated kernel, 1 interpreter; range(2): rows.
 void BM_FusedRound(benchmark::State& state) {
   const bool backward = state.range(0) == 1, interpreter = state.range(1) == 1;
@@ -416,12 +456,8 @@ void BM_FusedRound(benchmark::State& state) {
   }
   // Device copies of the buffers, the program's pointers moved into them; for the interpreter,
   // the scratch columns become a [rows, width] device buffer.
-  int64_t scratch_width = 0;
-  for (const ops::EwInstr& in : p.instrs) {
-    for (const ops::EwArg* a : {&in.dst, &in.a, &in.b}) {
-      if (a->scratch >= 0) scratch_width = std::max(scratch_width, a->scratch + in.width);
-    }
-  }
+  const int64_t scratch_width =
+      ops::EwScratchWidth(p.instrs.data(), static_cast<int>(p.instrs.size()));
   std::vector<float*> dev(p.buffers.size() + 1, nullptr);
   bool ok = true;
   for (size_t i = 0; i < p.buffers.size(); ++i) {
@@ -457,36 +493,17 @@ void BM_FusedRound(benchmark::State& state) {
   const bool was_fused = (*kernels)->fused_elementwise();
   ok = ok && (*kernels)->SetFusedElementwise(!interpreter).ok();
   const int count = static_cast<int>(program.size());
-  constexpr int kLaunches = 100;
-  cudaStream_t stream = (*kernels)->stream();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  ok = ok && cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
-  for (int i = 0; ok && i < 3; ++i) {  // compiles the shape, learns it
-    ok = (*kernels)->Elementwise(program.data(), dev_program, count, rows, 77).ok();
-  }
-  double host_s = 0, device_ms = 0;
-  int64_t launches = 0;
-  for (auto _ : state) {
-    if (!ok) break;
-    cudaEventRecord(start, stream);
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kLaunches; ++i) {
-      ok = ok && (*kernels)->Elementwise(program.data(), dev_program, count, rows, 77).ok();
-    }
-    host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    cudaEventRecord(stop, stream);
-    ok = ok && cudaEventSynchronize(stop) == cudaSuccess;
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    device_ms += ms;
-    launches += kLaunches;
-    state.SetIterationTime(ms / 1e3);
-  }
+  const CallTimes t =
+      ok ? TimeCalls(state, (*kernels)->stream(),
+                     [&]() {
+                       return (*kernels)->Elementwise(program.data(), dev_program, count, rows, 77);
+                     })
+         : CallTimes{false};
   (void)(*kernels)->SetFusedElementwise(was_fused);
-  if (!ok) state.SkipWithError("a CUDA call or launch failed");
-  if (launches > 0) {
-    state.counters["device_us"] = 1e3 * device_ms / launches;
-    state.counters["host_us"] = 1e6 * host_s / launches;
+  if (!ok || !t.ok) state.SkipWithError("a CUDA call or launch failed");
+  if (t.calls > 0) {
+    state.counters["device_us"] = t.device_us;
+    state.counters["host_us"] = t.host_us;
     // The bytes the program must move: each distinct operand in memory once.
     std::vector<const float*> seen;
     int64_t bytes = 0;
@@ -499,14 +516,12 @@ void BM_FusedRound(benchmark::State& state) {
         bytes += rows * in.width * 4;
       }
     }
-    state.counters["GBps"] = bytes / (device_ms / launches * 1e-3) / 1e9;
+    state.counters["GBps"] = bytes / (t.device_us * 1e-6) / 1e9;
   }
   state.SetLabel(absl::StrCat(backward ? "backward" : "forward", ", ",
                               interpreter ? "interpreter" : "generated", ", ", rows, " rows"));
   for (float* d : dev) cudaFree(d);
   cudaFree(dev_program);
-  if (start != nullptr) cudaEventDestroy(start);
-  if (stop != nullptr) cudaEventDestroy(stop);
 }
 
 // One round's GEMM, [m, 300] x [300, 750] accumulated onto its rows (beta = 1, as the rounds'
@@ -529,36 +544,14 @@ void BM_GemmCall(benchmark::State& state) {
                             k, static_cast<const float*>(b->raw_data()), n, 1.0f,
                             static_cast<float*>(c->raw_data()), n);
   };
-  for (int i = 0; ok && i < 3; ++i) ok = call().ok();  // plans the problem (cuBLASLt)
-  constexpr int kCalls = 100;
-  cudaStream_t stream = (*kernels)->stream();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  ok = ok && cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
-  double host_s = 0, device_ms = 0;
-  int64_t calls = 0;
-  for (auto _ : state) {
-    if (!ok) break;
-    cudaEventRecord(start, stream);
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kCalls; ++i) ok = ok && call().ok();
-    host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    cudaEventRecord(stop, stream);
-    ok = ok && cudaEventSynchronize(stop) == cudaSuccess;
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    device_ms += ms;
-    calls += kCalls;
-    state.SetIterationTime(ms / 1e3);
-  }
-  ok = (*kernels)->SetCublasLt(was_lt).ok() && ok;
+  const CallTimes t = ok ? TimeCalls(state, (*kernels)->stream(), call) : CallTimes{false};
+  ok = (*kernels)->SetCublasLt(was_lt).ok() && ok && t.ok;
   if (!ok) state.SkipWithError("a CUDA call or GEMM failed");
-  if (calls > 0) {
-    state.counters["host_us"] = 1e6 * host_s / calls;
-    state.counters["device_us"] = 1e3 * device_ms / calls;
+  if (t.calls > 0) {
+    state.counters["host_us"] = t.host_us;
+    state.counters["device_us"] = t.device_us;
   }
   state.SetLabel(absl::StrCat(lt ? "cuBLASLt, plan memoized" : "cublasSgemm", ", ", m, " rows"));
-  if (start != nullptr) cudaEventDestroy(start);
-  if (stop != nullptr) cudaEventDestroy(stop);
 }
 
 BENCHMARK(BM_DeviceCeilings)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -83,6 +84,18 @@ struct EwInstr {
   uint64_t seed = 0;              // kDropout: the mask's Philox key
   const int32_t* uids = nullptr;  // kDropout: per-row vertex uid (mask counter = uid * width + c)
 };
+
+// The columns of the scratch row a program's scratch operands use (0: none).
+inline int64_t EwScratchWidth(const EwInstr* program, int count) {
+  int64_t width = 0;
+  for (int i = 0; i < count; ++i) {
+    const EwInstr& in = program[i];
+    for (const EwArg* arg : {&in.dst, &in.a, &in.b}) {
+      if (arg->scratch >= 0 && arg->scratch + in.width > width) width = arg->scratch + in.width;
+    }
+  }
+  return width;
+}
 
 // The keep decision of kDropout, shared by every device so that masks agree.
 // PhiloxUniform(seed, uid * width + c) >= p (see core/random.h).

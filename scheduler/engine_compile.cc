@@ -83,7 +83,7 @@ void AssignViews(Compiled& c, const vertex::Function& f, const vertex::Program& 
         s.no_op[id] = 1;
         continue;
       case OpKind::kScatterGrad:
-        if (const int fi = f.FieldIndex(n.field); fi >= 0) {
+        if (const int fi = s.field[id]; fi >= 0) {
           s.views[id] = {c.field_grad[fi], 0, n.width};
         }
         s.no_op[id] = 1;
@@ -359,7 +359,7 @@ void MarkPushes(Compiled& c, const vertex::Function& f) {
   for (const Step& gst : steps) {
     for (int g : gst.nodes) {
       const Node& n = fp.nodes[g];
-      const int field = f.FieldIndex(n.field);
+      const int field = c.fwd.field[g];
       if (n.kind != OpKind::kGather || c.fwd.views[g].buffer < 0 || field < 0) continue;
       const int producer = f.scatter()[field].node;
       if (c.fwd.scratch_col[producer] >= 0 || c.fwd.views[producer].buffer < 0) continue;
@@ -388,7 +388,7 @@ void MarkPulls(Compiled& c, const vertex::Function& f) {
   for (const Step& gst : steps) {
     for (int g : gst.nodes) {
       const Node& n = bp.nodes[g];
-      const int field = f.FieldIndex(n.field);
+      const int field = c.bwd.field[g];
       if (n.kind != OpKind::kGatherGrad || field < 0) continue;
       const int buffer = c.field_grad[field];
       for (Step& st : steps) {
@@ -414,6 +414,13 @@ Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
   c.serial = next_serial.fetch_add(1, std::memory_order_relaxed);
   const vertex::Program& fp = f.forward();
   const vertex::Program& bp = f.backward();
+  auto fields = [&f](const vertex::Program& p) {
+    std::vector<int> out;
+    for (const Node& n : p.nodes) out.push_back(n.field.empty() ? -1 : f.FieldIndex(n.field));
+    return out;
+  };
+  c.fwd.field = fields(fp);
+  c.bwd.field = fields(bp);
   c.fwd.views.assign(fp.nodes.size(), View());
   c.fwd.no_op.assign(fp.nodes.size(), 0);
   c.fwd.gemm.assign(fp.nodes.size(), GemmWrite());

@@ -67,6 +67,9 @@ struct Step {
 
 struct ProgramSchedule {
   std::vector<View> views;
+  // Per node: the index in Function::scatter() of the field it names (a Gather, GatherReduce,
+  // their gradients, a ScatterGrad), or -1; found once here instead of by name in every round.
+  std::vector<int> field;
   std::vector<char> no_op;                 // views of other nodes, leaves, free Concats
   std::array<std::vector<Step>, 5> steps;  // by vertex::OpClass
   std::vector<GemmWrite> gemm;             // per node; MatMuls that are terms of a folded sum

@@ -314,7 +314,7 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
       return absl::OkStatus();
     }
     case OpKind::kGatherReduce: {
-      const int src_node = f_.scatter()[f_.FieldIndex(n.field)].node;
+      const int src_node = f_.scatter()[s.field[id]].node;
       const float* src = Ptr(c_.fwd, src_node, 0);
       const int64_t sld = Ld(c_.fwd, src_node);
       const int32_t* off = Ints(b_.plan->reduce_offsets) + r0;
@@ -355,7 +355,7 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
   const int64_t w = p.nodes[dy_node].width;
   switch (n.kind) {
     case OpKind::kGatherReduceGrad: {
-      float* acc = b_.buffer_base[c_.field_grad[f_.FieldIndex(n.field)]];
+      float* acc = b_.buffer_base[c_.field_grad[s.field[id]]];
       const int32_t* off = Ints(b_.plan->reduce_offsets) + r0;
       const int32_t* ids = Ints(b_.plan->reduce_ids);
       const ops::ReduceOp op = static_cast<ops::ReduceOp>(n.reduce);
@@ -429,7 +429,7 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
 
 ops::RowCopy Recorder::GatherCopy(const ProgramSchedule& s, int id, int64_t r0) const {
   const Node& n = f_.forward().nodes[id];
-  const int src_node = f_.scatter()[f_.FieldIndex(n.field)].node;
+  const int src_node = f_.scatter()[s.field[id]].node;
   return {Ptr(c_.fwd, src_node, 0),
           Ld(c_.fwd, src_node),
           Ints(b_.plan->child_rows[n.index]) + r0,
@@ -447,7 +447,7 @@ ops::RowCopy Recorder::GatherGradCopy(const vertex::Program& p, const ProgramSch
           Ld(s, dy_node),
           Ints(b_.plan->child_rows[n.index]) + r0,
           w,
-          b_.buffer_base[c_.field_grad[f_.FieldIndex(n.field)]],
+          b_.buffer_base[c_.field_grad[s.field[id]]],
           w};
 }
 
@@ -462,30 +462,41 @@ bool Replaced(const ProgramSchedule& s, int id) {
   return !s.replaced.empty() && s.replaced[id] != 0;
 }
 
-size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
-                           const std::vector<Step>& steps, size_t i, int64_t r0, int64_t r1) {
+// The run of copy steps of steps[i]'s kind that one multi-copy launch takes, from steps[i]: up
+// to kMaxRowCopies copies, passing over those the children push or pull where parents are
+// `unique`. Returns the index after the run; `ids` gets the nodes of the copies taken.
+size_t CopyRun(const vertex::Program& p, const ProgramSchedule& s, const std::vector<Step>& steps,
+               size_t i, bool unique, std::vector<int>* ids) {
   const OpKind kind = p.nodes[steps[i].nodes[0]].kind;
-  std::vector<ops::RowCopy> copies;
-  const bool unique = b_.plan->unique_parents;
   for (; i < steps.size() && IsCopyStep(p, steps[i], kind) &&
-         copies.size() < static_cast<size_t>(ops::kMaxRowCopies);
+         ids->size() < static_cast<size_t>(ops::kMaxRowCopies);
        ++i) {
     const int id = steps[i].nodes[0];
-    if (unique && Replaced(s, id)) continue;  // its children push it, or pull it (Step::pulls)
-    copies.push_back(kind == OpKind::kGather ? GatherCopy(s, id, r0)
-                                             : GatherGradCopy(p, s, id, r0));
+    if (!(unique && Replaced(s, id))) ids->push_back(id);
   }
-  if (copies.empty()) return i;
+  return i;
+}
+
+size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
+                           const std::vector<Step>& steps, size_t i, int64_t r0, int64_t r1) {
+  const bool gather = p.nodes[steps[i].nodes[0]].kind == OpKind::kGather;
+  const bool unique = b_.plan->unique_parents;
+  std::vector<int> ids;
+  const size_t end = CopyRun(p, s, steps, i, unique, &ids);
+  if (ids.empty()) return end;
+  std::vector<ops::RowCopy> copies;
+  for (int id : ids)
+    copies.push_back(gather ? GatherCopy(s, id, r0) : GatherGradCopy(p, s, id, r0));
   ops::Kernels* k = &k_;
   const int64_t m = r1 - r0;
   const int count = static_cast<int>(copies.size());
-  if (kind == OpKind::kGather) {
+  if (gather) {
     b_.launches.push_back([=]() { return k->GatherRowsMulti(copies.data(), count, m); });
   } else {
     b_.launches.push_back(
         [=]() { return k->ScatterAddRowsMulti(copies.data(), count, m, unique); });
   }
-  return i;
+  return end;
 }
 
 absl::Status Recorder::WeightGrads(const std::vector<Step>& steps, int64_t n) {
@@ -556,19 +567,13 @@ int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cl
   const std::vector<Step>& steps = s.steps[static_cast<int>(cls)];
   int launches = 0;
   for (size_t i = 0; i < steps.size();) {
-    bool launch = true;
-    for (OpKind kind : {OpKind::kGather, OpKind::kGatherGrad}) {
-      if (!IsCopyStep(p, steps[i], kind)) continue;
-      size_t j = i, copies = 0;
-      for (; j < steps.size() && IsCopyStep(p, steps[j], kind) && copies < ops::kMaxRowCopies;
-           ++j) {
-        if (Replaced(s, steps[j].nodes[0])) continue;
-        ++copies;
-      }
-      launch = copies > 0;
-      i = j - 1;
+    if (IsCopyStep(p, steps[i], OpKind::kGather) || IsCopyStep(p, steps[i], OpKind::kGatherGrad)) {
+      std::vector<int> ids;
+      i = CopyRun(p, s, steps, i, /*unique=*/true, &ids);
+      launches += ids.empty() ? 0 : 1;
+      continue;
     }
-    launches += launch ? 1 : 0;
+    ++launches;
     ++i;
   }
   return launches;

@@ -243,13 +243,7 @@ absl::Status Elementwise(const EwInstr* program, int count, int64_t rows) {
   if (rows == 0 || row_work == 0) return absl::OkStatus();
   // Scratch operands: each chunk of rows runs a copy of the program whose scratch operands
   // point at a row buffer of its own, with ld 0 (every row reuses it).
-  int64_t scratch = 0;
-  for (int i = 0; i < count; ++i) {
-    const EwInstr& in = program[i];
-    for (const EwArg* arg : {&in.dst, &in.a, &in.b}) {
-      if (arg->scratch >= 0) scratch = std::max(scratch, arg->scratch + in.width);
-    }
-  }
+  const int64_t scratch = EwScratchWidth(program, count);
   if (scratch == 0) {
     ParallelFor(rows, row_work, [&](int64_t begin, int64_t end) {
       internal::RunProgramRows(program, count, begin, end);

@@ -17,6 +17,14 @@ __device__ __forceinline__ float& At(const EwArg& x, int64_t row, int64_t c) {
   return x.ptr[row * x.ld + c];
 }
 
+// Operand x at row r, column c; a row-mapped x (EwArg::rows) reads row rows[r] of its buffer,
+// 0 where that is negative.
+__device__ __forceinline__ float Read(const EwArg& x, int64_t r, int64_t c) {
+  if (x.rows == nullptr) return At(x, r, c);
+  const int64_t from = x.rows[r];
+  return from >= 0 ? At(x, from, c) : 0.0f;
+}
+
 // Calls f(row, c) for every (row, c) of rows [r0, r0 + nr) x [0, width), threads over both.
 template <typename F>
 __device__ __forceinline__ void ForEach(int64_t r0, int nr, int width, F f) {
@@ -59,19 +67,13 @@ __device__ void Run(const EwInstr& in, int64_t r0, int nr) {
   const EwArg &d = in.dst, &a = in.a, &b = in.b;
   switch (in.op) {
     case EwOp::kCopy:
-      if (a.rows != nullptr) {  // row-mapped read: row rows[r] of a (0 if negative)
-        return ForEach(r0, nr, w, [&](int64_t r, int c) {
-          const int64_t from = a.rows[r];
-          At(d, r, c) = from >= 0 ? a.ptr[from * a.ld + c] : 0.0f;
-        });
-      }
       if (d.rows != nullptr) {  // row-mapped: row r goes to row rows[r] (none if negative)
         return ForEach(r0, nr, w, [&](int64_t r, int c) {
           const int64_t to = d.rows[r];
-          if (to >= 0) d.ptr[to * d.ld + c] = At(a, r, c);
+          if (to >= 0) At(d, to, c) = At(a, r, c);
         });
       }
-      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = At(a, r, c); });
+      return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = Read(a, r, c); });
     case EwOp::kZero:
       return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = 0.0f; });
     case EwOp::kAdd:
@@ -84,14 +86,8 @@ __device__ void Run(const EwInstr& in, int64_t r0, int nr) {
       return ForEach(r0, nr, w,
                      [&](int64_t r, int c) { At(d, r, c) = ew::Mul(At(a, r, c), At(b, r, c)); });
     case EwOp::kAccumulate:
-      if (a.rows != nullptr) {  // row-mapped read: row rows[r] of a (0 if negative)
-        return ForEach(r0, nr, w, [&](int64_t r, int c) {
-          const int64_t from = a.rows[r];
-          At(d, r, c) = ew::Add(At(d, r, c), from >= 0 ? a.ptr[from * a.ld + c] : 0.0f);
-        });
-      }
       return ForEach(r0, nr, w,
-                     [&](int64_t r, int c) { At(d, r, c) = ew::Add(At(d, r, c), At(a, r, c)); });
+                     [&](int64_t r, int c) { At(d, r, c) = ew::Add(At(d, r, c), Read(a, r, c)); });
     case EwOp::kSigmoid:
       return ForEach(r0, nr, w, [&](int64_t r, int c) { At(d, r, c) = ew::Sigmoid(At(a, r, c)); });
     case EwOp::kTanh:
