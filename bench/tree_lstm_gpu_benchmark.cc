@@ -18,16 +18,19 @@
 //   sum means the GPU waits for the host), run_wall_ms (the whole Engine::Run, host clock).
 // BM_FusedRound times one Tree-LSTM round's fused element-wise program (hidden 150; forward 12
 // instructions, backward 16) alone, as the generated kernel and as the interpreter (its scratch
-// temporaries then in a device buffer): device_us per launch from CUDA events over 100 launches,
-// host_us per Elementwise call.
-// BM_GemmCall times one round-shaped GEMM call through cublasSgemm and through cuBLASLt with a
-// memoized plan (CudaKernels::SetCublasLt; CAVS_CUBLASLT=1 runs the engine rows that way):
-// host_us per call, device_us per GEMM.
+// temporaries then in a device buffer): device_us per launch from CUDA events over 100 launches
+// queued behind a delay kernel (so the device's time alone), host_us per Elementwise call.
+// BM_GemmCall times the rounds' GEMM shapes through cublasSgemm (the default), cuBLASLt with
+// the heuristic's algorithm and cuBLASLt autotuned (CAVS_CUBLASLT=1, and CAVS_GEMM_AUTOTUNE=1
+// with it, run the engine rows the other ways; cuda_gemm.h): host_us per call, device_us per
+// GEMM, as above; an autotuned row's label names the choice and the candidates timed.
 // The *_overlap variants take each batch's Plan from a PlanQueue (scheduler/plan_queue.h):
 // $CAVS_PLAN_THREADS (default 4) host threads build the next batches' plans while the current
 // batch runs, as cavs-train does on a GPU.
 //   floor_ms: max(GEMM FLOPs / sgemm rate, minimum bytes / bandwidth) per batch;
-//   ew_kernels: element-wise kernels generated so far in the process (0 with CAVS_CUDA_FUSED=0).
+//   ew_kernels: element-wise kernels generated so far in the process (0 with CAVS_CUDA_FUSED=0);
+//   gemm_tuned: GEMM classes autotuned so far in the process, gemm_sgemm: problems left to
+//   cublasSgemm (timed faster), gemm_planned: GEMM problems (shapes) planned.
 // A table against the issue #6 targets is printed last.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
@@ -48,6 +51,7 @@
 #include "core/parameter.h"
 #include "examples/data/sst_reader.h"
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/cuda_delay.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/kernels.h"
@@ -146,6 +150,9 @@ void Report(benchmark::State& state, const Totals& t, const scheduler::Engine& e
   // The element-wise path: kernels generated so far in the process (0: the interpreter).
   if (absl::StatusOr<ops::CudaKernels*> k = ops::GetCudaKernels(0); k.ok()) {
     state.counters["ew_kernels"] = static_cast<double>((*k)->fused_kernels_compiled());
+    state.counters["gemm_tuned"] = static_cast<double>((*k)->lt_classes_tuned());
+    state.counters["gemm_sgemm"] = static_cast<double>((*k)->lt_problems_to_sgemm());
+    state.counters["gemm_planned"] = static_cast<double>((*k)->lt_problems_planned());
   }
   state.counters["host_syncs"] = t.syncs / n;
   state.counters["peak_MiB"] = t.peak / kMiB;
@@ -404,9 +411,10 @@ void BM_DeviceCeilings(benchmark::State& state) {
 }
 
 // Times `call` (a Kernels method queuing one launch on `stream`, returning its Status): three
-// untimed calls, then per benchmark iteration 100 calls, their device time from events as the
-// iteration's manual time. Per call: host_us to issue it, device_us to run it. ok: every call
-// and CUDA event succeeded.
+// untimed calls, then per benchmark iteration 100 calls behind a delay kernel (cuda_delay.h),
+// their device time from events as the iteration's manual time. Per call: host_us to issue it,
+// device_us to run it (the calls run back to back: the delay outlasts their queueing, so the
+// device never waits for the host between them). ok: every call and CUDA event succeeded.
 struct CallTimes {
   bool ok = true;
   int64_t calls = 0;
@@ -422,6 +430,7 @@ CallTimes TimeCalls(benchmark::State& state, cudaStream_t stream, Call call) {
   double host_s = 0, device_ms = 0;
   for (auto _ : state) {
     if (!t.ok) break;
+    t.ok = ops::LaunchDelay(stream, 3'000'000) == cudaSuccess;  // 100 calls queue in ~1 ms
     cudaEventRecord(start, stream);
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < kCalls; ++i) t.ok = t.ok && call().ok();
@@ -527,36 +536,66 @@ void BM_FusedRound(benchmark::State& state) {
 // One round's GEMM, [m, 300] x [300, 750] accumulated onto its rows (beta = 1, as the rounds'
 // h U), through cublasSgemm (range 0 = 0) or cuBLASLt with its plan memoized (1; cuda_gemm.h):
 // host_us per Gemm call (the host time a launch-bound round pays), device_us per GEMM.
+// range(0): 0 cublasSgemm, 1 cuBLASLt with the heuristic's algorithm, 2 cuBLASLt autotuned (the
+// default); range(1): rows m; range(2): the GEMM of a round: 0 the Tree-LSTM's forward
+// [m, 300] x [300, 750], 1 its backward to the inputs [m, 750] x [750, 300]^T, 2 its weight
+// gradient [m, 300]^T x [m, 750] (m is then the summed dimension), 3 the LSTM's recurrent
+// forward [m, 512] x [512, 2048].
 void BM_GemmCall(benchmark::State& state) {
-  const bool lt = state.range(0) == 1;
-  const int64_t m = state.range(1), k = 300, n = 750;
+  const int mode = static_cast<int>(state.range(0));
+  const int64_t rows = state.range(1);
+  const int shape = static_cast<int>(state.range(2));
+  struct Shape {
+    bool ta, tb;
+    int64_t m, n, k;
+    const char* what;
+  };
+  const Shape g = shape == 0   ? Shape{false, false, rows, 750, 300, "Tree-LSTM forward"}
+                  : shape == 1 ? Shape{false, true, rows, 300, 750, "Tree-LSTM backward"}
+                  : shape == 2 ? Shape{true, false, 300, 750, rows, "Tree-LSTM weight gradient"}
+                               : Shape{false, false, rows, 2048, 512, "LSTM recurrent"};
   absl::StatusOr<ops::CudaKernels*> kernels = ops::GetCudaKernels(0);
   if (!kernels.ok()) {
     state.SkipWithError(kernels.status().ToString().c_str());
     return;
   }
   const bool was_lt = (*kernels)->cublas_lt();
-  absl::StatusOr<core::Tensor> a = RandomDevice(m * k), b = RandomDevice(k * n),
-                               c = RandomDevice(m * n);
-  bool ok = a.ok() && b.ok() && c.ok() && (*kernels)->SetCublasLt(lt).ok();
+  const bool was_tuning = (*kernels)->gemm_autotune();
+  absl::StatusOr<core::Tensor> a = RandomDevice(g.m * g.k), b = RandomDevice(g.k * g.n),
+                               c = RandomDevice(g.m * g.n);
+  bool ok = a.ok() && b.ok() && c.ok() && (*kernels)->SetCublasLt(mode > 0).ok() &&
+            (mode == 0 || (*kernels)->SetGemmAutotune(mode == 2).ok());
+  const int64_t tuned = (*kernels)->lt_classes_tuned();
+  const int64_t to_sgemm = (*kernels)->lt_problems_to_sgemm();
   auto call = [&]() {
-    return (*kernels)->Gemm(false, false, m, n, k, 1.0f, static_cast<const float*>(a->raw_data()),
-                            k, static_cast<const float*>(b->raw_data()), n, 1.0f,
-                            static_cast<float*>(c->raw_data()), n);
+    return (*kernels)->Gemm(g.ta, g.tb, g.m, g.n, g.k, 1.0f,
+                            static_cast<const float*>(a->raw_data()), g.ta ? g.m : g.k,
+                            static_cast<const float*>(b->raw_data()), g.tb ? g.k : g.n, 1.0f,
+                            static_cast<float*>(c->raw_data()), g.n);
   };
   const CallTimes t = ok ? TimeCalls(state, (*kernels)->stream(), call) : CallTimes{false};
-  ok = (*kernels)->SetCublasLt(was_lt).ok() && ok && t.ok;
+  const bool left_to_sgemm = (*kernels)->lt_problems_to_sgemm() > to_sgemm;
+  const bool timed = (*kernels)->lt_classes_tuned() > tuned;
+  ok = (*kernels)->SetCublasLt(true).ok() && (*kernels)->SetGemmAutotune(was_tuning).ok() &&
+       (*kernels)->SetCublasLt(was_lt).ok() && ok && t.ok;
   if (!ok) state.SkipWithError("a CUDA call or GEMM failed");
   if (t.calls > 0) {
     state.counters["host_us"] = t.host_us;
     state.counters["device_us"] = t.device_us;
+    state.counters["TFLOPs"] = 2.0 * g.m * g.n * g.k / (t.device_us * 1e6);
   }
-  state.SetLabel(absl::StrCat(lt ? "cuBLASLt, plan memoized" : "cublasSgemm", ", ", m, " rows"));
+  const char* how[] = {"cublasSgemm", "cuBLASLt heuristic", "cuBLASLt autotuned"};
+  state.SetLabel(absl::StrCat(
+      how[mode], mode == 2 && timed ? " [" + (*kernels)->lt_last_tuning() + "]" : "",
+      left_to_sgemm ? " -> cublasSgemm" : "", ", ", g.what, " m=", g.m, " n=", g.n, " k=", g.k));
 }
 
 BENCHMARK(BM_DeviceCeilings)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmCall)
-    ->ArgsProduct({{0, 1}, {64, 512, 4096}})
+    ->ArgsProduct({{0, 1, 2}, {64, 512, 4096}, {0}})
+    ->ArgsProduct({{0, 1, 2}, {64, 512}, {1}})
+    ->ArgsProduct({{0, 1, 2}, {512, 4096}, {2}})
+    ->ArgsProduct({{0, 1, 2}, {64}, {3}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FusedRound)

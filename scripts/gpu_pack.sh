@@ -5,7 +5,7 @@
 # OpenBLAS, GoogleTest, Google Benchmark, Open MPI, libstdc++; not the CUDA libraries, which the
 # image has) into .gpucarry/, which .git/info/exclude keeps out of git. Data by path:
 #
-#   scripts/gpu_pack.sh [SST train file] [PTB text file]
+#   scripts/gpu_pack.sh [SST train file] [PTB text file] [SST dev file]
 #
 # Then one device call: carry [".gpucarry"], command "bash .gpucarry/run.sh" (scripts/gpu_run.sh,
 # copied in): tests, memcheck, benchmarks, each log under $OUT.
@@ -15,6 +15,7 @@ source scripts/common.sh
 
 sst="${1:-../shared/data/sst/train.txt}"
 ptb="${2:-../shared/data/ptb/valid.txt}"
+sst_dev="${3:-../shared/data/sst/dev.txt}"
 targets=(ops_cuda_test ops_kernels_equivalence_test scheduler_engine_test trainer_test cavs-train
   tree_lstm_gpu_benchmark lstm_gpu_benchmark)
 
@@ -40,6 +41,7 @@ for t in "${targets[@]}"; do
 done
 [[ -f "$sst" ]] && cp "$sst" "$out/data/sst_train.txt"
 [[ -f "$ptb" ]] && cp "$ptb" "$out/data/ptb.txt"
+[[ -f "$sst_dev" ]] && cp "$sst_dev" "$out/data/sst_dev.txt"
 # Compressed: the tool carries 64 MiB with the working tree, and OpenBLAS alone is 36 MB.
 tar -C "$out" -czf "$out/pack.tgz" bin lib
 rm -rf "$out/bin" "$out/lib"

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine from the repository root, over what scripts/gpu_pack.sh packed
-# into .gpucarry/: the CUDA tests (with every generated kernel's shape verified), compute-
-# sanitizer memcheck on the CUDA op suite, the Tree-LSTM benchmark with the generated element-
-# wise kernels, with the interpreter (CAVS_CUDA_FUSED=0, the overlapped rows) and with the
-# GEMMs through cuBLASLt (CAVS_CUBLASLT=1, the same rows), and the LSTM-vs-cuDNN benchmark
-# (cublasSgemm and cuBLASLt). One log per group under $OUT (default: .gpucarry/out; 7 files,
-# the device tool returns at most 8); a part that fails is reported and the rest still run.
+# into .gpucarry/: the CUDA tests (with every generated kernel's shape verified; the engine's
+# again with its GEMMs through cuBLASLt, heuristic and autotuned), SST training, compute-sanitizer memcheck on the CUDA op suite, the
+# Tree-LSTM benchmark (generated element-wise kernels, cublasSgemm: the defaults), its
+# overlapped rows again with cuBLASLt (CAVS_CUBLASLT=1), cuBLASLt autotuned (and
+# CAVS_GEMM_AUTOTUNE=1) and the interpreter (CAVS_CUDA_FUSED=0), and the LSTM-vs-cuDNN
+# benchmark (cublasSgemm and cuBLASLt autotuned). One log per group under $OUT (default:
+# .gpucarry/out; 8 files, the most the device tool returns); a part that fails is reported and
+# the rest still run.
 #
 #   bash .gpucarry/run.sh tests|bench|bench_ab|all
 #
-# Each of `tests`, `bench` and `bench_ab` (the A/B rows: interpreter, cuBLASLt) stays under the
-# tool's 10 minutes per call (every part has a timeout); `all` (the default) is for a machine
-# without that limit.
+# Each of `tests`, `bench` and `bench_ab` (the A/B rows) stays under the tool's 10 minutes per
+# call (every part has a timeout); `all` (the default) took 5.6 minutes on an H100 (run 4).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 OUT="${OUT:-$PWD/out}"
@@ -43,11 +44,18 @@ if [[ "$mode" == tests || "$mode" == all ]]; then
   part tests ops_cuda_test 90 "$bin/ops_cuda_test" --gtest_brief=1
   part tests equivalence 60 "$bin/ops_kernels_equivalence_test" --gtest_brief=1
   part tests engine 120 "$bin/scheduler_engine_test" --gtest_brief=1
-  part tests trainer 60 "$bin/trainer_test" --gtest_brief=1 --gtest_filter='*Cuda*'
-  # The engine once more with its GEMMs through cuBLASLt (CAVS_CUBLASLT=1, cuda_gemm.h).
   CAVS_CUBLASLT=1 part tests engine_cublaslt 90 "$bin/scheduler_engine_test" --gtest_brief=1
+  CAVS_CUBLASLT=1 CAVS_GEMM_AUTOTUNE=1 part tests engine_autotuned 120 \
+    "$bin/scheduler_engine_test" --gtest_brief=1
+  part tests trainer 60 "$bin/trainer_test" --gtest_brief=1 --gtest_filter='*Cuda*'
+  # SST on the GPU, 3 epochs (bench/RESULTS.md (b): the CPU's dev roots 45.1, 47.1, 48.4%).
+  if [[ -f data/sst_train.txt && -f data/sst_dev.txt ]]; then
+    part tests trainer_sst 120 "$bin/cavs-train" --device=cuda --train=data/sst_train.txt \
+      --dev=data/sst_dev.txt --epochs=3 --hidden=150 --embed=300 --optimizer=adagrad --lr=0.05 \
+      --weight-decay=1e-5 --dropout=0.5
+  fi
   part memcheck memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
-    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaFused*:CudaKernels*'
+    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaFused*:CudaKernels*:*CublasLt*'
   unset CAVS_VERIFY_EW_SHAPES
 fi
 if [[ "$mode" == bench* || "$mode" == all ]]; then
@@ -58,14 +66,17 @@ tabular=--benchmark_counters_tabular=true
 if [[ "$mode" == bench || "$mode" == all ]]; then
   part bench_tree tree_gpu_bench 240 "$bin/tree_lstm_gpu_benchmark" "$tabular"
   part bench_lstm lstm_gpu_bench 120 "$bin/lstm_gpu_benchmark" "$tabular"
-  CAVS_CUBLASLT=1 part bench_lstm lstm_gpu_bench_cublaslt 90 "$bin/lstm_gpu_benchmark" "$tabular"
+  CAVS_CUBLASLT=1 CAVS_GEMM_AUTOTUNE=1 part bench_lstm lstm_gpu_bench_autotuned 90 \
+    "$bin/lstm_gpu_benchmark" "$tabular"
 fi
 if [[ "$mode" == bench_ab || "$mode" == all ]]; then
-  # The overlapped rows again, with the interpreter and with the GEMMs through cuBLASLt.
+  # The overlapped rows again: cuBLASLt, cuBLASLt autotuned, the interpreter.
   overlapped='BM_TreeLstm/(train_overlap|infer_overlap)/'
-  CAVS_CUDA_FUSED=0 part bench_tree_interpreter tree_gpu_bench_interpreter 150 \
-    "$bin/tree_lstm_gpu_benchmark" "$tabular" --benchmark_filter="$overlapped"
   CAVS_CUBLASLT=1 part bench_tree_cublaslt tree_gpu_bench_cublaslt 150 \
+    "$bin/tree_lstm_gpu_benchmark" "$tabular" --benchmark_filter="$overlapped"
+  CAVS_CUBLASLT=1 CAVS_GEMM_AUTOTUNE=1 part bench_tree_autotuned tree_gpu_bench_autotuned 150 \
+    "$bin/tree_lstm_gpu_benchmark" "$tabular" --benchmark_filter="$overlapped"
+  CAVS_CUDA_FUSED=0 part bench_tree_interpreter tree_gpu_bench_interpreter 150 \
     "$bin/tree_lstm_gpu_benchmark" "$tabular" --benchmark_filter="$overlapped"
 fi
 cat "$summary"

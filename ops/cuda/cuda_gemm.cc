@@ -1,12 +1,17 @@
 #include "ops/cuda/cuda_gemm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/status.h"
 #include "ops/cuda/cublas_status.h"
+#include "ops/cuda/cuda_delay.h"
 #include "ops/cuda/cuda_status.h"
 
 namespace cavs::ops {
@@ -59,7 +64,7 @@ absl::Status CublasGemmRowMajor(cublasHandle_t handle, bool trans_a, bool trans_
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<CublasLtGemm>> CublasLtGemm::Create() {
+absl::StatusOr<std::unique_ptr<CublasLtGemm>> CublasLtGemm::Create(cublasHandle_t sgemm) {
   cublasLtHandle_t handle = nullptr;
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle));
   void* workspace = nullptr;
@@ -67,15 +72,217 @@ absl::StatusOr<std::unique_ptr<CublasLtGemm>> CublasLtGemm::Create() {
     cublasLtDestroy(handle);
     return CudaStatus(e, "cudaMalloc(&workspace, kWorkspaceBytes)", __FILE__, __LINE__);
   }
-  return std::unique_ptr<CublasLtGemm>(new CublasLtGemm(handle, workspace));
+  return std::unique_ptr<CublasLtGemm>(new CublasLtGemm(handle, workspace, sgemm));
 }
 
 CublasLtGemm::~CublasLtGemm() {
+  cudaFree(scratch_);
   cudaFree(workspace_);  // stream-ordered after every queued cublasLtMatmul (cudaFree syncs)
   cublasLtDestroy(handle_);
 }
 
-absl::StatusOr<std::unique_ptr<CublasLtGemm::Plan>> CublasLtGemm::MakePlan(const Problem& p) const {
+void CublasLtGemm::SetAutotune(bool on) {
+  if (on == autotune_) return;
+  autotune_ = on;
+  plans_.clear();
+  choices_.clear();
+}
+
+namespace {
+
+// The class a problem's algorithm is tuned for: m rounded up to 16, 24, 32, 48, 64, 96, ...
+int64_t RoundRows(int64_t m) {
+  for (int64_t r = 16;; r *= 2) {
+    if (m <= r) return r;
+    if (m <= r + r / 2) return r + r / 2;
+  }
+}
+
+// Events created and destroyed with the scope.
+class Events {
+ public:
+  explicit Events(int n) : events_(n, nullptr) {}
+  ~Events() {
+    for (cudaEvent_t e : events_) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
+  }
+  absl::Status Create() {
+    for (cudaEvent_t& e : events_) CAVS_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+    return absl::OkStatus();
+  }
+  cudaEvent_t operator[](size_t i) const { return events_[i]; }
+
+ private:
+  std::vector<cudaEvent_t> events_;
+};
+
+}  // namespace
+
+absl::StatusOr<CublasLtGemm::Choice> CublasLtGemm::Tune(const Problem& p, Plan& plan,
+                                                        const std::vector<Choice>& candidates,
+                                                        const Operands& x) {
+  const int found = static_cast<int>(candidates.size());
+  const size_t bytes = static_cast<size_t>(p.m) * static_cast<size_t>(p.ldc) * sizeof(float);
+  if (bytes > scratch_bytes_) {
+    cudaFree(scratch_);  // waits for the tuning runs queued on it
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    CAVS_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, bytes));
+    scratch_bytes_ = bytes;
+  }
+  // The candidates write the scratch matrix (256-byte aligned, so at least as aligned as c),
+  // starting from zeros: with beta != 0 they read it too.
+  CAVS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch_, 0, bytes, x.stream));
+  const int count = found + (sgemm_ != nullptr ? 1 : 0);  // the last one: cublasSgemm
+  auto run = [&](int i) {
+    if (i < found) {
+      return cublasLtMatmul(handle_, &plan.op, &x.alpha, x.b, &plan.a, x.a, &plan.b, &x.beta,
+                            scratch_, &plan.c, scratch_, &plan.c, &candidates[i].algo, workspace_,
+                            candidates[i].workspace, x.stream) == CUBLAS_STATUS_SUCCESS;
+    }
+    return CublasGemmRowMajor(sgemm_, p.trans_a, p.trans_b, p.m, p.n, p.k, x.alpha, x.a, p.lda, x.b,
+                              p.ldb, x.beta, static_cast<float*>(scratch_), p.ldc)
+        .ok();
+  };
+  std::vector<int> valid;  // the candidates that launch
+  for (int i = 0; i < count; ++i) {
+    if (run(i)) valid.push_back(i);
+  }
+  (void)cudaGetLastError();  // a candidate that failed to launch is only not timed
+  if (valid.empty()) return Choice{true, {}, 0};
+  // Every candidate kReps times behind one delay: the device runs them back to back, so the
+  // events between them time each one's kernels alone. If queueing them took the host longer
+  // than the delay, the device waited in between: once more with a longer delay.
+  constexpr int kReps = 5;
+  Events events(static_cast<int>(valid.size()) + 1);
+  CAVS_RETURN_IF_ERROR(events.Create());
+  int64_t delay_ns = 200'000 + static_cast<int64_t>(valid.size()) * kReps * 20'000;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    CAVS_CUDA_RETURN_IF_ERROR(LaunchDelay(x.stream, delay_ns));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t j = 0; j < valid.size(); ++j) {
+      CAVS_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[j], x.stream));
+      for (int r = 0; r < kReps; ++r) {
+        if (!run(valid[j])) return absl::InternalError("a GEMM candidate failed on its second run");
+      }
+    }
+    CAVS_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[valid.size()], x.stream));
+    const int64_t host_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    CAVS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(events[valid.size()]));
+    if (host_ns < delay_ns) break;
+    delay_ns = 2 * host_ns + 100'000;
+  }
+  int best = -1;
+  float best_ms = std::numeric_limits<float>::infinity();
+  for (size_t j = 0; j < valid.size(); ++j) {
+    float ms = 0;
+    CAVS_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events[j], events[j + 1]));
+    if (ms < best_ms) {
+      best_ms = ms;
+      best = valid[j];
+    }
+  }
+  // What was chosen, against the heuristic's first choice.
+  float first_ms = 0;
+  if (!valid.empty() && valid[0] == 0) {
+    CAVS_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&first_ms, events[0], events[1]));
+  }
+  std::string chose = "cublasSgemm";
+  if (best < found) {
+    int32_t id = 0, splits = 1;
+    uint32_t tile = 0;
+    size_t written = 0;
+    const cublasLtMatmulAlgo_t& algo = candidates[best].algo;
+    (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id),
+                                               &written);
+    (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                               sizeof(tile), &written);
+    (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                               sizeof(splits), &written);
+    chose = absl::StrCat("algo ", id, " tile ", tile, " split-k ", splits);
+  }
+  last_tuning_ = absl::StrFormat("%s of %d: %.2f us (heuristic's first %.2f us)", chose,
+                                 static_cast<int>(valid.size()), 1e3 * best_ms / kReps,
+                                 1e3 * first_ms / kReps);
+  if (best == found) return Choice{true, {}, 0};
+  return candidates[best];
+}
+
+void CublasLtGemm::AddConfigurations(const Plan& plan, bool tf32,
+                                     std::vector<Choice>* candidates) const {
+  const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  int ids[64];
+  int num_ids = 0;
+  if (cublasLtMatmulAlgoGetIds(handle_, compute, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+                               CUDA_R_32F, 64, ids, &num_ids) != CUBLAS_STATUS_SUCCESS) {
+    return;
+  }
+  for (int i = 0; i < num_ids; ++i) {
+    cublasLtMatmulAlgo_t algo;
+    if (cublasLtMatmulAlgoInit(handle_, compute, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+                               CUDA_R_32F, ids[i], &algo) != CUBLAS_STATUS_SUCCESS) {
+      continue;
+    }
+    uint32_t tiles[CUBLASLT_MATMUL_TILE_END];
+    size_t written = 0;
+    size_t num_tiles = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles, sizeof(tiles),
+                                          &written) == CUBLAS_STATUS_SUCCESS) {
+      num_tiles = written / sizeof(tiles[0]);
+    }
+    if (num_tiles == 0) {
+      tiles[0] = CUBLASLT_MATMUL_TILE_UNDEFINED;
+      num_tiles = 1;
+    }
+    int32_t splitk_support = 0;
+    uint32_t schemes = 0;
+    (void)cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT,
+                                            &splitk_support, sizeof(splitk_support), &written);
+    (void)cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK,
+                                            &schemes, sizeof(schemes), &written);
+    // Split-K sums in place where the algorithm can (no second kernel), else in the workspace.
+    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    for (const uint32_t s :
+         {CUBLASLT_REDUCTION_SCHEME_INPLACE, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE,
+          CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE}) {
+      if (scheme == CUBLASLT_REDUCTION_SCHEME_NONE && (schemes & s) != 0) scheme = s;
+    }
+    for (size_t t = 0; t < num_tiles; ++t) {
+      for (const int32_t splits : {1, 2, 4, 8, 16}) {
+        if (splits > 1 && (splitk_support == 0 || scheme == CUBLASLT_REDUCTION_SCHEME_NONE)) {
+          break;
+        }
+        if (static_cast<int>(candidates->size()) >= kMaxCandidates) return;
+        const uint32_t reduction = splits > 1 ? scheme : CUBLASLT_REDUCTION_SCHEME_NONE;
+        cublasLtMatmulAlgo_t config = algo;
+        cublasLtMatmulHeuristicResult_t check{};
+        if (cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_TILE_ID, &tiles[t],
+                                                 sizeof(tiles[t])) != CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                                 sizeof(splits)) != CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                 &reduction,
+                                                 sizeof(reduction)) != CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulAlgoCheck(handle_, const_cast<cublasLtMatmulDesc_t>(&plan.op),
+                                    const_cast<cublasLtMatrixLayout_t>(&plan.a),
+                                    const_cast<cublasLtMatrixLayout_t>(&plan.b),
+                                    const_cast<cublasLtMatrixLayout_t>(&plan.c),
+                                    const_cast<cublasLtMatrixLayout_t>(&plan.c), &config,
+                                    &check) != CUBLAS_STATUS_SUCCESS ||
+            check.workspaceSize > kWorkspaceBytes) {
+          continue;
+        }
+        candidates->push_back(Choice{false, config, check.workspaceSize});
+      }
+    }
+  }
+}
+
+absl::StatusOr<std::unique_ptr<CublasLtGemm::Plan>> CublasLtGemm::MakePlan(const Problem& p,
+                                                                           const Operands& x) {
   auto plan = std::make_unique<Plan>();
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescInit(
       &plan->op, p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -93,6 +300,31 @@ absl::StatusOr<std::unique_ptr<CublasLtGemm::Plan>> CublasLtGemm::MakePlan(const
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutInit(&plan->b, CUDA_R_32F, p.trans_a ? p.m : p.k,
                                                        p.trans_a ? p.k : p.m, p.lda));
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutInit(&plan->c, CUDA_R_32F, p.n, p.m, p.ldc));
+
+  // A class tuned before: its choice, where the algorithm takes this problem. A class is the
+  // transposes, TF32 and the sizes rounded up (rows vary from round to round, and so does the
+  // summed dimension of a weight gradient); strides and alignment are left out, and
+  // cublasLtMatmulAlgoCheck says whether the class's algorithm takes this problem's.
+  const Problem cls{
+      p.trans_a, p.trans_b, p.tf32, RoundRows(p.m), RoundRows(p.n), RoundRows(p.k), 0, 0, 0,
+      0,         0,         0};
+  const auto it = choices_.find(cls);
+  if (it != choices_.end()) {
+    if (it->second.sgemm) {
+      plan->use = Use::kSgemm;
+      return plan;
+    }
+    cublasLtMatmulHeuristicResult_t check{};
+    if (cublasLtMatmulAlgoCheck(handle_, &plan->op, &plan->a, &plan->b, &plan->c, &plan->c,
+                                &it->second.algo, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= kWorkspaceBytes) {
+      plan->use = Use::kLt;
+      plan->algo = it->second.algo;
+      plan->workspace = check.workspaceSize;
+      return plan;
+    }
+  }
+
   cublasLtMatmulPreferenceOpaque_t pref;
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceInit(&pref));
   const uint64_t workspace = kWorkspaceBytes;
@@ -107,17 +339,37 @@ absl::StatusOr<std::unique_ptr<CublasLtGemm::Plan>> CublasLtGemm::MakePlan(const
     CAVS_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulPreferenceSetAttribute(&pref, attr, &bytes, sizeof(bytes)));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  // A class whose algorithm does not take this problem (its alignment, say) is not tuned again.
+  const bool tune = autotune_ && it == choices_.end();
+  cublasLtMatmulHeuristicResult_t results[kHeuristicCandidates] = {};
   int found = 0;
-  const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(
-      handle_, &plan->op, &plan->a, &plan->b, &plan->c, &plan->c, &pref, 1, &result, &found);
+  const cublasStatus_t h =
+      cublasLtMatmulAlgoGetHeuristic(handle_, &plan->op, &plan->a, &plan->b, &plan->c, &plan->c,
+                                     &pref, tune ? kHeuristicCandidates : 1, results, &found);
   if (h == CUBLAS_STATUS_NOT_SUPPORTED || (h == CUBLAS_STATUS_SUCCESS && found == 0)) {
     return plan;  // not supported: the caller uses cublasSgemm
   }
   CAVS_CUBLAS_RETURN_IF_ERROR(h);
-  plan->supported = true;
-  plan->algo = result.algo;
-  plan->workspace = result.workspaceSize;
+  plan->use = Use::kLt;
+  plan->algo = results[0].algo;
+  plan->workspace = results[0].workspaceSize;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CAVS_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(x.stream, &capture));
+  if (!tune || capture != cudaStreamCaptureStatusNone) return plan;
+  std::vector<Choice> candidates;
+  for (int i = 0; i < found; ++i) {
+    candidates.push_back(Choice{false, results[i].algo, results[i].workspaceSize});
+  }
+  AddConfigurations(*plan, p.tf32, &candidates);
+  CAVS_ASSIGN_OR_RETURN(const Choice choice, Tune(p, *plan, candidates, x));
+  ++tuned_;
+  choices_[cls] = choice;
+  if (choice.sgemm) {
+    plan->use = Use::kSgemm;
+  } else {
+    plan->algo = choice.algo;
+    plan->workspace = choice.workspace;
+  }
   return plan;
 }
 
@@ -125,9 +377,12 @@ absl::Status CublasLtGemm::Run(cudaStream_t stream, bool allow_tf32, bool trans_
                                int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                                int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                                int64_t ldc) {
+  // Returned for every call left to cublasSgemm: a copy, not a new message each time.
+  static const absl::Status* const kUseSgemm =
+      new absl::Status(absl::NotFoundError("cublasSgemm: no cuBLASLt algorithm, or it was faster"));
   CAVS_RETURN_IF_ERROR(CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc));
   if (m == 0 || n == 0) return absl::OkStatus();
-  if (k == 0) return absl::NotFoundError("Gemm with k = 0: no cuBLASLt plan");
+  if (k == 0) return *kUseSgemm;
   const Problem p{trans_a,
                   trans_b,
                   allow_tf32,
@@ -143,16 +398,15 @@ absl::Status CublasLtGemm::Run(cudaStream_t stream, bool allow_tf32, bool trans_
   auto it = plans_.find(p);
   if (it == plans_.end()) {
     if (plans_.size() >= kMaxProblems) plans_.clear();
-    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, MakePlan(p));
+    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
+                          MakePlan(p, Operands{stream, alpha, beta, a, b, c}));
     ++planned_;
-    unsupported_ += plan->supported ? 0 : 1;
+    unsupported_ += plan->use == Use::kUnsupported ? 1 : 0;
+    to_sgemm_ += plan->use == Use::kSgemm ? 1 : 0;
     it = plans_.emplace(p, std::move(plan)).first;
   }
   Plan& plan = *it->second;
-  if (!plan.supported) {
-    return absl::NotFoundError(
-        absl::StrCat("cuBLASLt has no algorithm for m=", m, " n=", n, " k=", k));
-  }
+  if (plan.use != Use::kLt) return *kUseSgemm;
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, &plan.op, &alpha, b, &plan.a, a, &plan.b,
                                              &beta, c, &plan.c, c, &plan.c, &plan.algo, workspace_,
                                              plan.workspace, stream));

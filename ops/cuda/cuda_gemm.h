@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -31,9 +33,28 @@ namespace cavs::ops {
 // (transposes, sizes, row strides, the operands' alignment, TF32) and reused: a call of a known
 // problem is one cublasLtMatmul with no heuristic query, which cuBLAS's cublasSgemm makes on
 // every call. That query is host time, and a round of the engine is launch-bound on the host
-// (docs/gpu_performance.md: about 6 to 7 us a launch); NVIDIA's RAFT measured its GEMM launch
-// latency halved this way (10 to 5 us). The plans are kept for up to kMaxProblems problems,
-// then dropped and rebuilt as needed.
+// (docs/gpu_performance.md); NVIDIA's RAFT measured its GEMM launch latency halved this way
+// (10 to 5 us). The plans are kept for up to kMaxProblems problems, then dropped and rebuilt.
+//
+// Autotuning (off by default; SetAutotune, CAVS_GEMM_AUTOTUNE=1 turns it on). The engine's
+// rounds are GEMMs of a few to a few hundred rows against a weight matrix ([m, 300] x [300, 750]
+// for the Tree-LSTM's forward). Every algorithm cuBLAS's heuristic offers for them took 9 us on
+// an H100 at 64 rows (bench/RESULTS.md, run 6), for 0.4 us of arithmetic spread over the chip:
+// with 64x128 or larger tiles, 6 of 132 multiprocessors have work. So the first problem of
+// each class (the transposes, TF32, and m, n and k each rounded up to a step of at most 1.5x)
+// times candidates on the caller's operands, writing a scratch matrix, behind a delay kernel
+// (cuda_delay.h) so that the events time the device alone: the heuristic's
+// kHeuristicCandidates algorithms, every tile size and split-K (2 to 16 parts) of every
+// cuBLASLt algorithm that cublasLtMatmulAlgoCheck accepts (up to kMaxCandidates in all), and
+// cublasSgemm. The fastest serves every problem of the class that its algorithm takes (the check
+// again; else the heuristic's first). That costs one host wait per class, a few dozen in a
+// training run; under stream capture nothing is timed. A problem where cublasSgemm won, or
+// cuBLASLt has nothing, returns NotFound and the caller calls cublasSgemm. Tuned choices can
+// differ between runs (timings are noisy), so results can differ in the last bits between runs.
+// Measured (run 6) with the heuristic's candidates alone and a class per exact problem: the
+// weight gradients' GEMMs 10 to 27% faster, the rounds' GEMMs unchanged, and 449 classes timed;
+// the tile and split-K enumeration and the coarser classes are not yet measured on a GPU, so
+// it stays off by default.
 //
 // Alignment: cuBLASLt assumes 256-byte aligned operands unless told otherwise, and the engine
 // passes row offsets into its buffers; each problem records the alignment its pointers and row
@@ -42,26 +63,41 @@ namespace cavs::ops {
 // Thread-safety: one caller at a time (as ops::Kernels).
 class CublasLtGemm {
  public:
-  static constexpr size_t kMaxProblems = 4096;
+  static constexpr size_t kMaxProblems = size_t{1} << 16;      // about 0.6 KB each
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLAS's advice for Hopper
+  static constexpr int kHeuristicCandidates = 12;  // cuBLASLt's heuristic's algorithms timed
+  static constexpr int kMaxCandidates = 160;       // with the configurations enumerated
 
-  // On the current device; allocates the workspace there.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<CublasLtGemm>> Create();
+  // On the current device; allocates the workspace there. `sgemm` (not owned; may be null)
+  // is the cuBLAS handle the caller falls back to, timed as one more candidate: it must queue
+  // on the stream passed to Run and have the math mode Run's allow_tf32 names.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<CublasLtGemm>> Create(
+      cublasHandle_t sgemm = nullptr);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm&) = delete;
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
-  // As CublasGemmRowMajor, queued on `stream`. NotFound when cuBLASLt has no algorithm for the
-  // problem (the caller then uses cublasSgemm); k == 0 is the caller's (cublasSgemm scales C).
+  // As CublasGemmRowMajor, queued on `stream`. NotFound when the caller should call cublasSgemm
+  // instead: cuBLASLt has no algorithm for the problem, or cublasSgemm was timed faster; k == 0
+  // is the caller's too (cublasSgemm scales C).
   [[nodiscard]] absl::Status Run(cudaStream_t stream, bool allow_tf32, bool trans_a, bool trans_b,
                                  int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                                  int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                                  int64_t ldc);
 
-  // Problems planned so far (including those dropped at kMaxProblems), and those with no
-  // algorithm.
+  // Autotuning on (CAVS_GEMM_AUTOTUNE=1) or off (the default: the heuristic's first
+  // algorithm). Switching drops the plans and the tuned choices.
+  void SetAutotune(bool on);
+  bool autotune() const { return autotune_; }
+
+  // Problems planned so far (including those dropped at kMaxProblems), those with no cuBLASLt
+  // algorithm, the classes timed, and the problems left to cublasSgemm because it was faster.
   int64_t problems_planned() const { return planned_; }
   int64_t problems_unsupported() const { return unsupported_; }
+  int64_t classes_tuned() const { return tuned_; }
+  int64_t problems_to_sgemm() const { return to_sgemm_; }
+  // The last class timed: the choice, the candidates timed, its time and the heuristic's.
+  const std::string& last_tuning() const { return last_tuning_; }
 
  private:
   struct Problem {
@@ -79,21 +115,50 @@ class CublasLtGemm {
                         p.ldc, p.align_a, p.align_b, p.align_c);
     }
   };
+  enum class Use { kLt, kSgemm, kUnsupported };
   struct Plan {
-    bool supported = false;
+    Use use = Use::kUnsupported;
     cublasLtMatmulDescOpaque_t op;
     cublasLtMatrixLayoutOpaque_t a, b, c;  // cuBLASLt's A (our b), B (our a), C = D
     cublasLtMatmulAlgo_t algo;
     size_t workspace = 0;
   };
+  // A class's choice: an algorithm, or cublasSgemm.
+  struct Choice {
+    bool sgemm = false;
+    cublasLtMatmulAlgo_t algo;
+    size_t workspace = 0;  // for the problem it was timed on
+  };
+  // The operands of the call that planned a problem, for timing its candidates.
+  struct Operands {
+    cudaStream_t stream;
+    float alpha, beta;
+    const float *a, *b;
+    const float* c;
+  };
 
-  CublasLtGemm(cublasLtHandle_t handle, void* workspace) : handle_(handle), workspace_(workspace) {}
-  absl::StatusOr<std::unique_ptr<Plan>> MakePlan(const Problem& p) const;
+  CublasLtGemm(cublasLtHandle_t handle, void* workspace, cublasHandle_t sgemm)
+      : handle_(handle), workspace_(workspace), sgemm_(sgemm) {}
+  absl::StatusOr<std::unique_ptr<Plan>> MakePlan(const Problem& p, const Operands& x);
+  // Adds every configuration of every cuBLASLt algorithm for the plan's problem (each tile
+  // size, split-K in 1, 2, 4, 8 or 16 parts) that cublasLtMatmulAlgoCheck accepts, up to
+  // kMaxCandidates in all: the heuristic offers none with split-K for the rounds' GEMMs, whose
+  // few rows leave most multiprocessors idle with its tiles.
+  void AddConfigurations(const Plan& plan, bool tf32, std::vector<Choice>* candidates) const;
+  // Times `candidates` and cublasSgemm on `x`; the fastest.
+  absl::StatusOr<Choice> Tune(const Problem& p, Plan& plan, const std::vector<Choice>& candidates,
+                              const Operands& x);
 
   cublasLtHandle_t handle_;
   void* workspace_;
+  cublasHandle_t sgemm_;
+  bool autotune_ = false;
+  void* scratch_ = nullptr;  // the tuning runs' C
+  size_t scratch_bytes_ = 0;
   absl::flat_hash_map<Problem, std::unique_ptr<Plan>> plans_;
-  int64_t planned_ = 0, unsupported_ = 0;
+  absl::flat_hash_map<Problem, Choice> choices_;  // by class (m rounded up)
+  int64_t planned_ = 0, unsupported_ = 0, tuned_ = 0, to_sgemm_ = 0;
+  std::string last_tuning_;
 };
 
 }  // namespace cavs::ops

@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, backend->stream()));
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
   CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
+  // cublasSgemm unless CAVS_CUBLASLT=1 (then cuBLASLt with memoized plans).
   if (const char* lt = std::getenv("CAVS_CUBLASLT"); lt != nullptr && std::string(lt) == "1") {
     CAVS_RETURN_IF_ERROR(kernels->SetCublasLt(true));
   }
@@ -96,7 +97,9 @@ absl::Status CudaKernels::SetCublasLt(bool on) {
     lt_.reset();  // frees the workspace, which waits for the queued GEMMs
     return absl::OkStatus();
   }
-  CAVS_ASSIGN_OR_RETURN(lt_, CublasLtGemm::Create());
+  CAVS_ASSIGN_OR_RETURN(lt_, CublasLtGemm::Create(cublas_));
+  const char* tune = std::getenv("CAVS_GEMM_AUTOTUNE");
+  lt_->SetAutotune(tune != nullptr && std::string(tune) == "1");
   return absl::OkStatus();
 }
 
@@ -106,6 +109,21 @@ int64_t CudaKernels::lt_problems_planned() const {
 int64_t CudaKernels::lt_problems_unsupported() const {
   return lt_ == nullptr ? 0 : lt_->problems_unsupported();
 }
+int64_t CudaKernels::lt_classes_tuned() const { return lt_ == nullptr ? 0 : lt_->classes_tuned(); }
+int64_t CudaKernels::lt_problems_to_sgemm() const {
+  return lt_ == nullptr ? 0 : lt_->problems_to_sgemm();
+}
+
+std::string CudaKernels::lt_last_tuning() const {
+  return lt_ == nullptr ? std::string() : lt_->last_tuning();
+}
+
+absl::Status CudaKernels::SetGemmAutotune(bool on) {
+  if (lt_ == nullptr) return absl::FailedPreconditionError("SetGemmAutotune: cuBLASLt is off");
+  lt_->SetAutotune(on);
+  return absl::OkStatus();
+}
+bool CudaKernels::gemm_autotune() const { return lt_ != nullptr && lt_->autotune(); }
 
 absl::Status CudaKernels::SetFusedElementwise(bool on) {
   if (on == (fused_ != nullptr)) return absl::OkStatus();

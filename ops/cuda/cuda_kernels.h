@@ -3,7 +3,7 @@
 // Every method queues its work on the device backend's stream (cuda_backend.h) and returns;
 // errors in the arguments it can see (negative sizes, missing pointers) and launch errors are
 // Statuses, faults inside a kernel surface at the next synchronizing call. Launches per call:
-// Gemm one cublasSgemm; Elementwise one kernel for the whole program; GatherRows,
+// Gemm one cuBLASLt or cuBLAS call; Elementwise one kernel for the whole program; GatherRows,
 // ScatterAddRows, SegmentReduce(Grad), SoftmaxCrossEntropy, ColumnSum, ColumnDot one kernel
 // each; Fill one kernel or memset. The op families live in cuda_gemm, cuda_fused (generated
 // element-wise kernels) and cuda_elementwise (the interpreter), cuda_gather, cuda_softmax and
@@ -13,10 +13,14 @@
 // up to summation order. SetAllowTf32(true) lets cuBLAS use TF32 tensor cores (about 10 bits of
 // mantissa in the products), faster and less exact.
 //
-// Gemm is cublasSgemm, or with SetCublasLt(true) (or CAVS_CUBLASLT=1 in the environment)
-// cuBLASLt with a plan memoized per problem (cuda_gemm.h: no heuristic query per call), falling
-// back to cublasSgemm for a problem cuBLASLt has no algorithm for. Off by default until it is
-// measured on a GPU against cublasSgemm (bench/tree_lstm_gpu_benchmark.cc, BM_GemmCall).
+// Gemm is cublasSgemm, or with SetCublasLt(true) (or CAVS_CUBLASLT=1) cuBLASLt with a plan
+// memoized per problem (cuda_gemm.h: no heuristic query per call), falling back to cublasSgemm
+// where cuBLASLt has no algorithm. On an H100 the cuBLASLt call took 2 to 3.5 us less host time
+// than cublasSgemm at every round shape, for the same device time (bench/RESULTS.md, run 6),
+// but the engine's rows did not separate the two (they moved more between processes than
+// between paths), so cublasSgemm, the path of the measured table, stays the default.
+// SetGemmAutotune(true) (or CAVS_GEMM_AUTOTUNE=1, with cuBLASLt on) times candidate algorithms
+// on the device once per class of problems and keeps the fastest (cuda_gemm.h).
 //
 // Thread-safety: as ops::Kernels, one executor thread at a time.
 #pragma once
@@ -25,6 +29,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -85,13 +90,22 @@ class CudaKernels final : public Kernels {
   // Program shapes compiled so far by the generated-kernel path.
   int64_t fused_kernels_compiled() const;
 
-  // Gemm through cuBLASLt with memoized plans (on), or cublasSgemm (off, the default unless
-  // CAVS_CUBLASLT=1). Turning it on allocates cuBLASLt's workspace.
+  // Gemm through cuBLASLt with memoized plans (on, or CAVS_CUBLASLT=1), or cublasSgemm (off,
+  // the default). Turning it on allocates cuBLASLt's workspace.
   [[nodiscard]] absl::Status SetCublasLt(bool on);
   bool cublas_lt() const { return lt_ != nullptr; }
-  // The cuBLASLt path's problems planned so far, and those it had no algorithm for.
+  // Autotuning of the cuBLASLt path's algorithms (off unless CAVS_GEMM_AUTOTUNE=1); an error
+  // while cuBLASLt is off.
+  [[nodiscard]] absl::Status SetGemmAutotune(bool on);
+  bool gemm_autotune() const;
+  // The cuBLASLt path's problems planned so far, those it had no algorithm for, the classes
+  // timed, and the problems left to cublasSgemm because it was timed faster.
   int64_t lt_problems_planned() const;
   int64_t lt_problems_unsupported() const;
+  int64_t lt_classes_tuned() const;
+  int64_t lt_problems_to_sgemm() const;
+  // CublasLtGemm::last_tuning (empty while cuBLASLt is off).
+  std::string lt_last_tuning() const;
 
   // Lets Gemm use TF32 tensor cores (off by default).
   [[nodiscard]] absl::Status SetAllowTf32(bool allow);

@@ -191,7 +191,7 @@ class CudaFusedTest : public ::testing::Test {
   }
 
   // Runs `p` on the GPU and on the CPU kernels; compares every buffer.
-  void Compare(const EwProgram& p, const std::string& what) {
+  void Compare(const EwProgram& p, const std::string& what, double rtol = 1e-5) {
     bool ok = false;
     const std::vector<std::vector<float>> got = RunOnDevice(p, &ok);
     ASSERT_TRUE(ok) << what;
@@ -200,7 +200,7 @@ class CudaFusedTest : public ::testing::Test {
     const int count = static_cast<int>(p.instrs.size());
     ASSERT_TRUE((*cpu)->Elementwise(p.instrs.data(), p.instrs.data(), count, p.rows).ok()) << what;
     for (size_t i = 0; i < p.buffers.size(); ++i) {
-      EXPECT_TRUE(AllClose(got[i], *p.buffers[i], 1e-5, 1e-6)) << what << ", buffer " << i;
+      EXPECT_TRUE(AllClose(got[i], *p.buffers[i], rtol, 1e-6)) << what << ", buffer " << i;
     }
   }
 
@@ -223,8 +223,12 @@ TEST_F(CudaFusedTest, RandomProgramsMatchTheCpu) {
     Compare(RandomProgram(rng, 12), "random program " + std::to_string(i));
     if (HasFailure()) return;
   }
+  // Up to 16 ops chained over 80 columns, with row sums: the element-wise bound (1e-5) holds for
+  // each op, and the GPU's expf or tanhf may differ from glibc's by an ulp, which a later
+  // subtraction can magnify; the reductions' bound (1e-4) for the chain. Seen on an H100: one
+  // element of 36,150 at 6e-5 (1.3e-6 absolute), program 33.
   for (int i = 0; i < 40; ++i) {
-    Compare(RandomProgram(rng, 16, 3000, 80), "large random program " + std::to_string(i));
+    Compare(RandomProgram(rng, 16, 3000, 80), "large random program " + std::to_string(i), 1e-4);
     if (HasFailure()) return;
   }
 }

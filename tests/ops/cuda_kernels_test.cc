@@ -258,37 +258,55 @@ TEST_F(CudaKernelsTest, ColumnReductionsAndFillMatchTheCpu) {
   EXPECT_EQ(buf.Download(), want);
 }
 
+// Through cublasSgemm (CAVS_CUBLASLT=0), and through the default path (cuBLASLt, autotuned).
 TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
-  const int64_t m = 67, n = 45, k = 129;
-  for (bool ta : {false, true}) {
-    for (bool tb : {false, true}) {
-      const int64_t lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n + 3;
-      std::vector<float> a = RandomFloats((ta ? k : m) * lda, 16);
-      std::vector<float> b = RandomFloats((tb ? n : k) * ldb, 17);
-      std::vector<float> c = RandomFloats(m * ldc, 18);
-      DeviceArray<float> da(a), db(b), dc(c);
-      ASSERT_TRUE(
-          cuda_->Gemm(ta, tb, m, n, k, 0.75f, da.get(), lda, db.get(), ldb, 0.5f, dc.get(), ldc)
-              .ok());
-      ASSERT_TRUE(
-          cpu_->Gemm(ta, tb, m, n, k, 0.75f, a.data(), lda, b.data(), ldb, 0.5f, c.data(), ldc)
-              .ok());
-      EXPECT_TRUE(AllClose(dc.Download(), c, 1e-4, 1e-4)) << "ta=" << ta << " tb=" << tb;
+  absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  const bool was_lt = (*cuda)->cublas_lt();
+  for (bool lt : {false, true}) {
+    ASSERT_TRUE((*cuda)->SetCublasLt(lt).ok());
+    const int64_t m = 67, n = 45, k = 129;
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        const int64_t lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n + 3;
+        std::vector<float> a = RandomFloats((ta ? k : m) * lda, 16);
+        std::vector<float> b = RandomFloats((tb ? n : k) * ldb, 17);
+        std::vector<float> c = RandomFloats(m * ldc, 18);
+        DeviceArray<float> da(a), db(b), dc(c);
+        ASSERT_TRUE(
+            cuda_->Gemm(ta, tb, m, n, k, 0.75f, da.get(), lda, db.get(), ldb, 0.5f, dc.get(), ldc)
+                .ok());
+        ASSERT_TRUE(
+            cpu_->Gemm(ta, tb, m, n, k, 0.75f, a.data(), lda, b.data(), ldb, 0.5f, c.data(), ldc)
+                .ok());
+        EXPECT_TRUE(AllClose(dc.Download(), c, 1e-4, 1e-4))
+            << "ta=" << ta << " tb=" << tb << " cuBLASLt " << lt;
+      }
     }
   }
+  ASSERT_TRUE((*cuda)->SetCublasLt(was_lt).ok());
 }
 
-// cuBLASLt with memoized plans: every transpose, one row to many, operands offset by a few
-// floats from the allocation (so less than 256-byte aligned), beta 0 and 1; each problem twice
-// (the second call reuses the plan). Against the CPU, as cublasSgemm above.
-TEST_F(CudaKernelsTest, GemmThroughCublasLtMatchesTheCpu) {
+class CublasLtTest : public CudaKernelsTest, public ::testing::WithParamInterface<bool> {};
+
+// cuBLASLt with memoized plans, with the heuristic's algorithm and autotuned: every transpose,
+// one row to many, operands offset by a few floats from the allocation (so less than 256-byte
+// aligned), beta 0 and 1; each problem twice (the second call reuses the plan). Against the
+// CPU, as cublasSgemm above. Autotuning times its candidates into a scratch matrix: with beta 1,
+// a candidate that wrote c would show here as c counted twice.
+TEST_P(CublasLtTest, MatchesTheCpu) {
+  const bool tune = GetParam();
   absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   const bool was_on = (*cuda)->cublas_lt();
   ASSERT_TRUE((*cuda)->SetCublasLt(true).ok());
+  const bool was_tuning = (*cuda)->gemm_autotune();
+  ASSERT_TRUE((*cuda)->SetGemmAutotune(tune).ok());
   const int64_t planned = (*cuda)->lt_problems_planned();
+  const int64_t tuned = (*cuda)->lt_classes_tuned();
+  const int64_t unsupported = (*cuda)->lt_problems_unsupported();
   int problems = 0;
-  for (int64_t m : {1, 7, 64, 300}) {
+  for (int64_t m : {1, 7, 64, 300, 301}) {
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
         for (int64_t offset : {0, 1, 3}) {
@@ -322,9 +340,22 @@ TEST_F(CudaKernelsTest, GemmThroughCublasLtMatchesTheCpu) {
   }
   // One plan per problem, not per call (unless the cache was full and dropped them).
   EXPECT_LE((*cuda)->lt_problems_planned() - planned, problems);
-  EXPECT_EQ((*cuda)->lt_problems_unsupported(), 0);
+  EXPECT_EQ((*cuda)->lt_problems_unsupported(), unsupported);
+  // Tuning: once per class, and 300 and 301 rows are one class (m rounded up to 384).
+  if (tune) {
+    EXPECT_GT((*cuda)->lt_classes_tuned(), tuned);
+    EXPECT_LT((*cuda)->lt_classes_tuned() - tuned, problems);
+  } else {
+    EXPECT_EQ((*cuda)->lt_classes_tuned(), tuned);
+  }
+  ASSERT_TRUE((*cuda)->SetGemmAutotune(was_tuning).ok());
   ASSERT_TRUE((*cuda)->SetCublasLt(was_on).ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(HeuristicAndTuned, CublasLtTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Autotuned" : "Heuristic";
+                         });
 
 }  // namespace
 }  // namespace cavs::ops
