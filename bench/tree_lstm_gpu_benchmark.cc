@@ -26,7 +26,10 @@
 // GEMM, as above; an autotuned row's label names the choice and the candidates timed.
 // The *_overlap variants take each batch's Plan from a PlanQueue (scheduler/plan_queue.h):
 // $CAVS_PLAN_THREADS (default 4) host threads build the next batches' plans while the current
-// batch runs, as cavs-train does on a GPU.
+// batch runs, as cavs-train does on a GPU. The *_pipelined variants also split each Run into
+// Engine::Submit and Finish and finish batch i after batch i+1 (and its optimizer step) is
+// queued, so the host never waits for the device with nothing queued behind the wait; they
+// report no device phases (consecutive batches' events would interleave).
 //   floor_ms: max(GEMM FLOPs / sgemm rate, minimum bytes / bandwidth) per batch;
 //   ew_kernels: element-wise kernels generated so far in the process (0 with CAVS_CUDA_FUSED=0);
 //   gemm_tuned: GEMM classes autotuned so far in the process, gemm_sgemm: problems left to
@@ -41,6 +44,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,6 +139,7 @@ double MinBytes(const core::ParameterStore& store, const scheduler::EngineStats&
 }
 
 struct Totals {
+  bool device_phases = true;  // the phase and optimizer events were read (not pipelined)
   std::array<double, scheduler::kNumPhases> phase_ms{};
   double opt_ms = 0, plan_s = 0, run_s = 0, build_s = 0, queue_s = 0, rounds = 0, flops = 0,
          bytes = 0, plan_bytes = 0, syncs = 0;
@@ -159,10 +164,10 @@ void Report(benchmark::State& state, const Totals& t, const scheduler::Engine& e
   state.counters["plan_MiB"] = t.plan_bytes / kMiB;
   static const char* kNames[] = {"upload_ms", "pre_ms", "rounds_ms",
                                  "post_ms",   "bwd_ms", "wgrad_ms"};
-  for (int p = 0; p + 1 < scheduler::kNumPhases; ++p) {
+  for (int p = 0; t.device_phases && p + 1 < scheduler::kNumPhases; ++p) {
     if (train || p < 4) state.counters[kNames[p]] = t.phase_ms[p] / n;
   }
-  if (train) state.counters["opt_ms"] = t.opt_ms / n;
+  if (train && t.device_phases) state.counters["opt_ms"] = t.opt_ms / n;
   state.counters["plan_host_ms"] = 1e3 * t.plan_s / n;
   state.counters["run_wall_ms"] = 1e3 * t.run_s / n;
   state.counters["build_host_ms"] = 1e3 * t.build_s / n;
@@ -228,6 +233,30 @@ class TreeLstmRun {
     return backend_->Synchronize();
   }
 
+  // One pipelined step: ZeroGrad, Submit(graphs, plan), Adagrad queued, then Finish of the
+  // previous step's Submit (so the host queues this batch while the device runs the last one);
+  // adds the host-side figures to `t`. FinishLast() reads the last one's results.
+  absl::Status PipelinedStep(const std::vector<scheduler::Graph>& graphs,
+                             const scheduler::Plan& plan, Totals* t) {
+    scheduler::RunOptions ro;
+    ro.training = train_;
+    ro.backward = train_;
+    if (train_) CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
+    CAVS_ASSIGN_OR_RETURN(scheduler::PendingRun next, engine_->Submit(graphs, ro, plan));
+    CountHost(t);
+    if (train_) CAVS_RETURN_IF_ERROR(opt_->Step(*store_));
+    if (pending_.has_value()) t->syncs += 1;  // Finish waits for the last batch's results
+    CAVS_RETURN_IF_ERROR(FinishLast());
+    pending_ = std::move(next);
+    return absl::OkStatus();
+  }
+  absl::Status FinishLast() {
+    if (!pending_.has_value()) return absl::OkStatus();
+    absl::StatusOr<scheduler::RunResult> r = engine_->Finish(std::move(*pending_));
+    pending_.reset();
+    return r.status();
+  }
+
   // One step (ZeroGrad, Run, Adagrad) on `graphs`, with `plan` if given; adds to `t` if given.
   absl::Status Step(const std::vector<scheduler::Graph>& graphs, const scheduler::Plan* plan,
                     Totals* t) {
@@ -248,8 +277,9 @@ class TreeLstmRun {
   }
 
   // The timed loop; with `overlap` the next batches' plans are built by a PlanQueue of
-  // PlanThreads() threads while the current batch runs.
-  absl::Status Loop(benchmark::State& state, bool overlap, Totals* t) {
+  // PlanThreads() threads while the current batch runs; with `pipelined` as well, each step is
+  // a PipelinedStep (no device phase timing: the events of consecutive batches would overlap).
+  absl::Status Loop(benchmark::State& state, bool overlap, bool pipelined, Totals* t) {
     core::Allocator* alloc = backend_->allocator();
     const int64_t base = alloc->stats().bytes_in_use;
     alloc->ResetPeak();
@@ -265,11 +295,14 @@ class TreeLstmRun {
       const std::vector<scheduler::Graph>& graphs = *batches_[i++ % batches_.size()];
       if (overlap) {
         CAVS_ASSIGN_OR_RETURN(scheduler::PlannedBatch b, queue->Next());
-        CAVS_RETURN_IF_ERROR(Step(graphs, &b.plan, t));
+        CAVS_RETURN_IF_ERROR(pipelined ? PipelinedStep(graphs, b.plan, t)
+                                       : Step(graphs, &b.plan, t));
       } else {
         CAVS_RETURN_IF_ERROR(Step(graphs, nullptr, t));
       }
     }
+    CAVS_RETURN_IF_ERROR(FinishLast());
+    t->device_phases = !pipelined;
     queue.reset();
     CAVS_RETURN_IF_ERROR(backend_->Synchronize());
     t->opt_ms += opt_pending_ ? ElapsedMs(opt_begin_, opt_end_) : 0.0;
@@ -281,9 +314,13 @@ class TreeLstmRun {
 
  private:
   void Count(Totals* t) {
-    const scheduler::EngineStats& s = engine_->stats();
     timer_->Accumulate(&t->phase_ms);
     t->opt_ms += opt_pending_ ? ElapsedMs(opt_begin_, opt_end_) : 0.0;
+    CountHost(t);
+  }
+  // What the engine's stats of its last Run or Submit say.
+  void CountHost(Totals* t) {
+    const scheduler::EngineStats& s = engine_->stats();
     t->rounds += s.rounds;
     t->plan_s += s.plan_seconds;
     t->run_s += s.run_seconds;
@@ -305,9 +342,10 @@ class TreeLstmRun {
   std::unique_ptr<core::Optimizer> opt_;
   cudaEvent_t opt_begin_ = nullptr, opt_end_ = nullptr;
   bool opt_pending_ = false;  // the events hold an optimizer step not yet counted
+  std::optional<scheduler::PendingRun> pending_;  // PipelinedStep's last Submit
 };
 
-void BM_TreeLstm(benchmark::State& state, bool train, bool overlap) {
+void BM_TreeLstm(benchmark::State& state, bool train, bool overlap, bool pipelined) {
   if (!core::DeviceAvailable(core::DeviceType::kCuda)) {
     state.SkipWithError("no CUDA device");
     return;
@@ -316,7 +354,7 @@ void BM_TreeLstm(benchmark::State& state, bool train, bool overlap) {
   TreeLstmRun run(train, batch);
   Totals t;
   absl::Status s = run.Init();
-  if (s.ok()) s = run.Loop(state, overlap, &t);
+  if (s.ok()) s = run.Loop(state, overlap, pipelined, &t);
   if (!s.ok()) {
     state.SkipWithError(s.ToString().c_str());
     return;
@@ -602,24 +640,36 @@ BENCHMARK(BM_FusedRound)
     ->ArgsProduct({{0, 1}, {0, 1}, {64, 4096}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_TreeLstm, train, true, false)->Arg(25)->Arg(64)->Arg(256)->Apply(bench::Timed);
-BENCHMARK_CAPTURE(BM_TreeLstm, train_overlap, true, true)
+BENCHMARK_CAPTURE(BM_TreeLstm, train, true, false, false)
     ->Arg(25)
     ->Arg(64)
     ->Arg(256)
     ->Apply(bench::Timed);
-BENCHMARK_CAPTURE(BM_TreeLstm, infer, false, false)->Arg(256)->Apply(bench::Timed);
-BENCHMARK_CAPTURE(BM_TreeLstm, infer_overlap, false, true)->Arg(256)->Apply(bench::Timed);
+BENCHMARK_CAPTURE(BM_TreeLstm, train_overlap, true, true, false)
+    ->Arg(25)
+    ->Arg(64)
+    ->Arg(256)
+    ->Apply(bench::Timed);
+BENCHMARK_CAPTURE(BM_TreeLstm, train_pipelined, true, true, true)->Arg(256)->Apply(bench::Timed);
+BENCHMARK_CAPTURE(BM_TreeLstm, infer, false, false, false)->Arg(256)->Apply(bench::Timed);
+BENCHMARK_CAPTURE(BM_TreeLstm, infer_overlap, false, true, false)->Arg(256)->Apply(bench::Timed);
+BENCHMARK_CAPTURE(BM_TreeLstm, infer_pipelined, false, true, true)->Arg(256)->Apply(bench::Timed);
 
 // Prints trees/s against the issue #6 targets.
 class TargetReporter : public bench::RateReporter {
  public:
   void Finalize() override {
     ConsoleReporter::Finalize();
-    const std::vector<std::pair<std::string, double>> targets = {
-        {"train/25", 15000},         {"train/64", 35000},          {"train/256", 100000},
-        {"train_overlap/25", 15000}, {"train_overlap/64", 35000},  {"train_overlap/256", 100000},
-        {"infer/256", 400000},       {"infer_overlap/256", 400000}};
+    const std::vector<std::pair<std::string, double>> targets = {{"train/25", 15000},
+                                                                 {"train/64", 35000},
+                                                                 {"train/256", 100000},
+                                                                 {"train_overlap/25", 15000},
+                                                                 {"train_overlap/64", 35000},
+                                                                 {"train_overlap/256", 100000},
+                                                                 {"infer/256", 400000},
+                                                                 {"infer_overlap/256", 400000},
+                                                                 {"train_pipelined/256", 100000},
+                                                                 {"infer_pipelined/256", 400000}};
     for (const auto& [cfg, target] : targets) {
       const double rate = Rate("BM_TreeLstm/" + cfg + "/min_time:2.000/real_time");
       if (rate == 0) continue;

@@ -1,10 +1,13 @@
 #include "core/backend.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "core/status.h"
 
 namespace cavs::core {
 
@@ -32,6 +35,31 @@ class CpuBackend final : public Backend {
   absl::Status Synchronize() override { return absl::OkStatus(); }
 };
 
+// The default readback: copied at once into one heap buffer.
+class CopiedReadback final : public Readback {
+ public:
+  static absl::StatusOr<std::unique_ptr<Readback>> Create(Backend& backend,
+                                                          const std::vector<ReadbackPart>& parts) {
+    auto r = std::unique_ptr<CopiedReadback>(new CopiedReadback());
+    size_t total = 0;
+    for (const ReadbackPart& p : parts) total += (p.bytes + 7) / 8;
+    r->data_.resize(std::max<size_t>(total, 1));
+    size_t at = 0;
+    for (const ReadbackPart& p : parts) {
+      void* dst = r->data_.data() + at;
+      if (p.bytes > 0) CAVS_RETURN_IF_ERROR(backend.CopyToHost(dst, p.src, p.bytes));
+      r->parts_.push_back(dst);
+      at += (p.bytes + 7) / 8;
+    }
+    return r;
+  }
+  absl::Status Wait() override { return absl::OkStatus(); }
+
+ private:
+  CopiedReadback() = default;
+  std::vector<uint64_t> data_;  // 8-byte aligned parts
+};
+
 struct Registry {
   std::mutex mu;
   absl::flat_hash_map<int, BackendFactory> factories;
@@ -43,6 +71,11 @@ Registry& GetRegistry() {
 }
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<Readback>> Backend::StartReadback(
+    const std::vector<ReadbackPart>& parts) {
+  return CopiedReadback::Create(*this, parts);
+}
 
 void RegisterBackendFactory(DeviceType type, BackendFactory factory) {
   Registry& r = GetRegistry();

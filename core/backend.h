@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -14,6 +16,27 @@
 #include "core/device.h"
 
 namespace cavs::core {
+
+// Device-to-host copies queued together and waited for together (Backend::StartReadback), so
+// a caller can queue more work (the next batch) before it needs the data.
+class Readback {
+ public:
+  virtual ~Readback() = default;
+  // Returns once every copy has arrived. Idempotent.
+  [[nodiscard]] virtual absl::Status Wait() = 0;
+  // Where part `i`'s bytes are on the host (8-byte aligned). Valid after Wait, for the
+  // Readback's lifetime.
+  const void* part(size_t i) const { return parts_[i]; }
+
+ protected:
+  std::vector<const void*> parts_;
+};
+
+// One copy of a readback: `bytes` from device memory at `src`.
+struct ReadbackPart {
+  const void* src;
+  size_t bytes;
+};
 
 class Backend {
  public:
@@ -33,6 +56,13 @@ class Backend {
   // backend has no better host memory than the caller's own (the CPU). REQUIRES: one caller
   // at a time per device.
   [[nodiscard]] virtual absl::StatusOr<void*> HostStaging(size_t /*bytes*/) { return nullptr; }
+  // Queues a copy of every part to host memory the Readback owns, after the work queued so far,
+  // and returns without waiting where the backend can (CUDA: pinned memory and an event); the
+  // default copies with CopyToHost, so it has waited when it returns. The device memory must
+  // stay valid until the copies are queued (stream order keeps a stream-ordered free after
+  // them safe).
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<Readback>> StartReadback(
+      const std::vector<ReadbackPart>& parts);
 };
 
 using BackendFactory = std::function<absl::StatusOr<Backend*>(int ordinal)>;

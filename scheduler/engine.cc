@@ -133,42 +133,23 @@ Layout LayOut(const Compiled& c, const Plan& plan, bool backward) {
   return l;
 }
 
-// Copies predictions (and push 0's rows, if kept) back per graph, in each graph's vertex order.
-// Returns the number of device read-backs.
-absl::StatusOr<int64_t> ReadOutputs(core::Backend& backend, const vertex::Function& f,
-                                    const Compiled& c, const Plan& plan, const Batch& b,
-                                    size_t num_graphs, bool keep_outputs, RunResult* result) {
-  const int64_t n = plan.num_rows;
-  int64_t syncs = 0;
-  std::vector<int32_t> pred(n);
-  CAVS_RETURN_IF_ERROR(backend.CopyToHost(pred.data(), b.pred, n * 4));
-  ++syncs;
-  const int push0 = f.pushes()[0];
-  const int64_t classes = f.forward().nodes[push0].width;
-  std::vector<float> out;
-  if (keep_outputs) {
-    const View v = c.fwd.views[push0];
-    std::vector<float> all(n * v.ld);
-    CAVS_RETURN_IF_ERROR(backend.CopyToHost(all.data(), b.buffer_base[v.buffer], n * v.ld * 4));
-    ++syncs;
-    out.resize(n * classes);
-    for (int64_t r = 0; r < n; ++r) {
-      std::memcpy(out.data() + r * classes, all.data() + r * v.ld + v.col, classes * 4);
-    }
-  }
-  for (size_t gi = 0; gi < num_graphs; ++gi) {
+// Fills `result`'s predictions (and push 0's rows, if kept) per graph, in each graph's vertex
+// order, from the read-back rows: `pred` [n] and `all` [n, ld] (push 0 at column `col`).
+void CollectOutputs(const int32_t* pred, const float* all, int64_t ld, int64_t col, int64_t classes,
+                    const std::vector<int64_t>& row_of_uid,
+                    const std::vector<int64_t>& graph_offsets, RunResult* result) {
+  for (size_t gi = 0; gi + 1 < graph_offsets.size(); ++gi) {
     result->predictions.emplace_back();
-    if (keep_outputs) result->outputs.emplace_back();
-    for (int64_t u = plan.graph_offsets[gi]; u < plan.graph_offsets[gi + 1]; ++u) {
-      const int64_t row = plan.row_of_uid[u];
+    if (all != nullptr) result->outputs.emplace_back();
+    for (int64_t u = graph_offsets[gi]; u < graph_offsets[gi + 1]; ++u) {
+      const int64_t row = row_of_uid[u];
       result->predictions.back().push_back(pred[row]);
-      if (keep_outputs) {
-        result->outputs.back().insert(result->outputs.back().end(), out.begin() + row * classes,
-                                      out.begin() + (row + 1) * classes);
+      if (all != nullptr) {
+        const float* out = all + row * ld + col;
+        result->outputs.back().insert(result->outputs.back().end(), out, out + classes);
       }
     }
   }
-  return syncs;
 }
 
 }  // namespace
@@ -185,25 +166,65 @@ absl::StatusOr<Plan> Engine::PlanBatch(const std::vector<Graph>& graphs) const {
   return BuildPlan(*f_, graphs, options_.plan);
 }
 
+PendingRun::PendingRun() = default;
+PendingRun::PendingRun(PendingRun&&) noexcept = default;
+PendingRun& PendingRun::operator=(PendingRun&&) noexcept = default;
+PendingRun::~PendingRun() = default;
+
 absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const RunOptions& options) {
   const double t0 = Seconds();
   CAVS_ASSIGN_OR_RETURN(Plan plan, PlanBatch(graphs));
-  stats_.build_seconds = Seconds() - t0;
-  return Execute(graphs, options, plan, t0);
+  const double built = Seconds() - t0;
+  CAVS_ASSIGN_OR_RETURN(PendingRun pending, Queue(graphs, options, plan, t0));
+  stats_.build_seconds = built;
+  return FinishRun(std::move(pending), t0);
 }
 
 absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const RunOptions& options,
                                       const Plan& plan) {
+  const double t0 = Seconds();
+  CAVS_ASSIGN_OR_RETURN(PendingRun pending, Submit(graphs, options, plan));
+  return FinishRun(std::move(pending), t0);
+}
+
+absl::StatusOr<RunResult> Engine::FinishRun(PendingRun pending, double t0) {
+  CAVS_ASSIGN_OR_RETURN(RunResult result, Finish(std::move(pending)));
+  stats_.run_seconds = Seconds() - t0;
+  stats_.host_syncs += options_.device.is_cpu() ? 0 : 1;  // Finish's wait
+  return result;
+}
+
+absl::StatusOr<PendingRun> Engine::Submit(const std::vector<Graph>& graphs,
+                                          const RunOptions& options, const Plan& plan) {
   if (plan.graph_offsets.size() != graphs.size() + 1) {
     return absl::InvalidArgumentError(absl::StrCat("a plan of ", plan.graph_offsets.size() - 1,
                                                    " graphs for a batch of ", graphs.size()));
   }
   stats_.build_seconds = 0.0;
-  return Execute(graphs, options, plan, Seconds());
+  return Queue(graphs, options, plan, Seconds());
 }
 
-absl::StatusOr<RunResult> Engine::Execute(const std::vector<Graph>& graphs,
-                                          const RunOptions& options, const Plan& plan, double t0) {
+absl::StatusOr<RunResult> Engine::Finish(PendingRun pending) {
+  if (pending.readback_ == nullptr) {
+    return absl::FailedPreconditionError("Engine::Finish of a PendingRun not from Submit");
+  }
+  CAVS_RETURN_IF_ERROR(pending.readback_->Wait());
+  RunResult result = std::move(pending.result_);
+  const float* stats = static_cast<const float*>(pending.readback_->part(0));
+  result.loss_sum = stats[0];
+  result.correct = static_cast<int64_t>(stats[1] + 0.5f);
+  if (pending.pushes_) {
+    CollectOutputs(
+        static_cast<const int32_t*>(pending.readback_->part(1)),
+        pending.keep_outputs_ ? static_cast<const float*>(pending.readback_->part(2)) : nullptr,
+        pending.out_ld_, pending.out_col_, pending.classes_, pending.row_of_uid_,
+        pending.graph_offsets_, &result);
+  }
+  return result;
+}
+
+absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
+                                         const RunOptions& options, const Plan& plan, double t0) {
   const Compiled& c = *compiled_;
   const core::Device dev = options_.device;
   const int64_t n = plan.num_rows;
@@ -261,20 +282,30 @@ absl::StatusOr<RunResult> Engine::Execute(const std::vector<Graph>& graphs,
   CAVS_RETURN_IF_ERROR(kernels_->Fill(b.stats, 2, 0.0f));
   CAVS_RETURN_IF_ERROR(Replay(b.launches, phase_at, timer));
   const double t_queued = Seconds();
-  // Results. Each read-back waits for the device.
-  RunResult result;
-  float stats[2] = {0, 0};
-  CAVS_RETURN_IF_ERROR(backend->CopyToHost(stats, b.stats, sizeof(stats)));
-  int64_t syncs = 1;
-  result.loss_sum = stats[0];
-  result.correct = static_cast<int64_t>(stats[1] + 0.5f);
-  result.labelled = plan.labelled;
-  result.vertices = n;
+  // Results: the loss statistics, the predictions and (if kept) push 0's rows, copied back
+  // together after the batch's work; Finish waits for them. The device buffers they come from
+  // are freed when this returns, after the copies in stream order.
+  PendingRun pending;
+  pending.result_.labelled = plan.labelled;
+  pending.result_.vertices = n;
+  std::vector<core::ReadbackPart> results = {{b.stats, 2 * sizeof(float)}};
   if (!f_->pushes().empty()) {
-    CAVS_ASSIGN_OR_RETURN(const int64_t more, ReadOutputs(*backend, *f_, c, plan, b, graphs.size(),
-                                                          options.keep_outputs, &result));
-    syncs += more;
+    const int push0 = f_->pushes()[0];
+    const View v = c.fwd.views[push0];
+    pending.pushes_ = true;
+    pending.keep_outputs_ = options.keep_outputs;
+    pending.classes_ = f_->forward().nodes[push0].width;
+    pending.out_ld_ = v.ld;
+    pending.out_col_ = v.col;
+    pending.row_of_uid_ = plan.row_of_uid;
+    pending.graph_offsets_ = plan.graph_offsets;
+    results.push_back({b.pred, static_cast<size_t>(n) * sizeof(int32_t)});
+    if (options.keep_outputs) {
+      results.push_back({b.buffer_base[v.buffer], static_cast<size_t>(n * v.ld) * sizeof(float)});
+    }
   }
+  CAVS_ASSIGN_OR_RETURN(pending.readback_, backend->StartReadback(results));
+  int64_t syncs = 0;
   if (b.embed_rows.defined() && !plan.unique_tokens.empty()) {
     core::Parameter* table = store_->Find(b.embed_table);
     if (table->grad_rows.empty()) {
@@ -301,7 +332,7 @@ absl::StatusOr<RunResult> Engine::Execute(const std::vector<Graph>& graphs,
   stats_.arena_bytes = l.arena_floats * 4;
   stats_.upload_bytes = l.upload_bytes;
   stats_.host_syncs = dev.type == core::DeviceType::kCpu ? 0 : syncs;
-  return result;
+  return pending;
 }
 
 }  // namespace cavs::scheduler

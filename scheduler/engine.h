@@ -11,14 +11,16 @@
 // device pointers (pre-ops over all rows, recurrent ops round by round, post-ops, the loss, the
 // backward in reverse rounds, then one GEMM per weight gradient over all rows); upload the
 // plan's index arrays, features and fused-kernel programs in one transfer (queued from the
-// backend's pinned HostStaging where it has one); replay. PlanBatch + Run(graphs, options,
-// plan) split off the device-free part, so the next batch can be planned on another thread.
+// backend's pinned HostStaging where it has one); replay; copy the results back. PlanBatch +
+// Run(graphs, options, plan) split off the device-free part, so the next batch can be planned
+// on another thread; Submit + Finish split off the wait for the results, so the next batch can
+// be queued while the device runs this one.
 //
 // The parameter store must live on the engine's device. Gradients are accumulated into it
 // (dense += ; embedding tables get row-sparse gradients: a table with no gradient rows yet takes
 // the batch's device rows as they are, else they are merged on the host); callers zero them
 // between steps.
-// Thread-safety: one Run at a time per Engine.
+// Thread-safety: one Run (or Submit, or Finish) at a time per Engine.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/backend.h"
 #include "core/parameter.h"
 #include "core/tensor.h"
 #include "ops/kernels.h"
@@ -78,6 +81,24 @@ struct EngineStats {
   int64_t host_syncs = 0;      // waits for the device (read-backs) in the last Run
 };
 
+// A batch whose work Engine::Submit queued and whose results Engine::Finish reads. Movable;
+// destroying one unfinished waits for its read-back.
+class PendingRun {
+ public:
+  PendingRun();
+  PendingRun(PendingRun&&) noexcept;
+  PendingRun& operator=(PendingRun&&) noexcept;
+  ~PendingRun();
+
+ private:
+  friend class Engine;
+  std::unique_ptr<core::Readback> readback_;  // stats, then predictions, then push 0's rows
+  RunResult result_;                          // what the host knows without the device
+  bool pushes_ = false, keep_outputs_ = false;
+  int64_t classes_ = 0, out_ld_ = 0, out_col_ = 0;
+  std::vector<int64_t> row_of_uid_, graph_offsets_;
+};
+
 class Engine {
  public:
   // Checks that the store holds `f`'s parameters on options.device (creating them if absent).
@@ -96,6 +117,18 @@ class Engine {
   // Run with `plan` from PlanBatch(graphs). REQUIRES: the same graphs.
   [[nodiscard]] absl::StatusOr<RunResult> Run(const std::vector<Graph>& graphs,
                                               const RunOptions& options, const Plan& plan);
+  // Run in two halves. Submit queues the batch's work and the copy of its results to the host
+  // and returns without waiting for the device where the backend can (CUDA; the CPU computes
+  // everything inside Submit); Finish waits for the copy and returns the results. Between the
+  // two the caller may queue more work, an optimizer step or the next batch's Submit, so that
+  // the host queues batch i+1 while the device runs batch i (after Run's wait the device idles
+  // until the host has queued the next batch's first launch). Run(graphs, options, plan) is
+  // Finish(Submit(graphs, options, plan)). Gradients are accumulated into the store by the
+  // queued work, as with Run. stats() after Submit describe that batch (host_syncs without
+  // the read-back's wait). REQUIRES: Finish in the order of Submit; one Submit at a time.
+  [[nodiscard]] absl::StatusOr<PendingRun> Submit(const std::vector<Graph>& graphs,
+                                                  const RunOptions& options, const Plan& plan);
+  [[nodiscard]] absl::StatusOr<RunResult> Finish(PendingRun pending);
 
   const EngineStats& stats() const { return stats_; }
   // Kernel launches one round makes, forward and backward (per the compiled steps, for a batch
@@ -107,8 +140,11 @@ class Engine {
 
  private:
   Engine() = default;
-  absl::StatusOr<RunResult> Execute(const std::vector<Graph>& graphs, const RunOptions& options,
-                                    const Plan& plan, double t0);
+  // Submit's work; t0: when the Run began (before PlanBatch where Run built the plan).
+  absl::StatusOr<PendingRun> Queue(const std::vector<Graph>& graphs, const RunOptions& options,
+                                   const Plan& plan, double t0);
+  // Finish, and the stats of a whole Run begun at t0.
+  absl::StatusOr<RunResult> FinishRun(PendingRun pending, double t0);
   const vertex::Function* f_ = nullptr;
   core::ParameterStore* store_ = nullptr;
   EngineOptions options_;

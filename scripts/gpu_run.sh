@@ -70,8 +70,8 @@ if [[ "$mode" == bench || "$mode" == all ]]; then
     "$bin/lstm_gpu_benchmark" "$tabular"
 fi
 if [[ "$mode" == bench_ab || "$mode" == all ]]; then
-  # The overlapped rows again: cuBLASLt, cuBLASLt autotuned, the interpreter.
-  overlapped='BM_TreeLstm/(train_overlap|infer_overlap)/'
+  # The overlapped and pipelined rows again: cuBLASLt, cuBLASLt autotuned, the interpreter.
+  overlapped='BM_TreeLstm/(train_overlap|infer_overlap|train_pipelined|infer_pipelined)/'
   CAVS_CUBLASLT=1 part bench_tree_cublaslt tree_gpu_bench_cublaslt 150 \
     "$bin/tree_lstm_gpu_benchmark" "$tabular" --benchmark_filter="$overlapped"
   CAVS_CUBLASLT=1 CAVS_GEMM_AUTOTUNE=1 part bench_tree_autotuned tree_gpu_bench_autotuned 150 \

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -82,6 +83,24 @@ absl::StatusOr<double> Trainer::TrainEpoch(int epoch, double* trees_per_sec) {
   int64_t labelled = 0;
   std::unique_ptr<scheduler::PlanQueue> queue =
       QueueBatches(train, order, 0, train.size(), config_.batch);
+  // Each batch's results are read after the next batch and its optimizer step are queued
+  // (Engine::Submit/Finish), so on a GPU the host queues batch i+1 while the device runs
+  // batch i; the loss shown lags one batch. On the CPU Submit computes everything.
+  std::optional<scheduler::PendingRun> pending;
+  size_t pending_end = 0;
+  int64_t pending_step = 0;
+  auto finish = [&]() -> absl::Status {
+    if (!pending.has_value()) return absl::OkStatus();
+    const int64_t t = TraceRecorder::Now();
+    absl::StatusOr<scheduler::RunResult> r = engine_->Finish(std::move(*pending));
+    pending.reset();
+    CAVS_RETURN_IF_ERROR(r.status());
+    trace_.Span("results", t, {{"step", pending_step}});
+    loss_sum += r->loss_sum;
+    labelled += r->labelled;
+    bar.Update(static_cast<int64_t>(pending_end), labelled > 0 ? loss_sum / labelled : 0.0);
+    return absl::OkStatus();
+  };
   for (size_t begin = 0; begin < train.size(); begin += config_.batch) {
     size_t end = std::min(train.size(), begin + config_.batch);
     const int64_t step = optimizer_->step(), t0 = TraceRecorder::Now();
@@ -94,16 +113,18 @@ absl::StatusOr<double> Trainer::TrainEpoch(int epoch, double* trees_per_sec) {
     ro.dropout_seed = StepDropoutSeed(config_.seed, step);
     const int64_t t1 = TraceRecorder::Now();
     CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
-    CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, engine_->Run(batch, ro, planned.plan));
+    CAVS_ASSIGN_OR_RETURN(scheduler::PendingRun next, engine_->Submit(batch, ro, planned.plan));
     trace_.Span("forward+backward", t1, {{"step", step}, {"rounds", engine_->stats().rounds}});
     const int64_t t2 = TraceRecorder::Now();
     CAVS_RETURN_IF_ERROR(optimizer_->Step(*store_));
     trace_.Span("optimizer", t2, {{"step", step}});
     if (options_.after_step) options_.after_step(optimizer_->step());
-    loss_sum += r.loss_sum;
-    labelled += r.labelled;
-    bar.Update(static_cast<int64_t>(end), labelled > 0 ? loss_sum / labelled : 0.0);
+    CAVS_RETURN_IF_ERROR(finish());
+    pending = std::move(next);
+    pending_end = end;
+    pending_step = step;
   }
+  CAVS_RETURN_IF_ERROR(finish());
   bar.Finish();
   double seconds = Since(start);
   *trees_per_sec = seconds > 0 ? train.size() / seconds : 0.0;
@@ -160,12 +181,25 @@ absl::StatusOr<EvalMetrics> Trainer::EvaluateShard(const std::vector<scheduler::
   ro.keep_outputs = !data_.language_model;  // the binary accuracy reads the root's logits
   std::unique_ptr<scheduler::PlanQueue> queue =
       QueueBatches(graphs, order, first, last, kEvalBatch);
+  // Batch i's results are read after batch i+1 is queued, as in TrainEpoch.
+  std::optional<scheduler::PendingRun> pending;
+  std::shared_ptr<const std::vector<scheduler::Graph>> pending_batch;
+  auto finish = [&]() -> absl::Status {
+    if (!pending.has_value()) return absl::OkStatus();
+    absl::StatusOr<scheduler::RunResult> r = engine_->Finish(std::move(*pending));
+    pending.reset();
+    CAVS_RETURN_IF_ERROR(r.status());
+    return AccumulateMetrics(*pending_batch, *r, !data_.language_model, data_.classes, &m);
+  };
   for (size_t begin = first; begin < last; begin += kEvalBatch) {
     CAVS_ASSIGN_OR_RETURN(scheduler::PlannedBatch planned, queue->Next());
-    const std::vector<scheduler::Graph>& batch = *planned.graphs;
-    CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, engine_->Run(batch, ro, planned.plan));
-    CAVS_RETURN_IF_ERROR(AccumulateMetrics(batch, r, !data_.language_model, data_.classes, &m));
+    CAVS_ASSIGN_OR_RETURN(scheduler::PendingRun next,
+                          engine_->Submit(*planned.graphs, ro, planned.plan));
+    CAVS_RETURN_IF_ERROR(finish());
+    pending = std::move(next);
+    pending_batch = planned.graphs;
   }
+  CAVS_RETURN_IF_ERROR(finish());
   return m;
 }
 

@@ -26,6 +26,10 @@ CudaBackend::CudaBackend(int ordinal, cudaStream_t stream)
 
 CudaBackend::~CudaBackend() {
   staging_.reset();
+  for (const ReadbackBlock& b : readback_free_) {
+    PinnedFree(b.host);
+    cudaEventDestroy(b.done);
+  }
   allocator_.ReleaseCached();
   cudaStreamDestroy(stream_);
 }
@@ -45,6 +49,103 @@ absl::Status CudaBackend::CopyFromHost(void* dst, const void* src, size_t bytes)
 absl::StatusOr<void*> CudaBackend::HostStaging(size_t bytes) {
   if (staging_ == nullptr) staging_ = std::make_unique<PinnedStaging>(this);
   return staging_->Acquire(bytes);
+}
+
+namespace {
+
+// A readback into a pinned block of `backend`'s, returned to it when destroyed.
+class PinnedReadback final : public core::Readback {
+ public:
+  PinnedReadback(CudaBackend* backend, const CudaBackend::ReadbackBlock& block)
+      : backend_(backend), block_(block) {}
+  ~PinnedReadback() override {
+    (void)Wait();  // the copies may still be writing the block
+    backend_->ReturnReadbackBlock(block_);
+  }
+  absl::Status Wait() override {
+    if (waited_) return absl::OkStatus();
+    CudaDeviceGuard guard;
+    CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+    CAVS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(block_.done));
+    waited_ = true;
+    return absl::OkStatus();
+  }
+  void AddPart(const void* p) { parts_.push_back(p); }
+
+ private:
+  CudaBackend* backend_;
+  CudaBackend::ReadbackBlock block_;
+  bool waited_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<core::Readback>> CudaBackend::StartReadback(
+    const std::vector<core::ReadbackPart>& parts) {
+  size_t total = 8;
+  for (const core::ReadbackPart& p : parts) total += (p.bytes + 7) / 8 * 8;
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(MakeCurrent(guard));
+  ReadbackBlock block, dropped;
+  {
+    std::lock_guard<std::mutex> lock(readback_mu_);
+    // The smallest free block that fits; if none does, the smallest is dropped (the pool stays
+    // as large as the readbacks in flight).
+    auto best = readback_free_.end(), smallest = readback_free_.end();
+    for (auto it = readback_free_.begin(); it != readback_free_.end(); ++it) {
+      if (it->capacity >= total &&
+          (best == readback_free_.end() || it->capacity < best->capacity)) {
+        best = it;
+      }
+      if (smallest == readback_free_.end() || it->capacity < smallest->capacity) smallest = it;
+    }
+    if (best != readback_free_.end()) {
+      block = *best;
+      readback_free_.erase(best);
+    } else if (smallest != readback_free_.end()) {
+      dropped = *smallest;
+      readback_free_.erase(smallest);
+    }
+  }
+  if (dropped.host != nullptr) {
+    PinnedFree(dropped.host);  // its readback was waited for before it was returned
+    cudaEventDestroy(dropped.done);
+  }
+  if (block.host == nullptr) {
+    const size_t capacity = std::max<size_t>(total + total / 2, size_t{64} << 10);
+    CAVS_ASSIGN_OR_RETURN(block.host, PinnedAlloc(capacity));
+    block.capacity = capacity;
+    if (const cudaError_t e = cudaEventCreateWithFlags(&block.done, cudaEventDisableTiming);
+        e != cudaSuccess) {
+      PinnedFree(block.host);
+      return CudaStatus(e, "cudaEventCreateWithFlags(&block.done, cudaEventDisableTiming)",
+                        __FILE__, __LINE__);
+    }
+  }
+  // From here the readback owns the block (and returns it on every path).
+  auto readback = std::make_unique<PinnedReadback>(this, block);
+  char* at = static_cast<char*>(block.host);
+  cudaError_t copy = cudaSuccess;
+  for (const core::ReadbackPart& p : parts) {
+    if (p.bytes > 0 && copy == cudaSuccess) {
+      copy = cudaMemcpyAsync(at, p.src, p.bytes, cudaMemcpyDeviceToHost, stream_);
+    }
+    readback->AddPart(at);
+    at += (p.bytes + 7) / 8 * 8;
+  }
+  // Recorded after the copies queued, even after a failed one: the block is reused only once
+  // the event has passed them.
+  CAVS_CUDA_RETURN_IF_ERROR(cudaEventRecord(block.done, stream_));
+  if (copy != cudaSuccess) {
+    return CudaStatus(copy, "cudaMemcpyAsync(at, p.src, p.bytes, cudaMemcpyDeviceToHost, stream_)",
+                      __FILE__, __LINE__);
+  }
+  return readback;
+}
+
+void CudaBackend::ReturnReadbackBlock(const ReadbackBlock& block) {
+  std::lock_guard<std::mutex> lock(readback_mu_);
+  readback_free_.push_back(block);
 }
 
 absl::Status CudaBackend::CopyFromPinnedAsync(void* dst, const void* src, size_t bytes) {

@@ -20,6 +20,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,6 +52,19 @@ class CudaBackend final : public core::Backend {
   absl::Status Synchronize() override;
   // Pinned memory (a PinnedStaging): a CopyFromHost from its start is queued without waiting.
   absl::StatusOr<void*> HostStaging(size_t bytes) override;
+  // Queued copies into a pinned block and an event: returns without waiting. The blocks are
+  // kept for reuse (cudaHostAlloc costs more than a batch); Wait and the Readback's destructor
+  // wait for the event.
+  absl::StatusOr<std::unique_ptr<core::Readback>> StartReadback(
+      const std::vector<core::ReadbackPart>& parts) override;
+
+  // A pinned block and its event, for a readback (internal to StartReadback).
+  struct ReadbackBlock {
+    void* host = nullptr;
+    size_t capacity = 0;
+    cudaEvent_t done = nullptr;
+  };
+  void ReturnReadbackBlock(const ReadbackBlock& block);
 
   // Queues a host-to-device copy from pinned memory and returns at once. REQUIRES: `src`
   // (from PinnedAlloc) stays unchanged until the stream has passed the copy.
@@ -73,6 +88,8 @@ class CudaBackend final : public core::Backend {
   cudaStream_t stream_;
   CudaAllocator allocator_;
   std::unique_ptr<PinnedStaging> staging_;  // HostStaging's buffer, created on first use
+  std::mutex readback_mu_;
+  std::vector<ReadbackBlock> readback_free_;  // blocks of finished readbacks
 };
 
 // The backend of cuda:`ordinal`, created on first use and never destroyed.

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "core/allocator.h"
+#include "core/optimizer.h"
 #include "core/random.h"
 #include "ops/cpu/cpu_packed_gemm.h"
 #include "scheduler/engine_compile.h"
@@ -543,6 +545,116 @@ TEST(EngineTest, GemmsSkipRowsKnownZero) {
   ASSERT_TRUE((*engine)->Run(graphs, RunOptions()).ok());
   // Forward, the input gradients, and the weight gradients: three passes.
   EXPECT_EQ((*engine)->stats().gemm_flops, 3 * pass);
+}
+
+// Submit/Finish pipelined (batch i+1 and its optimizer step queued before batch i's results
+// are read) gives what Run gives, step after step of training: the same losses, predictions
+// and outputs, and the same parameters at the end. On the CPU bit for bit; on CUDA to rounding
+// (column sums add with atomics in any order).
+TEST(EngineTest, SubmitAndFinishPipelinedMatchRun) {
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  core::Rng rng(21);
+  std::vector<std::vector<Graph>> batches;
+  for (int b = 0; b < 7; ++b) batches.push_back(Trees(rng, 1 + b * 3, 9));
+  for (core::Device device : Devices()) {
+    SCOPED_TRACE(device.DebugString());
+    const double tol = device.is_cpu() ? 0.0 : 1e-5;
+    struct Trainer {
+      std::unique_ptr<core::ParameterStore> store;
+      std::unique_ptr<Engine> engine;
+      std::unique_ptr<core::Optimizer> opt;
+    };
+    auto make = [&]() {
+      Trainer t;
+      t.store = std::make_unique<core::ParameterStore>(3, device);
+      EngineOptions eo;
+      eo.device = device;
+      auto e = Engine::Create(&*f, t.store.get(), eo);
+      EXPECT_TRUE(e.ok()) << e.status();
+      if (e.ok()) t.engine = std::move(*e);
+      auto o = core::MakeOptimizer({.kind = core::OptimizerKind::kAdagrad, .lr = 0.1f});
+      EXPECT_TRUE(o.ok());
+      if (o.ok()) t.opt = std::move(*o);
+      return t;
+    };
+    Trainer serial = make(), piped = make();
+    ASSERT_TRUE(serial.engine != nullptr && piped.engine != nullptr);
+    RunOptions ro = Options();
+    std::vector<RunResult> want;
+    for (const auto& graphs : batches) {
+      ASSERT_TRUE(serial.store->ZeroGrad().ok());
+      absl::StatusOr<RunResult> r = serial.engine->Run(graphs, ro);
+      ASSERT_TRUE(r.ok()) << r.status();
+      want.push_back(std::move(*r));
+      ASSERT_TRUE(serial.opt->Step(*serial.store).ok());
+    }
+    std::vector<RunResult> got;
+    std::optional<PendingRun> pending;
+    for (const auto& graphs : batches) {
+      absl::StatusOr<Plan> plan = piped.engine->PlanBatch(graphs);
+      ASSERT_TRUE(plan.ok());
+      ASSERT_TRUE(piped.store->ZeroGrad().ok());
+      absl::StatusOr<PendingRun> next = piped.engine->Submit(graphs, ro, *plan);
+      ASSERT_TRUE(next.ok()) << next.status();
+      ASSERT_TRUE(piped.opt->Step(*piped.store).ok());
+      if (pending.has_value()) {
+        absl::StatusOr<RunResult> r = piped.engine->Finish(std::move(*pending));
+        ASSERT_TRUE(r.ok()) << r.status();
+        got.push_back(std::move(*r));
+      }
+      pending = std::move(*next);
+    }
+    absl::StatusOr<RunResult> last = piped.engine->Finish(std::move(*pending));
+    ASSERT_TRUE(last.ok()) << last.status();
+    got.push_back(std::move(*last));
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      SCOPED_TRACE("batch " + std::to_string(i));
+      EXPECT_NEAR(got[i].loss_sum, want[i].loss_sum, tol * std::max(1.0, want[i].loss_sum));
+      EXPECT_EQ(got[i].labelled, want[i].labelled);
+      EXPECT_EQ(got[i].vertices, want[i].vertices);
+      if (device.is_cpu()) {
+        EXPECT_EQ(got[i].correct, want[i].correct);
+        EXPECT_EQ(got[i].predictions, want[i].predictions);
+      }
+      ASSERT_EQ(got[i].outputs.size(), want[i].outputs.size());
+      for (size_t g = 0; g < want[i].outputs.size(); ++g) {
+        std::vector<double> ref(want[i].outputs[g].begin(), want[i].outputs[g].end());
+        EXPECT_LE(RelErr(got[i].outputs[g], ref), tol) << "graph " << g;
+      }
+    }
+    for (const vertex::ParamInfo& p : f->params()) {
+      const std::vector<float> a = piped.store->Find(p.name)->value.ToVector();
+      const std::vector<float> b = serial.store->Find(p.name)->value.ToVector();
+      EXPECT_LE(RelErr(a, std::vector<double>(b.begin(), b.end())), 10 * tol) << p.name;
+    }
+  }
+}
+
+// A PendingRun not from Submit is an error; one dropped unfinished waits for its copies.
+TEST(EngineTest, FinishNeedsASubmittedRun) {
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  core::ParameterStore store(3);
+  auto engine = Engine::Create(&*f, &store);
+  ASSERT_TRUE(engine.ok());
+  EXPECT_EQ((*engine)->Finish(PendingRun()).status().code(), absl::StatusCode::kFailedPrecondition);
+  core::Rng rng(4);
+  const std::vector<Graph> graphs = Trees(rng, 5, 6);
+  absl::StatusOr<Plan> plan = (*engine)->PlanBatch(graphs);
+  ASSERT_TRUE(plan.ok());
+  RunOptions infer;
+  infer.backward = false;
+  { ASSERT_TRUE((*engine)->Submit(graphs, infer, *plan).ok()); }  // dropped
+  absl::StatusOr<PendingRun> p = (*engine)->Submit(graphs, infer, *plan);
+  ASSERT_TRUE(p.ok());
+  absl::StatusOr<RunResult> r = (*engine)->Finish(std::move(*p));
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<RunResult> want = (*engine)->Run(graphs, infer);
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(r->loss_sum, want->loss_sum);
+  EXPECT_EQ(r->predictions, want->predictions);
 }
 
 }  // namespace

@@ -70,13 +70,13 @@ TEST(TraceTest, SingleProcessTrainerWritesRankZero) {
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_TRUE((*t)->Run().ok());
   const std::string json = ReadAll(dir + "/run.json.rank0.json");
-  for (const char* phase :
-       {"\"data\"", "\"forward+backward\"", "\"optimizer\"", "\"eval\"", "\"checkpoint\""}) {
+  for (const char* phase : {"\"data\"", "\"forward+backward\"", "\"optimizer\"", "\"results\"",
+                            "\"eval\"", "\"checkpoint\""}) {
     EXPECT_NE(json.find(phase), std::string::npos) << phase;
   }
   EXPECT_EQ(json.find("\"gradient sync\""), std::string::npos);
-  // 2 steps of 3 spans, dev and test evaluations, one checkpoint.
-  EXPECT_EQ((*t)->trace().num_spans(), 2 * 3 + 2 + 1);
+  // 2 steps of 4 spans, dev and test evaluations, one checkpoint.
+  EXPECT_EQ((*t)->trace().num_spans(), 2 * 4 + 2 + 1);
   std::filesystem::remove_all(dir);
 }
 
