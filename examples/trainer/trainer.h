@@ -120,8 +120,7 @@ class Trainer {
   [[nodiscard]] absl::Status SetUpDistributed();
   [[nodiscard]] absl::Status CheckSameRun();
   [[nodiscard]] absl::StatusOr<double> TrainEpochDistributed(int epoch, double* trees_per_sec);
-  [[nodiscard]] absl::StatusOr<scheduler::RunResult> DistributedStep(
-      const std::vector<size_t>& order, size_t begin, size_t end);
+  [[nodiscard]] absl::StatusOr<scheduler::RunResult> DistributedStep(scheduler::PlanQueue& queue);
   [[nodiscard]] absl::Status SumOverRanks(std::vector<double>* reals, std::vector<int64_t>* counts);
   bool distributed() const { return sync_ != nullptr; }
   bool is_chief() const { return rank() == 0; }

@@ -150,9 +150,24 @@ absl::StatusOr<double> Trainer::TrainEpochDistributed(int epoch, double* trees_p
   auto start = std::chrono::steady_clock::now();
   double loss_sum = 0.0;
   int64_t labelled = 0;
+  // This rank's slice of each step's global batch, planned ahead as in TrainEpoch (with
+  // PlanThreads() threads; none on the CPU by default).
+  const size_t batch = config_.batch;
+  const size_t steps = (train.size() + batch - 1) / batch;
+  scheduler::PlanQueue queue(
+      engine_.get(), static_cast<int64_t>(steps),
+      [this, &order, &train, batch](int64_t s) {
+        const size_t begin = static_cast<size_t>(s) * batch;
+        auto [first, last] =
+            RankSlice(begin, std::min(train.size(), begin + batch), rank(), world_size());
+        auto graphs = std::make_shared<std::vector<scheduler::Graph>>();
+        for (size_t i = first; i < last; ++i) graphs->push_back(train[order[i]]);
+        return std::shared_ptr<const std::vector<scheduler::Graph>>(std::move(graphs));
+      },
+      scheduler::PlanQueueOptions{.threads = PlanThreads()});
   for (size_t begin = 0; begin < train.size(); begin += config_.batch) {
     const size_t end = std::min(train.size(), begin + config_.batch);
-    CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, DistributedStep(order, begin, end));
+    CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, DistributedStep(queue));
     loss_sum += r.loss_sum;
     labelled += r.labelled;
     bar.Update(static_cast<int64_t>(end), labelled > 0 ? loss_sum / labelled : 0.0);
@@ -166,13 +181,11 @@ absl::StatusOr<double> Trainer::TrainEpochDistributed(int epoch, double* trees_p
   return counts[0] > 0 ? reals[0] / counts[0] : 0.0;
 }
 
-// One step on this rank's slice of the global batch [begin, end) of `order`.
-absl::StatusOr<scheduler::RunResult> Trainer::DistributedStep(const std::vector<size_t>& order,
-                                                              size_t begin, size_t end) {
+// One step on this rank's slice of the step's global batch, the next from `queue`.
+absl::StatusOr<scheduler::RunResult> Trainer::DistributedStep(scheduler::PlanQueue& queue) {
   const int64_t step = optimizer_->step(), t0 = TraceRecorder::Now();
-  auto [first, last] = RankSlice(begin, end, rank(), world_size());
-  std::vector<scheduler::Graph> batch;
-  for (size_t i = first; i < last; ++i) batch.push_back(data_.train[order[i]]);
+  CAVS_ASSIGN_OR_RETURN(scheduler::PlannedBatch planned, queue.Next());
+  const std::vector<scheduler::Graph>& batch = *planned.graphs;
   const int64_t local = CountLabelled(batch);
   trace_.Span("data", t0,
               {{"step", step}, {"samples", int64_t(batch.size())}, {"labelled", local}});
@@ -196,7 +209,7 @@ absl::StatusOr<scheduler::RunResult> Trainer::DistributedStep(const std::vector<
       return sync_->MarkReady(store_->Find(name));
     };
     ro.on_progress = [this]() { return sync_->Poll(); };
-    absl::StatusOr<scheduler::RunResult> run = engine_->Run(batch, ro);
+    absl::StatusOr<scheduler::RunResult> run = engine_->Run(batch, ro, planned.plan);
     if (!run.ok()) return Annotate(run.status(), step, config_.checkpoint_dir);
     r = *std::move(run);
     rounds = engine_->stats().rounds;

@@ -143,6 +143,24 @@ INSTANTIATE_TEST_SUITE_P(Builders, MatchesOneProcess,
                            return n;
                          });
 
+// Each rank's slices planned ahead on 2 threads (PlanQueue) train to the same bits as planned
+// inside each step, empty slices included.
+TEST(TrainerMpiTest, PlanningAheadGivesTheSameParameters) {
+  auto mpi = Comm("mpi");
+  ASSERT_TRUE(mpi);
+  TrainerConfig c = Small();
+  c.strategy = "hybrid";
+  c.plan_threads = 0;
+  std::unique_ptr<Trainer> inline_plans = RunWith(c, mpi.get());
+  c.plan_threads = 2;
+  std::unique_ptr<Trainer> queued = RunWith(c, mpi.get());
+  ASSERT_TRUE(inline_plans && queued);
+  EXPECT_EQ(MaxRelativeDifference(*inline_plans, *queued), 0.0);
+  for (int e = 0; e < 2; ++e) {
+    EXPECT_EQ(inline_plans->curve()[e].train_loss, queued->curve()[e].train_loss);
+  }
+}
+
 // Batches of one tree: every step, all ranks but one join with zero samples.
 TEST(TrainerMpiTest, RanksWithoutSamplesEveryStep) {
   auto mpi = Comm("mpi");
