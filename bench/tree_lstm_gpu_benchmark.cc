@@ -29,7 +29,8 @@
 // batch runs, as cavs-train does on a GPU. The *_pipelined variants also split each Run into
 // Engine::Submit and Finish and finish batch i after batch i+1 (and its optimizer step) is
 // queued, so the host never waits for the device with nothing queued behind the wait; they
-// report no device phases (consecutive batches' events would interleave).
+// report no device phases (consecutive batches' events would interleave), and their
+// run_wall_ms is Submit's host time, not a whole Run's.
 //   floor_ms: max(GEMM FLOPs / sgemm rate, minimum bytes / bandwidth) per batch;
 //   ew_kernels: element-wise kernels generated so far in the process (0 with CAVS_CUDA_FUSED=0);
 //   gemm_tuned: GEMM classes autotuned so far in the process, gemm_sgemm: problems left to
@@ -614,7 +615,7 @@ void BM_GemmCall(benchmark::State& state) {
   const CallTimes t = ok ? TimeCalls(state, (*kernels)->stream(), call) : CallTimes{false};
   const bool left_to_sgemm = (*kernels)->lt_problems_to_sgemm() > to_sgemm;
   const bool timed = (*kernels)->lt_classes_tuned() > tuned;
-  ok = (*kernels)->SetCublasLt(true).ok() && (*kernels)->SetGemmAutotune(was_tuning).ok() &&
+  ok = (mode == 0 || (*kernels)->SetGemmAutotune(was_tuning).ok()) &&
        (*kernels)->SetCublasLt(was_lt).ok() && ok && t.ok;
   if (!ok) state.SkipWithError("a CUDA call or GEMM failed");
   if (t.calls > 0) {

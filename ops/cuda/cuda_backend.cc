@@ -59,8 +59,9 @@ class PinnedReadback final : public core::Readback {
   PinnedReadback(CudaBackend* backend, const CudaBackend::ReadbackBlock& block)
       : backend_(backend), block_(block) {}
   ~PinnedReadback() override {
-    (void)Wait();  // the copies may still be writing the block
-    backend_->ReturnReadbackBlock(block_);
+    // The copies may still be writing the block: it is reused only once they are known done
+    // (else it is left allocated; the stream is then broken anyway).
+    if (Wait().ok() && recorded_) backend_->ReturnReadbackBlock(block_);
   }
   absl::Status Wait() override {
     if (waited_) return absl::OkStatus();
@@ -71,11 +72,14 @@ class PinnedReadback final : public core::Readback {
     return absl::OkStatus();
   }
   void AddPart(const void* p) { parts_.push_back(p); }
+  // The event was recorded after the copies (so Wait waits for them).
+  void SetRecorded() { recorded_ = true; }
 
  private:
   CudaBackend* backend_;
   CudaBackend::ReadbackBlock block_;
   bool waited_ = false;
+  bool recorded_ = false;
 };
 
 }  // namespace
@@ -134,8 +138,9 @@ absl::StatusOr<std::unique_ptr<core::Readback>> CudaBackend::StartReadback(
     at += (p.bytes + 7) / 8 * 8;
   }
   // Recorded after the copies queued, even after a failed one: the block is reused only once
-  // the event has passed them.
+  // the event has passed them (not at all if the record fails).
   CAVS_CUDA_RETURN_IF_ERROR(cudaEventRecord(block.done, stream_));
+  readback->SetRecorded();
   if (copy != cudaSuccess) {
     return CudaStatus(copy, "cudaMemcpyAsync(at, p.src, p.bytes, cudaMemcpyDeviceToHost, stream_)",
                       __FILE__, __LINE__);

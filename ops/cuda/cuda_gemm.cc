@@ -98,6 +98,29 @@ int64_t RoundRows(int64_t m) {
   }
 }
 
+// Whether `algo`'s minimum alignments (cuBLASLt's A is our b, its B our a, C = D our c) are
+// within what problem `p`'s operands keep. An algorithm from the heuristic was chosen for them
+// (the preferences name them); one configured by hand or reused from a class is not, and
+// cublasLtMatmulAlgoCheck does not see the pointers. A cap that cannot be read does not fit.
+bool AlignmentFits(const cublasLtMatmulAlgo_t& algo, uint32_t align_a, uint32_t align_b,
+                   uint32_t align_c) {
+  const std::pair<cublasLtMatmulAlgoCapAttributes_t, uint32_t> caps[] = {
+      {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A_BYTES, align_b},
+      {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_B_BYTES, align_a},
+      {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_C_BYTES, align_c},
+      {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_D_BYTES, align_c}};
+  for (const auto& [cap, have] : caps) {
+    uint32_t need = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&algo, cap, &need, sizeof(need), &written) !=
+            CUBLAS_STATUS_SUCCESS ||
+        need > have) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Events created and destroyed with the scope.
 class Events {
  public:
@@ -123,7 +146,9 @@ absl::StatusOr<CublasLtGemm::Choice> CublasLtGemm::Tune(const Problem& p, Plan& 
                                                         const std::vector<Choice>& candidates,
                                                         const Operands& x) {
   const int found = static_cast<int>(candidates.size());
-  const size_t bytes = static_cast<size_t>(p.m) * static_cast<size_t>(p.ldc) * sizeof(float);
+  // The scratch matrix the candidates write: c's size, and exactly c's alignment (an
+  // algorithm is timed on operands as aligned as the caller's, no more).
+  const size_t bytes = static_cast<size_t>(p.m) * static_cast<size_t>(p.ldc) * sizeof(float) + 256;
   if (bytes > scratch_bytes_) {
     cudaFree(scratch_);  // waits for the tuning runs queued on it
     scratch_ = nullptr;
@@ -131,18 +156,19 @@ absl::StatusOr<CublasLtGemm::Choice> CublasLtGemm::Tune(const Problem& p, Plan& 
     CAVS_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, bytes));
     scratch_bytes_ = bytes;
   }
-  // The candidates write the scratch matrix (256-byte aligned, so at least as aligned as c),
-  // starting from zeros: with beta != 0 they read it too.
+  float* const out =
+      reinterpret_cast<float*>(static_cast<char*>(scratch_) + (p.align_c < 256 ? p.align_c : 0));
+  // From zeros: with beta != 0 the candidates read it too.
   CAVS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch_, 0, bytes, x.stream));
   const int count = found + (sgemm_ != nullptr ? 1 : 0);  // the last one: cublasSgemm
   auto run = [&](int i) {
     if (i < found) {
-      return cublasLtMatmul(handle_, &plan.op, &x.alpha, x.b, &plan.a, x.a, &plan.b, &x.beta,
-                            scratch_, &plan.c, scratch_, &plan.c, &candidates[i].algo, workspace_,
+      return cublasLtMatmul(handle_, &plan.op, &x.alpha, x.b, &plan.a, x.a, &plan.b, &x.beta, out,
+                            &plan.c, out, &plan.c, &candidates[i].algo, workspace_,
                             candidates[i].workspace, x.stream) == CUBLAS_STATUS_SUCCESS;
     }
     return CublasGemmRowMajor(sgemm_, p.trans_a, p.trans_b, p.m, p.n, p.k, x.alpha, x.a, p.lda, x.b,
-                              p.ldb, x.beta, static_cast<float*>(scratch_), p.ldc)
+                              p.ldb, x.beta, out, p.ldc)
         .ok();
   };
   std::vector<int> valid;  // the candidates that launch
@@ -151,45 +177,54 @@ absl::StatusOr<CublasLtGemm::Choice> CublasLtGemm::Tune(const Problem& p, Plan& 
   }
   (void)cudaGetLastError();  // a candidate that failed to launch is only not timed
   if (valid.empty()) return Choice{true, {}, 0};
-  // Every candidate kReps times behind one delay: the device runs them back to back, so the
-  // events between them time each one's kernels alone. If queueing them took the host longer
-  // than the delay, the device waited in between: once more with a longer delay.
+  // kChunk candidates at a time, each kReps times behind one delay: the device runs them back
+  // to back, so the events between them time each one's kernels alone. If queueing them took
+  // the host longer than the delay, the device waited in between: once more with a longer
+  // delay, and if that too is overtaken, the chunk's timings are not used. Chunks keep the
+  // launches queued behind a delay well under the driver's queue (about a thousand).
   constexpr int kReps = 5;
-  Events events(static_cast<int>(valid.size()) + 1);
+  constexpr size_t kChunk = 32;
+  std::vector<float> ms(valid.size(), std::numeric_limits<float>::infinity());
+  Events events(static_cast<int>(kChunk) + 1);
   CAVS_RETURN_IF_ERROR(events.Create());
-  int64_t delay_ns = 200'000 + static_cast<int64_t>(valid.size()) * kReps * 20'000;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    CAVS_CUDA_RETURN_IF_ERROR(LaunchDelay(x.stream, delay_ns));
-    const auto t0 = std::chrono::steady_clock::now();
-    for (size_t j = 0; j < valid.size(); ++j) {
-      CAVS_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[j], x.stream));
-      for (int r = 0; r < kReps; ++r) {
-        if (!run(valid[j])) return absl::InternalError("a GEMM candidate failed on its second run");
+  for (size_t begin = 0; begin < valid.size(); begin += kChunk) {
+    const size_t end = std::min(valid.size(), begin + kChunk);
+    int64_t delay_ns = 200'000 + static_cast<int64_t>(end - begin) * kReps * 20'000;
+    std::vector<bool> failed(end - begin, false);
+    bool timed = false;
+    for (int attempt = 0; attempt < 2 && !timed; ++attempt) {
+      CAVS_CUDA_RETURN_IF_ERROR(LaunchDelay(x.stream, delay_ns));
+      const auto t0 = std::chrono::steady_clock::now();
+      for (size_t j = begin; j < end; ++j) {
+        CAVS_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[j - begin], x.stream));
+        for (int r = 0; r < kReps; ++r) failed[j - begin] = !run(valid[j]) || failed[j - begin];
       }
+      CAVS_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[end - begin], x.stream));
+      const int64_t host_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now() - t0)
+                                  .count();
+      CAVS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(events[end - begin]));
+      timed = host_ns < delay_ns;
+      delay_ns = 2 * host_ns + 100'000;
     }
-    CAVS_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[valid.size()], x.stream));
-    const int64_t host_ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-            .count();
-    CAVS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(events[valid.size()]));
-    if (host_ns < delay_ns) break;
-    delay_ns = 2 * host_ns + 100'000;
+    (void)cudaGetLastError();
+    for (size_t j = begin; timed && j < end; ++j) {
+      float t = 0;
+      CAVS_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&t, events[j - begin], events[j - begin + 1]));
+      if (!failed[j - begin]) ms[j] = t;
+    }
   }
   int best = -1;
   float best_ms = std::numeric_limits<float>::infinity();
   for (size_t j = 0; j < valid.size(); ++j) {
-    float ms = 0;
-    CAVS_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events[j], events[j + 1]));
-    if (ms < best_ms) {
-      best_ms = ms;
+    if (ms[j] < best_ms) {
+      best_ms = ms[j];
       best = valid[j];
     }
   }
+  if (best < 0) return absl::UnavailableError("no GEMM candidate could be timed");
   // What was chosen, against the heuristic's first choice.
-  float first_ms = 0;
-  if (!valid.empty() && valid[0] == 0) {
-    CAVS_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&first_ms, events[0], events[1]));
-  }
+  const float first_ms = valid[0] == 0 ? ms[0] : 0.0f;
   std::string chose = "cublasSgemm";
   if (best < found) {
     int32_t id = 0, splits = 1;
@@ -211,9 +246,9 @@ absl::StatusOr<CublasLtGemm::Choice> CublasLtGemm::Tune(const Problem& p, Plan& 
   return candidates[best];
 }
 
-void CublasLtGemm::AddConfigurations(const Plan& plan, bool tf32,
+void CublasLtGemm::AddConfigurations(const Problem& p, const Plan& plan,
                                      std::vector<Choice>* candidates) const {
-  const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   int ids[64];
   int num_ids = 0;
   if (cublasLtMatmulAlgoGetIds(handle_, compute, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
@@ -272,7 +307,8 @@ void CublasLtGemm::AddConfigurations(const Plan& plan, bool tf32,
                                     const_cast<cublasLtMatrixLayout_t>(&plan.c),
                                     const_cast<cublasLtMatrixLayout_t>(&plan.c), &config,
                                     &check) != CUBLAS_STATUS_SUCCESS ||
-            check.workspaceSize > kWorkspaceBytes) {
+            check.workspaceSize > kWorkspaceBytes ||
+            !AlignmentFits(config, p.align_a, p.align_b, p.align_c)) {
           continue;
         }
         candidates->push_back(Choice{false, config, check.workspaceSize});
@@ -317,7 +353,8 @@ absl::StatusOr<std::unique_ptr<CublasLtGemm::Plan>> CublasLtGemm::MakePlan(const
     cublasLtMatmulHeuristicResult_t check{};
     if (cublasLtMatmulAlgoCheck(handle_, &plan->op, &plan->a, &plan->b, &plan->c, &plan->c,
                                 &it->second.algo, &check) == CUBLAS_STATUS_SUCCESS &&
-        check.workspaceSize <= kWorkspaceBytes) {
+        check.workspaceSize <= kWorkspaceBytes &&
+        AlignmentFits(it->second.algo, p.align_a, p.align_b, p.align_c)) {
       plan->use = Use::kLt;
       plan->algo = it->second.algo;
       plan->workspace = check.workspaceSize;
@@ -360,9 +397,16 @@ absl::StatusOr<std::unique_ptr<CublasLtGemm::Plan>> CublasLtGemm::MakePlan(const
   for (int i = 0; i < found; ++i) {
     candidates.push_back(Choice{false, results[i].algo, results[i].workspaceSize});
   }
-  AddConfigurations(*plan, p.tf32, &candidates);
-  CAVS_ASSIGN_OR_RETURN(const Choice choice, Tune(p, *plan, candidates, x));
+  AddConfigurations(p, *plan, &candidates);
+  absl::StatusOr<Choice> tuned = Tune(p, *plan, candidates, x);
+  (void)cudaGetLastError();
   ++tuned_;
+  if (!tuned.ok()) {  // the heuristic's first choice, for the class too (no second try)
+    last_tuning_ = absl::StrCat("tuning failed (", tuned.status().ToString(),
+                                "); the heuristic's first algorithm");
+    tuned = candidates[0];
+  }
+  const Choice choice = *tuned;
   choices_[cls] = choice;
   if (choice.sgemm) {
     plan->use = Use::kSgemm;
@@ -407,9 +451,16 @@ absl::Status CublasLtGemm::Run(cudaStream_t stream, bool allow_tf32, bool trans_
   }
   Plan& plan = *it->second;
   if (plan.use != Use::kLt) return *kUseSgemm;
-  CAVS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, &plan.op, &alpha, b, &plan.a, a, &plan.b,
-                                             &beta, c, &plan.c, c, &plan.c, &plan.algo, workspace_,
-                                             plan.workspace, stream));
+  if (cublasLtMatmul(handle_, &plan.op, &alpha, b, &plan.a, a, &plan.b, &beta, c, &plan.c, c,
+                     &plan.c, &plan.algo, workspace_, plan.workspace,
+                     stream) != CUBLAS_STATUS_SUCCESS) {
+    // Refused at launch (cuBLASLt checks what AlgoCheck cannot, the pointers): this problem
+    // goes to cublasSgemm from now on. Nothing was queued.
+    (void)cudaGetLastError();
+    plan.use = Use::kSgemm;
+    ++to_sgemm_;
+    return *kUseSgemm;
+  }
   return absl::OkStatus();
 }
 

@@ -46,9 +46,14 @@ namespace cavs::ops {
 // (cuda_delay.h) so that the events time the device alone: the heuristic's
 // kHeuristicCandidates algorithms, every tile size and split-K (2 to 16 parts) of every
 // cuBLASLt algorithm that cublasLtMatmulAlgoCheck accepts (up to kMaxCandidates in all), and
-// cublasSgemm. The fastest serves every problem of the class that its algorithm takes (the check
-// again; else the heuristic's first). That costs one host wait per class, a few dozen in a
-// training run; under stream capture nothing is timed. A problem where cublasSgemm won, or
+// cublasSgemm. Hand-configured candidates, and a class's choice reused for another problem,
+// must also keep within the problem's alignment (the algorithm's minimum alignment caps: the
+// check does not see the pointers), and the scratch matrix is exactly as aligned as c. The
+// candidates are timed 32 at a time behind a delay long enough for their launches; a chunk
+// whose launches outlast it twice is not used. The fastest serves every problem of the class
+// that its algorithm takes (else the heuristic's first). A tuning that fails takes the
+// heuristic's first choice for the class. That costs one host wait per class, a few dozen in
+// a training run; under stream capture nothing is timed. A problem where cublasSgemm won, or
 // cuBLASLt has nothing, returns NotFound and the caller calls cublasSgemm. Tuned choices can
 // differ between runs (timings are noisy), so results can differ in the last bits between runs.
 // Measured (run 6) with the heuristic's candidates alone and a class per exact problem: the
@@ -78,8 +83,9 @@ class CublasLtGemm {
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
   // As CublasGemmRowMajor, queued on `stream`. NotFound when the caller should call cublasSgemm
-  // instead: cuBLASLt has no algorithm for the problem, or cublasSgemm was timed faster; k == 0
-  // is the caller's too (cublasSgemm scales C).
+  // instead: cuBLASLt has no algorithm for the problem, cublasSgemm was timed faster, or
+  // cublasLtMatmul refused the problem's plan (from then on); k == 0 is the caller's too
+  // (cublasSgemm scales C).
   [[nodiscard]] absl::Status Run(cudaStream_t stream, bool allow_tf32, bool trans_a, bool trans_b,
                                  int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                                  int64_t lda, const float* b, int64_t ldb, float beta, float* c,
@@ -140,11 +146,11 @@ class CublasLtGemm {
   CublasLtGemm(cublasLtHandle_t handle, void* workspace, cublasHandle_t sgemm)
       : handle_(handle), workspace_(workspace), sgemm_(sgemm) {}
   absl::StatusOr<std::unique_ptr<Plan>> MakePlan(const Problem& p, const Operands& x);
-  // Adds every configuration of every cuBLASLt algorithm for the plan's problem (each tile
-  // size, split-K in 1, 2, 4, 8 or 16 parts) that cublasLtMatmulAlgoCheck accepts, up to
-  // kMaxCandidates in all: the heuristic offers none with split-K for the rounds' GEMMs, whose
-  // few rows leave most multiprocessors idle with its tiles.
-  void AddConfigurations(const Plan& plan, bool tf32, std::vector<Choice>* candidates) const;
+  // Adds every configuration of every cuBLASLt algorithm for problem `p` (each tile size,
+  // split-K in 1, 2, 4, 8 or 16 parts) that cublasLtMatmulAlgoCheck accepts and whose minimum
+  // alignments p's operands keep, up to kMaxCandidates in all: the heuristic offers none with
+  // split-K for the rounds' GEMMs, whose few rows leave most multiprocessors idle with its tiles.
+  void AddConfigurations(const Problem& p, const Plan& plan, std::vector<Choice>* candidates) const;
   // Times `candidates` and cublasSgemm on `x`; the fastest.
   absl::StatusOr<Choice> Tune(const Problem& p, Plan& plan, const std::vector<Choice>& candidates,
                               const Operands& x);
