@@ -31,6 +31,8 @@
 // queued, so the host never waits for the device with nothing queued behind the wait; they
 // report no device phases (consecutive batches' events would interleave), and their
 // run_wall_ms is Submit's host time, not a whole Run's.
+// BM_TreeLstmPaths runs the overlapped and pipelined rows at batch 256 for each element-wise and
+// GEMM path in one process, 3 repetitions each (for --benchmark_enable_random_interleaving).
 //   floor_ms: max(GEMM FLOPs / sgemm rate, minimum bytes / bandwidth) per batch;
 //   ew_kernels: element-wise kernels generated so far in the process (0 with CAVS_CUDA_FUSED=0);
 //   gemm_tuned: GEMM classes autotuned so far in the process, gemm_sgemm: problems left to
@@ -364,6 +366,75 @@ void BM_TreeLstm(benchmark::State& state, bool train, bool overlap, bool pipelin
   Report(state, t, run.engine(), train);
 }
 
+// The element-wise and GEMM paths of one process, set for one benchmark run and restored.
+class PathSetting {
+ public:
+  // 0: generated kernels + cublasSgemm (the defaults), 1: + cuBLASLt, 2: + cuBLASLt autotuned,
+  // 3: the interpreter + cublasSgemm.
+  static absl::StatusOr<PathSetting> Set(int path) {
+    CAVS_ASSIGN_OR_RETURN(ops::CudaKernels * k, ops::GetCudaKernels(0));
+    PathSetting s(k);
+    CAVS_RETURN_IF_ERROR(k->SetFusedElementwise(path != 3));
+    CAVS_RETURN_IF_ERROR(k->SetCublasLt(path == 1 || path == 2));
+    if (path == 1 || path == 2) CAVS_RETURN_IF_ERROR(k->SetGemmAutotune(path == 2));
+    return s;
+  }
+  static const char* Name(int path) {
+    static const char* kNames[] = {"generated + cublasSgemm", "generated + cuBLASLt",
+                                   "generated + cuBLASLt autotuned", "interpreter + cublasSgemm"};
+    return kNames[path];
+  }
+  absl::Status Restore() {
+    if (k_->cublas_lt()) CAVS_RETURN_IF_ERROR(k_->SetGemmAutotune(tuning_));
+    CAVS_RETURN_IF_ERROR(k_->SetCublasLt(lt_));
+    return k_->SetFusedElementwise(fused_);
+  }
+
+ private:
+  explicit PathSetting(ops::CudaKernels* k)
+      : k_(k), fused_(k->fused_elementwise()), lt_(k->cublas_lt()), tuning_(k->gemm_autotune()) {}
+  ops::CudaKernels* k_;
+  bool fused_, lt_, tuning_;
+};
+
+// The paths against each other in one process: range(0) the path (PathSetting), range(1) the
+// step: 0 training with plans overlapped, 1 inference overlapped, 2 training pipelined,
+// 3 inference pipelined; batch 256. Run with --benchmark_enable_random_interleaving=true: the
+// repetitions of every configuration interleave, so a drift of the machine (engine rows moved
+// by up to 30% between processes in run 6) falls on all paths alike.
+void BM_TreeLstmPaths(benchmark::State& state) {
+  if (!core::DeviceAvailable(core::DeviceType::kCuda)) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int path = static_cast<int>(state.range(0)), mode = static_cast<int>(state.range(1));
+  const bool train = mode == 0 || mode == 2, pipelined = mode >= 2;
+  absl::StatusOr<PathSetting> setting = PathSetting::Set(path);
+  if (!setting.ok()) {
+    state.SkipWithError(setting.status().ToString().c_str());
+    return;
+  }
+  Totals t;
+  absl::Status s;
+  {
+    TreeLstmRun run(train, 256);
+    s = run.Init();
+    if (s.ok()) s = run.Loop(state, true, pipelined, &t);
+    if (s.ok()) {
+      state.SetItemsProcessed(state.iterations() * 256);
+      Report(state, t, run.engine(), train);
+    }
+  }
+  const absl::Status restored = setting->Restore();
+  if (!s.ok() || !restored.ok()) {
+    state.SkipWithError((s.ok() ? restored : s).ToString().c_str());
+    return;
+  }
+  static const char* kModes[] = {"train, overlap", "infer, overlap", "train, pipelined",
+                                 "infer, pipelined"};
+  state.SetLabel(absl::StrCat(PathSetting::Name(path), "; ", kModes[mode]));
+}
+
 // Times `fn` (queued on `stream`) with events: the median of `reps` runs, in seconds.
 template <typename Fn>
 double MedianSeconds(cudaStream_t stream, int reps, Fn fn) {
@@ -655,6 +726,13 @@ BENCHMARK_CAPTURE(BM_TreeLstm, train_pipelined, true, true, true)->Arg(256)->App
 BENCHMARK_CAPTURE(BM_TreeLstm, infer, false, false, false)->Arg(256)->Apply(bench::Timed);
 BENCHMARK_CAPTURE(BM_TreeLstm, infer_overlap, false, true, false)->Arg(256)->Apply(bench::Timed);
 BENCHMARK_CAPTURE(BM_TreeLstm, infer_pipelined, false, true, true)->Arg(256)->Apply(bench::Timed);
+
+BENCHMARK(BM_TreeLstmPaths)
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2, 3}})
+    ->Repetitions(3)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
 
 // Prints trees/s against the issue #6 targets.
 class TargetReporter : public bench::RateReporter {

@@ -2,17 +2,18 @@
 # Runs on the lent GPU machine from the repository root, over what scripts/gpu_pack.sh packed
 # into .gpucarry/: the CUDA tests (with every generated kernel's shape verified; the engine's
 # again with its GEMMs through cuBLASLt, heuristic and autotuned), SST training, compute-sanitizer memcheck on the CUDA op suite, the
-# Tree-LSTM benchmark (generated element-wise kernels, cublasSgemm: the defaults), its
-# overlapped rows again with cuBLASLt (CAVS_CUBLASLT=1), cuBLASLt autotuned (and
-# CAVS_GEMM_AUTOTUNE=1) and the interpreter (CAVS_CUDA_FUSED=0), and the LSTM-vs-cuDNN
-# benchmark (cublasSgemm and cuBLASLt autotuned). One log per group under $OUT (default:
-# .gpucarry/out; 8 files, the most the device tool returns); a part that fails is reported and
+# Tree-LSTM benchmark (generated element-wise kernels, cublasSgemm: the defaults), its batch
+# 256 rows for every element-wise and GEMM path in one process (BM_TreeLstmPaths, random
+# interleaving), and the LSTM-vs-cuDNN benchmark (cublasSgemm and cuBLASLt autotuned). One log per group under $OUT (default:
+# .gpucarry/out; 6 files, the device tool returns at most 8); a part that fails is reported and
 # the rest still run.
 #
 #   bash .gpucarry/run.sh tests|bench|bench_ab|all
 #
 # Each of `tests`, `bench` and `bench_ab` (the A/B rows) stays under the tool's 10 minutes per
-# call (every part has a timeout); `all` (the default) took 5.6 minutes on an H100 (run 4).
+# call (every part has a timeout); `all` (the default) took 5.6 minutes on an H100 in run 6,
+# before BM_TreeLstmPaths (about 2 minutes more, estimated): if the device may be withdrawn,
+# run `tests`, then `bench`, then `bench_ab`.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 OUT="${OUT:-$PWD/out}"
@@ -64,19 +65,17 @@ if [[ "$mode" == bench* || "$mode" == all ]]; then
 fi
 tabular=--benchmark_counters_tabular=true
 if [[ "$mode" == bench || "$mode" == all ]]; then
-  part bench_tree tree_gpu_bench 240 "$bin/tree_lstm_gpu_benchmark" "$tabular"
+  part bench_tree tree_gpu_bench 240 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter='^(BM_DeviceCeilings|BM_GemmCall|BM_FusedRound|BM_TreeLstm/)'
   part bench_lstm lstm_gpu_bench 120 "$bin/lstm_gpu_benchmark" "$tabular"
   CAVS_CUBLASLT=1 CAVS_GEMM_AUTOTUNE=1 part bench_lstm lstm_gpu_bench_autotuned 90 \
     "$bin/lstm_gpu_benchmark" "$tabular"
 fi
 if [[ "$mode" == bench_ab || "$mode" == all ]]; then
-  # The overlapped and pipelined rows again: cuBLASLt, cuBLASLt autotuned, the interpreter.
-  overlapped='BM_TreeLstm/(train_overlap|infer_overlap|train_pipelined|infer_pipelined)/'
-  CAVS_CUBLASLT=1 part bench_tree_cublaslt tree_gpu_bench_cublaslt 150 \
-    "$bin/tree_lstm_gpu_benchmark" "$tabular" --benchmark_filter="$overlapped"
-  CAVS_CUBLASLT=1 CAVS_GEMM_AUTOTUNE=1 part bench_tree_autotuned tree_gpu_bench_autotuned 150 \
-    "$bin/tree_lstm_gpu_benchmark" "$tabular" --benchmark_filter="$overlapped"
-  CAVS_CUDA_FUSED=0 part bench_tree_interpreter tree_gpu_bench_interpreter 150 \
-    "$bin/tree_lstm_gpu_benchmark" "$tabular" --benchmark_filter="$overlapped"
+  # Every element-wise and GEMM path at batch 256, overlapped and pipelined, in one process
+  # with the repetitions interleaved at random (BM_TreeLstmPaths): medians over 3.
+  part bench_paths tree_gpu_bench_paths 300 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter=BM_TreeLstmPaths --benchmark_enable_random_interleaving=true \
+    --benchmark_report_aggregates_only=true
 fi
 cat "$summary"
