@@ -370,10 +370,11 @@ void BM_TreeLstm(benchmark::State& state, bool train, bool overlap, bool pipelin
 class PathSetting {
  public:
   // 0: generated kernels + cublasSgemm (the defaults), 1: + cuBLASLt, 2: + cuBLASLt autotuned,
-  // 3: the interpreter + cublasSgemm.
+  // 3: the interpreter + cublasSgemm, 4: generated kernels + the small-GEMM kernel.
   static absl::StatusOr<PathSetting> Set(int path) {
     CAVS_ASSIGN_OR_RETURN(ops::CudaKernels * k, ops::GetCudaKernels(0));
     PathSetting s(k);
+    k->SetSmallGemm(path == 4);
     CAVS_RETURN_IF_ERROR(k->SetFusedElementwise(path != 3));
     CAVS_RETURN_IF_ERROR(k->SetCublasLt(path == 1 || path == 2));
     if (path == 1 || path == 2) CAVS_RETURN_IF_ERROR(k->SetGemmAutotune(path == 2));
@@ -381,10 +382,12 @@ class PathSetting {
   }
   static const char* Name(int path) {
     static const char* kNames[] = {"generated + cublasSgemm", "generated + cuBLASLt",
-                                   "generated + cuBLASLt autotuned", "interpreter + cublasSgemm"};
+                                   "generated + cuBLASLt autotuned", "interpreter + cublasSgemm",
+                                   "generated + small GEMM"};
     return kNames[path];
   }
   absl::Status Restore() {
+    k_->SetSmallGemm(small_);
     if (k_->cublas_lt()) CAVS_RETURN_IF_ERROR(k_->SetGemmAutotune(tuning_));
     CAVS_RETURN_IF_ERROR(k_->SetCublasLt(lt_));
     return k_->SetFusedElementwise(fused_);
@@ -392,9 +395,13 @@ class PathSetting {
 
  private:
   explicit PathSetting(ops::CudaKernels* k)
-      : k_(k), fused_(k->fused_elementwise()), lt_(k->cublas_lt()), tuning_(k->gemm_autotune()) {}
+      : k_(k),
+        fused_(k->fused_elementwise()),
+        lt_(k->cublas_lt()),
+        tuning_(k->gemm_autotune()),
+        small_(k->small_gemm()) {}
   ops::CudaKernels* k_;
-  bool fused_, lt_, tuning_;
+  bool fused_, lt_, tuning_, small_;
 };
 
 // The paths against each other in one process: range(0) the path (PathSetting), range(1) the
@@ -646,11 +653,11 @@ void BM_FusedRound(benchmark::State& state) {
 // One round's GEMM, [m, 300] x [300, 750] accumulated onto its rows (beta = 1, as the rounds'
 // h U), through cublasSgemm (range 0 = 0) or cuBLASLt with its plan memoized (1; cuda_gemm.h):
 // host_us per Gemm call (the host time a launch-bound round pays), device_us per GEMM.
-// range(0): 0 cublasSgemm, 1 cuBLASLt with the heuristic's algorithm, 2 cuBLASLt autotuned (the
-// default); range(1): rows m; range(2): the GEMM of a round: 0 the Tree-LSTM's forward
-// [m, 300] x [300, 750], 1 its backward to the inputs [m, 750] x [750, 300]^T, 2 its weight
-// gradient [m, 300]^T x [m, 750] (m is then the summed dimension), 3 the LSTM's recurrent
-// forward [m, 512] x [512, 2048].
+// range(0): 0 cublasSgemm (the default), 1 cuBLASLt with the heuristic's algorithm, 2 cuBLASLt
+// autotuned, 3 the small-GEMM kernel (CudaKernels::SetSmallGemm); range(1): rows m; range(2): the
+// GEMM of a round: 0 the Tree-LSTM's forward [m, 300] x [300, 750], 1 its backward to the inputs
+// [m, 750] x [750, 300]^T, 2 its weight gradient [m, 300]^T x [m, 750] (m is then the summed
+// dimension), 3 the LSTM's recurrent forward [m, 512] x [512, 2048].
 void BM_GemmCall(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));
   const int64_t rows = state.range(1);
@@ -673,8 +680,11 @@ void BM_GemmCall(benchmark::State& state) {
   const bool was_tuning = (*kernels)->gemm_autotune();
   absl::StatusOr<core::Tensor> a = RandomDevice(g.m * g.k), b = RandomDevice(g.k * g.n),
                                c = RandomDevice(g.m * g.n);
-  bool ok = a.ok() && b.ok() && c.ok() && (*kernels)->SetCublasLt(mode > 0).ok() &&
-            (mode == 0 || (*kernels)->SetGemmAutotune(mode == 2).ok());
+  const bool was_small = (*kernels)->small_gemm();
+  (*kernels)->SetSmallGemm(mode == 3);
+  const bool lt = mode == 1 || mode == 2;
+  bool ok = a.ok() && b.ok() && c.ok() && (*kernels)->SetCublasLt(lt).ok() &&
+            (!lt || (*kernels)->SetGemmAutotune(mode == 2).ok());
   const int64_t tuned = (*kernels)->lt_classes_tuned();
   const int64_t to_sgemm = (*kernels)->lt_problems_to_sgemm();
   auto call = [&]() {
@@ -686,7 +696,8 @@ void BM_GemmCall(benchmark::State& state) {
   const CallTimes t = ok ? TimeCalls(state, (*kernels)->stream(), call) : CallTimes{false};
   const bool left_to_sgemm = (*kernels)->lt_problems_to_sgemm() > to_sgemm;
   const bool timed = (*kernels)->lt_classes_tuned() > tuned;
-  ok = (mode == 0 || (*kernels)->SetGemmAutotune(was_tuning).ok()) &&
+  (*kernels)->SetSmallGemm(was_small);
+  ok = (!lt || (*kernels)->SetGemmAutotune(was_tuning).ok()) &&
        (*kernels)->SetCublasLt(was_lt).ok() && ok && t.ok;
   if (!ok) state.SkipWithError("a CUDA call or GEMM failed");
   if (t.calls > 0) {
@@ -694,7 +705,8 @@ void BM_GemmCall(benchmark::State& state) {
     state.counters["device_us"] = t.device_us;
     state.counters["TFLOPs"] = 2.0 * g.m * g.n * g.k / (t.device_us * 1e6);
   }
-  const char* how[] = {"cublasSgemm", "cuBLASLt heuristic", "cuBLASLt autotuned"};
+  const char* how[] = {"cublasSgemm", "cuBLASLt heuristic", "cuBLASLt autotuned",
+                       "small GEMM (small_gemm.h; cublasSgemm where it does not apply)"};
   state.SetLabel(absl::StrCat(
       how[mode], mode == 2 && timed ? " [" + (*kernels)->lt_last_tuning() + "]" : "",
       left_to_sgemm ? " -> cublasSgemm" : "", ", ", g.what, " m=", g.m, " n=", g.n, " k=", g.k));
@@ -702,10 +714,10 @@ void BM_GemmCall(benchmark::State& state) {
 
 BENCHMARK(BM_DeviceCeilings)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmCall)
-    ->ArgsProduct({{0, 1, 2}, {64, 512, 4096}, {0}})
-    ->ArgsProduct({{0, 1, 2}, {64, 512}, {1}})
+    ->ArgsProduct({{0, 1, 2, 3}, {64, 512, 4096}, {0}})
+    ->ArgsProduct({{0, 1, 2, 3}, {64, 512}, {1}})
     ->ArgsProduct({{0, 1, 2}, {512, 4096}, {2}})
-    ->ArgsProduct({{0, 1, 2}, {64}, {3}})
+    ->ArgsProduct({{0, 1, 2, 3}, {64}, {3}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FusedRound)
@@ -728,7 +740,7 @@ BENCHMARK_CAPTURE(BM_TreeLstm, infer_overlap, false, true, false)->Arg(256)->App
 BENCHMARK_CAPTURE(BM_TreeLstm, infer_pipelined, false, true, true)->Arg(256)->Apply(bench::Timed);
 
 BENCHMARK(BM_TreeLstmPaths)
-    ->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2, 3}})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1, 2, 3}})
     ->Repetitions(3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()

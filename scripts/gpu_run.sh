@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine from the repository root, over what scripts/gpu_pack.sh packed
 # into .gpucarry/: the CUDA tests (with every generated kernel's shape verified; the engine's
-# again with its GEMMs through cuBLASLt, heuristic and autotuned), SST training, compute-sanitizer memcheck on the CUDA op suite, the
-# Tree-LSTM benchmark (generated element-wise kernels, cublasSgemm: the defaults), its batch
-# 256 rows for every element-wise and GEMM path in one process (BM_TreeLstmPaths, random
-# interleaving), and the LSTM-vs-cuDNN benchmark (cublasSgemm and cuBLASLt autotuned). One log per group under $OUT (default:
-# .gpucarry/out; 6 files, the device tool returns at most 8); a part that fails is reported and
-# the rest still run.
+# again with its GEMMs through cuBLASLt, heuristic and autotuned, and through the small-GEMM
+# kernel), SST training, compute-sanitizer memcheck on the CUDA op suite, the Tree-LSTM
+# benchmark (generated element-wise kernels, cublasSgemm: the defaults), its batch-256 rows for
+# every element-wise and GEMM path in one process (BM_TreeLstmPaths, random interleaving), and
+# the LSTM-vs-cuDNN benchmark (cublasSgemm, cuBLASLt autotuned, the small-GEMM kernel). One log
+# per group under $OUT (default: .gpucarry/out; 6 files, the device tool returns at most 8); a
+# part that fails is reported and the rest still run.
 #
 #   bash .gpucarry/run.sh tests|bench|bench_ab|all
 #
@@ -48,6 +49,7 @@ if [[ "$mode" == tests || "$mode" == all ]]; then
   CAVS_CUBLASLT=1 part tests engine_cublaslt 90 "$bin/scheduler_engine_test" --gtest_brief=1
   CAVS_CUBLASLT=1 CAVS_GEMM_AUTOTUNE=1 part tests engine_autotuned 120 \
     "$bin/scheduler_engine_test" --gtest_brief=1
+  CAVS_SMALL_GEMM=1 part tests engine_small_gemm 90 "$bin/scheduler_engine_test" --gtest_brief=1
   part tests trainer 60 "$bin/trainer_test" --gtest_brief=1 --gtest_filter='*Cuda*'
   # SST on the GPU, 3 epochs (bench/RESULTS.md (b): the CPU's dev roots 45.1, 47.1, 48.4%).
   if [[ -f data/sst_train.txt && -f data/sst_dev.txt ]]; then
@@ -70,6 +72,8 @@ if [[ "$mode" == bench || "$mode" == all ]]; then
   part bench_lstm lstm_gpu_bench 120 "$bin/lstm_gpu_benchmark" "$tabular"
   CAVS_CUBLASLT=1 CAVS_GEMM_AUTOTUNE=1 part bench_lstm lstm_gpu_bench_autotuned 90 \
     "$bin/lstm_gpu_benchmark" "$tabular"
+  CAVS_SMALL_GEMM=1 part bench_lstm lstm_gpu_bench_small_gemm 90 "$bin/lstm_gpu_benchmark" \
+    "$tabular"
 fi
 if [[ "$mode" == bench_ab || "$mode" == all ]]; then
   # Every element-wise and GEMM path at batch 256, overlapped and pipelined, in one process

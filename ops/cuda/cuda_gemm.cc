@@ -12,7 +12,9 @@
 #include "core/status.h"
 #include "ops/cuda/cublas_status.h"
 #include "ops/cuda/cuda_delay.h"
+#include "ops/cuda/cuda_small_gemm.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/small_gemm.h"
 
 namespace cavs::ops {
 
@@ -61,6 +63,19 @@ absl::Status CublasGemmRowMajor(cublasHandle_t handle, bool trans_a, bool trans_
                                           trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
                                           static_cast<int>(m), static_cast<int>(k), &alpha, b,
                                           to_int(ldb), a, to_int(lda), &beta, c, to_int(ldc)));
+  return absl::OkStatus();
+}
+
+absl::Status SmallGemmRowMajor(cudaStream_t stream, bool trans_a, bool trans_b, int64_t m,
+                               int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  CAVS_RETURN_IF_ERROR(CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc));
+  if (m == 0 || n == 0) return absl::OkStatus();
+  if (trans_a || k == 0 || m > small_gemm::kMaxRows) {
+    return absl::NotFoundError("not a small GEMM");
+  }
+  CAVS_CUDA_RETURN_IF_ERROR(
+      LaunchSmallGemm(stream, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
   return absl::OkStatus();
 }
 

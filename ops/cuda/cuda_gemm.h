@@ -29,6 +29,14 @@ namespace cavs::ops {
                                               const float* a, int64_t lda, const float* b,
                                               int64_t ldb, float beta, float* c, int64_t ldc);
 
+// The same GEMM through the small-GEMM kernel (small_gemm.h; one launch, 16 x 32 tiles) where
+// it applies: a not transposed, 0 < m <= small_gemm::kMaxRows, k > 0. NotFound elsewhere (the
+// caller then uses cuBLAS).
+[[nodiscard]] absl::Status SmallGemmRowMajor(cudaStream_t stream, bool trans_a, bool trans_b,
+                                             int64_t m, int64_t n, int64_t k, float alpha,
+                                             const float* a, int64_t lda, const float* b,
+                                             int64_t ldb, float beta, float* c, int64_t ldc);
+
 // The same GEMM through cuBLASLt, with the descriptors and the algorithm chosen once per problem
 // (transposes, sizes, row strides, the operands' alignment, TF32) and reused: a call of a known
 // problem is one cublasLtMatmul with no heuristic query, which cuBLAS's cublasSgemm makes on

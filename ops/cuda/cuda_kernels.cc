@@ -18,6 +18,7 @@
 #include "ops/cuda/cuda_reduce.h"
 #include "ops/cuda/cuda_softmax.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/small_gemm.h"
 
 namespace cavs::ops {
 
@@ -69,6 +70,9 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, backend->stream()));
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
   CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
+  if (const char* small = std::getenv("CAVS_SMALL_GEMM"); small != nullptr) {
+    kernels->SetSmallGemm(std::string(small) == "1");
+  }
   // cublasSgemm unless CAVS_CUBLASLT=1 (then cuBLASLt with memoized plans).
   if (const char* lt = std::getenv("CAVS_CUBLASLT"); lt != nullptr && std::string(lt) == "1") {
     CAVS_RETURN_IF_ERROR(kernels->SetCublasLt(true));
@@ -159,6 +163,11 @@ absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
   if (k > 0) CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", m, n, {a, b}));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  if (small_gemm_ && !trans_a && k > 0 && m <= small_gemm::kMaxRows) {
+    const absl::Status s = SmallGemmRowMajor(backend_->stream(), trans_a, trans_b, m, n, k, alpha,
+                                             a, lda, b, ldb, beta, c, ldc);
+    if (!absl::IsNotFound(s)) return s;
+  }
   if (lt_ != nullptr && k > 0) {
     const absl::Status s = lt_->Run(backend_->stream(), allow_tf32_, trans_a, trans_b, m, n, k,
                                     alpha, a, lda, b, ldb, beta, c, ldc);

@@ -3,11 +3,11 @@
 // Every method queues its work on the device backend's stream (cuda_backend.h) and returns;
 // errors in the arguments it can see (negative sizes, missing pointers) and launch errors are
 // Statuses, faults inside a kernel surface at the next synchronizing call. Launches per call:
-// Gemm one cuBLASLt or cuBLAS call; Elementwise one kernel for the whole program; GatherRows,
-// ScatterAddRows, SegmentReduce(Grad), SoftmaxCrossEntropy, ColumnSum, ColumnDot one kernel
-// each; Fill one kernel or memset. The op families live in cuda_gemm, cuda_fused (generated
-// element-wise kernels) and cuda_elementwise (the interpreter), cuda_gather, cuda_softmax and
-// cuda_reduce.
+// Gemm one cuBLAS or cuBLASLt call or small-GEMM kernel; Elementwise one kernel for the whole
+// program; GatherRows, ScatterAddRows, SegmentReduce(Grad), SoftmaxCrossEntropy, ColumnSum,
+// ColumnDot one kernel each; Fill one kernel or memset. The op families live in cuda_gemm,
+// cuda_small_gemm, cuda_fused (generated element-wise kernels) and cuda_elementwise (the
+// interpreter), cuda_gather, cuda_softmax and cuda_reduce.
 //
 // TF32: Gemm computes in full fp32 by default (CUBLAS_DEFAULT_MATH), so results match the CPU
 // up to summation order. SetAllowTf32(true) lets cuBLAS use TF32 tensor cores (about 10 bits of
@@ -107,6 +107,13 @@ class CudaKernels final : public Kernels {
   // CublasLtGemm::last_tuning (empty while cuBLASLt is off).
   std::string lt_last_tuning() const;
 
+  // Gemm through the small-GEMM kernel (small_gemm.h) where a is not transposed and m is at
+  // most small_gemm::kMaxRows: the rounds' GEMMs, one launch whose 16 x 32 tiles spread over
+  // the chip; fp32 whatever the TF32 setting. Off by default (CAVS_SMALL_GEMM=1 turns it on):
+  // not yet run on a GPU.
+  void SetSmallGemm(bool on) { small_gemm_ = on; }
+  bool small_gemm() const { return small_gemm_; }
+
   // Lets Gemm use TF32 tensor cores (off by default).
   [[nodiscard]] absl::Status SetAllowTf32(bool allow);
   bool allow_tf32() const { return allow_tf32_; }
@@ -125,6 +132,7 @@ class CudaKernels final : public Kernels {
   std::unique_ptr<CudaFusedElementwise> fused_;
   std::unique_ptr<CublasLtGemm> lt_;
   bool allow_tf32_ = false;
+  bool small_gemm_ = false;
 };
 
 // The kernels of cuda:`ordinal`, created on first use and never destroyed; an error where the

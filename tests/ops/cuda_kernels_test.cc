@@ -288,6 +288,48 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
   ASSERT_TRUE((*cuda)->SetCublasLt(was_lt).ok());
 }
 
+// The small-GEMM kernel (small_gemm.h), where it applies (a not transposed, m <= 512), against
+// the CPU: tile edges, several chunks of k, both layouts of B, offset operands, beta 0 over
+// NaNs (C must not be read) and 1.
+TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
+  absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  const bool was_on = (*cuda)->small_gemm();
+  (*cuda)->SetSmallGemm(true);
+  struct Case {
+    int64_t m, n, k;
+  };
+  for (const Case cs : {Case{1, 1, 1}, Case{17, 33, 300}, Case{64, 750, 300}, Case{5, 300, 750},
+                        Case{64, 2048, 512}, Case{3, 40, 1100}, Case{512, 64, 20}}) {
+    for (bool tb : {false, true}) {
+      for (float beta : {0.0f, 1.0f}) {
+        const int64_t offset = cs.m % 3, lda = cs.k + 1, ldb = (tb ? cs.k : cs.n) + 3,
+                      ldc = cs.n + 2;
+        std::vector<float> a = RandomFloats(cs.m * lda + offset, 41);
+        std::vector<float> b = RandomFloats((tb ? cs.n : cs.k) * ldb + offset, 42);
+        std::vector<float> c = RandomFloats(cs.m * ldc + offset, 43);
+        if (beta == 0.0f) {
+          for (int64_t r = 0; r < cs.m; ++r) c[offset + r * ldc] = std::nanf("");
+        }
+        DeviceArray<float> da(a), db(b), dc(c);
+        ASSERT_TRUE((*cuda)
+                        ->Gemm(false, tb, cs.m, cs.n, cs.k, 0.5f, da.get() + offset, lda,
+                               db.get() + offset, ldb, beta, dc.get() + offset, ldc)
+                        .ok());
+        if (beta == 0.0f) {
+          for (int64_t r = 0; r < cs.m; ++r) c[offset + r * ldc] = 0.0f;
+        }
+        ASSERT_TRUE(cpu_->Gemm(false, tb, cs.m, cs.n, cs.k, 0.5f, a.data() + offset, lda,
+                               b.data() + offset, ldb, beta, c.data() + offset, ldc)
+                        .ok());
+        EXPECT_TRUE(AllClose(dc.Download(), c, 1e-4, 1e-4))
+            << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " tb=" << tb << " beta=" << beta;
+      }
+    }
+  }
+  (*cuda)->SetSmallGemm(was_on);
+}
+
 class CublasLtTest : public CudaKernelsTest, public ::testing::WithParamInterface<bool> {};
 
 // cuBLASLt with memoized plans, with the heuristic's algorithm and autotuned: every transpose,
