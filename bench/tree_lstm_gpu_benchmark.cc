@@ -348,22 +348,26 @@ class TreeLstmRun {
   std::optional<scheduler::PendingRun> pending_;  // PipelinedStep's last Submit
 };
 
+// One configuration's timed loop and its counters.
+absl::Status TimeTreeLstm(benchmark::State& state, bool train, int batch, bool overlap,
+                          bool pipelined) {
+  TreeLstmRun run(train, batch);
+  Totals t;
+  CAVS_RETURN_IF_ERROR(run.Init());
+  CAVS_RETURN_IF_ERROR(run.Loop(state, overlap, pipelined, &t));
+  state.SetItemsProcessed(state.iterations() * batch);
+  Report(state, t, run.engine(), train);
+  return absl::OkStatus();
+}
+
 void BM_TreeLstm(benchmark::State& state, bool train, bool overlap, bool pipelined) {
   if (!core::DeviceAvailable(core::DeviceType::kCuda)) {
     state.SkipWithError("no CUDA device");
     return;
   }
-  const int batch = static_cast<int>(state.range(0));
-  TreeLstmRun run(train, batch);
-  Totals t;
-  absl::Status s = run.Init();
-  if (s.ok()) s = run.Loop(state, overlap, pipelined, &t);
-  if (!s.ok()) {
-    state.SkipWithError(s.ToString().c_str());
-    return;
-  }
-  state.SetItemsProcessed(state.iterations() * batch);
-  Report(state, t, run.engine(), train);
+  const absl::Status s =
+      TimeTreeLstm(state, train, static_cast<int>(state.range(0)), overlap, pipelined);
+  if (!s.ok()) state.SkipWithError(s.ToString().c_str());
 }
 
 // The element-wise and GEMM paths of one process, set for one benchmark run and restored.
@@ -421,17 +425,7 @@ void BM_TreeLstmPaths(benchmark::State& state) {
     state.SkipWithError(setting.status().ToString().c_str());
     return;
   }
-  Totals t;
-  absl::Status s;
-  {
-    TreeLstmRun run(train, 256);
-    s = run.Init();
-    if (s.ok()) s = run.Loop(state, true, pipelined, &t);
-    if (s.ok()) {
-      state.SetItemsProcessed(state.iterations() * 256);
-      Report(state, t, run.engine(), train);
-    }
-  }
+  const absl::Status s = TimeTreeLstm(state, train, 256, /*overlap=*/true, pipelined);
   const absl::Status restored = setting->Restore();
   if (!s.ok() || !restored.ok()) {
     state.SkipWithError((s.ok() ? restored : s).ToString().c_str());
@@ -676,15 +670,11 @@ void BM_GemmCall(benchmark::State& state) {
     state.SkipWithError(kernels.status().ToString().c_str());
     return;
   }
-  const bool was_lt = (*kernels)->cublas_lt();
-  const bool was_tuning = (*kernels)->gemm_autotune();
   absl::StatusOr<core::Tensor> a = RandomDevice(g.m * g.k), b = RandomDevice(g.k * g.n),
                                c = RandomDevice(g.m * g.n);
-  const bool was_small = (*kernels)->small_gemm();
-  (*kernels)->SetSmallGemm(mode == 3);
-  const bool lt = mode == 1 || mode == 2;
-  bool ok = a.ok() && b.ok() && c.ok() && (*kernels)->SetCublasLt(lt).ok() &&
-            (!lt || (*kernels)->SetGemmAutotune(mode == 2).ok());
+  constexpr int kPath[] = {0, 1, 2, 4};  // PathSetting's, by mode
+  absl::StatusOr<PathSetting> setting = PathSetting::Set(kPath[mode]);
+  bool ok = a.ok() && b.ok() && c.ok() && setting.ok();
   const int64_t tuned = (*kernels)->lt_classes_tuned();
   const int64_t to_sgemm = (*kernels)->lt_problems_to_sgemm();
   auto call = [&]() {
@@ -696,9 +686,7 @@ void BM_GemmCall(benchmark::State& state) {
   const CallTimes t = ok ? TimeCalls(state, (*kernels)->stream(), call) : CallTimes{false};
   const bool left_to_sgemm = (*kernels)->lt_problems_to_sgemm() > to_sgemm;
   const bool timed = (*kernels)->lt_classes_tuned() > tuned;
-  (*kernels)->SetSmallGemm(was_small);
-  ok = (!lt || (*kernels)->SetGemmAutotune(was_tuning).ok()) &&
-       (*kernels)->SetCublasLt(was_lt).ok() && ok && t.ok;
+  ok = (!setting.ok() || setting->Restore().ok()) && ok && t.ok;
   if (!ok) state.SkipWithError("a CUDA call or GEMM failed");
   if (t.calls > 0) {
     state.counters["host_us"] = t.host_us;

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
@@ -15,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/env.h"
 #include "core/philox.h"
 
 namespace cavs::ops {
@@ -359,10 +359,7 @@ int64_t EwRowsPerBlock(int64_t rows, int64_t width, int num_sms) {
                   std::max<int64_t>(1, (rows + min_blocks - 1) / min_blocks));
 }
 
-bool VerifyEwShapesFromEnv() {
-  const char* v = std::getenv("CAVS_VERIFY_EW_SHAPES");
-  return v != nullptr && v[0] == '1' && v[1] == '\0';
-}
+bool VerifyEwShapesFromEnv() { return core::EnvFlag("CAVS_VERIFY_EW_SHAPES", false); }
 
 std::string EwKernelName(const EwKernelPlan& plan) {
   // zlib's CRC-32 of the key's bytes: the same in every process (absl::Hash is seeded per
@@ -675,9 +672,6 @@ void RunEwPlanOnHost(const EwKernelPlan& plan, const EwInstr* program, int64_t r
   }
 }
 
-bool EwAsPlannedFromEnv() {
-  const char* v = std::getenv("CAVS_CPU_EW_AS_PLANNED");
-  return v != nullptr && v[0] == '1' && v[1] == '\0';
-}
+bool EwAsPlannedFromEnv() { return core::EnvFlag("CAVS_CPU_EW_AS_PLANNED", false); }
 
 }  // namespace cavs::ops

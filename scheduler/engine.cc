@@ -213,12 +213,14 @@ absl::StatusOr<RunResult> Engine::Finish(PendingRun pending) {
   const float* stats = static_cast<const float*>(pending.readback_->part(0));
   result.loss_sum = stats[0];
   result.correct = static_cast<int64_t>(stats[1] + 0.5f);
-  if (pending.pushes_) {
+  if (!f_->pushes().empty()) {
+    const int push0 = f_->pushes()[0];
+    const View v = compiled_->fwd.views[push0];
     CollectOutputs(
         static_cast<const int32_t*>(pending.readback_->part(1)),
         pending.keep_outputs_ ? static_cast<const float*>(pending.readback_->part(2)) : nullptr,
-        pending.out_ld_, pending.out_col_, pending.classes_, pending.row_of_uid_,
-        pending.graph_offsets_, &result);
+        v.ld, v.col, f_->forward().nodes[push0].width, pending.row_of_uid_, pending.graph_offsets_,
+        &result);
   }
   return result;
 }
@@ -290,13 +292,8 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   pending.result_.vertices = n;
   std::vector<core::ReadbackPart> results = {{b.stats, 2 * sizeof(float)}};
   if (!f_->pushes().empty()) {
-    const int push0 = f_->pushes()[0];
-    const View v = c.fwd.views[push0];
-    pending.pushes_ = true;
+    const View v = c.fwd.views[f_->pushes()[0]];
     pending.keep_outputs_ = options.keep_outputs;
-    pending.classes_ = f_->forward().nodes[push0].width;
-    pending.out_ld_ = v.ld;
-    pending.out_col_ = v.col;
     pending.row_of_uid_ = plan.row_of_uid;
     pending.graph_offsets_ = plan.graph_offsets;
     results.push_back({b.pred, static_cast<size_t>(n) * sizeof(int32_t)});

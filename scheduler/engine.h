@@ -94,9 +94,8 @@ class PendingRun {
   friend class Engine;
   std::unique_ptr<core::Readback> readback_;  // stats, then predictions, then push 0's rows
   RunResult result_;                          // what the host knows without the device
-  bool pushes_ = false, keep_outputs_ = false;
-  int64_t classes_ = 0, out_ld_ = 0, out_col_ = 0;
-  std::vector<int64_t> row_of_uid_, graph_offsets_;
+  bool keep_outputs_ = false;
+  std::vector<int64_t> row_of_uid_, graph_offsets_;  // the plan's (it need not outlive Submit)
 };
 
 class Engine {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/hash/hash.h"
 #include "core/status.h"
 
 namespace cavs::scheduler::internal {
@@ -408,10 +409,25 @@ void MarkPulls(Compiled& c, const vertex::Function& f) {
   }
 }
 
-Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
+// Step::shapes of every step: a hash of the Compile call's serial (unique in the process), the
+// program, the class, the step's index and the launch's kind. Nonzero (0 means none).
+void NameShapes(Compiled& c) {
   static std::atomic<uint64_t> next_serial{1};
+  const uint64_t serial = next_serial.fetch_add(1, std::memory_order_relaxed);
+  for (int program = 0; program < 2; ++program) {
+    auto& classes = program == 0 ? c.fwd.steps : c.bwd.steps;
+    for (size_t cls = 0; cls < classes.size(); ++cls) {
+      for (size_t i = 0; i < classes[cls].size(); ++i) {
+        for (int kind = 0; kind < 4; ++kind) {
+          classes[cls][i].shapes[kind] = absl::HashOf(serial, program, cls, i, kind) | 1;
+        }
+      }
+    }
+  }
+}
+
+Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
   Compiled c;
-  c.serial = next_serial.fetch_add(1, std::memory_order_relaxed);
   const vertex::Program& fp = f.forward();
   const vertex::Program& bp = f.backward();
   auto fields = [&f](const vertex::Program& p) {
@@ -455,6 +471,7 @@ Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
   SplitEarlyWeightGrads(bp, c.bwd);
   MarkPushes(c, f);
   MarkPulls(c, f);
+  NameShapes(c);
   return c;
 }
 

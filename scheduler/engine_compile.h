@@ -63,6 +63,11 @@ struct Step {
   // parent's row (a row-mapped read, accumulated into the field's gradient rows) and the
   // GatherGrad's scatter-add launch is skipped; else empty instructions. In `instrs`.
   std::vector<Pull> pulls;
+  // Kernels::Elementwise's `shape` for a fused step's launches, unique in the process: every
+  // round reads and writes the same views at other rows, so one shape per step, with one-row
+  // launches apart (row strides stop mattering there) and training apart (dropout is a copy in
+  // inference, so that switching does not plan the step again). Index: 2 * (one row) + training.
+  std::array<uint64_t, 4> shapes{};
 };
 
 struct ProgramSchedule {
@@ -90,9 +95,6 @@ struct Compiled {
   ProgramSchedule fwd, bwd;
   int dlogits = -1;             // buffer of d loss / d push 0
   std::vector<int> field_grad;  // scatter field -> its gradient accumulator buffer
-  // Unique per Compile call in the process: with a step's address it names the step's fused
-  // programs to the device (Kernels::Elementwise's `shape`).
-  uint64_t serial = 0;
 };
 
 // Builds views and steps for `f` (forward and backward). `elementwise_scratch`: the device's

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 
@@ -173,11 +172,8 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
   }
   const int count = static_cast<int>(b_.instrs.size() - first);
   CAVS_CHECK(count == st.instrs, "instruction count");
-  // Every round of a step reads and writes the same views at other rows: one shape (with one
-  // row apart, where row strides stop mattering; and training apart, where dropout is a copy
-  // in inference, so that switching between them does not plan the step again).
-  const uint64_t shape = absl::HashOf(c_.serial, &st, r1 - r0 == 1, b_.options->training) | 1;
-  LaunchInstrs(first, count, r1 - r0, shape);
+  LaunchInstrs(first, count, r1 - r0,
+               st.shapes[(r1 - r0 == 1 ? 2 : 0) + (b_.options->training ? 1 : 0)]);
 }
 
 void Recorder::LaunchInstrs(size_t first, int count, int64_t rows, uint64_t shape) {
@@ -464,15 +460,17 @@ bool Replaced(const ProgramSchedule& s, int id) {
 
 // The run of copy steps of steps[i]'s kind that one multi-copy launch takes, from steps[i]: up
 // to kMaxRowCopies copies, passing over those the children push or pull where parents are
-// `unique`. Returns the index after the run; `ids` gets the nodes of the copies taken.
+// `unique`. Calls take(node) for each copy taken; returns the index after the run.
+template <typename Take>
 size_t CopyRun(const vertex::Program& p, const ProgramSchedule& s, const std::vector<Step>& steps,
-               size_t i, bool unique, std::vector<int>* ids) {
+               size_t i, bool unique, Take take) {
   const OpKind kind = p.nodes[steps[i].nodes[0]].kind;
-  for (; i < steps.size() && IsCopyStep(p, steps[i], kind) &&
-         ids->size() < static_cast<size_t>(ops::kMaxRowCopies);
-       ++i) {
+  for (int taken = 0;
+       i < steps.size() && IsCopyStep(p, steps[i], kind) && taken < ops::kMaxRowCopies; ++i) {
     const int id = steps[i].nodes[0];
-    if (!(unique && Replaced(s, id))) ids->push_back(id);
+    if (unique && Replaced(s, id)) continue;
+    take(id);
+    ++taken;
   }
   return i;
 }
@@ -481,12 +479,11 @@ size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
                            const std::vector<Step>& steps, size_t i, int64_t r0, int64_t r1) {
   const bool gather = p.nodes[steps[i].nodes[0]].kind == OpKind::kGather;
   const bool unique = b_.plan->unique_parents;
-  std::vector<int> ids;
-  const size_t end = CopyRun(p, s, steps, i, unique, &ids);
-  if (ids.empty()) return end;
   std::vector<ops::RowCopy> copies;
-  for (int id : ids)
+  const size_t end = CopyRun(p, s, steps, i, unique, [&](int id) {
     copies.push_back(gather ? GatherCopy(s, id, r0) : GatherGradCopy(p, s, id, r0));
+  });
+  if (copies.empty()) return end;
   ops::Kernels* k = &k_;
   const int64_t m = r1 - r0;
   const int count = static_cast<int>(copies.size());
@@ -568,9 +565,9 @@ int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cl
   int launches = 0;
   for (size_t i = 0; i < steps.size();) {
     if (IsCopyStep(p, steps[i], OpKind::kGather) || IsCopyStep(p, steps[i], OpKind::kGatherGrad)) {
-      std::vector<int> ids;
-      i = CopyRun(p, s, steps, i, /*unique=*/true, &ids);
-      launches += ids.empty() ? 0 : 1;
+      int copies = 0;
+      i = CopyRun(p, s, steps, i, /*unique=*/true, [&copies](int) { ++copies; });
+      launches += copies > 0 ? 1 : 0;
       continue;
     }
     ++launches;

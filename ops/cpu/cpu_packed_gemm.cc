@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/env.h"
 #include "ops/cpu/cpu_parallel.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -30,8 +30,7 @@ bool CpuHasAvx512() {
 
 std::atomic<bool>& Enabled() {
   static std::atomic<bool> enabled = [] {
-    const char* env = std::getenv("CAVS_PACKED_GEMM");
-    return CpuHasAvx512() && !(env != nullptr && std::strcmp(env, "0") == 0);
+    return CpuHasAvx512() && core::EnvFlag("CAVS_PACKED_GEMM", true);
   }();
   return enabled;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/env.h"
 #include "core/status.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/nvrtc_status.h"
@@ -220,10 +221,7 @@ absl::StatusOr<std::string> CompileCudaSourceCached(const std::string& source,
   return code;
 }
 
-bool FusedElementwiseFromEnv() {
-  const char* v = std::getenv("CAVS_CUDA_FUSED");
-  return v == nullptr || std::string_view(v) != "0";
-}
+bool FusedElementwiseFromEnv() { return core::EnvFlag("CAVS_CUDA_FUSED", true); }
 
 CudaFusedElementwise::~CudaFusedElementwise() {
   for (auto& [key, k] : kernels_) {

@@ -458,7 +458,7 @@ absl::Status CublasLtGemm::Run(cudaStream_t stream, bool allow_tf32, bool trans_
   if (it == plans_.end()) {
     if (plans_.size() >= kMaxProblems) plans_.clear();
     CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
-                          MakePlan(p, Operands{stream, alpha, beta, a, b, c}));
+                          MakePlan(p, Operands{stream, alpha, beta, a, b}));
     ++planned_;
     unsupported_ += plan->use == Use::kUnsupported ? 1 : 0;
     to_sgemm_ += plan->use == Use::kSgemm ? 1 : 0;

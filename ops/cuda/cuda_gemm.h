@@ -147,8 +147,7 @@ class CublasLtGemm {
   struct Operands {
     cudaStream_t stream;
     float alpha, beta;
-    const float *a, *b;
-    const float* c;
+    const float *a, *b;  // c is not needed: the candidates write a scratch matrix
   };
 
   CublasLtGemm(cublasLtHandle_t handle, void* workspace, cublasHandle_t sgemm)

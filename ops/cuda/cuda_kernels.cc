@@ -1,12 +1,12 @@
 #include "ops/cuda/cuda_kernels.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/env.h"
 #include "core/status.h"
 #include "ops/cpu/cpu_elementwise.h"
 #include "ops/cuda/cublas_status.h"
@@ -18,7 +18,6 @@
 #include "ops/cuda/cuda_reduce.h"
 #include "ops/cuda/cuda_softmax.h"
 #include "ops/cuda/cuda_status.h"
-#include "ops/cuda/small_gemm.h"
 
 namespace cavs::ops {
 
@@ -70,13 +69,9 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, backend->stream()));
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
   CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
-  if (const char* small = std::getenv("CAVS_SMALL_GEMM"); small != nullptr) {
-    kernels->SetSmallGemm(std::string(small) == "1");
-  }
+  kernels->SetSmallGemm(core::EnvFlag("CAVS_SMALL_GEMM", false));
   // cublasSgemm unless CAVS_CUBLASLT=1 (then cuBLASLt with memoized plans).
-  if (const char* lt = std::getenv("CAVS_CUBLASLT"); lt != nullptr && std::string(lt) == "1") {
-    CAVS_RETURN_IF_ERROR(kernels->SetCublasLt(true));
-  }
+  CAVS_RETURN_IF_ERROR(kernels->SetCublasLt(core::EnvFlag("CAVS_CUBLASLT", false)));
   return kernels;
 }
 
@@ -102,8 +97,7 @@ absl::Status CudaKernels::SetCublasLt(bool on) {
     return absl::OkStatus();
   }
   CAVS_ASSIGN_OR_RETURN(lt_, CublasLtGemm::Create(cublas_));
-  const char* tune = std::getenv("CAVS_GEMM_AUTOTUNE");
-  lt_->SetAutotune(tune != nullptr && std::string(tune) == "1");
+  lt_->SetAutotune(core::EnvFlag("CAVS_GEMM_AUTOTUNE", false));
   return absl::OkStatus();
 }
 
@@ -163,7 +157,7 @@ absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
   if (k > 0) CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", m, n, {a, b}));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  if (small_gemm_ && !trans_a && k > 0 && m <= small_gemm::kMaxRows) {
+  if (small_gemm_) {  // NotFound where it does not apply
     const absl::Status s = SmallGemmRowMajor(backend_->stream(), trans_a, trans_b, m, n, k, alpha,
                                              a, lda, b, ldb, beta, c, ldc);
     if (!absl::IsNotFound(s)) return s;

@@ -70,6 +70,24 @@ class CudaKernelsTest : public ::testing::Test {
     }
   }
 
+  // C = alpha op(A) op(B) + beta C on the GPU from `c_gpu` and on the CPU from `c_cpu` (the
+  // same values, but where the GPU must not read C), each operand `offset` floats into its
+  // buffer; compares the two C's.
+  ::testing::AssertionResult GemmMatches(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                         float alpha, const std::vector<float>& a, int64_t lda,
+                                         const std::vector<float>& b, int64_t ldb, float beta,
+                                         const std::vector<float>& c_gpu, std::vector<float> c_cpu,
+                                         int64_t ldc, int64_t offset) {
+    DeviceArray<float> da(a), db(b), dc(c_gpu);
+    absl::Status s = cuda_->Gemm(ta, tb, m, n, k, alpha, da.get() + offset, lda, db.get() + offset,
+                                 ldb, beta, dc.get() + offset, ldc);
+    if (!s.ok()) return ::testing::AssertionFailure() << "GPU Gemm: " << s;
+    s = cpu_->Gemm(ta, tb, m, n, k, alpha, a.data() + offset, lda, b.data() + offset, ldb, beta,
+                   c_cpu.data() + offset, ldc);
+    if (!s.ok()) return ::testing::AssertionFailure() << "CPU Gemm: " << s;
+    return AllClose(dc.Download(), c_cpu, 1e-4, 1e-4);
+  }
+
   Kernels* cuda_ = nullptr;
   Kernels* cpu_ = nullptr;
 };
@@ -273,14 +291,7 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
         std::vector<float> a = RandomFloats((ta ? k : m) * lda, 16);
         std::vector<float> b = RandomFloats((tb ? n : k) * ldb, 17);
         std::vector<float> c = RandomFloats(m * ldc, 18);
-        DeviceArray<float> da(a), db(b), dc(c);
-        ASSERT_TRUE(
-            cuda_->Gemm(ta, tb, m, n, k, 0.75f, da.get(), lda, db.get(), ldb, 0.5f, dc.get(), ldc)
-                .ok());
-        ASSERT_TRUE(
-            cpu_->Gemm(ta, tb, m, n, k, 0.75f, a.data(), lda, b.data(), ldb, 0.5f, c.data(), ldc)
-                .ok());
-        EXPECT_TRUE(AllClose(dc.Download(), c, 1e-4, 1e-4))
+        EXPECT_TRUE(GemmMatches(ta, tb, m, n, k, 0.75f, a, lda, b, ldb, 0.5f, c, c, ldc, 0))
             << "ta=" << ta << " tb=" << tb << " cuBLASLt " << lt;
       }
     }
@@ -307,22 +318,15 @@ TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
                       ldc = cs.n + 2;
         std::vector<float> a = RandomFloats(cs.m * lda + offset, 41);
         std::vector<float> b = RandomFloats((tb ? cs.n : cs.k) * ldb + offset, 42);
-        std::vector<float> c = RandomFloats(cs.m * ldc + offset, 43);
-        if (beta == 0.0f) {
-          for (int64_t r = 0; r < cs.m; ++r) c[offset + r * ldc] = std::nanf("");
+        std::vector<float> c = RandomFloats(cs.m * ldc + offset, 43), c_gpu = c;
+        if (beta == 0.0f) {  // NaNs where the GPU must not read, zeros for the CPU
+          for (int64_t r = 0; r < cs.m; ++r) {
+            c_gpu[offset + r * ldc] = std::nanf("");
+            c[offset + r * ldc] = 0.0f;
+          }
         }
-        DeviceArray<float> da(a), db(b), dc(c);
-        ASSERT_TRUE((*cuda)
-                        ->Gemm(false, tb, cs.m, cs.n, cs.k, 0.5f, da.get() + offset, lda,
-                               db.get() + offset, ldb, beta, dc.get() + offset, ldc)
-                        .ok());
-        if (beta == 0.0f) {
-          for (int64_t r = 0; r < cs.m; ++r) c[offset + r * ldc] = 0.0f;
-        }
-        ASSERT_TRUE(cpu_->Gemm(false, tb, cs.m, cs.n, cs.k, 0.5f, a.data() + offset, lda,
-                               b.data() + offset, ldb, beta, c.data() + offset, ldc)
-                        .ok());
-        EXPECT_TRUE(AllClose(dc.Download(), c, 1e-4, 1e-4))
+        EXPECT_TRUE(GemmMatches(false, tb, cs.m, cs.n, cs.k, 0.5f, a, lda, b, ldb, beta, c_gpu, c,
+                                ldc, offset))
             << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " tb=" << tb << " beta=" << beta;
       }
     }
@@ -330,7 +334,29 @@ TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
   (*cuda)->SetSmallGemm(was_on);
 }
 
-class CublasLtTest : public CudaKernelsTest, public ::testing::WithParamInterface<bool> {};
+// cuBLASLt on, autotuned (the parameter) or not, for each test; the settings restored after.
+class CublasLtTest : public CudaKernelsTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override {
+    CudaKernelsTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    lt_ = *cuda;
+    was_on_ = lt_->cublas_lt();
+    ASSERT_TRUE(lt_->SetCublasLt(true).ok());
+    was_tuning_ = lt_->gemm_autotune();
+    ASSERT_TRUE(lt_->SetGemmAutotune(GetParam()).ok());
+  }
+  void TearDown() override {
+    if (lt_ == nullptr) return;
+    EXPECT_TRUE(lt_->SetGemmAutotune(was_tuning_).ok());
+    EXPECT_TRUE(lt_->SetCublasLt(was_on_).ok());
+  }
+
+  CudaKernels* lt_ = nullptr;
+  bool was_on_ = false, was_tuning_ = false;
+};
 
 // cuBLASLt with memoized plans, with the heuristic's algorithm and autotuned: every transpose,
 // one row to many, operands offset by a few floats from the allocation (so less than 256-byte
@@ -339,15 +365,9 @@ class CublasLtTest : public CudaKernelsTest, public ::testing::WithParamInterfac
 // a candidate that wrote c would show here as c counted twice.
 TEST_P(CublasLtTest, MatchesTheCpu) {
   const bool tune = GetParam();
-  absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
-  ASSERT_TRUE(cuda.ok()) << cuda.status();
-  const bool was_on = (*cuda)->cublas_lt();
-  ASSERT_TRUE((*cuda)->SetCublasLt(true).ok());
-  const bool was_tuning = (*cuda)->gemm_autotune();
-  ASSERT_TRUE((*cuda)->SetGemmAutotune(tune).ok());
-  const int64_t planned = (*cuda)->lt_problems_planned();
-  const int64_t tuned = (*cuda)->lt_classes_tuned();
-  const int64_t unsupported = (*cuda)->lt_problems_unsupported();
+  const int64_t planned = lt_->lt_problems_planned();
+  const int64_t tuned = lt_->lt_classes_tuned();
+  const int64_t unsupported = lt_->lt_problems_unsupported();
   int problems = 0;
   for (int64_t m : {1, 7, 64, 300, 301}) {
     for (bool ta : {false, true}) {
@@ -359,19 +379,10 @@ TEST_P(CublasLtTest, MatchesTheCpu) {
             const int64_t a_size = (ta ? k : m) * lda + offset,
                           b_size = (tb ? n : k) * ldb + offset;
             std::vector<float> a = RandomFloats(a_size, 21), b = RandomFloats(b_size, 22);
-            std::vector<float> c0 = RandomFloats(m * ldc + offset, 23);
-            DeviceArray<float> da(a), db(b);
+            const std::vector<float> c = RandomFloats(m * ldc + offset, 23);
             for (int call = 0; call < 2; ++call) {
-              DeviceArray<float> dc(c0);
-              std::vector<float> c = c0;
-              ASSERT_TRUE((*cuda)
-                              ->Gemm(ta, tb, m, n, k, 0.75f, da.get() + offset, lda,
-                                     db.get() + offset, ldb, beta, dc.get() + offset, ldc)
-                              .ok());
-              ASSERT_TRUE(cpu_->Gemm(ta, tb, m, n, k, 0.75f, a.data() + offset, lda,
-                                     b.data() + offset, ldb, beta, c.data() + offset, ldc)
-                              .ok());
-              EXPECT_TRUE(AllClose(dc.Download(), c, 1e-4, 1e-4))
+              EXPECT_TRUE(
+                  GemmMatches(ta, tb, m, n, k, 0.75f, a, lda, b, ldb, beta, c, c, ldc, offset))
                   << "m=" << m << " ta=" << ta << " tb=" << tb << " offset=" << offset
                   << " beta=" << beta << " call " << call;
             }
@@ -382,49 +393,31 @@ TEST_P(CublasLtTest, MatchesTheCpu) {
     }
   }
   // One plan per problem, not per call (unless the cache was full and dropped them).
-  EXPECT_LE((*cuda)->lt_problems_planned() - planned, problems);
-  EXPECT_EQ((*cuda)->lt_problems_unsupported(), unsupported);
+  EXPECT_LE(lt_->lt_problems_planned() - planned, problems);
+  EXPECT_EQ(lt_->lt_problems_unsupported(), unsupported);
   // Tuning: once per class, and 300 and 301 rows are one class (m rounded up to 384).
   if (tune) {
-    EXPECT_GT((*cuda)->lt_classes_tuned(), tuned);
-    EXPECT_LT((*cuda)->lt_classes_tuned() - tuned, problems);
+    EXPECT_GT(lt_->lt_classes_tuned(), tuned);
+    EXPECT_LT(lt_->lt_classes_tuned() - tuned, problems);
   } else {
-    EXPECT_EQ((*cuda)->lt_classes_tuned(), tuned);
+    EXPECT_EQ(lt_->lt_classes_tuned(), tuned);
   }
-  ASSERT_TRUE((*cuda)->SetGemmAutotune(was_tuning).ok());
-  ASSERT_TRUE((*cuda)->SetCublasLt(was_on).ok());
 }
 
 // A class first planned (and tuned) on operands whose rows are 16-byte aligned, then the same
 // sizes offset by one float (4-byte aligned): the class's algorithm may need more than that,
 // and must not be used for them.
 TEST_P(CublasLtTest, AlignedThenOffsetOperands) {
-  const bool tune = GetParam();
-  absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
-  ASSERT_TRUE(cuda.ok()) << cuda.status();
-  const bool was_on = (*cuda)->cublas_lt();
-  ASSERT_TRUE((*cuda)->SetCublasLt(true).ok());
-  const bool was_tuning = (*cuda)->gemm_autotune();
-  ASSERT_TRUE((*cuda)->SetGemmAutotune(tune).ok());
   const int64_t m = 64, n = 48, k = 160;
   for (int64_t offset : {0, 1, 2, 0}) {
     const int64_t lda = k + 4, ldb = n + 4, ldc = n + 4;  // rows of 16-byte multiples
     std::vector<float> a = RandomFloats(m * lda + offset, 31),
                        b = RandomFloats(k * ldb + offset, 32);
     std::vector<float> c = RandomFloats(m * ldc + offset, 33);
-    DeviceArray<float> da(a), db(b), dc(c);
-    ASSERT_TRUE((*cuda)
-                    ->Gemm(false, false, m, n, k, 1.0f, da.get() + offset, lda, db.get() + offset,
-                           ldb, 1.0f, dc.get() + offset, ldc)
-                    .ok());
-    ASSERT_TRUE(cpu_->Gemm(false, false, m, n, k, 1.0f, a.data() + offset, lda, b.data() + offset,
-                           ldb, 1.0f, c.data() + offset, ldc)
-                    .ok());
-    EXPECT_TRUE(AllClose(dc.Download(), c, 1e-4, 1e-4)) << "offset " << offset;
+    EXPECT_TRUE(GemmMatches(false, false, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, c, ldc, offset))
+        << "offset " << offset;
   }
-  ASSERT_TRUE((*cuda)->Synchronize().ok());
-  ASSERT_TRUE((*cuda)->SetGemmAutotune(was_tuning).ok());
-  ASSERT_TRUE((*cuda)->SetCublasLt(was_on).ok());
+  ASSERT_TRUE(lt_->Synchronize().ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(HeuristicAndTuned, CublasLtTest, ::testing::Bool(),
