@@ -20,9 +20,10 @@
 // instructions, backward 16) alone, as the generated kernel and as the interpreter (its scratch
 // temporaries then in a device buffer): device_us per launch from CUDA events over 100 launches
 // queued behind a delay kernel (so the device's time alone), host_us per Elementwise call.
-// BM_GemmCall times the rounds' GEMM shapes through cublasSgemm (the default), cuBLASLt with
-// the heuristic's algorithm and cuBLASLt autotuned (CAVS_CUBLASLT=1, and CAVS_GEMM_AUTOTUNE=1
-// with it, run the engine rows the other ways; cuda_gemm.h): host_us per call, device_us per
+// BM_GemmCall times the rounds' GEMM shapes through cublasSgemm, cuBLASLt with the heuristic's
+// algorithm (the default where the small GEMM does not run), cuBLASLt autotuned and the
+// small-GEMM kernel (CAVS_CUBLASLT=0, CAVS_GEMM_AUTOTUNE=1 and CAVS_SMALL_GEMM=0 or 1 run the
+// engine rows the other ways; cuda_gemm.h, small_gemm.h): host_us per call, device_us per
 // GEMM, as above; an autotuned row's label names the choice and the candidates timed.
 // The *_overlap variants take each batch's Plan from a PlanQueue (scheduler/plan_queue.h):
 // $CAVS_PLAN_THREADS (default 4) host threads build the next batches' plans while the current
@@ -373,21 +374,28 @@ void BM_TreeLstm(benchmark::State& state, bool train, bool overlap, bool pipelin
 // The element-wise and GEMM paths of one process, set for one benchmark run and restored.
 class PathSetting {
  public:
-  // 0: generated kernels + cublasSgemm (the defaults), 1: + cuBLASLt, 2: + cuBLASLt autotuned,
-  // 3: the interpreter + cublasSgemm, 4: generated kernels + the small-GEMM kernel.
+  // 0: generated kernels + cublasSgemm, 1: + cuBLASLt, 2: + cuBLASLt autotuned, 3: the
+  // interpreter + cublasSgemm, 4: generated kernels + the small-GEMM kernel wherever it applies
+  // (cublasSgemm elsewhere), 5: the defaults (generated kernels, the small GEMM where faster,
+  // cuBLASLt elsewhere). Paths 0 to 3 have the small GEMM off.
   static absl::StatusOr<PathSetting> Set(int path) {
     CAVS_ASSIGN_OR_RETURN(ops::CudaKernels * k, ops::GetCudaKernels(0));
     PathSetting s(k);
-    k->SetSmallGemm(path == 4);
+    using Small = ops::CudaKernels::SmallGemm;
+    k->SetSmallGemm(path == 4 ? Small::kEverywhere : path == 5 ? Small::kWhereFaster : Small::kOff);
     CAVS_RETURN_IF_ERROR(k->SetFusedElementwise(path != 3));
-    CAVS_RETURN_IF_ERROR(k->SetCublasLt(path == 1 || path == 2));
-    if (path == 1 || path == 2) CAVS_RETURN_IF_ERROR(k->SetGemmAutotune(path == 2));
+    const bool lt = path == 1 || path == 2 || path == 5;
+    CAVS_RETURN_IF_ERROR(k->SetCublasLt(lt));
+    if (lt) CAVS_RETURN_IF_ERROR(k->SetGemmAutotune(path == 2));
     return s;
   }
   static const char* Name(int path) {
-    static const char* kNames[] = {"generated + cublasSgemm", "generated + cuBLASLt",
-                                   "generated + cuBLASLt autotuned", "interpreter + cublasSgemm",
-                                   "generated + small GEMM"};
+    static const char* kNames[] = {"generated + cublasSgemm",
+                                   "generated + cuBLASLt",
+                                   "generated + cuBLASLt autotuned",
+                                   "interpreter + cublasSgemm",
+                                   "generated + small GEMM",
+                                   "defaults: generated + small GEMM where faster + cuBLASLt"};
     return kNames[path];
   }
   absl::Status Restore() {
@@ -405,7 +413,8 @@ class PathSetting {
         tuning_(k->gemm_autotune()),
         small_(k->small_gemm()) {}
   ops::CudaKernels* k_;
-  bool fused_, lt_, tuning_, small_;
+  bool fused_, lt_, tuning_;
+  ops::CudaKernels::SmallGemm small_;
 };
 
 // The paths against each other in one process: range(0) the path (PathSetting), range(1) the
@@ -686,6 +695,7 @@ void BM_GemmCall(benchmark::State& state) {
   const CallTimes t = ok ? TimeCalls(state, (*kernels)->stream(), call) : CallTimes{false};
   const bool left_to_sgemm = (*kernels)->lt_problems_to_sgemm() > to_sgemm;
   const bool timed = (*kernels)->lt_classes_tuned() > tuned;
+  const std::string tuning = timed ? (*kernels)->lt_last_tuning() : "";  // Restore clears it
   ok = (!setting.ok() || setting->Restore().ok()) && ok && t.ok;
   if (!ok) state.SkipWithError("a CUDA call or GEMM failed");
   if (t.calls > 0) {
@@ -695,9 +705,9 @@ void BM_GemmCall(benchmark::State& state) {
   }
   const char* how[] = {"cublasSgemm", "cuBLASLt heuristic", "cuBLASLt autotuned",
                        "small GEMM (small_gemm.h; cublasSgemm where it does not apply)"};
-  state.SetLabel(absl::StrCat(
-      how[mode], mode == 2 && timed ? " [" + (*kernels)->lt_last_tuning() + "]" : "",
-      left_to_sgemm ? " -> cublasSgemm" : "", ", ", g.what, " m=", g.m, " n=", g.n, " k=", g.k));
+  state.SetLabel(absl::StrCat(how[mode], mode == 2 && timed ? " [" + tuning + "]" : "",
+                              left_to_sgemm ? " -> cublasSgemm" : "", ", ", g.what, " m=", g.m,
+                              " n=", g.n, " k=", g.k));
 }
 
 BENCHMARK(BM_DeviceCeilings)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -728,7 +738,7 @@ BENCHMARK_CAPTURE(BM_TreeLstm, infer_overlap, false, true, false)->Arg(256)->App
 BENCHMARK_CAPTURE(BM_TreeLstm, infer_pipelined, false, true, true)->Arg(256)->Apply(bench::Timed);
 
 BENCHMARK(BM_TreeLstmPaths)
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1, 2, 3}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3}})
     ->Repetitions(3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()

@@ -1,6 +1,7 @@
 #include "ops/cuda/cuda_kernels.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "ops/cuda/cuda_reduce.h"
 #include "ops/cuda/cuda_softmax.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/small_gemm.h"
 
 namespace cavs::ops {
 
@@ -69,9 +71,13 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, backend->stream()));
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
   CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
-  kernels->SetSmallGemm(core::EnvFlag("CAVS_SMALL_GEMM", false));
-  // cublasSgemm unless CAVS_CUBLASLT=1 (then cuBLASLt with memoized plans).
-  CAVS_RETURN_IF_ERROR(kernels->SetCublasLt(core::EnvFlag("CAVS_CUBLASLT", false)));
+  if (std::getenv("CAVS_SMALL_GEMM") != nullptr) {  // else where faster
+    kernels->SetSmallGemm(core::EnvFlag("CAVS_SMALL_GEMM", false) ? SmallGemm::kEverywhere
+                                                                  : SmallGemm::kOff);
+  }
+  // cuBLASLt with memoized plans (run 7: ahead of cublasSgemm in 11 of 12 batch-256 rows of
+  // three processes) unless CAVS_CUBLASLT=0 (then cublasSgemm).
+  CAVS_RETURN_IF_ERROR(kernels->SetCublasLt(core::EnvFlag("CAVS_CUBLASLT", true)));
   return kernels;
 }
 
@@ -157,7 +163,9 @@ absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
   if (k > 0) CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", m, n, {a, b}));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  if (small_gemm_) {  // NotFound where it does not apply
+  if (small_gemm_ == SmallGemm::kEverywhere ||
+      (small_gemm_ == SmallGemm::kWhereFaster &&
+       small_gemm::Faster(trans_a, trans_b, m, n, k, num_sms_))) {  // NotFound where it cannot
     const absl::Status s = SmallGemmRowMajor(backend_->stream(), trans_a, trans_b, m, n, k, alpha,
                                              a, lda, b, ldb, beta, c, ldc);
     if (!absl::IsNotFound(s)) return s;

@@ -13,12 +13,13 @@
 // up to summation order. SetAllowTf32(true) lets cuBLAS use TF32 tensor cores (about 10 bits of
 // mantissa in the products), faster and less exact.
 //
-// Gemm is cublasSgemm, or with SetCublasLt(true) (or CAVS_CUBLASLT=1) cuBLASLt with a plan
-// memoized per problem (cuda_gemm.h: no heuristic query per call), falling back to cublasSgemm
-// where cuBLASLt has no algorithm. On an H100 the cuBLASLt call took 2 to 3.5 us less host time
-// than cublasSgemm at every round shape, for the same device time (bench/RESULTS.md, run 6),
-// but the engine's rows did not separate the two (they moved more between processes than
-// between paths), so cublasSgemm, the path of the measured table, stays the default.
+// Gemm is, by default, the small-GEMM kernel where run 7 measured it faster (small_gemm.h:
+// the Tree-LSTM's forward rounds, a few rows against a wide weight) and elsewhere cuBLASLt with
+// a plan memoized per problem (cuda_gemm.h: no heuristic query per call), falling back to
+// cublasSgemm where cuBLASLt has no algorithm. In run 7 (H100, batch 256, three processes)
+// cuBLASLt was ahead of cublasSgemm in 11 of 12 rows, and these defaults led every other path
+// in 3 of 4 rows of one process and tied the fourth (bench/RESULTS.md). SetCublasLt(false) (or
+// CAVS_CUBLASLT=0) gives plain cublasSgemm; SetSmallGemm chooses where the small GEMM runs.
 // SetGemmAutotune(true) (or CAVS_GEMM_AUTOTUNE=1, with cuBLASLt on) times candidate algorithms
 // on the device once per class of problems and keeps the fastest (cuda_gemm.h).
 //
@@ -90,8 +91,8 @@ class CudaKernels final : public Kernels {
   // Program shapes compiled so far by the generated-kernel path.
   int64_t fused_kernels_compiled() const;
 
-  // Gemm through cuBLASLt with memoized plans (on, or CAVS_CUBLASLT=1), or cublasSgemm (off,
-  // the default). Turning it on allocates cuBLASLt's workspace.
+  // Gemm through cuBLASLt with memoized plans (on, the default), or cublasSgemm (off, or
+  // CAVS_CUBLASLT=0). Turning it on allocates cuBLASLt's workspace.
   [[nodiscard]] absl::Status SetCublasLt(bool on);
   bool cublas_lt() const { return lt_ != nullptr; }
   // Autotuning of the cuBLASLt path's algorithms (off unless CAVS_GEMM_AUTOTUNE=1); an error
@@ -107,12 +108,14 @@ class CudaKernels final : public Kernels {
   // CublasLtGemm::last_tuning (empty while cuBLASLt is off).
   std::string lt_last_tuning() const;
 
-  // Gemm through the small-GEMM kernel (small_gemm.h) where a is not transposed and m is at
-  // most small_gemm::kMaxRows: the rounds' GEMMs, one launch whose 16 x 32 tiles spread over
-  // the chip; fp32 whatever the TF32 setting. Off by default (CAVS_SMALL_GEMM=1 turns it on):
-  // not yet run on a GPU.
-  void SetSmallGemm(bool on) { small_gemm_ = on; }
-  bool small_gemm() const { return small_gemm_; }
+  // Where Gemm uses the small-GEMM kernel (small_gemm.h; one launch whose 16 x 32 tiles spread
+  // over the chip; fp32 whatever the TF32 setting): nowhere, where run 7 measured it faster than
+  // cuBLAS (small_gemm::Faster: the Tree-LSTM's forward rounds; the default), or wherever it
+  // applies (a not transposed, m <= small_gemm::kMaxRows; for tests and A/B rows).
+  // CAVS_SMALL_GEMM=0 and =1 choose the first and the last.
+  enum class SmallGemm { kOff, kWhereFaster, kEverywhere };
+  void SetSmallGemm(SmallGemm use) { small_gemm_ = use; }
+  SmallGemm small_gemm() const { return small_gemm_; }
 
   // Lets Gemm use TF32 tensor cores (off by default).
   [[nodiscard]] absl::Status SetAllowTf32(bool allow);
@@ -132,7 +135,7 @@ class CudaKernels final : public Kernels {
   std::unique_ptr<CudaFusedElementwise> fused_;
   std::unique_ptr<CublasLtGemm> lt_;
   bool allow_tf32_ = false;
-  bool small_gemm_ = false;
+  SmallGemm small_gemm_ = SmallGemm::kWhereFaster;
 };
 
 // The kernels of cuda:`ordinal`, created on first use and never destroyed; an error where the

@@ -1,3 +1,5 @@
+#include <cuda_pipeline.h>
+
 #include <algorithm>
 #include <atomic>
 
@@ -10,19 +12,36 @@ namespace {
 
 namespace sg = small_gemm;
 
+// One float into shared memory without waiting for it (cp.async); zero past the edges.
+struct CopyAsync {
+  __device__ void operator()(float* dst, const float* src) const {
+    if (src != nullptr) {
+      __pipeline_memcpy_async(dst, src, sizeof(float));
+    } else {
+      *dst = 0.0f;
+    }
+  }
+};
+
 __global__ void __launch_bounds__(sg::kThreads) SmallGemmKernel(sg::Args g) {
-  extern __shared__ float shared[];
+  extern __shared__ float4 shared4[];  // 16-byte aligned: Read4's reads
+  float* shared = reinterpret_cast<float*>(shared4);
   float* as = shared;
   float* bs = shared + g.chunk * sg::kPitchA;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float acc[16] = {};
   for (int k0 = 0; k0 < g.k; k0 += g.chunk) {
     const int len = min(g.chunk, g.k - k0);
-    sg::LoadChunk(g, blockIdx.x, blockIdx.y, threadIdx.x, k0, len, as, bs);
+    if (k0 > 0) __syncthreads();  // the last chunk's reads are done before it is overwritten
+    sg::LoadChunk(g, blockIdx.x, blockIdx.y, threadIdx.x, k0, len, as, bs, CopyAsync{});
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
     __syncthreads();
     sg::AccumulateChunk(threadIdx.x, len, as, bs, acc);
-    __syncthreads();  // the next chunk overwrites what this one read
   }
-  sg::Store(g, blockIdx.x, blockIdx.y, threadIdx.x, acc);
+  __syncthreads();  // the partial tiles overwrite the operands
+  sg::Park(threadIdx.x, acc, shared);
+  __syncthreads();
+  sg::Store(g, blockIdx.x, blockIdx.y, threadIdx.x, shared);
 }
 
 // Devices whose kernel attribute is set (up to 64 ordinals).

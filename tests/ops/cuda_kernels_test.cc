@@ -276,12 +276,15 @@ TEST_F(CudaKernelsTest, ColumnReductionsAndFillMatchTheCpu) {
   EXPECT_EQ(buf.Download(), want);
 }
 
-// Through cublasSgemm (the default) and through cuBLASLt with the heuristic's algorithm (or
-// autotuned, where CAVS_GEMM_AUTOTUNE=1).
+// Through cublasSgemm and through cuBLASLt with the heuristic's algorithm (the default; or
+// autotuned, where CAVS_GEMM_AUTOTUNE=1), the small GEMM off; then with the default small-GEMM
+// setting, which takes the untransposed problem.
 TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
   absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   const bool was_lt = (*cuda)->cublas_lt();
+  const CudaKernels::SmallGemm was_small = (*cuda)->small_gemm();
+  (*cuda)->SetSmallGemm(CudaKernels::SmallGemm::kOff);
   for (bool lt : {false, true}) {
     ASSERT_TRUE((*cuda)->SetCublasLt(lt).ok());
     const int64_t m = 67, n = 45, k = 129;
@@ -297,6 +300,12 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
     }
   }
   ASSERT_TRUE((*cuda)->SetCublasLt(was_lt).ok());
+  (*cuda)->SetSmallGemm(CudaKernels::SmallGemm::kWhereFaster);
+  const int64_t m = 64, n = 750, k = 300;  // a forward round: small_gemm::Faster
+  std::vector<float> a = RandomFloats(m * k, 19), b = RandomFloats(k * n, 20),
+                     c = RandomFloats(m * n, 21);
+  EXPECT_TRUE(GemmMatches(false, false, m, n, k, 1.0f, a, k, b, n, 1.0f, c, c, n, 0));
+  (*cuda)->SetSmallGemm(was_small);
 }
 
 // The small-GEMM kernel (small_gemm.h), where it applies (a not transposed, m <= 512), against
@@ -305,8 +314,8 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
 TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
   absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
-  const bool was_on = (*cuda)->small_gemm();
-  (*cuda)->SetSmallGemm(true);
+  const CudaKernels::SmallGemm was_on = (*cuda)->small_gemm();
+  (*cuda)->SetSmallGemm(CudaKernels::SmallGemm::kEverywhere);
   struct Case {
     int64_t m, n, k;
   };

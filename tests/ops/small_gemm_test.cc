@@ -22,25 +22,29 @@ namespace {
 
 namespace sg = small_gemm;
 
-// The kernel's grid, block by block, with a barrier between phases.
+// The kernel's grid, block by block, with a barrier between phases (the copies, asynchronous
+// on the GPU, are done by the barrier after them).
 void Emulate(const sg::Args& g) {
   std::vector<float> shared(sg::SharedFloats(g.chunk));
   float* as = shared.data();
   float* bs = shared.data() + g.chunk * sg::kPitchA;
+  const auto copy = [](float* dst, const float* src) { *dst = src != nullptr ? *src : 0.0f; };
   const int grid_x = (g.n + sg::kCols - 1) / sg::kCols, grid_y = (g.m + sg::kRows - 1) / sg::kRows;
   for (int by = 0; by < grid_y; ++by) {
     for (int bx = 0; bx < grid_x; ++bx) {
-      // Poisoned: a thread reading shared memory no thread wrote this chunk shows as NaN.
-      std::vector<float> acc(4 * sg::kThreads, 0.0f);
+      std::vector<float> acc(16 * sg::kThreads, 0.0f);
       for (int k0 = 0; k0 < g.k; k0 += g.chunk) {
         const int len = std::min(g.chunk, g.k - k0);
+        // Poisoned: a thread reading shared memory no thread wrote this chunk shows as NaN.
         std::fill(shared.begin(), shared.end(), std::numeric_limits<float>::quiet_NaN());
-        for (int t = 0; t < sg::kThreads; ++t) sg::LoadChunk(g, bx, by, t, k0, len, as, bs);
+        for (int t = 0; t < sg::kThreads; ++t) sg::LoadChunk(g, bx, by, t, k0, len, as, bs, copy);
         for (int t = 0; t < sg::kThreads; ++t) {
-          sg::AccumulateChunk(t, len, as, bs, acc.data() + 4 * t);
+          sg::AccumulateChunk(t, len, as, bs, acc.data() + 16 * t);
         }
       }
-      for (int t = 0; t < sg::kThreads; ++t) sg::Store(g, bx, by, t, acc.data() + 4 * t);
+      std::fill(shared.begin(), shared.end(), std::numeric_limits<float>::quiet_NaN());
+      for (int t = 0; t < sg::kThreads; ++t) sg::Park(t, acc.data() + 16 * t, shared.data());
+      for (int t = 0; t < sg::kThreads; ++t) sg::Store(g, bx, by, t, shared.data());
     }
   }
 }
@@ -104,6 +108,22 @@ TEST(SmallGemmTest, EmulatedKernelMatchesTheCpu) {
       }
     }
   }
+}
+
+// Where the kernel runs by default (CudaKernels' kWhereFaster): the forward rounds' shapes on
+// an H100's 132 multiprocessors, not the shapes run 7 measured slower.
+TEST(SmallGemmTest, FasterOnlyWhereMeasuredFaster) {
+  constexpr int kH100 = 132;
+  EXPECT_EQ(sg::Blocks(64, 750), 96);
+  EXPECT_TRUE(sg::Faster(false, false, 64, 750, 300, kH100));  // Tree-LSTM forward round
+  EXPECT_TRUE(sg::Faster(false, false, 1, 1, 1, kH100));
+  EXPECT_FALSE(sg::Faster(false, false, 512, 750, 300, kH100));  // 768 blocks
+  EXPECT_FALSE(sg::Faster(false, false, 64, 2048, 512, kH100));  // LSTM recurrent, 256 blocks
+  EXPECT_FALSE(sg::Faster(false, true, 64, 300, 750, kH100));    // backward to the inputs
+  EXPECT_FALSE(sg::Faster(true, false, 300, 750, 64, kH100));    // weight gradient
+  EXPECT_FALSE(sg::Faster(false, false, 16, 32, sg::kMaxChunk + 1, kH100));  // two chunks
+  EXPECT_FALSE(sg::Faster(false, false, 64, 750, 0, kH100));
+  EXPECT_FALSE(sg::Faster(false, false, 64, 750, 300, 95));  // a smaller chip
 }
 
 }  // namespace
