@@ -1,6 +1,7 @@
 #include "scheduler/engine_record.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
@@ -487,11 +488,15 @@ size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
   ops::Kernels* k = &k_;
   const int64_t m = r1 - r0;
   const int count = static_cast<int>(copies.size());
+  // The launch owns the copies (moved, not copied, into it).
   if (gather) {
-    b_.launches.push_back([=]() { return k->GatherRowsMulti(copies.data(), count, m); });
+    b_.launches.push_back([k, m, count, copies = std::move(copies)]() {
+      return k->GatherRowsMulti(copies.data(), count, m);
+    });
   } else {
-    b_.launches.push_back(
-        [=]() { return k->ScatterAddRowsMulti(copies.data(), count, m, unique); });
+    b_.launches.push_back([k, m, count, unique, copies = std::move(copies)]() {
+      return k->ScatterAddRowsMulti(copies.data(), count, m, unique);
+    });
   }
   return end;
 }

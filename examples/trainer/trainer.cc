@@ -6,6 +6,7 @@
 #include <numeric>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -158,14 +159,17 @@ int Trainer::PlanThreads() const {
 
 std::unique_ptr<scheduler::PlanQueue> Trainer::QueueBatches(
     const std::vector<scheduler::Graph>& graphs, const std::vector<size_t>& order, size_t first,
-    size_t last, size_t batch) const {
+    size_t last, size_t batch, bool rank_slice) const {
   const size_t count = last > first ? (last - first + batch - 1) / batch : 0;
+  const int rank = this->rank(), world = world_size();
   return std::make_unique<scheduler::PlanQueue>(
       engine_.get(), static_cast<int64_t>(count),
-      [&graphs, &order, first, last, batch](int64_t i) {
-        const size_t begin = first + static_cast<size_t>(i) * batch;
+      [&graphs, &order, first, last, batch, rank_slice, rank, world](int64_t i) {
+        size_t begin = first + static_cast<size_t>(i) * batch;
+        size_t end = std::min(last, begin + batch);
+        if (rank_slice) std::tie(begin, end) = RankSlice(begin, end, rank, world);
         return std::make_shared<const std::vector<scheduler::Graph>>(
-            Slice(graphs, order, begin, std::min(last, begin + batch)));
+            Slice(graphs, order, begin, end));
       },
       scheduler::PlanQueueOptions{.threads = PlanThreads()});
 }

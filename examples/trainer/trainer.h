@@ -110,11 +110,13 @@ class Trainer {
   // Host threads that plan batches ahead: --plan-threads, where -1 means none on the CPU (its
   // cores run the step) and min(4, cores - 1) on a GPU.
   int PlanThreads() const;
-  // The batches of graphs[order[first..last)], `batch` at a time, sliced and planned ahead by
-  // PlanThreads() threads. `graphs` and `order` must outlive the queue.
+  // The batches of graphs[order[first..last)], `batch` at a time (with `rank_slice`, this
+  // rank's slice of each: RankSlice), sliced and planned ahead by PlanThreads() threads.
+  // `graphs` and `order` must outlive the queue.
   std::unique_ptr<scheduler::PlanQueue> QueueBatches(const std::vector<scheduler::Graph>& graphs,
                                                      const std::vector<size_t>& order, size_t first,
-                                                     size_t last, size_t batch) const;
+                                                     size_t last, size_t batch,
+                                                     bool rank_slice = false) const;
   // trainer_distributed.cc: the communicator, strategy and synchronizer; one distributed
   // epoch and step; sums over ranks.
   [[nodiscard]] absl::Status SetUpDistributed();

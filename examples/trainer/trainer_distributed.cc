@@ -152,22 +152,11 @@ absl::StatusOr<double> Trainer::TrainEpochDistributed(int epoch, double* trees_p
   int64_t labelled = 0;
   // This rank's slice of each step's global batch, planned ahead as in TrainEpoch (with
   // PlanThreads() threads; none on the CPU by default).
-  const size_t batch = config_.batch;
-  const size_t steps = (train.size() + batch - 1) / batch;
-  scheduler::PlanQueue queue(
-      engine_.get(), static_cast<int64_t>(steps),
-      [this, &order, &train, batch](int64_t s) {
-        const size_t begin = static_cast<size_t>(s) * batch;
-        auto [first, last] =
-            RankSlice(begin, std::min(train.size(), begin + batch), rank(), world_size());
-        auto graphs = std::make_shared<std::vector<scheduler::Graph>>();
-        for (size_t i = first; i < last; ++i) graphs->push_back(train[order[i]]);
-        return std::shared_ptr<const std::vector<scheduler::Graph>>(std::move(graphs));
-      },
-      scheduler::PlanQueueOptions{.threads = PlanThreads()});
+  std::unique_ptr<scheduler::PlanQueue> queue =
+      QueueBatches(train, order, 0, train.size(), config_.batch, /*rank_slice=*/true);
   for (size_t begin = 0; begin < train.size(); begin += config_.batch) {
     const size_t end = std::min(train.size(), begin + config_.batch);
-    CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, DistributedStep(queue));
+    CAVS_ASSIGN_OR_RETURN(scheduler::RunResult r, DistributedStep(*queue));
     loss_sum += r.loss_sum;
     labelled += r.labelled;
     bar.Update(static_cast<int64_t>(end), labelled > 0 ? loss_sum / labelled : 0.0);

@@ -66,12 +66,15 @@ absl::Status CublasGemmRowMajor(cublasHandle_t handle, bool trans_a, bool trans_
   return absl::OkStatus();
 }
 
-absl::Status SmallGemmRowMajor(cudaStream_t stream, bool trans_a, bool trans_b, int64_t m,
-                               int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+absl::Status SmallGemmRowMajor(cudaStream_t stream, size_t shared_bytes, bool trans_a, bool trans_b,
+                               int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                               int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                               int64_t ldc) {
   CAVS_RETURN_IF_ERROR(CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc));
   if (m == 0 || n == 0) return absl::OkStatus();
-  if (trans_a || k == 0 || m > small_gemm::kMaxRows) {
+  const int chunk = static_cast<int>(std::min<int64_t>(k, small_gemm::kMaxChunk));
+  if (trans_a || k == 0 || m > small_gemm::kMaxRows ||
+      small_gemm::SharedFloats(chunk) * sizeof(float) > shared_bytes) {
     return absl::NotFoundError("not a small GEMM");
   }
   CAVS_CUDA_RETURN_IF_ERROR(

@@ -30,12 +30,14 @@ namespace cavs::ops {
                                               int64_t ldb, float beta, float* c, int64_t ldc);
 
 // The same GEMM through the small-GEMM kernel (small_gemm.h; one launch, 16 x 32 tiles) where
-// it applies: a not transposed, 0 < m <= small_gemm::kMaxRows, k > 0. NotFound elsewhere (the
-// caller then uses cuBLAS).
-[[nodiscard]] absl::Status SmallGemmRowMajor(cudaStream_t stream, bool trans_a, bool trans_b,
-                                             int64_t m, int64_t n, int64_t k, float alpha,
-                                             const float* a, int64_t lda, const float* b,
-                                             int64_t ldb, float beta, float* c, int64_t ldc);
+// it applies: a not transposed, 0 < m <= small_gemm::kMaxRows, k > 0, and a chunk's shared
+// memory within `shared_bytes` (what PrepareSmallGemm returned for the current device).
+// NotFound elsewhere (the caller then uses cuBLAS).
+[[nodiscard]] absl::Status SmallGemmRowMajor(cudaStream_t stream, size_t shared_bytes, bool trans_a,
+                                             bool trans_b, int64_t m, int64_t n, int64_t k,
+                                             float alpha, const float* a, int64_t lda,
+                                             const float* b, int64_t ldb, float beta, float* c,
+                                             int64_t ldc);
 
 // The same GEMM through cuBLASLt, with the descriptors and the algorithm chosen once per problem
 // (transposes, sizes, row strides, the operands' alignment, TF32) and reused: a call of a known
@@ -64,10 +66,9 @@ namespace cavs::ops {
 // a training run; under stream capture nothing is timed. A problem where cublasSgemm won, or
 // cuBLASLt has nothing, returns NotFound and the caller calls cublasSgemm. Tuned choices can
 // differ between runs (timings are noisy), so results can differ in the last bits between runs.
-// Measured (run 6) with the heuristic's candidates alone and a class per exact problem: the
-// weight gradients' GEMMs 10 to 27% faster, the rounds' GEMMs unchanged, and 449 classes timed;
-// the tile and split-K enumeration and the coarser classes are not yet measured on a GPU, so
-// it stays off by default.
+// Measured (runs 6 and 7, H100): the weight gradients' GEMMs up to 1.28x faster (78 to 61 us
+// at k = 4,096), the rounds' GEMMs within 0.3 us of the heuristic's (about 9 us at 64 rows:
+// no tile or split-K configuration spreads 64 rows over the chip), so it stays off by default.
 //
 // Alignment: cuBLASLt assumes 256-byte aligned operands unless told otherwise, and the engine
 // passes row offsets into its buffers; each problem records the alignment its pointers and row

@@ -17,6 +17,7 @@
 #include "ops/cuda/cuda_gather.h"
 #include "ops/cuda/cuda_gemm.h"
 #include "ops/cuda/cuda_reduce.h"
+#include "ops/cuda/cuda_small_gemm.h"
 #include "ops/cuda/cuda_softmax.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/small_gemm.h"
@@ -71,6 +72,12 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, backend->stream()));
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
   CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
+  // The small GEMM's shared memory, set once here (the device is current), not per launch. A
+  // device that refuses leaves it nowhere to run (NotFound: cuBLAS takes its GEMMs).
+  if (PrepareSmallGemm(&kernels->small_gemm_shared_bytes_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    kernels->small_gemm_shared_bytes_ = 0;
+  }
   if (std::getenv("CAVS_SMALL_GEMM") != nullptr) {  // else where faster
     kernels->SetSmallGemm(core::EnvFlag("CAVS_SMALL_GEMM", false) ? SmallGemm::kEverywhere
                                                                   : SmallGemm::kOff);
@@ -166,8 +173,8 @@ absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
   if (small_gemm_ == SmallGemm::kEverywhere ||
       (small_gemm_ == SmallGemm::kWhereFaster &&
        small_gemm::Faster(trans_a, trans_b, m, n, k, num_sms_))) {  // NotFound where it cannot
-    const absl::Status s = SmallGemmRowMajor(backend_->stream(), trans_a, trans_b, m, n, k, alpha,
-                                             a, lda, b, ldb, beta, c, ldc);
+    const absl::Status s = SmallGemmRowMajor(backend_->stream(), small_gemm_shared_bytes_, trans_a,
+                                             trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (!absl::IsNotFound(s)) return s;
   }
   if (lt_ != nullptr && k > 0) {

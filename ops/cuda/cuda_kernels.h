@@ -29,6 +29,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -136,6 +137,7 @@ class CudaKernels final : public Kernels {
   std::unique_ptr<CublasLtGemm> lt_;
   bool allow_tf32_ = false;
   SmallGemm small_gemm_ = SmallGemm::kWhereFaster;
+  size_t small_gemm_shared_bytes_ = 0;  // PrepareSmallGemm's, for this device
 };
 
 // The kernels of cuda:`ordinal`, created on first use and never destroyed; an error where the

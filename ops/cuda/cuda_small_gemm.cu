@@ -1,7 +1,6 @@
 #include <cuda_pipeline.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "ops/cuda/cuda_small_gemm.h"
 #include "ops/cuda/small_gemm.h"
@@ -44,28 +43,33 @@ __global__ void __launch_bounds__(sg::kThreads) SmallGemmKernel(sg::Args g) {
   sg::Store(g, blockIdx.x, blockIdx.y, threadIdx.x, shared);
 }
 
-// Devices whose kernel attribute is set (up to 64 ordinals).
-std::atomic<uint64_t> g_opted_in{0};
-
 }  // namespace
+
+cudaError_t PrepareSmallGemm(size_t* shared_bytes) {
+  *shared_bytes = 0;
+  int device = 0, optin = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (const cudaError_t e =
+          cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+      e != cudaSuccess) {
+    return e;
+  }
+  const size_t bytes =
+      std::min<size_t>(static_cast<size_t>(optin), sg::SharedFloats(sg::kMaxChunk) * sizeof(float));
+  if (const cudaError_t e = cudaFuncSetAttribute(
+          SmallGemmKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+      e != cudaSuccess) {
+    return e;
+  }
+  *shared_bytes = bytes;
+  return cudaSuccess;
+}
 
 cudaError_t LaunchSmallGemm(cudaStream_t stream, bool trans_b, int64_t m, int64_t n, int64_t k,
                             float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                             float beta, float* c, int64_t ldc) {
   const int chunk = static_cast<int>(std::min<int64_t>(k, sg::kMaxChunk));
   const size_t bytes = static_cast<size_t>(sg::SharedFloats(chunk)) * sizeof(float);
-  if (bytes > 48 * 1024) {
-    int device = 0;
-    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-    const uint64_t bit = uint64_t{1} << (device & 63);
-    if ((g_opted_in.load(std::memory_order_relaxed) & bit) == 0) {
-      const cudaError_t e =
-          cudaFuncSetAttribute(SmallGemmKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(sg::SharedFloats(sg::kMaxChunk) * sizeof(float)));
-      if (e != cudaSuccess) return e;
-      g_opted_in.fetch_or(bit, std::memory_order_relaxed);
-    }
-  }
   sg::Args g{static_cast<int>(m),
              static_cast<int>(n),
              static_cast<int>(k),

@@ -9,6 +9,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/optimizer.h"
@@ -119,6 +121,16 @@ std::vector<Graph> Trees(core::Rng& rng, int count, int max_leaves) {
   return gs;
 }
 
+// `count` chains of 1 to max_len vertices, as Trees.
+std::vector<Graph> Chains(core::Rng& rng, int count, int max_len) {
+  std::vector<Graph> gs;
+  for (int i = 0; i < count; ++i) {
+    gs.push_back(RandomChain(rng, 1 + static_cast<int>(rng.UniformInt(max_len)),
+                             {.vocab = 50, .classes = 5}));
+  }
+  return gs;
+}
+
 RunOptions Options() {
   RunOptions o;
   o.keep_outputs = true;
@@ -164,10 +176,7 @@ TEST(EngineTest, SequenceCellsOnChains) {
   const vertex::models::CellConfig c = Cell();
   core::Rng rng(3);
   std::vector<Graph> gs = {RandomChain(rng, 1000, {.vocab = 50, .classes = 5})};
-  for (int i = 0; i < 30; ++i) {
-    gs.push_back(
-        RandomChain(rng, 1 + static_cast<int>(rng.UniformInt(40)), {.vocab = 50, .classes = 5}));
-  }
+  for (Graph& g : Chains(rng, 30, 40)) gs.push_back(std::move(g));
   for (auto f : {vertex::models::Lstm(c), vertex::models::Gru(c)}) {
     ASSERT_TRUE(f.ok());
     for (Policy policy : {Policy::kHeight, Policy::kDepth, Policy::kAgenda}) {
@@ -295,11 +304,7 @@ TEST(EngineTest, SingleInputConcatsKeepTheirBuffers) {
   absl::StatusOr<vertex::Function> f = testing::SingleInputConcats(5);
   ASSERT_TRUE(f.ok()) << f.status();
   core::Rng rng(12);
-  std::vector<Graph> gs;
-  for (int i = 0; i < 40; ++i) {
-    gs.push_back(
-        RandomChain(rng, 1 + static_cast<int>(rng.UniformInt(12)), {.vocab = 50, .classes = 5}));
-  }
+  std::vector<Graph> gs = Chains(rng, 40, 12);
   for (Graph& g : gs) {
     g.feature_dim = 3;
     for (int j = 0; j < 3 * g.num_vertices(); ++j) g.features.push_back(rng.Uniform() - 0.5f);
@@ -386,11 +391,7 @@ TEST(EngineTest, SliceReadersOfAFieldGradientOnChains) {
   absl::StatusOr<vertex::Function> f = SliceReader(5);
   ASSERT_TRUE(f.ok()) << f.status();
   core::Rng rng(21);
-  std::vector<Graph> gs;
-  for (int i = 0; i < 10; ++i) {
-    gs.push_back(
-        RandomChain(rng, 1 + static_cast<int>(rng.UniformInt(8)), {.vocab = 50, .classes = 5}));
-  }
+  std::vector<Graph> gs = Chains(rng, 10, 8);
   ExpectMatchesReference(*f, gs, {}, Options(), "slice reader, chains");
   // The same chains plus a DAG (shared child): gathers and scatter-adds as before.
   std::vector<Graph> dag = gs;
