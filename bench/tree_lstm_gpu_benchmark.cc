@@ -19,7 +19,9 @@
 // BM_FusedRound times one Tree-LSTM round's fused element-wise program (hidden 150; forward 12
 // instructions, backward 16) alone, as the generated kernel and as the interpreter (its scratch
 // temporaries then in a device buffer): device_us per launch from CUDA events over 100 launches
-// queued behind a delay kernel (so the device's time alone), host_us per Elementwise call.
+// queued behind a delay kernel (so the device's time alone), host_us per Elementwise call; and
+// the forward round's GEMM and program as two launches against one (CAVS_FUSED_ROUND's round
+// kernel), the same two figures per GemmThenElementwise call.
 // BM_GemmCall times the rounds' GEMM shapes through cublasSgemm, cuBLASLt with the heuristic's
 // algorithm (the default where the small GEMM does not run), cuBLASLt autotuned and the
 // small-GEMM kernel (CAVS_CUBLASLT=0, CAVS_GEMM_AUTOTUNE=1 and CAVS_SMALL_GEMM=0 or 1 run the
@@ -146,7 +148,7 @@ struct Totals {
   bool device_phases = true;  // the phase and optimizer events were read (not pipelined)
   std::array<double, scheduler::kNumPhases> phase_ms{};
   double opt_ms = 0, plan_s = 0, run_s = 0, build_s = 0, queue_s = 0, rounds = 0, flops = 0,
-         bytes = 0, plan_bytes = 0, syncs = 0;
+         bytes = 0, plan_bytes = 0, syncs = 0, commands = 0, one_launch_rounds = 0;
   int64_t peak = 0;
 };
 
@@ -155,7 +157,10 @@ void Report(benchmark::State& state, const Totals& t, const scheduler::Engine& e
   state.counters["rounds"] = t.rounds / n;
   state.counters["kernels_per_round"] =
       e.ForwardLaunchesPerRound() + (train ? e.BackwardLaunchesPerRound() : 0);
-  state.counters["kernels_per_batch"] = static_cast<double>(e.stats().commands);
+  // Launches: the recorded calls (a GEMM with its program counted as two), less the rounds
+  // that ran as one launch (CAVS_FUSED_ROUND=1 or path 6).
+  state.counters["kernels_per_batch"] = (t.commands - t.one_launch_rounds) / n;
+  state.counters["one_launch_rounds"] = t.one_launch_rounds / n;
   // The element-wise path: kernels generated so far in the process (0: the interpreter).
   if (absl::StatusOr<ops::CudaKernels*> k = ops::GetCudaKernels(0); k.ok()) {
     state.counters["ew_kernels"] = static_cast<double>((*k)->fused_kernels_compiled());
@@ -294,6 +299,8 @@ class TreeLstmRun {
           [this](int64_t k) { return batches_[k % batches_.size()]; },
           scheduler::PlanQueueOptions{.threads = PlanThreads()});
     }
+    CAVS_ASSIGN_OR_RETURN(ops::CudaKernels * kernels, ops::GetCudaKernels(0));
+    const int64_t fused_before = kernels->rounds_fused();
     size_t i = 0;
     for (auto _ : state) {
       const std::vector<scheduler::Graph>& graphs = *batches_[i++ % batches_.size()];
@@ -306,6 +313,7 @@ class TreeLstmRun {
       }
     }
     CAVS_RETURN_IF_ERROR(FinishLast());
+    t->one_launch_rounds += static_cast<double>(kernels->rounds_fused() - fused_before);
     t->device_phases = !pipelined;
     queue.reset();
     CAVS_RETURN_IF_ERROR(backend_->Synchronize());
@@ -331,6 +339,7 @@ class TreeLstmRun {
     t->build_s += s.build_seconds;
     t->queue_s += s.queue_seconds;
     t->syncs += static_cast<double>(s.host_syncs);
+    t->commands += static_cast<double>(s.commands);
     t->flops += MatMulFlops(*f_, s.rows, train_);
     t->bytes += MinBytes(*store_, s, train_, train_ ? TouchedRows(*store_) : 0);
     t->plan_bytes = std::max<double>(t->plan_bytes, s.arena_bytes + s.upload_bytes);
@@ -377,14 +386,16 @@ class PathSetting {
   // 0: generated kernels + cublasSgemm, 1: + cuBLASLt, 2: + cuBLASLt autotuned, 3: the
   // interpreter + cublasSgemm, 4: generated kernels + the small-GEMM kernel wherever it applies
   // (cublasSgemm elsewhere), 5: the defaults (generated kernels, the small GEMM where faster,
-  // cuBLASLt elsewhere). Paths 0 to 3 have the small GEMM off.
+  // cuBLASLt elsewhere), 6: the defaults with each forward round whose GEMM takes the small GEMM
+  // in one launch (CAVS_FUSED_ROUND=1). Paths 0 to 3 have the small GEMM off.
   static absl::StatusOr<PathSetting> Set(int path) {
     CAVS_ASSIGN_OR_RETURN(ops::CudaKernels * k, ops::GetCudaKernels(0));
     PathSetting s(k);
     using Small = ops::CudaKernels::SmallGemm;
-    k->SetSmallGemm(path == 4 ? Small::kEverywhere : path == 5 ? Small::kWhereFaster : Small::kOff);
+    k->SetSmallGemm(path == 4 ? Small::kEverywhere : path >= 5 ? Small::kWhereFaster : Small::kOff);
+    k->SetFusedRound(path == 6);
     CAVS_RETURN_IF_ERROR(k->SetFusedElementwise(path != 3));
-    const bool lt = path == 1 || path == 2 || path == 5;
+    const bool lt = path == 1 || path == 2 || path >= 5;
     CAVS_RETURN_IF_ERROR(k->SetCublasLt(lt));
     if (lt) CAVS_RETURN_IF_ERROR(k->SetGemmAutotune(path == 2));
     return s;
@@ -395,11 +406,13 @@ class PathSetting {
                                    "generated + cuBLASLt autotuned",
                                    "interpreter + cublasSgemm",
                                    "generated + small GEMM",
-                                   "defaults: generated + small GEMM where faster + cuBLASLt"};
+                                   "defaults: generated + small GEMM where faster + cuBLASLt",
+                                   "defaults + one launch per small-GEMM round"};
     return kNames[path];
   }
   absl::Status Restore() {
     k_->SetSmallGemm(small_);
+    k_->SetFusedRound(round_);
     if (k_->cublas_lt()) CAVS_RETURN_IF_ERROR(k_->SetGemmAutotune(tuning_));
     CAVS_RETURN_IF_ERROR(k_->SetCublasLt(lt_));
     return k_->SetFusedElementwise(fused_);
@@ -411,9 +424,10 @@ class PathSetting {
         fused_(k->fused_elementwise()),
         lt_(k->cublas_lt()),
         tuning_(k->gemm_autotune()),
+        round_(k->fused_round()),
         small_(k->small_gemm()) {}
   ops::CudaKernels* k_;
-  bool fused_, lt_, tuning_;
+  bool fused_, lt_, tuning_, round_;
   ops::CudaKernels::SmallGemm small_;
 };
 
@@ -572,9 +586,13 @@ CallTimes TimeCalls(benchmark::State& state, cudaStream_t stream, Call call) {
   return t;
 }
 
-// range(0): 0 forward, 1 backward; range(1): 0 generated kernel, 1 interpreter; range(2): rows.
+// range(0): 0 forward, 1 backward; range(1): 0 generated kernel, 1 interpreter, 2 (forward) the
+// round's GEMM ([rows, 300] x [300, 750] onto the gates, beta 1, the default GEMM path) then the
+// generated kernel, 3 the same as one launch (GemmThenElementwise with the fused round on:
+// cuda_fused.h's round kernel where the small GEMM takes the GEMM); range(2): rows.
 void BM_FusedRound(benchmark::State& state) {
-  const bool backward = state.range(0) == 1, interpreter = state.range(1) == 1;
+  const int how = static_cast<int>(state.range(1));
+  const bool backward = state.range(0) == 1, interpreter = how == 1, with_gemm = how >= 2;
   const int64_t rows = state.range(2);
   ops::testing::EwProgram p = backward ? ops::testing::TreeLstmBackward(150, rows, 1)
                                        : ops::testing::TreeLstmForward(150, rows, 1);
@@ -619,16 +637,34 @@ void BM_FusedRound(benchmark::State& state) {
            cudaSuccess &&
        cudaMemcpy(dev_program, program.data(), program.size() * sizeof(ops::EwInstr),
                   cudaMemcpyHostToDevice) == cudaSuccess;
-  const bool was_fused = (*kernels)->fused_elementwise();
+  const bool was_fused = (*kernels)->fused_elementwise(), was_round = (*kernels)->fused_round();
   ok = ok && (*kernels)->SetFusedElementwise(!interpreter).ok();
+  (*kernels)->SetFusedRound(how == 3);
   const int count = static_cast<int>(program.size());
+  absl::StatusOr<core::Tensor> x = RandomDevice(with_gemm ? rows * 300 : 1),
+                               w = RandomDevice(with_gemm ? 300 * 750 : 1);
+  ok = ok && x.ok() && w.ok();
+  ops::Kernels::GemmCall gemm{
+      false, false,   rows, 750,  300,    1.0f, nullptr,
+      300,   nullptr, 750,  1.0f, dev[0], 750};  // buffer 0: the gates the program reads
+  if (ok) {
+    gemm.a = static_cast<const float*>(x->raw_data());
+    gemm.b = static_cast<const float*>(w->raw_data());
+  }
+  const int64_t one_launch = (*kernels)->rounds_fused();
   const CallTimes t =
       ok ? TimeCalls(state, (*kernels)->stream(),
                      [&]() {
+                       if (with_gemm) {
+                         return (*kernels)->GemmThenElementwise(gemm, program.data(), dev_program,
+                                                                count, rows, 77);
+                       }
                        return (*kernels)->Elementwise(program.data(), dev_program, count, rows, 77);
                      })
          : CallTimes{false};
+  const bool joined = (*kernels)->rounds_fused() > one_launch;
   (void)(*kernels)->SetFusedElementwise(was_fused);
+  (*kernels)->SetFusedRound(was_round);
   if (!ok || !t.ok) state.SkipWithError("a CUDA call or launch failed");
   if (t.calls > 0) {
     state.counters["device_us"] = t.device_us;
@@ -645,10 +681,13 @@ void BM_FusedRound(benchmark::State& state) {
         bytes += rows * in.width * 4;
       }
     }
-    state.counters["GBps"] = bytes / (t.device_us * 1e-6) / 1e9;
+    if (!with_gemm) state.counters["GBps"] = bytes / (t.device_us * 1e-6) / 1e9;
   }
-  state.SetLabel(absl::StrCat(backward ? "backward" : "forward", ", ",
-                              interpreter ? "interpreter" : "generated", ", ", rows, " rows"));
+  static const char* kHow[] = {"generated", "interpreter", "GEMM + generated, two launches",
+                               "GEMM + generated, one launch"};
+  state.SetLabel(absl::StrCat(backward ? "backward" : "forward", ", ", kHow[how],
+                              how == 3 && !joined ? " (NOT joined: two launches)" : "", ", ", rows,
+                              " rows"));
   for (float* d : dev) cudaFree(d);
   cudaFree(dev_program);
 }
@@ -720,6 +759,7 @@ BENCHMARK(BM_GemmCall)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FusedRound)
     ->ArgsProduct({{0, 1}, {0, 1}, {64, 4096}})
+    ->ArgsProduct({{0}, {2, 3}, {16, 64, 80}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_TreeLstm, train, true, false, false)
@@ -738,7 +778,7 @@ BENCHMARK_CAPTURE(BM_TreeLstm, infer_overlap, false, true, false)->Arg(256)->App
 BENCHMARK_CAPTURE(BM_TreeLstm, infer_pipelined, false, true, true)->Arg(256)->Apply(bench::Timed);
 
 BENCHMARK(BM_TreeLstmPaths)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6}, {0, 1, 2, 3}})
     ->Repetitions(3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()

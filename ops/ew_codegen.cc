@@ -459,6 +459,15 @@ std::string Store(const EwPlanInstr& p, int k, const std::string& col, int64_t s
 }  // namespace
 
 std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name) {
+  const std::string body = absl::StrCat(name, "_body");
+  return absl::StrCat(EmitEwBodyCuda(plan, body, kEwKernelThreads),
+                      "extern \"C\" __global__ void __launch_bounds__(", kEwKernelThreads, ")\n",
+                      name, "(const unsigned char* __restrict__ program, long long rows, ",
+                      "int rows_per_block) {\n  ", body,
+                      "(program, rows, rows_per_block, blockIdx.x);\n}\n");
+}
+
+std::string EmitEwBodyCuda(const EwKernelPlan& plan, const std::string& name, int threads) {
   const int64_t sw = plan.shared_width;
   bool dropout = false;
   for (const EwPlanInstr& p : plan.instrs) dropout |= p.op == EwOp::kDropout;
@@ -471,11 +480,11 @@ std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name) 
     s += "#ifndef CAVS_EW_SHARED\n#define CAVS_EW_SHARED(name) extern __shared__ float "
          "name[]\n#endif\n";
   }
-  absl::StrAppend(&s, "extern \"C\" __global__ void __launch_bounds__(", kEwKernelThreads, ")\n",
-                  name, "(const unsigned char* __restrict__ program, long long rows, ",
-                  "int rows_per_block) {\n");
+  absl::StrAppend(&s, "__device__ __forceinline__ void ", name,
+                  "(const unsigned char* __restrict__ program, long long rows, ",
+                  "int rows_per_block, long long block) {\n");
   if (sw > 0) s += "  CAVS_EW_SHARED(shared);\n";
-  s += "  const long long r0 = static_cast<long long>(blockIdx.x) * rows_per_block;\n";
+  s += "  const long long r0 = block * rows_per_block;\n";
   s += "  const int nr = static_cast<int>(rows - r0 < rows_per_block ? rows - r0 : "
        "rows_per_block);\n";
   // `type const var` = the field at `offset` of program instruction `index`.
@@ -514,7 +523,7 @@ std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name) 
     if (seg.row_sum) {
       const EwPlanInstr& p = plan.instrs[seg.first];
       absl::StrAppend(
-          &s, "  for (int r = threadIdx.x >> 5; r < nr; r += ", kEwKernelThreads / 32, ") {\n",
+          &s, "  for (int r = threadIdx.x >> 5; r < nr; r += ", threads / 32, ") {\n",
           "    const long long row = r0 + r;\n", "    float sum = 0.0f;\n",
           "    for (int c = threadIdx.x & 31; c < ", seg.width, "; c += 32) sum = ew::Add(sum, ",
           Read(p.a, "c", sw), ");\n", "    for (int off = 16; off > 0; off >>= 1) {\n",
@@ -523,9 +532,9 @@ std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name) 
           Store(p, seg.first, "0", sw, "      "), "    }\n", "  }\n");
       continue;
     }
-    absl::StrAppend(&s, "  for (int e = threadIdx.x; e < nr * ", seg.width,
-                    "; e += ", kEwKernelThreads, ") {\n", "    const int r = e / ", seg.width,
-                    ";\n", "    const int c = e - r * ", seg.width, ";\n",
+    absl::StrAppend(&s, "  for (int e = threadIdx.x; e < nr * ", seg.width, "; e += ", threads,
+                    ") {\n", "    const int r = e / ", seg.width, ";\n",
+                    "    const int c = e - r * ", seg.width, ";\n",
                     "    const long long row = r0 + r;\n");
     s += "    (void)row;\n";  // unused when every operand is in a register or shared memory
     // Every operand not taken from a register is read at the top of the element's body: no

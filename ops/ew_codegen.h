@@ -131,6 +131,15 @@ std::string EwKernelName(const EwKernelPlan& plan);
 // and, when the program has a dropout, "core/philox.h".
 std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name);
 
+// The kernel's body alone, as a device function for `threads` threads (a multiple of 32)
+// that runs the rows of block `block`, for kernels that run a program after other work (a
+// forward round's GEMM, ops/cuda/cuda_fused.h):
+//   __device__ void <name>(const unsigned char* program, long long rows, int rows_per_block,
+//                          long long block)
+// with its includes. Every thread of the block calls it (it may contain block-wide barriers);
+// EmitEwKernelCuda's kernel is this body for kEwKernelThreads threads and block blockIdx.x.
+std::string EmitEwBodyCuda(const EwKernelPlan& plan, const std::string& name, int threads);
+
 inline constexpr int kEwKernelThreads = 256;
 
 // Rows per block of an element-wise launch, the interpreter's and the generated kernels': about

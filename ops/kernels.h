@@ -171,6 +171,36 @@ class Kernels {
     return Elementwise(host, device, count, rows, 0);
   }
 
+  // A GEMM, then an element-wise program that may read what it wrote: Gemm(g.trans_a, g.trans_b,
+  // g.m, ..., g.ldc), then Elementwise(host, device, count, rows, shape), queued in that order.
+  // The engine records a round's GEMM and the fused step right after it this way, so that a
+  // device may run both in one launch (CUDA with CAVS_FUSED_ROUND=1: the small GEMM, a
+  // grid-wide barrier and the program's generated kernel, ops/cuda/cuda_fused.h). By default,
+  // the two calls.
+  struct GemmCall {
+    bool trans_a = false, trans_b = false;
+    int64_t m = 0, n = 0, k = 0;
+    float alpha = 1.0f;
+    const float* a = nullptr;
+    int64_t lda = 0;
+    const float* b = nullptr;
+    int64_t ldb = 0;
+    float beta = 0.0f;
+    float* c = nullptr;
+    int64_t ldc = 0;
+  };
+  [[nodiscard]] virtual absl::Status GemmThenElementwise(const GemmCall& g, const EwInstr* host,
+                                                         const EwInstr* device, int count,
+                                                         int64_t rows, uint64_t shape) {
+    const absl::Status s = Gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
+                                g.ldb, g.beta, g.c, g.ldc);
+    if (!s.ok()) return s;
+    return Elementwise(host, device, count, rows, shape);
+  }
+  // Whether GemmThenElementwise may take one launch where it would take two (for counts of
+  // launches per round).
+  virtual bool FusesGemmThenElementwise() const { return false; }
+
   // dst: [m, w] row i = src row idx[i], or zeros where idx[i] < 0.
   [[nodiscard]] virtual absl::Status GatherRows(const float* src, int64_t src_ld,
                                                 const int32_t* idx, int64_t m, int64_t w,

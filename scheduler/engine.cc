@@ -155,10 +155,12 @@ void CollectOutputs(const int32_t* pred, const float* all, int64_t ld, int64_t c
 }  // namespace
 
 int Engine::ForwardLaunchesPerRound() const {
-  return internal::CountLaunches(f_->forward(), compiled_->fwd, OpClass::kInRounds);
+  return internal::CountLaunches(f_->forward(), compiled_->fwd, OpClass::kInRounds,
+                                 kernels_->FusesGemmThenElementwise());
 }
 int Engine::BackwardLaunchesPerRound() const {
-  return internal::CountLaunches(f_->backward(), compiled_->bwd, OpClass::kInRounds);
+  return internal::CountLaunches(f_->backward(), compiled_->bwd, OpClass::kInRounds,
+                                 kernels_->FusesGemmThenElementwise());
 }
 
 absl::StatusOr<Plan> Engine::PlanBatch(const std::vector<Graph>& graphs) const {
@@ -323,7 +325,8 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   stats_.plan_seconds = t_plan - t0;  // t0 is before PlanBatch when Run built the plan
   stats_.queue_seconds = t_queued - t_plan;
   stats_.run_seconds = Seconds() - t0;
-  stats_.commands = static_cast<int64_t>(b.launches.size());
+  stats_.commands = static_cast<int64_t>(b.launches.size()) + b.gemm_programs;
+  stats_.gemm_programs = b.gemm_programs;
   stats_.gemm_flops = b.gemm_flops;
   stats_.pack_bytes = b.pack_bytes;
   stats_.arena_bytes = l.arena_floats * 4;

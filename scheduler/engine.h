@@ -73,7 +73,9 @@ struct EngineStats {
   double build_seconds = 0.0;  // of which validation + BuildPlan (0 with a prebuilt plan)
   double queue_seconds = 0.0;  // host time to queue the upload and every launch
   double run_seconds = 0.0;    // the whole Run, including the plan
-  int64_t commands = 0;        // kernel launches
+  int64_t commands = 0;        // kernel launches (a GEMM with its program counted as two)
+  int64_t gemm_programs = 0;   // GEMMs recorded with the fused program after them, one call
+                               // (ops::Kernels::GemmThenElementwise; one launch where joined)
   int64_t gemm_flops = 0;      // 2·m·n·k over the batch's GEMMs (rows known zero are skipped)
   int64_t arena_bytes = 0;     // the batch's buffers (the plan's memory estimate)
   int64_t pack_bytes = 0;      // weights packed for the device's packed GEMM (if it has one)
@@ -131,7 +133,10 @@ class Engine {
 
   const EngineStats& stats() const { return stats_; }
   // Kernel launches one round makes, forward and backward (per the compiled steps, for a batch
-  // whose vertices have one parent each: a DAG batch adds the gathers its pushes replace).
+  // whose vertices have one parent each: a DAG batch adds the gathers its pushes replace). Where
+  // the device runs a GEMM and the program after it as one launch (ops::Kernels::
+  // FusesGemmThenElementwise), they count once: on CUDA that holds for the rounds whose GEMM
+  // takes the small GEMM (at most one block per multiprocessor), the others take one more.
   int ForwardLaunchesPerRound() const;
   int BackwardLaunchesPerRound() const;
 

@@ -173,8 +173,22 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
   }
   const int count = static_cast<int>(b_.instrs.size() - first);
   CAVS_CHECK(count == st.instrs, "instruction count");
-  LaunchInstrs(first, count, r1 - r0,
-               st.shapes[(r1 - r0 == 1 ? 2 : 0) + (b_.options->training ? 1 : 0)]);
+  const uint64_t shape = st.shapes[(r1 - r0 == 1 ? 2 : 0) + (b_.options->training ? 1 : 0)];
+  if (last_gemm_.has_value() && last_gemm_->first + 1 == b_.launches.size()) {
+    // The GEMM recorded just before, and this program, as one call (Kernels::GemmThenElementwise).
+    Batch* b = &b_;
+    ops::Kernels* k = &k_;
+    const ops::Kernels::GemmCall g = last_gemm_->second;
+    const int64_t rows = r1 - r0;
+    b_.launches.back() = [b, k, g, first, count, rows, shape]() {
+      return k->GemmThenElementwise(g, b->instrs.data() + first, b->dev_instrs + first, count, rows,
+                                    shape);
+    };
+    last_gemm_.reset();
+    ++b_.gemm_programs;
+    return;
+  }
+  LaunchInstrs(first, count, r1 - r0, shape);
 }
 
 void Recorder::LaunchInstrs(size_t first, int count, int64_t rows, uint64_t shape) {
@@ -244,6 +258,9 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
       b_.launches.push_back([=]() {
         return k->Gemm(false, n.transpose, mm, n.width, in, 1.0f, xs, xld, wv, wld, beta, ds, ld);
       });
+      last_gemm_.emplace(b_.launches.size() - 1,
+                         ops::Kernels::GemmCall{false, n.transpose, mm, n.width, in, 1.0f, xs, xld,
+                                                wv, wld, beta, ds, ld});
     }
   };
   // Rows outside the input's support are zero, rows outside the need unread: only the rest
@@ -527,6 +544,7 @@ absl::Status Recorder::Program(bool backward, OpClass cls, int64_t r0, int64_t r
   const ProgramSchedule& s = backward ? c_.bwd : c_.fwd;
   if (r1 <= r0) return absl::OkStatus();
   const std::vector<Step>& steps = s.steps[static_cast<int>(cls)];
+  last_gemm_.reset();  // a GEMM and a program merge only within one call (one phase, one round)
   for (size_t i = 0; i < steps.size();) {
     const Step& st = steps[i];
     if (IsCopyStep(p, st, OpKind::kGather) || IsCopyStep(p, st, OpKind::kGatherGrad)) {
@@ -565,7 +583,8 @@ void Recorder::Loss() {
   });
 }
 
-int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cls) {
+int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cls,
+                  bool gemm_then_program) {
   const std::vector<Step>& steps = s.steps[static_cast<int>(cls)];
   int launches = 0;
   for (size_t i = 0; i < steps.size();) {
@@ -575,7 +594,9 @@ int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cl
       launches += copies > 0 ? 1 : 0;
       continue;
     }
-    ++launches;
+    const bool merged = gemm_then_program && steps[i].fused && i > 0 && !steps[i - 1].fused &&
+                        p.nodes[steps[i - 1].nodes[0]].kind == OpKind::kMatMul;
+    if (!merged) ++launches;
     ++i;
   }
   return launches;

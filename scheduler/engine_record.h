@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,7 @@ struct Batch {
   std::vector<core::Tensor> scratch;  // argmax buffers, the embedding gradient rows
   float* stats = nullptr;             // 2 floats: loss sum, correct
   int64_t gemm_flops = 0;             // of the recorded GEMMs
+  int64_t gemm_programs = 0;  // launches that are a GEMM and a program (GemmThenElementwise)
   // Weights packed for the device's packed GEMM, by (value, transposed), and their bytes.
   absl::flat_hash_map<std::pair<const float*, bool>, const float*> packed;
   int64_t pack_bytes = 0;
@@ -126,11 +128,16 @@ class Recorder {
   core::ParameterStore& store_;
   ops::Kernels& k_;
   Batch& b_;
+  // The last plain GEMM that MatMul recorded (its launch's index and arguments): a fused step
+  // recorded right after it in the same Program call joins its launch (GemmThenElementwise).
+  std::optional<std::pair<size_t, ops::Kernels::GemmCall>> last_gemm_;
 };
 
 // Launches per call of a class's steps: runs of Gathers (GatherGrads) share one launch per
-// kMaxRowCopies, as Recorder::Program records them.
-int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, vertex::OpClass cls);
+// kMaxRowCopies, as Recorder::Program records them; with `gemm_then_program` (the device's
+// Kernels::FusesGemmThenElementwise), a fused step right after a MatMul step shares its launch.
+int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, vertex::OpClass cls,
+                  bool gemm_then_program);
 
 // Records the whole schedule; phase_at[p] is the index of phase p's first launch.
 absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Compiled& c,

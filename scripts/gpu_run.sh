@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine from the repository root, over what scripts/gpu_pack.sh packed
 # into .gpucarry/: the CUDA tests (with every generated kernel's shape verified; the engine's
-# again with its GEMMs through cublasSgemm alone, cuBLASLt autotuned, and the small-GEMM kernel
-# wherever it applies), SST training, compute-sanitizer memcheck and racecheck on the CUDA op
+# again with its GEMMs through cublasSgemm alone, cuBLASLt autotuned, the small-GEMM kernel
+# wherever it applies, and forward rounds in one launch), SST training (also with one launch
+# per round), compute-sanitizer memcheck and racecheck on the CUDA op
 # suite, the Tree-LSTM benchmark (the defaults: generated element-wise kernels, the small GEMM
-# where faster, cuBLASLt elsewhere), its batch-256 rows for every element-wise and GEMM path in
+# where faster, cuBLASLt elsewhere; its batch-256 rows again with one launch per round), its
+# batch-256 rows for every element-wise and GEMM path in
 # one process (BM_TreeLstmPaths, random interleaving), and the LSTM-vs-cuDNN benchmark (the
 # defaults, cuBLASLt autotuned, cublasSgemm). One log
 # per group under $OUT (default: .gpucarry/out; 6 files, the device tool returns at most 8); a
@@ -53,12 +55,18 @@ if [[ "$mode" == tests || "$mode" == all ]]; then
   CAVS_GEMM_AUTOTUNE=1 part tests engine_autotuned 120 \
     "$bin/scheduler_engine_test" --gtest_brief=1
   CAVS_SMALL_GEMM=1 part tests engine_small_gemm 90 "$bin/scheduler_engine_test" --gtest_brief=1
+  CAVS_FUSED_ROUND=1 part tests engine_fused_round 90 "$bin/scheduler_engine_test" --gtest_brief=1
+  CAVS_FUSED_ROUND=1 part tests trainer_fused_round 60 "$bin/trainer_test" --gtest_brief=1 \
+    --gtest_filter='*Cuda*'
   part tests trainer 60 "$bin/trainer_test" --gtest_brief=1 --gtest_filter='*Cuda*'
   # SST on the GPU, 3 epochs (bench/RESULTS.md (b): the CPU's dev roots 45.1, 47.1, 48.4%).
   if [[ -f data/sst_train.txt && -f data/sst_dev.txt ]]; then
     part tests trainer_sst 120 "$bin/cavs-train" --device=cuda --train=data/sst_train.txt \
       --dev=data/sst_dev.txt --epochs=3 --hidden=150 --embed=300 --optimizer=adagrad --lr=0.05 \
       --weight-decay=1e-5 --dropout=0.5
+    CAVS_FUSED_ROUND=1 part tests trainer_sst_fused_round 120 "$bin/cavs-train" --device=cuda \
+      --train=data/sst_train.txt --dev=data/sst_dev.txt --epochs=3 --hidden=150 --embed=300 \
+      --optimizer=adagrad --lr=0.05 --weight-decay=1e-5 --dropout=0.5
   fi
   part memcheck memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
     "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaFused*:CudaKernels*:*CublasLt*'
@@ -74,6 +82,9 @@ tabular=--benchmark_counters_tabular=true
 if [[ "$mode" == bench || "$mode" == all ]]; then
   part bench_tree tree_gpu_bench 240 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter='^(BM_DeviceCeilings|BM_GemmCall|BM_FusedRound|BM_TreeLstm/)'
+  CAVS_FUSED_ROUND=1 part bench_tree tree_gpu_bench_fused_round 120 \
+    "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter='^BM_TreeLstm/(infer|infer_pipelined|train_pipelined)/256'
   part bench_lstm lstm_gpu_bench 120 "$bin/lstm_gpu_benchmark" "$tabular"
   CAVS_GEMM_AUTOTUNE=1 part bench_lstm lstm_gpu_bench_autotuned 90 \
     "$bin/lstm_gpu_benchmark" "$tabular"

@@ -22,12 +22,14 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ops/cuda/small_gemm.h"
 #include "ops/ew_codegen.h"
 #include "ops/kernels.h"
 
@@ -60,6 +62,27 @@ std::string KernelCacheDirFromEnv();
 
 // Whether the environment asks for generated kernels (CAVS_CUDA_FUSED unset or not "0").
 bool FusedElementwiseFromEnv();
+
+// A forward round in one launch (Kernels::GemmThenElementwise): the CUDA source of the kernel
+// that runs the small GEMM (small_gemm_tile.cuh) over its grid's blocks, a grid-wide barrier
+// (small_gemm::GridBarrier), then `plan`'s program (EmitEwBodyCuda, small_gemm::kThreads
+// threads a block), grid-strided over both:
+//   extern "C" __global__ void <name>(small_gemm::Args g, const unsigned char* program,
+//                                     long long rows, int rows_per_block, unsigned* barrier)
+// Launched cooperatively (every block resident, or the launch is refused), with the larger of
+// the GEMM's and the program's dynamic shared memory. Saves the program's launch, about 4.6 us
+// of host time and the device's wait for it, per round (docs/gpu_performance.md).
+std::string EmitRoundKernelCuda(const EwKernelPlan& plan, const std::string& name);
+
+// Rows per block of the program in a round kernel of `grid` blocks: the rows spread over the
+// grid, no more than `shared_floats` of dynamic shared memory hold (plan.shared_width a row),
+// and rows * width within 32 bits. 0 where not one row fits.
+int64_t RoundRowsPerBlock(int64_t rows, int64_t width, int64_t shared_width, int64_t grid,
+                          int64_t shared_floats);
+
+// Whether the environment asks for forward rounds in one launch (CAVS_FUSED_ROUND=1; off by
+// default until it is measured on a GPU).
+bool FusedRoundFromEnv();
 
 // The compiled kernels of one device. Used by one thread at a time (as Kernels are).
 class CudaFusedElementwise {
@@ -94,11 +117,32 @@ class CudaFusedElementwise {
   [[nodiscard]] absl::Status Launch(cudaStream_t stream, const EwInstr* host, const EwInstr* device,
                                     int count, int64_t rows, uint64_t shape);
 
-  // Distinct kernels compiled so far, and launches that skipped the plan.
+  // Kernels::GemmThenElementwise in one launch (EmitRoundKernelCuda): the small GEMM `g`, whose
+  // chunk of inputs takes `gemm_shared_bytes` of shared memory (at most what PrepareSmallGemm
+  // allowed), then the program as Launch runs it. NotFound, with nothing queued, where the
+  // round kernel cannot run it: nothing of nonzero width, the GEMM's tiles more than can be
+  // resident at once, the program's shared rows too wide, the round kernel not compiled or
+  // loaded for this device (NVRTC's error is kept, not tried again), the cooperative launch
+  // refused. The caller then queues the GEMM and the program separately.
+  [[nodiscard]] absl::Status LaunchRound(cudaStream_t stream, const small_gemm::Args& g,
+                                         size_t gemm_shared_bytes, const EwInstr* host,
+                                         const EwInstr* device, int count, int64_t rows,
+                                         uint64_t shape);
+
+  // Distinct kernels compiled so far, launches that skipped the plan, and rounds launched as one
+  // kernel (LaunchRound).
   int64_t compiled() const { return static_cast<int64_t>(kernels_.size()); }
   int64_t shape_hits() const { return shape_hits_; }
+  int64_t rounds_fused() const { return rounds_fused_; }
 
  private:
+  // A round kernel, loaded with its shared memory set, and how many of its blocks a
+  // multiprocessor holds.
+  struct Round {
+    Compiled kernel;
+    int64_t shared_bytes = 0;  // the dynamic shared memory it may take
+    int blocks_per_sm = 0;
+  };
   // What a launch needs, kept per caller shape with the program's fingerprint.
   struct Shaped {
     std::vector<int64_t> fingerprint;  // ops, widths, strides, scratch columns
@@ -107,8 +151,16 @@ class CudaFusedElementwise {
     int64_t shared_width = 0;
     int64_t max_width = 0;
     int launches = 0;
+    EwKernelPlan plan;                           // for the round kernel's source
+    std::optional<absl::StatusOr<Round>> round;  // once a round asked for it
   };
+  // The Shaped for a program: the one kept for `shape` if its fingerprint matches (checking the
+  // plan as Launch documents), else a new plan (kept for `shape`, or in `*local` for shape 0)
+  // with its kernel compiled.
+  absl::StatusOr<Shaped*> Find(const EwInstr* host, int count, int64_t rows, uint64_t shape,
+                               Shaped* local);
   absl::StatusOr<Compiled> KernelFor(const EwKernelPlan& plan);
+  absl::StatusOr<Round> RoundFor(const EwKernelPlan& plan, size_t gemm_shared_bytes);
   absl::Status LaunchKernel(cudaStream_t stream, const Compiled& kernel, const EwInstr* device,
                             int64_t rows, int64_t shared_width, int64_t max_width);
 
@@ -117,7 +169,10 @@ class CudaFusedElementwise {
   bool verify_all_;
   std::string cache_dir_;  // compiled kernels on disk (empty: none)
   int64_t shape_hits_ = 0;
+  int64_t rounds_fused_ = 0;
+  unsigned* barrier_ = nullptr;  // the round kernels' grid barrier (2 words, device memory)
   absl::flat_hash_map<std::vector<int64_t>, absl::StatusOr<Compiled>> kernels_;
+  absl::flat_hash_map<std::vector<int64_t>, absl::StatusOr<Round>> rounds_;  // by the plan's key
   absl::flat_hash_map<uint64_t, Shaped> shapes_;
 };
 

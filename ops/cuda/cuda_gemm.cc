@@ -66,19 +66,41 @@ absl::Status CublasGemmRowMajor(cublasHandle_t handle, bool trans_a, bool trans_
   return absl::OkStatus();
 }
 
+absl::StatusOr<small_gemm::Args> SmallGemmArgs(size_t shared_bytes, bool trans_a, bool trans_b,
+                                               int64_t m, int64_t n, int64_t k, float alpha,
+                                               const float* a, int64_t lda, const float* b,
+                                               int64_t ldb, float beta, float* c, int64_t ldc) {
+  CAVS_RETURN_IF_ERROR(CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc));
+  const int chunk = static_cast<int>(std::min<int64_t>(k, small_gemm::kMaxChunk));
+  if (trans_a || m == 0 || n == 0 || k == 0 || m > small_gemm::kMaxRows ||
+      small_gemm::SharedFloats(chunk) * sizeof(float) > shared_bytes) {
+    return absl::NotFoundError("not a small GEMM");
+  }
+  return small_gemm::Args{static_cast<int>(m),
+                          static_cast<int>(n),
+                          static_cast<int>(k),
+                          alpha,
+                          beta,
+                          a,
+                          lda,
+                          b,
+                          ldb,
+                          c,
+                          ldc,
+                          trans_b,
+                          chunk};
+}
+
 absl::Status SmallGemmRowMajor(cudaStream_t stream, size_t shared_bytes, bool trans_a, bool trans_b,
                                int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                                int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                                int64_t ldc) {
-  CAVS_RETURN_IF_ERROR(CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc));
-  if (m == 0 || n == 0) return absl::OkStatus();
-  const int chunk = static_cast<int>(std::min<int64_t>(k, small_gemm::kMaxChunk));
-  if (trans_a || k == 0 || m > small_gemm::kMaxRows ||
-      small_gemm::SharedFloats(chunk) * sizeof(float) > shared_bytes) {
-    return absl::NotFoundError("not a small GEMM");
+  if (m == 0 || n == 0) {
+    return CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc);  // nothing to compute
   }
-  CAVS_CUDA_RETURN_IF_ERROR(
-      LaunchSmallGemm(stream, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+  CAVS_ASSIGN_OR_RETURN(small_gemm::Args g, SmallGemmArgs(shared_bytes, trans_a, trans_b, m, n, k,
+                                                          alpha, a, lda, b, ldb, beta, c, ldc));
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchSmallGemm(stream, g));
   return absl::OkStatus();
 }
 

@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ops/cuda/small_gemm.h"
 
 namespace cavs::ops {
 
@@ -38,6 +39,12 @@ namespace cavs::ops {
                                              float alpha, const float* a, int64_t lda,
                                              const float* b, int64_t ldb, float beta, float* c,
                                              int64_t ldc);
+
+// SmallGemmRowMajor's checks, and the kernel's arguments where it applies (NotFound elsewhere,
+// m or n 0 included), for kernels that run the small GEMM with other work (cuda_fused.h).
+[[nodiscard]] absl::StatusOr<small_gemm::Args> SmallGemmArgs(
+    size_t shared_bytes, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // The same GEMM through cuBLASLt, with the descriptors and the algorithm chosen once per problem
 // (transposes, sizes, row strides, the operands' alignment, TF32) and reused: a call of a known

@@ -82,6 +82,7 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
     kernels->SetSmallGemm(core::EnvFlag("CAVS_SMALL_GEMM", false) ? SmallGemm::kEverywhere
                                                                   : SmallGemm::kOff);
   }
+  kernels->SetFusedRound(FusedRoundFromEnv());
   // cuBLASLt with memoized plans (run 7: ahead of cublasSgemm in 11 of 12 batch-256 rows of
   // three processes) unless CAVS_CUBLASLT=0 (then cublasSgemm).
   CAVS_RETURN_IF_ERROR(kernels->SetCublasLt(core::EnvFlag("CAVS_CUBLASLT", true)));
@@ -170,9 +171,7 @@ absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
   if (k > 0) CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", m, n, {a, b}));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  if (small_gemm_ == SmallGemm::kEverywhere ||
-      (small_gemm_ == SmallGemm::kWhereFaster &&
-       small_gemm::Faster(trans_a, trans_b, m, n, k, num_sms_))) {  // NotFound where it cannot
+  if (WantsSmallGemm(trans_a, trans_b, m, n, k)) {  // NotFound where it cannot
     const absl::Status s = SmallGemmRowMajor(backend_->stream(), small_gemm_shared_bytes_, trans_a,
                                              trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (!absl::IsNotFound(s)) return s;
@@ -185,6 +184,33 @@ absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
   return CublasGemmRowMajor(cublas_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                             ldc);
 }
+
+absl::Status CudaKernels::GemmThenElementwise(const GemmCall& g, const EwInstr* host,
+                                              const EwInstr* device, int count, int64_t rows,
+                                              uint64_t shape) {
+  if (fused_round_ && fused_ != nullptr && WantsSmallGemm(g.trans_a, g.trans_b, g.m, g.n, g.k)) {
+    CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", g.m, g.n, {g.c}));
+    if (g.k > 0) CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", g.m, g.n, {g.a, g.b}));
+    CAVS_RETURN_IF_ERROR(CheckArgs("Elementwise", rows, count, {host, device}));
+    if (rows > 0 && count > 0) {
+      CAVS_RETURN_IF_ERROR(cpu::ValidateProgram(host, count, rows, ElementwiseScratch()));
+    }
+    absl::StatusOr<small_gemm::Args> args =
+        SmallGemmArgs(small_gemm_shared_bytes_, g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, g.a,
+                      g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
+    if (!args.ok() && !absl::IsNotFound(args.status())) return args.status();
+    if (args.ok()) {
+      CudaDeviceGuard guard;
+      CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+      const absl::Status s = fused_->LaunchRound(stream(), *args, small_gemm_shared_bytes_, host,
+                                                 device, count, rows, shape);
+      if (!absl::IsNotFound(s)) return s;  // NotFound: nothing queued, the two launches follow
+    }
+  }
+  return Kernels::GemmThenElementwise(g, host, device, count, rows, shape);
+}
+
+int64_t CudaKernels::rounds_fused() const { return fused_ == nullptr ? 0 : fused_->rounds_fused(); }
 
 absl::Status CudaKernels::Elementwise(const EwInstr* host, const EwInstr* device, int count,
                                       int64_t rows, uint64_t shape) {

@@ -4,7 +4,8 @@
 // errors in the arguments it can see (negative sizes, missing pointers) and launch errors are
 // Statuses, faults inside a kernel surface at the next synchronizing call. Launches per call:
 // Gemm one cuBLAS or cuBLASLt call or small-GEMM kernel; Elementwise one kernel for the whole
-// program; GatherRows, ScatterAddRows, SegmentReduce(Grad), SoftmaxCrossEntropy, ColumnSum,
+// program; GemmThenElementwise one kernel for both where the fused round applies (below), else
+// the two; GatherRows, ScatterAddRows, SegmentReduce(Grad), SoftmaxCrossEntropy, ColumnSum,
 // ColumnDot one kernel each; Fill one kernel or memset. The op families live in cuda_gemm,
 // cuda_small_gemm, cuda_fused (generated element-wise kernels) and cuda_elementwise (the
 // interpreter), cuda_gather, cuda_softmax and cuda_reduce.
@@ -36,6 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/small_gemm.h"
 #include "ops/kernels.h"
 
 namespace cavs::ops {
@@ -60,6 +62,11 @@ class CudaKernels final : public Kernels {
   using Kernels::Elementwise;
   absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count, int64_t rows,
                            uint64_t shape) override;
+  // One launch (cuda_fused.h's round kernel) where the fused round is on, generated kernels
+  // are on, and Gemm would take the small GEMM; else the two calls.
+  absl::Status GemmThenElementwise(const GemmCall& g, const EwInstr* host, const EwInstr* device,
+                                   int count, int64_t rows, uint64_t shape) override;
+  bool FusesGemmThenElementwise() const override { return fused_round_ && fused_ != nullptr; }
   absl::Status GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
                           int64_t w, float* dst, int64_t dst_ld) override;
   absl::Status GatherRowsMulti(const RowCopy* copies, int count, int64_t m) override;
@@ -118,6 +125,12 @@ class CudaKernels final : public Kernels {
   void SetSmallGemm(SmallGemm use) { small_gemm_ = use; }
   SmallGemm small_gemm() const { return small_gemm_; }
 
+  // Forward rounds in one launch (GemmThenElementwise; off unless CAVS_FUSED_ROUND=1: not yet
+  // measured on a GPU), and the rounds so launched.
+  void SetFusedRound(bool on) { fused_round_ = on; }
+  bool fused_round() const { return fused_round_; }
+  int64_t rounds_fused() const;
+
   // Lets Gemm use TF32 tensor cores (off by default).
   [[nodiscard]] absl::Status SetAllowTf32(bool allow);
   bool allow_tf32() const { return allow_tf32_; }
@@ -128,6 +141,12 @@ class CudaKernels final : public Kernels {
 
  private:
   CudaKernels(CudaBackend* backend, cublasHandle_t cublas, int num_sms, int arch);
+  // Whether Gemm takes the small GEMM for this problem (before its own checks).
+  bool WantsSmallGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) const {
+    return small_gemm_ == SmallGemm::kEverywhere ||
+           (small_gemm_ == SmallGemm::kWhereFaster &&
+            small_gemm::Faster(trans_a, trans_b, m, n, k, num_sms_));
+  }
 
   CudaBackend* backend_;
   cublasHandle_t cublas_;
@@ -138,6 +157,7 @@ class CudaKernels final : public Kernels {
   bool allow_tf32_ = false;
   SmallGemm small_gemm_ = SmallGemm::kWhereFaster;
   size_t small_gemm_shared_bytes_ = 0;  // PrepareSmallGemm's, for this device
+  bool fused_round_ = false;
 };
 
 // The kernels of cuda:`ordinal`, created on first use and never destroyed; an error where the

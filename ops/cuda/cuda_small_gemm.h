@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "ops/cuda/small_gemm.h"
+
 namespace cavs::ops {
 
 // Opts the kernel in to as much shared memory as it can use on the current device (a chunk
@@ -12,12 +14,10 @@ namespace cavs::ops {
 // a launch may take there in `*shared_bytes`. Once per device, before its first launch.
 cudaError_t PrepareSmallGemm(size_t* shared_bytes);
 
-// c: [m, n] = alpha * a [m, k] op(b) + beta * c, row-major; op(b) = b [k, n] or, with
-// trans_b, b^T (b [n, k]). REQUIRES: PrepareSmallGemm on the current device, and a chunk's
-// shared memory (small_gemm::SharedFloats(min(k, kMaxChunk)) floats) within what it returned;
-// 0 < m <= small_gemm::kMaxRows, n > 0, k > 0, sizes and strides within 32 bits.
-cudaError_t LaunchSmallGemm(cudaStream_t stream, bool trans_b, int64_t m, int64_t n, int64_t k,
-                            float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                            float beta, float* c, int64_t ldc);
+// c: [m, n] = alpha * a [m, k] op(b) + beta * c, row-major, as `g` says (small_gemm::Args;
+// op(b) = b [k, n] or, with g.trans_b, b^T). REQUIRES: PrepareSmallGemm on the current device,
+// a chunk's shared memory (small_gemm::SharedFloats(g.chunk) floats) within what it returned,
+// 0 < g.m <= small_gemm::kMaxRows, g.n > 0, g.k > 0, g.chunk = min(g.k, small_gemm::kMaxChunk).
+cudaError_t LaunchSmallGemm(cudaStream_t stream, const small_gemm::Args& g);
 
 }  // namespace cavs::ops

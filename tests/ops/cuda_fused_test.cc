@@ -76,6 +76,39 @@ TEST(CudaFusedCompileTest, RandomProgramsCompile) {
     ExpectCompiles(RandomProgram(rng, 12), "random " + std::to_string(i));
 }
 
+// A forward round's single launch (EmitRoundKernelCuda): the small GEMM, the grid barrier and
+// the program's body for 512 threads, through NVRTC with the embedded headers.
+void ExpectRoundCompiles(const EwProgram& p, const std::string& what) {
+  const EwKernelPlan plan =
+      PlanEwKernel(p.instrs.data(), static_cast<int>(p.instrs.size()), p.rows);
+  const std::string name = EwKernelName(plan) + "_round";
+  const std::string source = EmitRoundKernelCuda(plan, name);
+  absl::StatusOr<std::string> cubin = CompileCudaSource(source, name + ".cu", kArch);
+  ASSERT_TRUE(cubin.ok()) << what << ": " << cubin.status() << "\n" << source;
+  EXPECT_GT(cubin->size(), 1000u) << what;
+  EXPECT_NE(source.find("GridBarrier"), std::string::npos);
+}
+
+TEST(CudaFusedCompileTest, RoundKernelsCompile) {
+  ExpectRoundCompiles(TreeLstmForward(150, 64, 1), "Tree-LSTM forward");
+  ExpectRoundCompiles(TreeLstmBackward(150, 64, 2), "Tree-LSTM backward");
+  core::Rng rng(5);
+  for (int i = 0; i < 6; ++i) {
+    ExpectRoundCompiles(RandomProgram(rng, 12, 40, 60), "random " + std::to_string(i));
+  }
+}
+
+// The program's rows spread over the round kernel's blocks, within its shared memory.
+TEST(CudaFusedCompileTest, RoundRowsPerBlock) {
+  EXPECT_EQ(RoundRowsPerBlock(64, 150, 0, 96, 28672), 1);
+  EXPECT_EQ(RoundRowsPerBlock(80, 150, 0, 24, 28672), 4);  // ceil(80 / 24)
+  EXPECT_EQ(RoundRowsPerBlock(80, 150, 0, 1, 28672), 80);
+  EXPECT_EQ(RoundRowsPerBlock(80, 150, 1000, 1, 28672), 28);  // the shared rows fit
+  EXPECT_EQ(RoundRowsPerBlock(80, 150, 30000, 1, 28672), 0);  // not one row fits
+  EXPECT_EQ(RoundRowsPerBlock(3, int64_t{1} << 30, 0, 1, 28672), 1);
+  EXPECT_EQ(RoundRowsPerBlock(3, int64_t{1} << 31, 0, 1, 28672), 0);  // beyond 32 bits
+}
+
 TEST(CudaFusedCompileTest, ACompileErrorCarriesTheLog) {
   absl::StatusOr<std::string> cubin =
       CompileCudaSource("extern \"C\" __global__ void k() { undeclared = 1; }", "bad.cu", kArch);
@@ -156,8 +189,11 @@ class CudaFusedTest : public ::testing::Test {
   }
 
   // Runs `p` on the GPU with every pointer (buffers, uids, row maps) moved into a device copy;
-  // returns the buffers' device results. `ok` says whether the launch succeeded.
-  std::vector<std::vector<float>> RunOnDevice(const EwProgram& p, bool* ok) {
+  // returns the buffers' device results. `ok` says whether the launch succeeded. With `gemm`
+  // (its pointers into p's buffers too), the GEMM and then the program, through
+  // GemmThenElementwise.
+  std::vector<std::vector<float>> RunOnDevice(const EwProgram& p, bool* ok,
+                                              const Kernels::GemmCall* gemm = nullptr) {
     std::vector<std::unique_ptr<DeviceArray<float>>> dev;
     for (const auto& b : p.buffers) dev.push_back(std::make_unique<DeviceArray<float>>(*b));
     auto ints = [](const std::vector<int32_t>& v) {
@@ -170,35 +206,54 @@ class CudaFusedTest : public ::testing::Test {
       if (in.dst.rows != nullptr) in.dst.rows = dev_push.get();
       if (in.a.rows != nullptr) in.a.rows = dev_pull.get();
       if (in.uids != nullptr) in.uids = dev_uids.get();
-      for (EwArg* a : {&in.dst, &in.a, &in.b}) {
-        for (size_t i = 0; i < p.buffers.size() && a->ptr != nullptr; ++i) {
-          float* base = p.buffers[i]->data();
-          if (a->ptr >= base && a->ptr < base + p.buffers[i]->size()) {
-            a->ptr = dev[i]->get() + (a->ptr - base);
-            break;
-          }
-        }
-      }
+      for (EwArg* a : {&in.dst, &in.a, &in.b}) a->ptr = ToDevice(p, dev, a->ptr);
     }
     DeviceArray<EwInstr> dev_program(program);
-    *ok = cuda_
-              ->Elementwise(program.data(), dev_program.get(), static_cast<int>(program.size()),
-                            p.rows)
-              .ok();
+    const int count = static_cast<int>(program.size());
+    if (gemm != nullptr) {
+      Kernels::GemmCall g = *gemm;
+      g.a = ToDevice(p, dev, g.a);
+      g.b = ToDevice(p, dev, g.b);
+      g.c = ToDevice(p, dev, g.c);
+      *ok = cuda_->GemmThenElementwise(g, program.data(), dev_program.get(), count, p.rows, 0).ok();
+    } else {
+      *ok = cuda_->Elementwise(program.data(), dev_program.get(), count, p.rows).ok();
+    }
     std::vector<std::vector<float>> out;
     for (const auto& d : dev) out.push_back(d->Download());
     return out;
   }
 
-  // Runs `p` on the GPU and on the CPU kernels; compares every buffer.
-  void Compare(const EwProgram& p, const std::string& what, double rtol = 1e-5) {
+  // `ptr` (into one of p's buffers, or not) in the device copies `dev` of p's buffers.
+  template <typename T>
+  static T* ToDevice(const EwProgram& p,
+                     const std::vector<std::unique_ptr<DeviceArray<float>>>& dev, T* ptr) {
+    for (size_t i = 0; i < p.buffers.size() && ptr != nullptr; ++i) {
+      const float* base = p.buffers[i]->data();
+      if (ptr >= base && ptr < base + p.buffers[i]->size()) return dev[i]->get() + (ptr - base);
+    }
+    return ptr;
+  }
+
+  // Runs `p` (after `gemm`, if given) on the GPU and on the CPU kernels; compares every buffer.
+  void Compare(const EwProgram& p, const std::string& what, double rtol = 1e-5,
+               const Kernels::GemmCall* gemm = nullptr) {
     bool ok = false;
-    const std::vector<std::vector<float>> got = RunOnDevice(p, &ok);
+    const std::vector<std::vector<float>> got = RunOnDevice(p, &ok, gemm);
     ASSERT_TRUE(ok) << what;
     absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
     ASSERT_TRUE(cpu.ok());
     const int count = static_cast<int>(p.instrs.size());
-    ASSERT_TRUE((*cpu)->Elementwise(p.instrs.data(), p.instrs.data(), count, p.rows).ok()) << what;
+    if (gemm != nullptr) {
+      ASSERT_TRUE(
+          (*cpu)
+              ->GemmThenElementwise(*gemm, p.instrs.data(), p.instrs.data(), count, p.rows, 0)
+              .ok())
+          << what;
+    } else {
+      ASSERT_TRUE((*cpu)->Elementwise(p.instrs.data(), p.instrs.data(), count, p.rows).ok())
+          << what;
+    }
     for (size_t i = 0; i < p.buffers.size(); ++i) {
       EXPECT_TRUE(AllClose(got[i], *p.buffers[i], rtol, 1e-6)) << what << ", buffer " << i;
     }
@@ -305,6 +360,49 @@ TEST_F(CudaFusedTest, ShapesSkipThePlanAndBrokenPromisesAreCaught) {
   EXPECT_EQ(strict.Launch(nullptr, other.data(), dev_other.get(), 2, p.rows, 7).code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// A forward round in one launch (CudaKernels::SetFusedRound, CAVS_FUSED_ROUND=1): the small
+// GEMM writes the gates that the Tree-LSTM program reads, a grid barrier between, against the
+// CPU's two calls; with beta 0 and 1 (a folded sum's later term), rows of one tile to the most
+// that keep one block per multiprocessor (80 rows of 750 columns: 120 blocks). Every call
+// reuses the barrier. Above that (512 rows), the two launches, with the same results.
+TEST_F(CudaFusedTest, RoundKernelMatchesTheCpu) {
+  const CudaKernels::SmallGemm small = cuda_->small_gemm();
+  const bool was_round = cuda_->fused_round();
+  cuda_->SetSmallGemm(CudaKernels::SmallGemm::kWhereFaster);
+  cuda_->SetFusedRound(true);
+  core::Rng rng(31);
+  int64_t expected = cuda_->rounds_fused();
+  for (int64_t rows : {1, 16, 37, 64, 80, 512}) {
+    for (float beta : {0.0f, 1.0f}) {
+      const std::string what = "rows " + std::to_string(rows) + ", beta " + std::to_string(beta);
+      EwProgram p = TreeLstmForward(150, rows, 40 + rows);
+      float* gates = p.buffers[0]->data();
+      const float* x = p.Buffer(rows * 300, rng);
+      const float* w = p.Buffer(300 * 750, rng);
+      const Kernels::GemmCall g{false, false, rows, 750,  300,   1.0f, x,
+                                300,   w,     750,  beta, gates, 750};
+      Compare(p, what, 1e-4, &g);
+      if (rows <= 80) ++expected;  // one block per multiprocessor on an H100 or H200 (132)
+      EXPECT_EQ(cuda_->rounds_fused(), expected) << what;
+      if (HasFailure()) break;
+    }
+  }
+  // Programs with shared rows and row sums, over more rows than blocks, after a GEMM they do not
+  // read (the program's body at 512 threads a block, grid-strided).
+  for (int i = 0; i < 20; ++i) {
+    EwProgram p = RandomProgram(rng, 12, 300, 40);
+    const float* a = p.Buffer(64 * 96, rng);
+    const float* b = p.Buffer(96 * 64, rng);
+    float* c = p.Buffer(64 * 64, rng);
+    const Kernels::GemmCall g{false, false, 64, 64, 96, 0.5f, a, 96, b, 64, 0.0f, c, 64};
+    Compare(p, "random program " + std::to_string(i), 1e-4, &g);
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(cuda_->rounds_fused(), expected);
+  cuda_->SetFusedRound(was_round);
+  cuda_->SetSmallGemm(small);
 }
 
 // Every round of a shape (other rows, other pointers) reuses the kernel compiled for the first.

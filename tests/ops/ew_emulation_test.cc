@@ -3,7 +3,7 @@
 // itself, not only its plan, checked on machines without a GPU.
 //
 // A small prelude makes the source host C++: __global__ and __device__ vanish, threadIdx and
-// blockIdx are thread-locals, each block is 256 std::threads with a std::barrier for
+// blockIdx are thread-locals, each block is 256 (or 512) std::threads with a std::barrier for
 // __syncthreads, each warp 32 of them exchanging through slots for __shfl_xor_sync, the
 // rounded intrinsics are the plain IEEE operations (std::fma for __fmaf_rn), and the shared
 // row (CAVS_EW_SHARED) is a buffer per block. The kernel is built as a shared object with the
@@ -74,14 +74,14 @@ inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 #define CAVS_EW_SHARED(name) float* const name = cavs_emu_shared
 using CavsEmuKernel = void (*)(const unsigned char*, long long, int);
 extern "C" void cavs_emu_run(CavsEmuKernel kernel, const unsigned char* program, long long rows,
-                             int rows_per_block, long long shared_floats) {
+                             int rows_per_block, long long shared_floats, unsigned block_threads) {
   const long long blocks = (rows + rows_per_block - 1) / rows_per_block;
   for (long long b = 0; b < blocks; ++b) {
-    std::barrier<> block(256);
-    std::unique_ptr<CavsEmuWarp[]> warps(new CavsEmuWarp[8]);
+    std::barrier<> block(block_threads);
+    std::unique_ptr<CavsEmuWarp[]> warps(new CavsEmuWarp[block_threads / 32]);
     std::vector<float> shared(static_cast<size_t>(shared_floats) + 1, 0.0f);
     std::vector<std::thread> threads;
-    for (unsigned t = 0; t < 256; ++t) {
+    for (unsigned t = 0; t < block_threads; ++t) {
       threads.emplace_back([&, t] {
         threadIdx.x = t;
         blockIdx.x = static_cast<unsigned>(b);
@@ -115,14 +115,22 @@ class EwEmulationTest : public ::testing::Test {
   }
 
   // Emits, builds and runs `p`'s kernel on host threads; then runs p on the CPU kernels from
-  // the same inputs and compares every buffer.
-  void Compare(EwProgram& p, const std::string& what) {
+  // the same inputs and compares every buffer. With `threads` other than kEwKernelThreads, the
+  // kernel is the program's body for that many threads (EmitEwBodyCuda, as a forward round's
+  // single launch runs it after its GEMM) called by a kernel of that many.
+  void Compare(EwProgram& p, const std::string& what, int threads = kEwKernelThreads) {
     const int count = static_cast<int>(p.instrs.size());
     ASSERT_TRUE(cpu::ValidateProgram(p.instrs.data(), count, p.rows).ok()) << what;
     const EwKernelPlan plan = PlanEwKernel(p.instrs.data(), count, p.rows);
     const std::string name = EwKernelName(plan);
     const std::filesystem::path src = dir_ / (name + ".cu"), so = dir_ / (name + ".so");
-    std::ofstream(src) << EmitEwKernelCuda(plan, name);
+    if (threads == kEwKernelThreads) {
+      std::ofstream(src) << EmitEwKernelCuda(plan, name);
+    } else {
+      std::ofstream(src) << EmitEwBodyCuda(plan, name + "_body", threads) << "extern \"C\" void "
+                         << name << "(const unsigned char* program, long long rows, int rpb) {\n  "
+                         << name << "_body(program, rows, rpb, blockIdx.x);\n}\n";
+    }
     const std::string cmd =
         std::string(CAVS_TEST_CXX) + " -std=c++20 -O1 -fPIC -shared -pthread -w -x c++ -include " +
         (dir_ / "prelude.h").string() + " -I" CAVS_SOURCE_DIR " " + src.string() + " -o " +
@@ -136,7 +144,7 @@ class EwEmulationTest : public ::testing::Test {
     ASSERT_NE(handle, nullptr) << dlerror();
     loaded_.push_back(handle);
     using Kernel = void (*)(const unsigned char*, long long, int);
-    using Run = void (*)(Kernel, const unsigned char*, long long, int, long long);
+    using Run = void (*)(Kernel, const unsigned char*, long long, int, long long, unsigned);
     auto kernel = reinterpret_cast<Kernel>(dlsym(handle, name.c_str()));
     auto run = reinterpret_cast<Run>(dlsym(handle, "cavs_emu_run"));
     ASSERT_NE(kernel, nullptr);
@@ -152,7 +160,8 @@ class EwEmulationTest : public ::testing::Test {
     // CudaFusedElementwise's launch shape for a device of one SM.
     const int64_t rows_per_block = EwRowsPerBlock(p.rows, plan.max_width, 1);
     run(kernel, reinterpret_cast<const unsigned char*>(p.instrs.data()), p.rows,
-        static_cast<int>(rows_per_block), rows_per_block * plan.shared_width);
+        static_cast<int>(rows_per_block), rows_per_block * plan.shared_width,
+        static_cast<unsigned>(threads));
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_TRUE(AllClose(*p.buffers[i], want[i], 1e-5, 1e-6)) << what << ", buffer " << i;
     }
@@ -199,6 +208,20 @@ TEST_F(EwEmulationTest, EveryOpSharedRowsAndRowSums) {
   ASSERT_GT(plan.shared_width, 0);
   ASSERT_GT(plan.segments.size(), 3u);
   Compare(p, "every op");
+}
+
+// The bodies a forward round's single launch runs after its GEMM: 512 threads a block.
+TEST_F(EwEmulationTest, BodiesForOtherThreadCounts) {
+  for (int64_t rows : {1, 37}) {
+    EwProgram fwd = testing::TreeLstmForward(20, rows, 1);
+    Compare(fwd, "forward, 512 threads, rows " + std::to_string(rows), 512);
+  }
+  core::Rng rng(5);
+  for (int i = 0; i < 3; ++i) {
+    EwProgram p = RandomProgram(rng, 14, 60, 40);
+    Compare(p, "random program, 512 threads " + std::to_string(i), 512);
+    if (HasFailure()) return;
+  }
 }
 
 TEST_F(EwEmulationTest, RandomPrograms) {

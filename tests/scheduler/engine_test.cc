@@ -15,6 +15,7 @@
 #include "core/allocator.h"
 #include "core/optimizer.h"
 #include "core/random.h"
+#include "core/status.h"
 #include "ops/cpu/cpu_packed_gemm.h"
 #include "scheduler/engine_compile.h"
 #include "scheduler/reference_executor.h"
@@ -517,6 +518,21 @@ TEST(EngineTest, LaunchesPerRound) {
   EXPECT_EQ((*engine)->BackwardLaunchesPerRound(), 2);
 }
 
+// A new engine's stats after inference over `graphs` with `f`, then after training.
+std::pair<EngineStats, EngineStats> InferThenTrain(const vertex::Function& f,
+                                                   const std::vector<Graph>& graphs) {
+  core::ParameterStore store(5);
+  auto engine = Engine::Create(&f, &store);
+  CAVS_CHECK(engine.ok(), engine.status().ToString());
+  RunOptions infer;
+  infer.backward = false;
+  CAVS_CHECK((*engine)->Run(graphs, infer).ok());
+  const EngineStats after_infer = (*engine)->stats();
+  CAVS_CHECK(store.ZeroGrad().ok());
+  CAVS_CHECK((*engine)->Run(graphs, RunOptions()).ok());
+  return {after_infer, (*engine)->stats()};
+}
+
 // GEMMs run only over rows that can be nonzero and are read: with every leaf in round 0 and
 // tokens only on leaves, x W runs over the leaves alone and [h_l, h_r] U over the internal
 // vertices alone (round 0 has no children, so its h U is skipped outright), forward and backward.
@@ -535,17 +551,27 @@ TEST(EngineTest, GemmsSkipRowsKnownZero) {
   const int64_t e = c.embed, h = c.hidden, k = c.classes;
   // One pass of x W, [h_l, h_r] U and the output layer over their rows.
   const int64_t pass = 2 * leaves * e * 5 * h + 2 * internal * 2 * h * 5 * h + 2 * all * h * k;
-  core::ParameterStore store(5);
-  auto engine = Engine::Create(&*f, &store);
-  ASSERT_TRUE(engine.ok());
-  RunOptions infer;
-  infer.backward = false;
-  ASSERT_TRUE((*engine)->Run(graphs, infer).ok());
-  EXPECT_EQ((*engine)->stats().gemm_flops, pass);
-  ASSERT_TRUE(store.ZeroGrad().ok());
-  ASSERT_TRUE((*engine)->Run(graphs, RunOptions()).ok());
+  const auto [infer, train] = InferThenTrain(*f, graphs);
+  EXPECT_EQ(infer.gemm_flops, pass);
   // Forward, the input gradients, and the weight gradients: three passes.
-  EXPECT_EQ((*engine)->stats().gemm_flops, 3 * pass);
+  EXPECT_EQ(train.gemm_flops, 3 * pass);
+}
+
+// A round's GEMM and the fused step after it are recorded as one GemmThenElementwise call
+// (which a device may run as one launch), forward, in every round with internal vertices
+// (round 0 has only leaves, whose [h_l, h_r] U is skipped); backward the fused step comes
+// first. A batch under 128 rows: above, the CPU packs the weight and calls GemmPackedB,
+// which is not joined. The results are checked by the rest of the suite, whose reference
+// comparisons run through the same calls.
+TEST(EngineTest, RoundGemmsJoinTheirPrograms) {
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  core::Rng rng(13);
+  const std::vector<Graph> graphs = Trees(rng, 4, 12);
+  const auto [infer, train] = InferThenTrain(*f, graphs);
+  ASSERT_LT(infer.rows, 128);
+  EXPECT_EQ(infer.gemm_programs, infer.rounds - 1);
+  EXPECT_EQ(train.gemm_programs, infer.rounds - 1);
 }
 
 // Submit/Finish pipelined (batch i+1 and its optimizer step queued before batch i's results
