@@ -21,6 +21,7 @@
 #include "core/optimizer.h"
 #include "core/parameter.h"
 #include "examples/data/sst_reader.h"
+#include "ops/cpu/cpu_elementwise.h"
 #include "ops/cpu/cpu_parallel.h"
 #include "ops/ew_codegen.h"
 #include "ops/kernels.h"
@@ -167,9 +168,11 @@ void BM_Plan(benchmark::State& state) {
 // The host cost a generated CUDA element-wise kernel adds to each launch (ops/ew_codegen.h):
 // planning a Tree-LSTM round's program (hidden 150, 64 rows; range 0 forward, 1 backward) and
 // finding its compiled kernel by the plan's key; or (range 2, 3) what a launch with a known
-// shape does instead, the fingerprint check and a lookup (CudaFusedElementwise::Launch).
+// shape does instead, the fingerprint check and a lookup (CudaFusedElementwise::Launch); or
+// (range 4, 5) the argument checks every Elementwise call makes first (cpu::ValidateProgram).
 void BM_EwKernelPlan(benchmark::State& state) {
   const bool fwd = state.range(0) % 2 == 0, shaped = state.range(0) >= 2;
+  const bool validate = state.range(0) >= 4;
   const ops::testing::EwProgram p =
       fwd ? ops::testing::TreeLstmForward(150, 64, 1) : ops::testing::TreeLstmBackward(150, 64, 1);
   const int count = static_cast<int>(p.instrs.size());
@@ -178,7 +181,9 @@ void BM_EwKernelPlan(benchmark::State& state) {
   absl::flat_hash_map<uint64_t, std::vector<int64_t>> shapes;
   ops::EwFingerprint(p.instrs.data(), count, p.rows, &shapes[12345]);
   for (auto _ : state) {
-    if (shaped) {
+    if (validate) {
+      benchmark::DoNotOptimize(ops::cpu::ValidateProgram(p.instrs.data(), count, p.rows, true));
+    } else if (shaped) {
       auto it = shapes.find(12345);
       benchmark::DoNotOptimize(
           ops::EwFingerprintMatches(it->second, p.instrs.data(), count, p.rows));
@@ -187,7 +192,10 @@ void BM_EwKernelPlan(benchmark::State& state) {
       benchmark::DoNotOptimize(kernels.find(plan.key)->second);
     }
   }
-  state.SetLabel(absl::StrCat(count, " instructions, ", shaped ? "known shape" : "planned"));
+  state.SetLabel(absl::StrCat(count, " instructions, ",
+                              validate ? "validated"
+                              : shaped ? "known shape"
+                                       : "planned"));
 }
 
 void BM_Reference(benchmark::State& state) {
@@ -285,7 +293,7 @@ BENCHMARK(BM_Plan)
     ->Args({256, 2})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
-BENCHMARK(BM_EwKernelPlan)->DenseRange(0, 3)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_EwKernelPlan)->DenseRange(0, 5)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_Reference)->Args({150, 25})->Args({150, 64})->Apply(bench::Timed);
 
 // Prints engine / reference ratios for the configurations both measured.

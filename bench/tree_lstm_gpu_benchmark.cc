@@ -387,13 +387,17 @@ class PathSetting {
   // interpreter + cublasSgemm, 4: generated kernels + the small-GEMM kernel wherever it applies
   // (cublasSgemm elsewhere), 5: the defaults (generated kernels, the small GEMM where faster,
   // cuBLASLt elsewhere), 6: the defaults with each forward round whose GEMM takes the small GEMM
-  // in one launch (CAVS_FUSED_ROUND=1). Paths 0 to 3 have the small GEMM off.
+  // in one launch (CAVS_FUSED_ROUND=1), 7: the small GEMM wherever it applies and every forward
+  // round of at most 512 rows in one launch (CAVS_SMALL_GEMM=1 CAVS_FUSED_ROUND=1). Paths 0 to
+  // 3 have the small GEMM off.
   static absl::StatusOr<PathSetting> Set(int path) {
     CAVS_ASSIGN_OR_RETURN(ops::CudaKernels * k, ops::GetCudaKernels(0));
     PathSetting s(k);
     using Small = ops::CudaKernels::SmallGemm;
-    k->SetSmallGemm(path == 4 ? Small::kEverywhere : path >= 5 ? Small::kWhereFaster : Small::kOff);
-    k->SetFusedRound(path == 6);
+    k->SetSmallGemm(path == 4 || path == 7 ? Small::kEverywhere
+                    : path >= 5            ? Small::kWhereFaster
+                                           : Small::kOff);
+    k->SetFusedRound(path >= 6);
     CAVS_RETURN_IF_ERROR(k->SetFusedElementwise(path != 3));
     const bool lt = path == 1 || path == 2 || path >= 5;
     CAVS_RETURN_IF_ERROR(k->SetCublasLt(lt));
@@ -401,13 +405,15 @@ class PathSetting {
     return s;
   }
   static const char* Name(int path) {
-    static const char* kNames[] = {"generated + cublasSgemm",
-                                   "generated + cuBLASLt",
-                                   "generated + cuBLASLt autotuned",
-                                   "interpreter + cublasSgemm",
-                                   "generated + small GEMM",
-                                   "defaults: generated + small GEMM where faster + cuBLASLt",
-                                   "defaults + one launch per small-GEMM round"};
+    static const char* kNames[] = {
+        "generated + cublasSgemm",
+        "generated + cuBLASLt",
+        "generated + cuBLASLt autotuned",
+        "interpreter + cublasSgemm",
+        "generated + small GEMM",
+        "defaults: generated + small GEMM where faster + cuBLASLt",
+        "defaults + one launch per small-GEMM round",
+        "small GEMM everywhere, cuBLASLt elsewhere + one launch per round"};
     return kNames[path];
   }
   absl::Status Restore() {
@@ -778,7 +784,7 @@ BENCHMARK_CAPTURE(BM_TreeLstm, infer_overlap, false, true, false)->Arg(256)->App
 BENCHMARK_CAPTURE(BM_TreeLstm, infer_pipelined, false, true, true)->Arg(256)->Apply(bench::Timed);
 
 BENCHMARK(BM_TreeLstmPaths)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6}, {0, 1, 2, 3}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2, 3}})
     ->Repetitions(3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()

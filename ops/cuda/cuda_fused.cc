@@ -454,10 +454,13 @@ absl::Status CudaFusedElementwise::LaunchRound(cudaStream_t stream, const small_
   const Round& r = **s->round;
   const int64_t gemm_bytes =
       small_gemm::SharedFloats(g.chunk) * static_cast<int64_t>(sizeof(float));
-  const int64_t grid = small_gemm::Blocks(g.m, g.n);
-  if (gemm_bytes > r.shared_bytes || grid > static_cast<int64_t>(r.blocks_per_sm) * num_sms_) {
-    return absl::NotFoundError("the GEMM's tiles cannot all be resident at once");
+  // Every block resident at once (the barrier waits for all of them); more tiles than that are
+  // taken in turn by the blocks.
+  const int64_t resident = static_cast<int64_t>(r.blocks_per_sm) * num_sms_;
+  if (gemm_bytes > r.shared_bytes || resident <= 0) {
+    return absl::NotFoundError("the GEMM's chunk does not fit a round kernel's shared memory");
   }
+  const int64_t grid = std::min(small_gemm::Blocks(g.m, g.n), resident);
   const int64_t per_block = RoundRowsPerBlock(rows, s->max_width, s->shared_width, grid,
                                               r.shared_bytes / static_cast<int64_t>(sizeof(float)));
   if (per_block == 0) return absl::NotFoundError("the program's shared rows do not fit");

@@ -119,9 +119,11 @@ class CudaFusedElementwise {
 
   // Kernels::GemmThenElementwise in one launch (EmitRoundKernelCuda): the small GEMM `g`, whose
   // chunk of inputs takes `gemm_shared_bytes` of shared memory (at most what PrepareSmallGemm
-  // allowed), then the program as Launch runs it. NotFound, with nothing queued, where the
-  // round kernel cannot run it: nothing of nonzero width, the GEMM's tiles more than can be
-  // resident at once, the program's shared rows too wide, the round kernel not compiled or
+  // allowed), then the program as Launch runs it, over as many blocks as the GEMM has tiles
+  // or, if fewer, as can be resident at once (each then takes several tiles in turn). NotFound,
+  // with nothing queued, where the round kernel cannot run it: nothing of nonzero width, the
+  // GEMM's chunk beyond its shared memory, the program's shared rows too wide, the round
+  // kernel not compiled or
   // loaded for this device (NVRTC's error is kept, not tried again), the cooperative launch
   // refused. The caller then queues the GEMM and the program separately.
   [[nodiscard]] absl::Status LaunchRound(cudaStream_t stream, const small_gemm::Args& g,

@@ -366,7 +366,8 @@ TEST_F(CudaFusedTest, ShapesSkipThePlanAndBrokenPromisesAreCaught) {
 // GEMM writes the gates that the Tree-LSTM program reads, a grid barrier between, against the
 // CPU's two calls; with beta 0 and 1 (a folded sum's later term), rows of one tile to the most
 // that keep one block per multiprocessor (80 rows of 750 columns: 120 blocks). Every call
-// reuses the barrier. Above that (512 rows), the two launches, with the same results.
+// reuses the barrier. Above that (512 rows), the two launches, with the same results; with the
+// small GEMM everywhere, one launch whose blocks take several tiles each.
 TEST_F(CudaFusedTest, RoundKernelMatchesTheCpu) {
   const CudaKernels::SmallGemm small = cuda_->small_gemm();
   const bool was_round = cuda_->fused_round();
@@ -401,6 +402,19 @@ TEST_F(CudaFusedTest, RoundKernelMatchesTheCpu) {
     if (HasFailure()) break;
   }
   EXPECT_GT(cuda_->rounds_fused(), expected);
+  // With the small GEMM everywhere, 512 rows (768 tiles) join too: more tiles than resident
+  // blocks, each block taking several in turn before the barrier.
+  cuda_->SetSmallGemm(CudaKernels::SmallGemm::kEverywhere);
+  for (int64_t rows : {200, 512}) {
+    EwProgram p = TreeLstmForward(150, rows, 60 + rows);
+    const float* x = p.Buffer(rows * 300, rng);
+    const float* w = p.Buffer(300 * 750, rng);
+    const Kernels::GemmCall g{
+        false, false, rows, 750, 300, 1.0f, x, 300, w, 750, 1.0f, p.buffers[0]->data(), 750};
+    const int64_t before = cuda_->rounds_fused();
+    Compare(p, "small GEMM everywhere, rows " + std::to_string(rows), 1e-4, &g);
+    EXPECT_EQ(cuda_->rounds_fused(), before + 1) << rows;
+  }
   cuda_->SetFusedRound(was_round);
   cuda_->SetSmallGemm(small);
 }
