@@ -8,7 +8,7 @@
 # where faster, cuBLASLt elsewhere; its batch-256 rows again with one launch per round), its
 # batch-256 rows for every element-wise and GEMM path in
 # one process (BM_TreeLstmPaths, random interleaving), and the LSTM-vs-cuDNN benchmark (the
-# defaults, cuBLASLt autotuned, cublasSgemm). One log
+# defaults, cuBLASLt autotuned, cublasSgemm, the small GEMM with one launch per round). One log
 # per group under $OUT (default: .gpucarry/out; 6 files, the device tool returns at most 8); a
 # part that fails is reported and the rest still run.
 #
@@ -90,6 +90,8 @@ if [[ "$mode" == bench || "$mode" == all ]]; then
   CAVS_GEMM_AUTOTUNE=1 part bench_lstm lstm_gpu_bench_autotuned 90 \
     "$bin/lstm_gpu_benchmark" "$tabular"
   CAVS_CUBLASLT=0 part bench_lstm lstm_gpu_bench_sgemm 90 "$bin/lstm_gpu_benchmark" "$tabular"
+  CAVS_SMALL_GEMM=1 CAVS_FUSED_ROUND=1 part bench_lstm lstm_gpu_bench_fused_round 90 \
+    "$bin/lstm_gpu_benchmark" "$tabular"
 fi
 if [[ "$mode" == bench_ab || "$mode" == all ]]; then
   # Every element-wise and GEMM path at batch 256, overlapped and pipelined, in one process

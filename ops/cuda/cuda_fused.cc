@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "core/env.h"
 #include "core/status.h"
 #include "ops/cuda/cuda_status.h"
@@ -431,7 +433,7 @@ absl::StatusOr<CudaFusedElementwise::Round> CudaFusedElementwise::RoundFor(
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     cudaLibraryUnload(c.library);
-    return CudaStatus(err, call, __FILE__, __LINE__);  // not kept: the next round tries again
+    return CudaStatus(err, call, __FILE__, __LINE__);  // not in rounds_: another shape retries
   }
   rounds_.emplace(plan.key, r);
   return r;
@@ -446,11 +448,23 @@ absl::Status CudaFusedElementwise::LaunchRound(cudaStream_t stream, const small_
   }
   Shaped local;
   CAVS_ASSIGN_OR_RETURN(Shaped * s, Find(host, count, rows, shape, &local));
-  if (s->max_width == 0) return absl::NotFoundError("the program has nothing of nonzero width");
-  if (!s->round.has_value()) s->round = RoundFor(s->plan, gemm_shared_bytes);
-  if (!s->round->ok()) {
-    return absl::NotFoundError(absl::StrCat("no round kernel: ", s->round->status().message()));
+  // Not joined after all: the caller's Elementwise finds the shape again, so this launch is
+  // not counted twice (nor its skipped plan).
+  auto not_joined = [&](absl::string_view why) {
+    if (s != &local && !verify_all_ && s->launches > kVerifiedLaunches) --shape_hits_;
+    --s->launches;
+    return absl::NotFoundError(why);
+  };
+  if (s->max_width == 0) return not_joined("the program has nothing of nonzero width");
+  if (!s->round.has_value()) {
+    s->round = RoundFor(s->plan, gemm_shared_bytes);
+    if (!s->round->ok()) {  // said once per program shape; its rounds then take two launches
+      std::fprintf(stderr, "cavs: no round kernel for %s (%s); its rounds take two launches\n",
+                   EwKernelName(s->plan).c_str(),
+                   std::string(s->round->status().message()).c_str());
+    }
   }
+  if (!s->round->ok()) return not_joined(s->round->status().message());
   const Round& r = **s->round;
   const int64_t gemm_bytes =
       small_gemm::SharedFloats(g.chunk) * static_cast<int64_t>(sizeof(float));
@@ -458,20 +472,31 @@ absl::Status CudaFusedElementwise::LaunchRound(cudaStream_t stream, const small_
   // taken in turn by the blocks.
   const int64_t resident = static_cast<int64_t>(r.blocks_per_sm) * num_sms_;
   if (gemm_bytes > r.shared_bytes || resident <= 0) {
-    return absl::NotFoundError("the GEMM's chunk does not fit a round kernel's shared memory");
+    return not_joined("the GEMM's chunk does not fit a round kernel's shared memory");
   }
   const int64_t grid = std::min(small_gemm::Blocks(g.m, g.n), resident);
   const int64_t per_block = RoundRowsPerBlock(rows, s->max_width, s->shared_width, grid,
                                               r.shared_bytes / static_cast<int64_t>(sizeof(float)));
-  if (per_block == 0) return absl::NotFoundError("the program's shared rows do not fit");
-  if (barrier_ == nullptr) {
-    CAVS_CUDA_RETURN_IF_ERROR(
-        cudaMalloc(reinterpret_cast<void**>(&barrier_), 2 * sizeof(unsigned)));
-    const cudaError_t err = cudaMemset(barrier_, 0, 2 * sizeof(unsigned));
-    if (err != cudaSuccess) {
-      cudaFree(barrier_);
+  if (per_block == 0) return not_joined("the program's shared rows do not fit");
+  if (barrier_ == nullptr) {  // once: whether the device launches cooperatively, the barrier
+    int device = 0, cooperative = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) {
+      err = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
+    }
+    if (err == cudaSuccess && cooperative != 0) {
+      err = cudaMalloc(reinterpret_cast<void**>(&barrier_), sizeof(unsigned));
+    }
+    // Zeroed in stream order, before the first round kernel on `stream`.
+    if (err == cudaSuccess && barrier_ != nullptr) {
+      err = cudaMemsetAsync(barrier_, 0, sizeof(unsigned), stream);
+    }
+    if (err != cudaSuccess || barrier_ == nullptr) {
+      (void)cudaGetLastError();  // not the next launch check's error
+      if (barrier_ != nullptr) cudaFree(barrier_);
       barrier_ = nullptr;
-      return CudaStatus(err, "cudaMemset (the round kernels' barrier)", __FILE__, __LINE__);
+      return not_joined(err != cudaSuccess ? "no memory for the round kernels' barrier"
+                                           : "the device does not launch cooperatively");
     }
   }
   const size_t bytes = static_cast<size_t>(
@@ -485,9 +510,9 @@ absl::Status CudaFusedElementwise::LaunchRound(cudaStream_t stream, const small_
   const cudaError_t err = cudaLaunchCooperativeKernel(
       reinterpret_cast<const void*>(r.kernel.kernel), dim3(static_cast<unsigned>(grid)),
       dim3(small_gemm::kThreads), args, bytes, stream);
-  if (err == cudaErrorCooperativeLaunchTooLarge) {  // another kernel holds multiprocessors
+  if (err == cudaErrorCooperativeLaunchTooLarge) {  // more blocks than can be resident
     (void)cudaGetLastError();
-    return absl::NotFoundError("the cooperative launch was refused");
+    return not_joined("the cooperative launch was refused");
   }
   if (err != cudaSuccess) {
     (void)cudaGetLastError();

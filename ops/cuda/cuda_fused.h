@@ -172,7 +172,7 @@ class CudaFusedElementwise {
   std::string cache_dir_;  // compiled kernels on disk (empty: none)
   int64_t shape_hits_ = 0;
   int64_t rounds_fused_ = 0;
-  unsigned* barrier_ = nullptr;  // the round kernels' grid barrier (2 words, device memory)
+  unsigned* barrier_ = nullptr;  // the round kernels' grid barrier (a word of device memory)
   absl::flat_hash_map<std::vector<int64_t>, absl::StatusOr<Compiled>> kernels_;
   absl::flat_hash_map<std::vector<int64_t>, absl::StatusOr<Round>> rounds_;  // by the plan's key
   absl::flat_hash_map<uint64_t, Shaped> shapes_;

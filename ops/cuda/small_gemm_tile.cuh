@@ -8,22 +8,29 @@
 
 namespace cavs::ops::small_gemm {
 
-// One float into shared memory without waiting for it (cp.async, 4 bytes); zero past the edges.
+// One float into shared memory without waiting for it (cp.async, 4 bytes, from sm_80; a plain
+// copy before); zero past the edges.
 struct AsyncCopy {
   __device__ __forceinline__ void operator()(float* dst, const float* src) const {
-    if (src != nullptr) {
-      const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, 4;\n" ::"r"(to), "l"(src) : "memory");
-    } else {
+    if (src == nullptr) {
       *dst = 0.0f;
+      return;
     }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, 4;\n" ::"r"(to), "l"(src) : "memory");
+#else
+    *dst = *src;
+#endif
   }
 };
 
 // Waits for this thread's copies issued so far.
 __device__ __forceinline__ void WaitCopies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\n" ::: "memory");
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
 }
 
 // Block-wide (kThreads threads): tile (bx, by) of C, through `shared` (SharedFloats(g.chunk)
@@ -48,29 +55,39 @@ __device__ __forceinline__ void RunTile(const Args& g, int bx, int by, float* sh
 }
 
 // A barrier over every block of the grid, which must all be resident at once (a cooperative
-// launch guarantees it or refuses). `state` is two words of device memory, zero before the
-// grid's first barrier, used by one grid at a time (launches on one stream): an arrival count
-// and a generation. Every block's earlier writes are visible to every block after it.
+// launch guarantees it or refuses). `arrived` is one word of device memory, zero before its
+// first use, used by one grid at a time (launches on one stream). Every block's writes before
+// the barrier are visible to every block after it.
 //
-// The last block to arrive resets the count and advances the generation; the others wait for
-// the generation to move past the one they read before arriving (it cannot move before they
-// arrive), so the state is ready for the next barrier, in this grid or the next.
-__device__ __forceinline__ void GridBarrier(unsigned* state) {
-  __syncthreads();
+// As cooperative groups' grid sync does it: each block's thread 0 adds 1 (block 0 adds
+// 0x80000000 - (blocks - 1)) with release semantics, and waits with acquire loads for the top
+// bit to flip, which happens exactly when the last block arrives. Each barrier adds 0x80000000
+// in all, so the low bits are zero again afterwards, for the next barrier of any grid size.
+__device__ __forceinline__ void GridBarrier(unsigned* arrived) {
+  __syncthreads();  // the block's writes before its arrival (thread 0's release covers them)
   if (threadIdx.x == 0) {
-    volatile unsigned* generation = state + 1;
-    const unsigned seen = *generation;
-    __threadfence();  // this block's writes before its arrival; `seen` read before it
-    if (atomicAdd(state, 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {
-      atomicExch(state, 0u);
-      __threadfence();
-      atomicAdd(state + 1, 1u);
-    } else {
-      while (*generation == seen) __nanosleep(64);
-    }
-    __threadfence();  // the other blocks' writes before this block's later reads
+    const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
+    const unsigned add =
+        blockIdx.x + blockIdx.y + blockIdx.z == 0 ? 0x80000000u - (blocks - 1) : 1u;
+    unsigned old = 0, now = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;"
+                 : "=r"(old)
+                 : "l"(arrived), "r"(add)
+                 : "memory");
+    do {
+      asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(now) : "l"(arrived) : "memory");
+    } while (((old ^ now) & 0x80000000u) == 0);
+#else
+    __threadfence();
+    old = atomicAdd(arrived, add);
+    do {
+      now = *static_cast<volatile unsigned*>(arrived);
+    } while (((old ^ now) & 0x80000000u) == 0);
+    __threadfence();
+#endif
   }
-  __syncthreads();
+  __syncthreads();  // the other blocks' writes before this block's later reads
 }
 
 }  // namespace cavs::ops::small_gemm
