@@ -142,6 +142,25 @@ std::string EmitEwBodyCuda(const EwKernelPlan& plan, const std::string& name, in
 
 inline constexpr int kEwKernelThreads = 256;
 
+// A forward round in one launch (Kernels::GemmThenElementwise, ops/cuda/cuda_fused.h): the
+// CUDA source of the kernel that runs the small GEMM (ops/cuda/small_gemm_tile.cuh) over its
+// grid's blocks, a grid-wide barrier (small_gemm::GridBarrier), then `plan`'s program
+// (EmitEwBodyCuda, small_gemm::kThreads threads a block), grid-strided over both:
+//   extern "C" __global__ void <name>(small_gemm::Args g, const unsigned char* program,
+//                                     long long rows, int rows_per_block, unsigned* barrier)
+// Launched cooperatively (every block resident, or the launch is refused), with the larger of
+// the GEMM's and the program's dynamic shared memory. Saves the program's launch, about 4.6 us
+// of host time and the device's wait for it, per round (docs/gpu_performance.md). The shared
+// memory's declaration is replaceable, as the program body's is (CAVS_ROUND_SHARED), so that
+// tests/ops/ew_emulation_test.cc runs the whole kernel on host threads.
+std::string EmitRoundKernelCuda(const EwKernelPlan& plan, const std::string& name);
+
+// Rows per block of the program in a round kernel of `grid` blocks: the rows spread over the
+// grid, no more than `shared_floats` of dynamic shared memory hold (plan.shared_width a row),
+// and rows * width within 32 bits. 0 where not one row fits.
+int64_t RoundRowsPerBlock(int64_t rows, int64_t width, int64_t shared_width, int64_t grid,
+                          int64_t shared_floats);
+
 // Rows per block of an element-wise launch, the interpreter's and the generated kernels': about
 // 4096 elements a block (a few per thread) for rows `width` wide, but no fewer blocks than
 // twice the `num_sms` multiprocessors where there are rows to spare.

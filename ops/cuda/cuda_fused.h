@@ -63,23 +63,6 @@ std::string KernelCacheDirFromEnv();
 // Whether the environment asks for generated kernels (CAVS_CUDA_FUSED unset or not "0").
 bool FusedElementwiseFromEnv();
 
-// A forward round in one launch (Kernels::GemmThenElementwise): the CUDA source of the kernel
-// that runs the small GEMM (small_gemm_tile.cuh) over its grid's blocks, a grid-wide barrier
-// (small_gemm::GridBarrier), then `plan`'s program (EmitEwBodyCuda, small_gemm::kThreads
-// threads a block), grid-strided over both:
-//   extern "C" __global__ void <name>(small_gemm::Args g, const unsigned char* program,
-//                                     long long rows, int rows_per_block, unsigned* barrier)
-// Launched cooperatively (every block resident, or the launch is refused), with the larger of
-// the GEMM's and the program's dynamic shared memory. Saves the program's launch, about 4.6 us
-// of host time and the device's wait for it, per round (docs/gpu_performance.md).
-std::string EmitRoundKernelCuda(const EwKernelPlan& plan, const std::string& name);
-
-// Rows per block of the program in a round kernel of `grid` blocks: the rows spread over the
-// grid, no more than `shared_floats` of dynamic shared memory hold (plan.shared_width a row),
-// and rows * width within 32 bits. 0 where not one row fits.
-int64_t RoundRowsPerBlock(int64_t rows, int64_t width, int64_t shared_width, int64_t grid,
-                          int64_t shared_floats);
-
 // Whether the environment asks for forward rounds in one launch (CAVS_FUSED_ROUND=1; off by
 // default until it is measured on a GPU).
 bool FusedRoundFromEnv();

@@ -78,11 +78,11 @@ __device__ __forceinline__ void GridBarrier(unsigned* arrived) {
     do {
       asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(now) : "l"(arrived) : "memory");
     } while (((old ^ now) & 0x80000000u) == 0);
-#else
+#else  // before sm_70, and host threads (tests/ops/ew_emulation_test.cc): fences, atomic reads
     __threadfence();
     old = atomicAdd(arrived, add);
     do {
-      now = *static_cast<volatile unsigned*>(arrived);
+      now = atomicAdd(arrived, 0u);
     } while (((old ^ now) & 0x80000000u) == 0);
     __threadfence();
 #endif

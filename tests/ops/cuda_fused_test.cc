@@ -98,17 +98,6 @@ TEST(CudaFusedCompileTest, RoundKernelsCompile) {
   }
 }
 
-// The program's rows spread over the round kernel's blocks, within its shared memory.
-TEST(CudaFusedCompileTest, RoundRowsPerBlock) {
-  EXPECT_EQ(RoundRowsPerBlock(64, 150, 0, 96, 28672), 1);
-  EXPECT_EQ(RoundRowsPerBlock(80, 150, 0, 24, 28672), 4);  // ceil(80 / 24)
-  EXPECT_EQ(RoundRowsPerBlock(80, 150, 0, 1, 28672), 80);
-  EXPECT_EQ(RoundRowsPerBlock(80, 150, 1000, 1, 28672), 28);  // the shared rows fit
-  EXPECT_EQ(RoundRowsPerBlock(80, 150, 30000, 1, 28672), 0);  // not one row fits
-  EXPECT_EQ(RoundRowsPerBlock(3, int64_t{1} << 30, 0, 1, 28672), 1);
-  EXPECT_EQ(RoundRowsPerBlock(3, int64_t{1} << 31, 0, 1, 28672), 0);  // beyond 32 bits
-}
-
 TEST(CudaFusedCompileTest, ACompileErrorCarriesTheLog) {
   absl::StatusOr<std::string> cubin =
       CompileCudaSource("extern \"C\" __global__ void k() { undeclared = 1; }", "bad.cu", kArch);

@@ -9,6 +9,10 @@
 // row (CAVS_EW_SHARED) is a buffer per block. The kernel is built as a shared object with the
 // compiler that built this test and loaded with dlopen; the test skips where that compiler is
 // gone. The launch shape (rows per block) is the one CudaFusedElementwise computes for one SM.
+//
+// A forward round's single launch (EmitRoundKernelCuda) runs the same way, every block at once
+// (its grid barrier needs them all): the small GEMM's tiles (on the host its copies are plain
+// and its barrier the fenced atomics of GPUs before sm_70), the barrier, the program's body.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -23,6 +27,7 @@
 #include "core/random.h"
 #include "gtest/gtest.h"
 #include "ops/cpu/cpu_elementwise.h"
+#include "ops/cuda/small_gemm.h"
 #include "ops/ew_codegen.h"
 #include "tests/ops/ew_programs.h"
 #include "tests/ops/ops_test_util.h"
@@ -37,6 +42,7 @@ using testing::Scratch;
 
 constexpr const char* kPrelude = R"(#pragma once
 #include <math.h>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <memory>
@@ -47,8 +53,13 @@ constexpr const char* kPrelude = R"(#pragma once
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
-struct CavsEmuDim { unsigned x; };
+struct CavsEmuDim { unsigned x = 0, y = 0, z = 0; };
+struct float4 { float x, y, z, w; };
 inline thread_local CavsEmuDim threadIdx, blockIdx;
+inline CavsEmuDim gridDim{1, 1, 1};
+inline int min(int a, int b) { return a < b ? a : b; }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
 struct CavsEmuWarp {
   std::barrier<> sync{32};
   float slots[32];
@@ -72,6 +83,7 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 #define CAVS_EW_SHARED(name) float* const name = cavs_emu_shared
+#define CAVS_ROUND_SHARED(name) float4* const name = reinterpret_cast<float4*>(cavs_emu_shared)
 using CavsEmuKernel = void (*)(const unsigned char*, long long, int);
 extern "C" void cavs_emu_run(CavsEmuKernel kernel, const unsigned char* program, long long rows,
                              int rows_per_block, long long shared_floats, unsigned block_threads) {
@@ -123,26 +135,16 @@ class EwEmulationTest : public ::testing::Test {
     ASSERT_TRUE(cpu::ValidateProgram(p.instrs.data(), count, p.rows).ok()) << what;
     const EwKernelPlan plan = PlanEwKernel(p.instrs.data(), count, p.rows);
     const std::string name = EwKernelName(plan);
-    const std::filesystem::path src = dir_ / (name + ".cu"), so = dir_ / (name + ".so");
+    std::string source;
     if (threads == kEwKernelThreads) {
-      std::ofstream(src) << EmitEwKernelCuda(plan, name);
+      source = EmitEwKernelCuda(plan, name);
     } else {
-      std::ofstream(src) << EmitEwBodyCuda(plan, name + "_body", threads) << "extern \"C\" void "
-                         << name << "(const unsigned char* program, long long rows, int rpb) {\n  "
-                         << name << "_body(program, rows, rpb, blockIdx.x);\n}\n";
+      source = EmitEwBodyCuda(plan, name + "_body", threads) + "extern \"C\" void " + name +
+               "(const unsigned char* program, long long rows, int rpb) {\n  " + name +
+               "_body(program, rows, rpb, blockIdx.x);\n}\n";
     }
-    const std::string cmd =
-        std::string(CAVS_TEST_CXX) + " -std=c++20 -O1 -fPIC -shared -pthread -w -x c++ -include " +
-        (dir_ / "prelude.h").string() + " -I" CAVS_SOURCE_DIR " " + src.string() + " -o " +
-        so.string() + " 2>" + (dir_ / "log.txt").string();
-    if (std::system(cmd.c_str()) != 0) {
-      std::ifstream log(dir_ / "log.txt");
-      const std::string text((std::istreambuf_iterator<char>(log)), {});
-      FAIL() << what << ": the emitted source does not compile as host C++:\n" << text;
-    }
-    void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-    ASSERT_NE(handle, nullptr) << dlerror();
-    loaded_.push_back(handle);
+    void* handle = Build(name, source, "", what);
+    if (handle == nullptr) return;
     using Kernel = void (*)(const unsigned char*, long long, int);
     using Run = void (*)(Kernel, const unsigned char*, long long, int, long long, unsigned);
     auto kernel = reinterpret_cast<Kernel>(dlsym(handle, name.c_str()));
@@ -150,12 +152,8 @@ class EwEmulationTest : public ::testing::Test {
     ASSERT_NE(kernel, nullptr);
     ASSERT_NE(run, nullptr);
 
-    std::vector<std::vector<float>> before;
-    for (const auto& b : p.buffers) before.push_back(*b);
-    ASSERT_TRUE(cpu::Elementwise(p.instrs.data(), count, p.rows).ok()) << what;
-    std::vector<std::vector<float>> want;
-    for (const auto& b : p.buffers) want.push_back(*b);
-    for (size_t i = 0; i < before.size(); ++i) *p.buffers[i] = before[i];
+    const std::vector<std::vector<float>> want =
+        Expected(p, [&] { return cpu::Elementwise(p.instrs.data(), count, p.rows); });
     if (plan.instrs.empty()) return;
     // CudaFusedElementwise's launch shape for a device of one SM.
     const int64_t rows_per_block = EwRowsPerBlock(p.rows, plan.max_width, 1);
@@ -167,9 +165,151 @@ class EwEmulationTest : public ::testing::Test {
     }
   }
 
+  // p's buffers after `reference` (the CPU's run of p), which must succeed; the buffers are then
+  // as they were before it.
+  template <typename Fn>
+  static std::vector<std::vector<float>> Expected(EwProgram& p, Fn reference) {
+    std::vector<std::vector<float>> before, after;
+    for (const auto& b : p.buffers) before.push_back(*b);
+    const absl::Status s = reference();
+    EXPECT_TRUE(s.ok()) << s;
+    for (const auto& b : p.buffers) after.push_back(*b);
+    for (size_t i = 0; i < before.size(); ++i) *p.buffers[i] = before[i];
+    return after;
+  }
+
+  // Builds `source` (with `tail` appended) as a shared object with the prelude; nullptr and a
+  // failure where it does not compile.
+  void* Build(const std::string& name, const std::string& source, const std::string& tail,
+              const std::string& what) {
+    const std::filesystem::path src = dir_ / (name + ".cu"), so = dir_ / (name + ".so");
+    std::ofstream(src) << source << tail;
+    const std::string cmd =
+        std::string(CAVS_TEST_CXX) + " -std=c++20 -O1 -fPIC -shared -pthread -w -x c++ -include " +
+        (dir_ / "prelude.h").string() + " -I" CAVS_SOURCE_DIR " " + src.string() + " -o " +
+        so.string() + " 2>" + (dir_ / "log.txt").string();
+    if (std::system(cmd.c_str()) != 0) {
+      std::ifstream log(dir_ / "log.txt");
+      const std::string text((std::istreambuf_iterator<char>(log)), {});
+      ADD_FAILURE() << what << ": the emitted source does not compile as host C++:\n" << text;
+      return nullptr;
+    }
+    void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    EXPECT_NE(handle, nullptr) << dlerror();
+    if (handle != nullptr) loaded_.push_back(handle);
+    return handle;
+  }
+
   std::filesystem::path dir_;
   std::vector<void*> loaded_;
 };
+
+// Runs a round kernel: `grid` blocks of 512 threads, all at once, each with its shared memory.
+constexpr const char* kRoundRunner = R"(
+using CavsEmuRound = void (*)(cavs::ops::small_gemm::Args, const unsigned char*, long long, int,
+                              unsigned*);
+extern "C" void cavs_emu_run_round(CavsEmuRound kernel, const cavs::ops::small_gemm::Args* g,
+                                   const unsigned char* program, long long rows,
+                                   int rows_per_block, long long shared_floats, unsigned grid,
+                                   unsigned* barrier) {
+  gridDim = CavsEmuDim{grid, 1, 1};
+  constexpr unsigned kThreads = cavs::ops::small_gemm::kThreads;
+  std::vector<std::unique_ptr<std::barrier<>>> blocks;
+  std::vector<std::unique_ptr<CavsEmuWarp[]>> warps;
+  std::vector<std::vector<float>> shared;
+  for (unsigned b = 0; b < grid; ++b) {
+    blocks.push_back(std::make_unique<std::barrier<>>(kThreads));
+    warps.emplace_back(new CavsEmuWarp[kThreads / 32]);
+    shared.emplace_back(static_cast<size_t>(shared_floats) + 4, 0.0f);
+  }
+  std::vector<std::thread> threads;
+  for (unsigned b = 0; b < grid; ++b) {
+    for (unsigned t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, b, t] {
+        threadIdx.x = t;
+        blockIdx.x = b;
+        cavs_emu_block = blocks[b].get();
+        cavs_emu_warp = &warps[b][t / 32];
+        cavs_emu_shared = shared[b].data();
+        kernel(*g, program, rows, rows_per_block, barrier);
+      });
+    }
+  }
+  for (std::thread& th : threads) th.join();
+}
+)";
+
+// A Tree-LSTM round's GEMM (onto the gates, beta 0 or 1, k over one or two chunks) and its
+// program in one round kernel, against the CPU's GEMM then program: over as many blocks as
+// tiles, and over fewer (each block then takes several tiles), the program's rows spread over
+// the blocks; the barrier's word is reused from launch to launch, as on the device.
+TEST_F(EwEmulationTest, RoundKernels) {
+  absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
+  ASSERT_TRUE(cpu.ok());
+  core::Rng rng(9);
+  unsigned barrier = 0;
+  struct Case {
+    int64_t rows, k;
+    float beta;
+    unsigned max_grid;  // the blocks "resident at once"
+  };
+  for (const Case& c : {Case{5, 24, 0.0f, 8}, Case{37, 40, 1.0f, 12}, Case{37, 40, 0.0f, 3},
+                        Case{20, 600, 1.0f, 4}}) {
+    const std::string what = "rows " + std::to_string(c.rows) + ", k " + std::to_string(c.k) +
+                             ", beta " + std::to_string(c.beta) + ", at most " +
+                             std::to_string(c.max_grid) + " blocks";
+    EwProgram p = testing::TreeLstmForward(20, c.rows, 70 + c.rows);
+    float* gates = p.buffers[0]->data();
+    const float* x = p.Buffer(c.rows * c.k, rng);
+    const float* w = p.Buffer(c.k * 100, rng);
+    const int count = static_cast<int>(p.instrs.size());
+    const EwKernelPlan plan = PlanEwKernel(p.instrs.data(), count, p.rows);
+    const std::string name = EwKernelName(plan) + "_round";
+    void* so = Build(name, EmitRoundKernelCuda(plan, name), kRoundRunner, what);
+    if (so == nullptr) return;
+    using Round = void (*)(small_gemm::Args, const unsigned char*, long long, int, unsigned*);
+    using Run = void (*)(Round, const small_gemm::Args*, const unsigned char*, long long, int,
+                         long long, unsigned, unsigned*);
+    auto kernel = reinterpret_cast<Round>(dlsym(so, name.c_str()));
+    auto run = reinterpret_cast<Run>(dlsym(so, "cavs_emu_run_round"));
+    ASSERT_NE(kernel, nullptr);
+    ASSERT_NE(run, nullptr);
+
+    const Kernels::GemmCall g{false, false, c.rows, 100,    c.k,   0.75f, x,
+                              c.k,   w,     100,    c.beta, gates, 100};
+    const std::vector<std::vector<float>> want = Expected(p, [&] {
+      return (*cpu)->GemmThenElementwise(g, p.instrs.data(), p.instrs.data(), count, p.rows, 0);
+    });
+
+    const int chunk = static_cast<int>(std::min<int64_t>(c.k, small_gemm::kMaxChunk));
+    const small_gemm::Args args{static_cast<int>(c.rows),
+                                100,
+                                static_cast<int>(c.k),
+                                0.75f,
+                                c.beta,
+                                x,
+                                c.k,
+                                w,
+                                100,
+                                gates,
+                                100,
+                                false,
+                                chunk};
+    const int64_t tiles = small_gemm::Blocks(c.rows, 100);
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, c.max_grid));
+    const int64_t gemm_floats = small_gemm::SharedFloats(chunk);
+    const int64_t per_block =
+        RoundRowsPerBlock(p.rows, plan.max_width, plan.shared_width, grid, gemm_floats);
+    ASSERT_GT(per_block, 0) << what;
+    run(kernel, &args, reinterpret_cast<const unsigned char*>(p.instrs.data()), p.rows,
+        static_cast<int>(per_block), std::max(gemm_floats, per_block * plan.shared_width), grid,
+        &barrier);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(AllClose(*p.buffers[i], want[i], 1e-5, 1e-5)) << what << ", buffer " << i;
+    }
+    EXPECT_EQ(barrier & 0x7fffffffu, 0u) << what << ": the barrier's count is not back to zero";
+  }
+}
 
 TEST_F(EwEmulationTest, TreeLstmRounds) {
   for (int64_t rows : {1, 37}) {
