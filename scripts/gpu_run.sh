@@ -12,7 +12,10 @@
 # per group under $OUT (default: .gpucarry/out; 6 files, the device tool returns at most 8); a
 # part that fails is reported and the rest still run.
 #
-#   bash .gpucarry/run.sh tests|bench|bench_ab|all
+#   bash .gpucarry/run.sh tests|bench|bench_ab|all|round
+#
+# `round` measures the one-launch forward round (CAVS_FUSED_ROUND) alone: its tests, memcheck
+# and racecheck, then its benchmark rows against the defaults (about 5 minutes).
 #
 # Each of `tests`, `bench` and `bench_ab` (the A/B rows) stays under the tool's 10 minutes per
 # call (every part has a timeout); in run 7 on an H100 they took about 1.5, 3 and 2 minutes
@@ -99,5 +102,35 @@ if [[ "$mode" == bench_ab || "$mode" == all ]]; then
   part bench_paths tree_gpu_bench_paths 420 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter=BM_TreeLstmPaths --benchmark_enable_random_interleaving=true \
     --benchmark_report_aggregates_only=true
+fi
+if [[ "$mode" == round ]]; then
+  # The one-launch round first (about 5 minutes): its tests, then its rows against the defaults
+  # in one process each (BM_TreeLstmPaths 5, 6, 7 interleaved), the engine rows with it, and the
+  # LSTM with the small GEMM and one launch per round.
+  [[ -f data/sst_train.txt ]] && export CAVS_BENCH_SST="$PWD/data/sst_train.txt"
+  [[ -f data/ptb.txt ]] && export CAVS_BENCH_PTB="$PWD/data/ptb.txt"
+  CAVS_VERIFY_EW_SHAPES=1 part tests ops_cuda_round 240 "$bin/ops_cuda_test" --gtest_brief=1 \
+    --gtest_filter='CudaFused*:CudaKernels*'
+  for small in "" 1; do
+    CAVS_VERIFY_EW_SHAPES=1 CAVS_FUSED_ROUND=1 CAVS_SMALL_GEMM=$small part tests \
+      "engine_fused_round${small:+_small_gemm}" 90 "$bin/scheduler_engine_test" --gtest_brief=1
+  done
+  part memcheck memcheck_round 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaFusedTest.Round*'
+  part memcheck racecheck_round 150 compute-sanitizer --tool racecheck --error-exitcode 1 \
+    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaFusedTest.Round*'
+  part bench_tree fused_round_calls 60 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter='^BM_FusedRound/0/[23]/'
+  part bench_paths paths_round 240 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter='^BM_TreeLstmPaths/[567]/' --benchmark_enable_random_interleaving=true \
+    --benchmark_report_aggregates_only=true
+  for round in 0 1; do
+    CAVS_FUSED_ROUND=$round part bench_tree "engine_rows_fused_round_$round" 120 \
+      "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+      --benchmark_filter='^BM_TreeLstm/(train|infer_pipelined|train_pipelined)/256'
+  done
+  CAVS_SMALL_GEMM=1 CAVS_FUSED_ROUND=1 part bench_lstm lstm_fused_round 90 \
+    "$bin/lstm_gpu_benchmark" "$tabular"
+  part bench_lstm lstm_defaults 90 "$bin/lstm_gpu_benchmark" "$tabular"
 fi
 cat "$summary"
