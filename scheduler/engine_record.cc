@@ -174,26 +174,28 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
   const int count = static_cast<int>(b_.instrs.size() - first);
   CAVS_CHECK(count == st.instrs, "instruction count");
   const uint64_t shape = st.shapes[(r1 - r0 == 1 ? 2 : 0) + (b_.options->training ? 1 : 0)];
+  // The GEMM recorded just before joins this program's call (Kernels::GemmThenElementwise).
+  std::optional<ops::Kernels::GemmCall> gemm;
   if (last_gemm_.has_value() && last_gemm_->first + 1 == b_.launches.size()) {
-    // The GEMM recorded just before, and this program, as one call (Kernels::GemmThenElementwise).
-    Batch* b = &b_;
-    ops::Kernels* k = &k_;
-    const ops::Kernels::GemmCall g = last_gemm_->second;
-    const int64_t rows = r1 - r0;
-    b_.launches.back() = [b, k, g, first, count, rows, shape]() {
-      return k->GemmThenElementwise(g, b->instrs.data() + first, b->dev_instrs + first, count, rows,
-                                    shape);
-    };
-    last_gemm_.reset();
+    gemm = last_gemm_->second;
+    b_.launches.pop_back();
     ++b_.gemm_programs;
-    return;
   }
-  LaunchInstrs(first, count, r1 - r0, shape);
+  last_gemm_.reset();
+  LaunchInstrs(first, count, r1 - r0, shape, gemm);
 }
 
-void Recorder::LaunchInstrs(size_t first, int count, int64_t rows, uint64_t shape) {
+void Recorder::LaunchInstrs(size_t first, int count, int64_t rows, uint64_t shape,
+                            std::optional<ops::Kernels::GemmCall> gemm) {
   Batch* b = &b_;
   ops::Kernels* k = &k_;
+  if (gemm.has_value()) {
+    b_.launches.push_back([b, k, g = *gemm, first, count, rows, shape]() {
+      return k->GemmThenElementwise(g, b->instrs.data() + first, b->dev_instrs + first, count, rows,
+                                    shape);
+    });
+    return;
+  }
   b_.launches.push_back([b, k, first, count, rows, shape]() {
     return k->Elementwise(b->instrs.data() + first, b->dev_instrs + first, count, rows, shape);
   });

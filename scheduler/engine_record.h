@@ -95,8 +95,10 @@ class Recorder {
   void Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
              int64_t r1);
   // Records one Elementwise launch of instructions [first, first + count) over `rows` rows;
-  // `shape` as Kernels::Elementwise takes it (0: none).
-  void LaunchInstrs(size_t first, int count, int64_t rows, uint64_t shape);
+  // `shape` as Kernels::Elementwise takes it (0: none); after `gemm` in one call, if given
+  // (Kernels::GemmThenElementwise).
+  void LaunchInstrs(size_t first, int count, int64_t rows, uint64_t shape,
+                    std::optional<ops::Kernels::GemmCall> gemm = std::nullopt);
   // The weight `w` (op(w): [k, n]) packed for the device's packed GEMM, packed by a launch
   // recorded at its first use in the batch; nullptr where the device has no packed GEMM.
   absl::StatusOr<const float*> PackedWeight(const float* w, bool trans, int64_t k, int64_t n,

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "core/env.h"
 #include "core/status.h"
+#include "ops/cuda/cuda_small_gemm.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/nvrtc_status.h"
 
@@ -335,7 +335,7 @@ absl::StatusOr<CudaFusedElementwise::Shaped*> CudaFusedElementwise::Find(const E
     if (it != shapes_.end() && EwFingerprintMatches(it->second.fingerprint, host, count, rows)) {
       Shaped& s = it->second;
       if (verify_all_ || s.launches < kVerifiedLaunches) {
-        if (PlanEwKernel(host, count, rows).key != s.key) return BrokenShapeError(shape);
+        if (PlanEwKernel(host, count, rows).key != s.plan.key) return BrokenShapeError(shape);
       } else {
         ++shape_hits_;
       }
@@ -353,10 +353,7 @@ absl::StatusOr<CudaFusedElementwise::Shaped*> CudaFusedElementwise::Find(const E
     s = &shapes_[shape];
     EwFingerprint(host, count, rows, &s->fingerprint);
   }
-  s->key = plan.key;
   s->kernel = kernel;
-  s->shared_width = plan.shared_width;
-  s->max_width = plan.max_width;
   s->launches = 1;
   s->plan = std::move(plan);
   s->round.reset();
@@ -369,8 +366,8 @@ absl::Status CudaFusedElementwise::Launch(cudaStream_t stream, const EwInstr* ho
   if (count <= 0 || rows <= 0) return absl::OkStatus();
   Shaped local;
   CAVS_ASSIGN_OR_RETURN(Shaped * s, Find(host, count, rows, shape, &local));
-  if (s->max_width == 0) return absl::OkStatus();  // nothing of nonzero width
-  return LaunchKernel(stream, s->kernel, device, rows, s->shared_width, s->max_width);
+  if (s->plan.max_width == 0) return absl::OkStatus();  // nothing of nonzero width
+  return LaunchKernel(stream, s->kernel, device, rows, s->plan.shared_width, s->plan.max_width);
 }
 
 absl::StatusOr<CudaFusedElementwise::Round> CudaFusedElementwise::RoundFor(
@@ -408,46 +405,51 @@ absl::Status CudaFusedElementwise::LaunchRound(cudaStream_t stream, const small_
                                                size_t gemm_shared_bytes, const EwInstr* host,
                                                const EwInstr* device, int count, int64_t rows,
                                                uint64_t shape) {
-  if (count <= 0 || rows <= 0 || g.m <= 0 || g.n <= 0 || g.k <= 0) {
-    return absl::NotFoundError("a round kernel needs a GEMM and a program with rows");
-  }
   Shaped local;
-  CAVS_ASSIGN_OR_RETURN(Shaped * s, Find(host, count, rows, shape, &local));
-  // Not joined after all: the caller's Elementwise finds the shape again, so this launch is
-  // not counted twice (nor its skipped plan).
-  auto not_joined = [&](absl::string_view why) {
-    if (s != &local && !verify_all_ && s->launches > kVerifiedLaunches) --shape_hits_;
-    --s->launches;
-    return absl::NotFoundError(why);
-  };
-  if (s->max_width == 0) return not_joined("the program has nothing of nonzero width");
-  if (!s->round.has_value()) {
-    s->round = RoundFor(s->plan, gemm_shared_bytes);
-    if (!s->round->ok()) {  // said once per program shape; its rounds then take two launches
+  Shaped* s = nullptr;
+  if (count > 0 && rows > 0) {
+    CAVS_ASSIGN_OR_RETURN(s, Find(host, count, rows, shape, &local));
+    if (s->plan.max_width == 0) s = nullptr;  // nothing of nonzero width
+  }
+  if (s != nullptr) {
+    const absl::Status joined = LaunchRoundKernel(stream, g, gemm_shared_bytes, *s, device, rows);
+    if (!absl::IsNotFound(joined)) return joined;
+  }
+  // Two launches: the small GEMM's own kernel, then the program's.
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchSmallGemm(stream, g));
+  if (s == nullptr) return absl::OkStatus();
+  return LaunchKernel(stream, s->kernel, device, rows, s->plan.shared_width, s->plan.max_width);
+}
+
+absl::Status CudaFusedElementwise::LaunchRoundKernel(cudaStream_t stream, const small_gemm::Args& g,
+                                                     size_t gemm_shared_bytes, Shaped& s,
+                                                     const EwInstr* device, int64_t rows) {
+  if (!s.round.has_value()) {
+    s.round = RoundFor(s.plan, gemm_shared_bytes);
+    if (!s.round->ok()) {  // said once per program shape; its rounds then take two launches
       std::fprintf(stderr, "cavs: no round kernel for %s (%s); its rounds take two launches\n",
-                   EwKernelName(s->plan).c_str(),
-                   std::string(s->round->status().message()).c_str());
+                   EwKernelName(s.plan).c_str(), std::string(s.round->status().message()).c_str());
     }
   }
-  if (!s->round->ok()) return not_joined(s->round->status().message());
-  const Round& r = **s->round;
+  if (!s.round->ok()) return absl::NotFoundError(s.round->status().message());
+  const Round& r = **s.round;
   const int64_t gemm_bytes =
       small_gemm::SharedFloats(g.chunk) * static_cast<int64_t>(sizeof(float));
   // Every block resident at once (the barrier waits for all of them); more tiles than that are
   // taken in turn by the blocks.
   const int64_t resident = static_cast<int64_t>(r.blocks_per_sm) * num_sms_;
   if (gemm_bytes > r.shared_bytes || resident <= 0) {
-    return not_joined("the GEMM's chunk does not fit a round kernel's shared memory");
+    return absl::NotFoundError("the GEMM's chunk does not fit a round kernel's shared memory");
   }
   const int64_t grid = std::min(small_gemm::Blocks(g.m, g.n), resident);
-  const int64_t per_block = RoundRowsPerBlock(rows, s->max_width, s->shared_width, grid,
+  const int64_t per_block = RoundRowsPerBlock(rows, s.plan.max_width, s.plan.shared_width, grid,
                                               r.shared_bytes / static_cast<int64_t>(sizeof(float)));
-  if (per_block == 0) return not_joined("the program's shared rows do not fit");
+  if (per_block == 0) return absl::NotFoundError("the program's shared rows do not fit");
   if (barrier_ == nullptr) {  // once: whether the device launches cooperatively, the barrier
-    int device = 0, cooperative = 0;
-    cudaError_t err = cudaGetDevice(&device);
+    int device_id = 0, cooperative = 0;
+    cudaError_t err = cudaGetDevice(&device_id);
     if (err == cudaSuccess) {
-      err = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
+      err = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device_id);
     }
     if (err == cudaSuccess && cooperative != 0) {
       err = cudaMalloc(reinterpret_cast<void**>(&barrier_), sizeof(unsigned));
@@ -460,12 +462,12 @@ absl::Status CudaFusedElementwise::LaunchRound(cudaStream_t stream, const small_
       (void)cudaGetLastError();  // not the next launch check's error
       if (barrier_ != nullptr) cudaFree(barrier_);
       barrier_ = nullptr;
-      return not_joined(err != cudaSuccess ? "no memory for the round kernels' barrier"
-                                           : "the device does not launch cooperatively");
+      return absl::NotFoundError(err != cudaSuccess ? "no memory for the round kernels' barrier"
+                                                    : "the device does not launch cooperatively");
     }
   }
   const size_t bytes = static_cast<size_t>(
-      std::max(gemm_bytes, per_block * s->shared_width * static_cast<int64_t>(sizeof(float))));
+      std::max(gemm_bytes, per_block * s.plan.shared_width * static_cast<int64_t>(sizeof(float))));
   small_gemm::Args args_g = g;
   const unsigned char* program = reinterpret_cast<const unsigned char*>(device);
   long long n = rows;
@@ -477,7 +479,7 @@ absl::Status CudaFusedElementwise::LaunchRound(cudaStream_t stream, const small_
       dim3(small_gemm::kThreads), args, bytes, stream);
   if (err == cudaErrorCooperativeLaunchTooLarge) {  // more blocks than can be resident
     (void)cudaGetLastError();
-    return not_joined("the cooperative launch was refused");
+    return absl::NotFoundError("the cooperative launch was refused");
   }
   if (err != cudaSuccess) {
     (void)cudaGetLastError();

@@ -100,15 +100,14 @@ class CudaFusedElementwise {
   [[nodiscard]] absl::Status Launch(cudaStream_t stream, const EwInstr* host, const EwInstr* device,
                                     int count, int64_t rows, uint64_t shape);
 
-  // Kernels::GemmThenElementwise in one launch (EmitRoundKernelCuda): the small GEMM `g`, whose
-  // chunk of inputs takes `gemm_shared_bytes` of shared memory (at most what PrepareSmallGemm
-  // allowed), then the program as Launch runs it, over as many blocks as the GEMM has tiles
-  // or, if fewer, as can be resident at once (each then takes several tiles in turn). NotFound,
-  // with nothing queued, where the round kernel cannot run it: nothing of nonzero width, the
-  // GEMM's chunk beyond its shared memory, the program's shared rows too wide, the round
-  // kernel not compiled or
-  // loaded for this device (NVRTC's error is kept, not tried again), the cooperative launch
-  // refused. The caller then queues the GEMM and the program separately.
+  // Kernels::GemmThenElementwise for the small GEMM `g` (whose chunk of inputs takes
+  // `gemm_shared_bytes` of shared memory, at most what PrepareSmallGemm allowed) and a validated
+  // program: one launch of the round kernel (EmitRoundKernelCuda) over as many blocks as the
+  // GEMM has tiles or, if fewer, as can be resident at once (each then takes several tiles in
+  // turn); else the small GEMM's kernel, then the program as Launch runs it. Two launches where
+  // the program has nothing of nonzero width, the round kernel did not compile or load for this
+  // device (NVRTC's error is kept, not tried again), the GEMM's chunk or the program's shared
+  // rows do not fit it, or the cooperative launch is refused.
   [[nodiscard]] absl::Status LaunchRound(cudaStream_t stream, const small_gemm::Args& g,
                                          size_t gemm_shared_bytes, const EwInstr* host,
                                          const EwInstr* device, int count, int64_t rows,
@@ -131,12 +130,9 @@ class CudaFusedElementwise {
   // What a launch needs, kept per caller shape with the program's fingerprint.
   struct Shaped {
     std::vector<int64_t> fingerprint;  // ops, widths, strides, scratch columns
-    std::vector<int64_t> key;          // the plan's
+    EwKernelPlan plan;                 // its key, widths, and the round kernel's source
     Compiled kernel;
-    int64_t shared_width = 0;
-    int64_t max_width = 0;
     int launches = 0;
-    EwKernelPlan plan;                           // for the round kernel's source
     std::optional<absl::StatusOr<Round>> round;  // once a round asked for it
   };
   // The Shaped for a program: the one kept for `shape` if its fingerprint matches (checking the
@@ -146,6 +142,10 @@ class CudaFusedElementwise {
                                Shaped* local);
   absl::StatusOr<Compiled> KernelFor(const EwKernelPlan& plan);
   absl::StatusOr<Round> RoundFor(const EwKernelPlan& plan, size_t gemm_shared_bytes);
+  // LaunchRound's one launch; NotFound, with nothing queued, where the round kernel cannot run.
+  absl::Status LaunchRoundKernel(cudaStream_t stream, const small_gemm::Args& g,
+                                 size_t gemm_shared_bytes, Shaped& s, const EwInstr* device,
+                                 int64_t rows);
   absl::Status LaunchKernel(cudaStream_t stream, const Compiled& kernel, const EwInstr* device,
                             int64_t rows, int64_t shared_width, int64_t max_width);
 

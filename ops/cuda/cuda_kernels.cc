@@ -202,9 +202,8 @@ absl::Status CudaKernels::GemmThenElementwise(const GemmCall& g, const EwInstr* 
     if (args.ok()) {
       CudaDeviceGuard guard;
       CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-      const absl::Status s = fused_->LaunchRound(stream(), *args, small_gemm_shared_bytes_, host,
-                                                 device, count, rows, shape);
-      if (!absl::IsNotFound(s)) return s;  // NotFound: nothing queued, the two launches follow
+      return fused_->LaunchRound(stream(), *args, small_gemm_shared_bytes_, host, device, count,
+                                 rows, shape);
     }
   }
   return Kernels::GemmThenElementwise(g, host, device, count, rows, shape);
