@@ -1,5 +1,8 @@
 #include "scheduler/executor_common.h"
 
+#include <algorithm>
+#include <climits>
+
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 
@@ -7,7 +10,23 @@ namespace cavs::scheduler {
 
 namespace {
 
+// Whether every value is in [-1, limit): one branch-free pass, so a valid batch costs little;
+// the loops below name the first value outside.
+bool AllWithin(const std::vector<int32_t>& values, int64_t limit) {
+  // x in [-1, hi] exactly when x + 1, unsigned, is at most hi + 1: one compare a value.
+  const uint32_t bound = static_cast<uint32_t>(std::min<int64_t>(limit - 1, INT32_MAX)) + 1u;
+  uint32_t outside = 0;
+  for (int32_t x : values) outside |= static_cast<uint32_t>(x) + 1u > bound;
+  return outside == 0;
+}
+
 absl::Status CheckInputs(const vertex::Function& f, const Graph& g, int sample, int64_t classes) {
+  const int64_t token_limit = f.uses_tokens() ? f.vocab_size() : INT64_MAX;
+  const int64_t label_limit = classes > 0 ? classes : INT64_MAX;
+  if (AllWithin(g.tokens, token_limit) && AllWithin(g.labels, label_limit) &&
+      !(g.feature_dim > 0 && f.pull_width() > 0 && g.feature_dim != f.pull_width())) {
+    return absl::OkStatus();
+  }
   for (int v = 0; v < static_cast<int>(g.tokens.size()); ++v) {
     if (g.tokens[v] < -1 ||
         (g.tokens[v] >= 0 && g.tokens[v] >= f.vocab_size() && f.uses_tokens())) {

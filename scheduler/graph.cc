@@ -1,6 +1,9 @@
 #include "scheduler/graph.h"
 
+#include <climits>
+
 #include "absl/strings/str_cat.h"
+#include "core/status.h"
 
 namespace cavs::scheduler {
 
@@ -90,9 +93,50 @@ absl::Status CheckAcyclic(const Graph& g, int sample) {
   return absl::OkStatus();
 }
 
+// The common case in two tight passes with no early exit: offsets from 0 to the ids' end, never
+// decreasing, arity within `max_arity`, every child absent or numbered below its parent (so in
+// range and acyclic). Anything else goes to the checks below, which name the first problem.
+bool ChildrenFirstAndWellFormed(const Graph& g, int max_arity) {
+  const int n = g.num_vertices();
+  if (g.child_offsets.empty() || g.child_offsets[0] != 0 ||
+      g.child_offsets[n] != static_cast<int32_t>(g.child_ids.size())) {
+    return false;
+  }
+  const int32_t* off = g.child_offsets.data();
+  const int32_t arity = max_arity < 0 ? INT32_MAX : max_arity;
+  bool ok = true;
+  for (int v = 0; v < n; ++v) ok &= off[v + 1] >= off[v] && off[v + 1] - off[v] <= arity;
+  if (!ok) return false;
+  const int32_t* ids = g.child_ids.data();
+  for (int v = 0; v < n; ++v) {
+    for (int32_t j = off[v]; j < off[v + 1]; ++j) ok &= ids[j] >= -1 && ids[j] < v;
+  }
+  return ok;
+}
+
+absl::Status CheckSizes(const Graph& g, int sample) {
+  const int n = g.num_vertices();
+  if (!g.tokens.empty() && static_cast<int>(g.tokens.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample ", sample, ": ", g.tokens.size(), " tokens for ", n, " vertices"));
+  }
+  if (!g.labels.empty() && static_cast<int>(g.labels.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample ", sample, ": ", g.labels.size(), " labels for ", n, " vertices"));
+  }
+  if (g.feature_dim < 0 || (g.feature_dim > 0 && static_cast<int64_t>(g.features.size()) !=
+                                                     static_cast<int64_t>(n) * g.feature_dim)) {
+    return absl::InvalidArgumentError(absl::StrCat("sample ", sample, ": ", g.features.size(),
+                                                   " feature values for ", n, " vertices of width ",
+                                                   g.feature_dim));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateGraph(const Graph& g, int sample, int max_arity) {
+  if (ChildrenFirstAndWellFormed(g, max_arity)) return CheckSizes(g, sample);
   if (g.child_offsets.empty() || g.child_offsets[0] != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("sample ", sample, ": child_offsets must start with 0"));
@@ -122,20 +166,7 @@ absl::Status ValidateGraph(const Graph& g, int sample, int max_arity) {
       children_first &= c < v;
     }
   }
-  if (!g.tokens.empty() && static_cast<int>(g.tokens.size()) != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sample ", sample, ": ", g.tokens.size(), " tokens for ", n, " vertices"));
-  }
-  if (!g.labels.empty() && static_cast<int>(g.labels.size()) != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sample ", sample, ": ", g.labels.size(), " labels for ", n, " vertices"));
-  }
-  if (g.feature_dim < 0 || (g.feature_dim > 0 && static_cast<int64_t>(g.features.size()) !=
-                                                     static_cast<int64_t>(n) * g.feature_dim)) {
-    return absl::InvalidArgumentError(absl::StrCat("sample ", sample, ": ", g.features.size(),
-                                                   " feature values for ", n, " vertices of width ",
-                                                   g.feature_dim));
-  }
+  CAVS_RETURN_IF_ERROR(CheckSizes(g, sample));
   return children_first ? absl::OkStatus() : CheckAcyclic(g, sample);
 }
 

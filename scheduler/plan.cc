@@ -1,6 +1,7 @@
 #include "scheduler/plan.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
@@ -17,40 +18,41 @@ absl::StatusOr<Policy> ParsePolicy(const std::string& name) {
 
 namespace {
 
-// Grows `r` to hold `row` (rows arrive in increasing order).
-void Extend(RowRange& r, int64_t row) {
-  if (r.first >= r.second) r.first = row;
-  r.second = row + 1;
-}
-
-// The batch as one graph over uids: CSR children (-1 kept for empty slots).
-struct Merged {
-  std::vector<int64_t> child_offsets{0};
-  std::vector<int32_t> children;
-  std::vector<int32_t> parent_count;
-  int64_t n = 0;
-  bool children_first = true;  // every child's uid below its parent's (trees read bottom-up)
+// The hull of the rows added, in any order.
+struct Hull {
+  int64_t lo = INT64_MAX, hi = -1;
+  void Add(int64_t row) {
+    lo = std::min(lo, row);
+    hi = std::max(hi, row);
+  }
+  RowRange Range() const { return hi < 0 ? RowRange{0, 0} : RowRange{lo, hi + 1}; }
 };
 
-Merged Merge(const std::vector<Graph>& graphs, std::vector<int64_t>* graph_offsets) {
+// The batch as one graph over uids: CSR children (-1 kept for empty slots). Only the general
+// round policies need it; heights of a batch whose children come first are taken per graph.
+struct Merged {
+  std::vector<int64_t> child_offsets;
+  std::vector<int32_t> children;
+  int64_t n = 0;
+};
+
+Merged Merge(const std::vector<Graph>& graphs, const std::vector<int64_t>& graph_offsets,
+             int64_t edges) {
   Merged m;
-  graph_offsets->assign(1, 0);
-  for (const Graph& g : graphs) {
-    const int32_t base = static_cast<int32_t>(m.n);
-    for (int v = 0; v < g.num_vertices(); ++v) {
-      for (int k = 0; k < g.num_children(v); ++k) {
-        const int32_t c = g.child(v, k);
-        m.children.push_back(c < 0 ? -1 : base + c);
-        m.children_first &= c < v;
-      }
-      m.child_offsets.push_back(static_cast<int64_t>(m.children.size()));
-    }
-    m.n += g.num_vertices();
-    graph_offsets->push_back(m.n);
-  }
-  m.parent_count.assign(m.n, 0);
-  for (int32_t c : m.children) {
-    if (c >= 0) ++m.parent_count[c];
+  m.n = graph_offsets.back();
+  m.child_offsets.resize(m.n + 1);
+  m.children.resize(edges);
+  m.child_offsets[0] = 0;
+  int64_t e = 0;
+  for (size_t gi = 0; gi < graphs.size(); ++gi) {
+    const Graph& g = graphs[gi];
+    const int32_t base = static_cast<int32_t>(graph_offsets[gi]);
+    const int n = g.num_vertices();
+    for (int v = 0; v < n; ++v) m.child_offsets[base + v + 1] = e + g.child_offsets[v + 1];
+    const int32_t* ids = g.child_ids.data();
+    int32_t* out = m.children.data() + e;
+    for (size_t j = 0; j < g.child_ids.size(); ++j) out[j] = ids[j] < 0 ? -1 : base + ids[j];
+    e += static_cast<int64_t>(g.child_ids.size());
   }
   return m;
 }
@@ -99,19 +101,27 @@ std::vector<int32_t> RoundsBottomUp(const Merged& m, int64_t cap) {
   return round;
 }
 
-// Height (1 + the highest child, leaves 0) in one pass, for a batch whose children all come
-// before their parents.
-std::vector<int32_t> HeightsChildrenFirst(const Merged& m) {
-  std::vector<int32_t> height(m.n, 0);
-  for (int64_t v = 0; v < m.n; ++v) {
-    int32_t h = 0;
-    for (int64_t j = m.child_offsets[v]; j < m.child_offsets[v + 1]; ++j) {
-      const int32_t c = m.children[j];
-      if (c >= 0) h = std::max(h, height[c] + 1);
+// Height (1 + the highest child, leaves 0) in one pass over each graph, if every child comes
+// before its parent (trees read bottom-up); false if one does not.
+bool HeightsChildrenFirst(const std::vector<Graph>& graphs,
+                          const std::vector<int64_t>& graph_offsets, std::vector<int32_t>* height) {
+  height->resize(graph_offsets.back());
+  bool children_first = true;
+  for (size_t gi = 0; gi < graphs.size(); ++gi) {
+    const Graph& g = graphs[gi];
+    const int32_t* off = g.child_offsets.data();
+    const int32_t* ids = g.child_ids.data();
+    int32_t* h = height->data() + graph_offsets[gi];
+    for (int v = 0; v < g.num_vertices(); ++v) {
+      int32_t hv = 0;
+      for (int32_t j = off[v]; j < off[v + 1]; ++j) {
+        children_first &= ids[j] < v;  // else h[ids[j]] is not yet known (but in range)
+        if (ids[j] >= 0) hv = std::max(hv, h[ids[j]] + 1);
+      }
+      h[v] = hv;
     }
-    height[v] = h;
   }
-  return height;
+  return children_first;
 }
 
 // Depth from the roots (longest path), then round = max depth - depth.
@@ -134,19 +144,86 @@ std::vector<int32_t> RoundsByDepth(const Merged& m, const std::vector<int32_t>& 
   return depth;
 }
 
+// The round of every uid under the policy.
+std::vector<int32_t> Rounds(const std::vector<Graph>& graphs,
+                            const std::vector<int64_t>& graph_offsets, int64_t edges,
+                            const PlanOptions& options) {
+  const bool agenda = options.policy == Policy::kAgenda;
+  std::vector<int32_t> round;
+  const bool heights = !agenda && HeightsChildrenFirst(graphs, graph_offsets, &round);
+  if (heights && options.policy == Policy::kHeight) return round;
+  const Merged m = Merge(graphs, graph_offsets, edges);
+  if (!heights) round = RoundsBottomUp(m, agenda ? options.max_round_rows : 0);
+  if (options.policy == Policy::kDepth) round = RoundsByDepth(m, round);
+  return round;
+}
+
+// Distinct tokens (for the row-sparse embedding gradient) and each row's slot among them: a
+// bitmap of the vocabulary where that is not much larger than the batch (a token's slot is
+// the count of marked tokens below it), else a sort.
+void TokenSlots(const vertex::Function& f, Plan& plan) {
+  const int64_t n = plan.num_rows;
+  const int32_t* tokens = plan.ints.data() + plan.tokens;
+  int32_t* token_slot = plan.ints.data() + plan.token_slot;
+  const int64_t vocab = f.uses_tokens() ? f.vocab_size() : 0;
+  const int64_t words = (vocab + 63) / 64;
+  if (vocab > 0 && words <= n + 1024) {
+    // Rows without a token mark a spare bit past the vocabulary's words.
+    std::vector<uint64_t> bits(words + 1, 0);
+    auto bit = [&](int32_t t) { return t < 0 ? words * 64 : int64_t{t}; };
+    for (int64_t row = 0; row < n; ++row) {
+      const int64_t b = bit(tokens[row]);
+      bits[b >> 6] |= uint64_t{1} << (b & 63);
+    }
+    std::vector<int32_t> below(words);  // marked tokens in the words before
+    int32_t count = 0;
+    for (int64_t w = 0; w < words; ++w) {
+      below[w] = count;
+      count += std::popcount(bits[w]);
+    }
+    plan.unique_tokens.resize(count);
+    int64_t* out = plan.unique_tokens.data();
+    for (int64_t w = 0; w < words; ++w) {
+      for (uint64_t x = bits[w]; x != 0; x &= x - 1) *out++ = w * 64 + std::countr_zero(x);
+    }
+    for (int64_t row = 0; row < n; ++row) {
+      const int32_t t = tokens[row];
+      const int64_t b = t < 0 ? 0 : t;
+      const uint64_t lower = bits[b >> 6] & ((uint64_t{1} << (b & 63)) - 1);
+      token_slot[row] = t < 0 ? -1 : below[b >> 6] + std::popcount(lower);
+    }
+    return;
+  }
+  for (int64_t row = 0; row < n; ++row) {
+    if (tokens[row] >= 0) plan.unique_tokens.push_back(tokens[row]);
+  }
+  std::sort(plan.unique_tokens.begin(), plan.unique_tokens.end());
+  plan.unique_tokens.erase(std::unique(plan.unique_tokens.begin(), plan.unique_tokens.end()),
+                           plan.unique_tokens.end());
+  for (int64_t row = 0; row < n; ++row) {
+    const int32_t t = tokens[row];
+    if (t < 0) continue;
+    token_slot[row] = static_cast<int32_t>(
+        std::lower_bound(plan.unique_tokens.begin(), plan.unique_tokens.end(), t) -
+        plan.unique_tokens.begin());
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Graph>& graphs,
                                const PlanOptions& options) {
   Plan plan;
-  const Merged m = Merge(graphs, &plan.graph_offsets);
-  plan.num_rows = m.n;
-  const bool agenda = options.policy == Policy::kAgenda;
-  std::vector<int32_t> round = !agenda && m.children_first
-                                   ? HeightsChildrenFirst(m)
-                                   : RoundsBottomUp(m, agenda ? options.max_round_rows : 0);
-  if (options.policy == Policy::kDepth) round = RoundsByDepth(m, round);
-  for (int32_t c : m.parent_count) plan.unique_parents &= c <= 1;
+  plan.graph_offsets.resize(graphs.size() + 1);
+  plan.graph_offsets[0] = 0;
+  int64_t edges = 0;
+  for (size_t gi = 0; gi < graphs.size(); ++gi) {
+    edges += static_cast<int64_t>(graphs[gi].child_ids.size());
+    plan.graph_offsets[gi + 1] = plan.graph_offsets[gi] + graphs[gi].num_vertices();
+  }
+  const int64_t n = plan.graph_offsets.back();
+  plan.num_rows = n;
+  const std::vector<int32_t> round = Rounds(graphs, plan.graph_offsets, edges, options);
   // Counting sort of uids by round: rows are round-major, uid order within a round.
   int32_t rounds = 0;
   for (int32_t r : round) rounds = std::max(rounds, r + 1);
@@ -155,113 +232,118 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
   for (int32_t r : round) ++plan.round_offsets[r + 1];
   for (int r = 0; r < rounds; ++r) plan.round_offsets[r + 1] += plan.round_offsets[r];
   std::vector<int64_t> next(plan.round_offsets.begin(), plan.round_offsets.end() - 1);
-  plan.row_of_uid.resize(m.n);
-  std::vector<int64_t> uid_of_row(m.n);
-  for (int64_t u = 0; u < m.n; ++u) {
-    const int64_t row = next[round[u]]++;
-    plan.row_of_uid[u] = row;
-    uid_of_row[row] = u;
-  }
-  // Index arrays.
+  plan.row_of_uid.resize(n);
+  for (int64_t u = 0; u < n; ++u) plan.row_of_uid[u] = next[round[u]]++;
+  // Index arrays, all in `ints`, -1 until written; the reductions' ids last (at most one per
+  // child id; trimmed below).
   int max_slot = -1;
-  for (const vertex::Node& n : f.forward().nodes) {
-    if (n.kind == vertex::OpKind::kGather) max_slot = std::max(max_slot, static_cast<int>(n.index));
+  for (const vertex::Node& node : f.forward().nodes) {
+    if (node.kind == vertex::OpKind::kGather) {
+      max_slot = std::max(max_slot, static_cast<int>(node.index));
+    }
   }
+  const bool reduces = f.max_arity() < 0;
+  int64_t size = 0;
   auto alloc = [&](int64_t count) {
-    const int64_t off = static_cast<int64_t>(plan.ints.size());
-    plan.ints.resize(plan.ints.size() + count, -1);
+    const int64_t off = size;
+    size += count;
     return off;
   };
-  for (int k = 0; k <= max_slot; ++k) plan.child_rows.push_back(alloc(m.n));
-  for (int k = 0; k <= max_slot; ++k) plan.parent_of_slot.push_back(alloc(m.n));
-  plan.child_slot_rows.assign(max_slot + 1, RowRange{0, 0});
-  plan.uids = alloc(m.n);
-  plan.tokens = alloc(m.n);
-  plan.labels = alloc(m.n);
-  plan.token_slot = alloc(m.n);
-  const bool reduces = f.max_arity() < 0;
-  if (reduces) plan.reduce_offsets = alloc(m.n + 1);
-  // Per-graph attributes by uid.
-  std::vector<const Graph*> graph_of(m.n);
-  std::vector<int32_t> local(m.n);
-  for (size_t gi = 0; gi < graphs.size(); ++gi) {
-    for (int v = 0; v < graphs[gi].num_vertices(); ++v) {
-      graph_of[plan.graph_offsets[gi] + v] = &graphs[gi];
-      local[plan.graph_offsets[gi] + v] = v;
-    }
-  }
-  const int64_t feat = f.pull_width();
-  if (feat > 0) plan.features.assign(m.n * feat, 0.0f);
-  std::vector<int32_t> reduce_ids;
-  for (int64_t row = 0; row < m.n; ++row) {
-    const int64_t u = uid_of_row[row];
-    const Graph& g = *graph_of[u];
-    const int v = local[u];
-    plan.ints[plan.uids + row] = static_cast<int32_t>(u);
-    const int32_t token = g.tokens.empty() ? -1 : g.tokens[v];
-    const int32_t label = g.labels.empty() ? -1 : g.labels[v];
-    plan.ints[plan.tokens + row] = token;
-    plan.ints[plan.labels + row] = label;
-    plan.labelled += label >= 0;
-    if (token >= 0) Extend(plan.token_rows, row);
-    for (int64_t j = m.child_offsets[u]; j < m.child_offsets[u + 1]; ++j) {
-      const int k = static_cast<int>(j - m.child_offsets[u]);
-      const int32_t c = m.children[j];
-      const int32_t crow = c < 0 ? -1 : static_cast<int32_t>(plan.row_of_uid[c]);
-      if (k <= max_slot) plan.ints[plan.child_rows[k] + row] = crow;
-      if (k <= max_slot && crow >= 0) {
-        plan.ints[plan.parent_of_slot[k] + crow] = static_cast<int32_t>(row);
-      }
-      if (crow >= 0) {
-        if (k <= max_slot) Extend(plan.child_slot_rows[k], row);
-        Extend(plan.parent_rows, row);
-      }
-      if (reduces && crow >= 0) reduce_ids.push_back(crow);
-    }
-    if (reduces) plan.ints[plan.reduce_offsets + row + 1] = static_cast<int32_t>(reduce_ids.size());
-    if (feat > 0 && g.feature_dim == feat) {
-      std::copy(g.features.begin() + v * feat, g.features.begin() + (v + 1) * feat,
-                plan.features.begin() + row * feat);
-    }
-  }
+  for (int k = 0; k <= max_slot; ++k) plan.child_rows.push_back(alloc(n));
+  for (int k = 0; k <= max_slot; ++k) plan.parent_of_slot.push_back(alloc(n));
+  plan.uids = alloc(n);
+  plan.tokens = alloc(n);
+  plan.labels = alloc(n);
+  plan.token_slot = alloc(n);
   if (reduces) {
-    plan.ints[plan.reduce_offsets] = 0;
-    plan.reduce_ids = static_cast<int64_t>(plan.ints.size());
-    plan.ints.insert(plan.ints.end(), reduce_ids.begin(), reduce_ids.end());
+    plan.reduce_offsets = alloc(n + 1);
+    plan.reduce_ids = alloc(edges);
   }
-  // Distinct tokens (for the row-sparse embedding gradient) and each row's slot among them:
-  // marks in a vocabulary-sized table where that is not much larger than the batch, else a
-  // sort.
-  const int32_t* tokens = plan.ints.data() + plan.tokens;
-  const int64_t vocab = f.uses_tokens() ? f.vocab_size() : 0;
-  if (vocab > 0 && vocab <= 16 * m.n + 65536) {
-    std::vector<int32_t> slot(vocab, -1);
-    for (int64_t row = 0; row < m.n; ++row) {
-      if (tokens[row] >= 0) slot[tokens[row]] = 0;
+  plan.ints.assign(size, -1);
+  int32_t* ints = plan.ints.data();
+  std::vector<int32_t*> child_rows(max_slot + 1), parent_of(max_slot + 1);
+  for (int k = 0; k <= max_slot; ++k) {
+    child_rows[k] = ints + plan.child_rows[k];
+    parent_of[k] = ints + plan.parent_of_slot[k];
+  }
+  int32_t* uids = ints + plan.uids;
+  int32_t* tokens = ints + plan.tokens;
+  int32_t* labels = ints + plan.labels;
+  int32_t* reduce_counts = reduces ? ints + plan.reduce_offsets + 1 : nullptr;
+  const int64_t feat = f.pull_width();
+  if (feat > 0) plan.features.assign(n * feat, 0.0f);
+  std::vector<uint8_t> has_parent(n, 0);
+  uint8_t shared = 0;
+  Hull token_rows, parent_rows;
+  std::vector<Hull> slot_rows(max_slot + 1);
+  // One pass in uid order: reads each graph in order, writes each vertex's row.
+  const int64_t* row_of_uid = plan.row_of_uid.data();
+  for (size_t gi = 0; gi < graphs.size(); ++gi) {
+    const Graph& g = graphs[gi];
+    const int64_t base = plan.graph_offsets[gi];
+    const int64_t* rows = row_of_uid + base;
+    const int32_t* off = g.child_offsets.data();
+    const int32_t* ids = g.child_ids.data();
+    const int32_t* tok = g.tokens.empty() ? nullptr : g.tokens.data();
+    const int32_t* lab = g.labels.empty() ? nullptr : g.labels.data();
+    const bool copy_features = feat > 0 && g.feature_dim == feat;
+    for (int v = 0; v < g.num_vertices(); ++v) {
+      const int64_t row = rows[v];
+      uids[row] = static_cast<int32_t>(base + v);
+      if (tok != nullptr) {
+        tokens[row] = tok[v];
+        if (tok[v] >= 0) token_rows.Add(row);
+      }
+      if (lab != nullptr) {
+        labels[row] = lab[v];
+        plan.labelled += lab[v] >= 0;
+      }
+      int32_t children = 0;
+      for (int32_t j = off[v]; j < off[v + 1]; ++j) {
+        const int k = j - off[v];
+        const int32_t c = ids[j];
+        const int32_t crow = c < 0 ? -1 : static_cast<int32_t>(rows[c]);
+        if (k <= max_slot) child_rows[k][row] = crow;
+        if (crow < 0) continue;
+        ++children;
+        shared |= has_parent[crow];
+        has_parent[crow] = 1;
+        if (k <= max_slot) {
+          slot_rows[k].Add(row);
+          parent_of[k][crow] = std::max(parent_of[k][crow], static_cast<int32_t>(row));
+        }
+      }
+      if (children > 0) parent_rows.Add(row);
+      if (reduces) reduce_counts[row] = children;
+      if (copy_features) {
+        std::copy(g.features.begin() + v * feat, g.features.begin() + (v + 1) * feat,
+                  plan.features.begin() + row * feat);
+      }
     }
-    for (int64_t t = 0; t < vocab; ++t) {
-      if (slot[t] < 0) continue;
-      slot[t] = static_cast<int32_t>(plan.unique_tokens.size());
-      plan.unique_tokens.push_back(t);
+  }
+  plan.unique_parents = shared == 0;
+  plan.token_rows = token_rows.Range();
+  plan.parent_rows = parent_rows.Range();
+  for (const Hull& h : slot_rows) plan.child_slot_rows.push_back(h.Range());
+  if (reduces) {
+    // Counts to CSR offsets, then each row's children's rows in slot order.
+    int32_t* offsets = ints + plan.reduce_offsets;
+    offsets[0] = 0;
+    for (int64_t row = 0; row < n; ++row) offsets[row + 1] += offsets[row];
+    int32_t* reduce_ids = ints + plan.reduce_ids;
+    for (size_t gi = 0; gi < graphs.size(); ++gi) {
+      const Graph& g = graphs[gi];
+      const int64_t* rows = row_of_uid + plan.graph_offsets[gi];
+      for (int v = 0; v < g.num_vertices(); ++v) {
+        int32_t at = offsets[rows[v]];
+        for (int32_t j = g.child_offsets[v]; j < g.child_offsets[v + 1]; ++j) {
+          if (g.child_ids[j] >= 0) reduce_ids[at++] = static_cast<int32_t>(rows[g.child_ids[j]]);
+        }
+      }
     }
-    for (int64_t row = 0; row < m.n; ++row) {
-      if (tokens[row] >= 0) plan.ints[plan.token_slot + row] = slot[tokens[row]];
-    }
-    return plan;
+    plan.ints.resize(plan.reduce_ids + offsets[n]);
   }
-  for (int64_t row = 0; row < m.n; ++row) {
-    if (tokens[row] >= 0) plan.unique_tokens.push_back(tokens[row]);
-  }
-  std::sort(plan.unique_tokens.begin(), plan.unique_tokens.end());
-  plan.unique_tokens.erase(std::unique(plan.unique_tokens.begin(), plan.unique_tokens.end()),
-                           plan.unique_tokens.end());
-  for (int64_t row = 0; row < m.n; ++row) {
-    const int32_t t = tokens[row];
-    if (t < 0) continue;
-    plan.ints[plan.token_slot + row] = static_cast<int32_t>(
-        std::lower_bound(plan.unique_tokens.begin(), plan.unique_tokens.end(), t) -
-        plan.unique_tokens.begin());
-  }
+  TokenSlots(f, plan);
   return plan;
 }
 

@@ -7,12 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "core/random.h"
 #include "scheduler/executor_common.h"
 #include "tests/scheduler/random_graphs.h"
+#include "tests/scheduler/test_functions.h"
 #include "vertex/models.h"
 
 namespace cavs::scheduler {
@@ -158,6 +161,149 @@ TEST(PlanTest, UniqueTokensAndSlots) {
       }
     }
   }
+}
+
+// Every index array, hull and count of the plan against the graphs themselves, for DAGs
+// (shared children, absent slots, more children than the function gathers, features) under
+// a function with a reduction and slot 0, and trees numbered either way under the binary
+// Tree-LSTM, in every policy.
+void ExpectArraysMatch(const vertex::Function& f, const std::vector<Graph>& gs, const Plan& p) {
+  int max_slot = -1;
+  for (const vertex::Node& n : f.forward().nodes) {
+    if (n.kind == vertex::OpKind::kGather) max_slot = std::max(max_slot, static_cast<int>(n.index));
+  }
+  const bool reduces = f.max_arity() < 0;
+  ASSERT_EQ(static_cast<int>(p.child_rows.size()), max_slot + 1);
+  ASSERT_EQ(static_cast<int>(p.parent_of_slot.size()), max_slot + 1);
+  ASSERT_EQ(p.graph_offsets.size(), gs.size() + 1);
+  const int64_t feat = f.pull_width();
+  std::vector<int> parents(p.num_rows, 0);
+  std::vector<std::vector<int32_t>> parent_of(max_slot + 1, std::vector<int32_t>(p.num_rows, -1));
+  RowRange token_rows{0, 0}, parent_rows{0, 0};
+  std::vector<RowRange> slot_rows(max_slot + 1, RowRange{0, 0});
+  auto extend = [](RowRange& r, int64_t row) {
+    r.first = r.first >= r.second ? row : std::min(r.first, row);
+    r.second = std::max(r.second, row + 1);
+  };
+  int64_t labelled = 0;
+  for (size_t gi = 0; gi < gs.size(); ++gi) {
+    const Graph& g = gs[gi];
+    ASSERT_EQ(p.graph_offsets[gi + 1] - p.graph_offsets[gi], g.num_vertices());
+    for (int v = 0; v < g.num_vertices(); ++v) {
+      const int64_t u = p.graph_offsets[gi] + v, row = p.row_of_uid[u];
+      EXPECT_EQ(p.Ints(p.uids)[row], u);
+      const int32_t token = g.tokens.empty() ? -1 : g.tokens[v];
+      const int32_t label = g.labels.empty() ? -1 : g.labels[v];
+      EXPECT_EQ(p.Ints(p.tokens)[row], token);
+      EXPECT_EQ(p.Ints(p.labels)[row], label);
+      labelled += label >= 0;
+      if (token >= 0) extend(token_rows, row);
+      std::vector<int32_t> reduced;
+      for (int k = 0; k < std::max(g.num_children(v), max_slot + 1); ++k) {
+        const int32_t c = g.child(v, k);
+        const int32_t crow =
+            c < 0 ? -1 : static_cast<int32_t>(p.row_of_uid[p.graph_offsets[gi] + c]);
+        if (k <= max_slot) {
+          EXPECT_EQ(p.Ints(p.child_rows[k])[row], crow) << "sample " << gi << " vertex " << v;
+        }
+        if (crow < 0) continue;
+        ++parents[crow];
+        reduced.push_back(crow);
+        extend(parent_rows, row);
+        if (k <= max_slot) {
+          extend(slot_rows[k], row);
+          parent_of[k][crow] = std::max(parent_of[k][crow], static_cast<int32_t>(row));
+        }
+      }
+      if (reduces) {
+        const int32_t* off = p.Ints(p.reduce_offsets);
+        EXPECT_EQ(std::vector<int32_t>(p.Ints(p.reduce_ids) + off[row],
+                                       p.Ints(p.reduce_ids) + off[row + 1]),
+                  reduced);
+      }
+      if (feat > 0) {
+        for (int64_t i = 0; i < feat; ++i) {
+          EXPECT_EQ(p.features[row * feat + i], g.features[v * feat + i]);
+        }
+      }
+    }
+  }
+  if (reduces) EXPECT_EQ(p.Ints(p.reduce_offsets)[0], 0);
+  for (int k = 0; k <= max_slot; ++k) {
+    EXPECT_EQ(
+        std::vector<int32_t>(p.Ints(p.parent_of_slot[k]), p.Ints(p.parent_of_slot[k]) + p.num_rows),
+        parent_of[k])
+        << "slot " << k;
+    EXPECT_EQ(p.child_slot_rows[k], slot_rows[k]) << "slot " << k;
+  }
+  EXPECT_EQ(p.token_rows, token_rows);
+  EXPECT_EQ(p.parent_rows, parent_rows);
+  EXPECT_EQ(p.labelled, labelled);
+  EXPECT_EQ(p.unique_parents,
+            std::all_of(parents.begin(), parents.end(), [](int n) { return n <= 1; }));
+}
+
+TEST(PlanTest, IndexArraysMatchTheGraphs) {
+  absl::StatusOr<vertex::Function> every = testing::EveryOp(5);
+  absl::StatusOr<vertex::Function> lstm =
+      vertex::models::BinaryTreeLstm({.vocab = 50, .embed = 4, .hidden = 3, .classes = 5});
+  ASSERT_TRUE(every.ok() && lstm.ok());
+  core::Rng rng(11);
+  std::vector<Graph> dags;
+  for (int i = 0; i < 20; ++i) {
+    Graph g = testing::RandomDag(rng, 1 + static_cast<int>(rng.UniformInt(12)), 3,
+                                 {.vocab = 50, .classes = 5});
+    g.feature_dim = 3;
+    for (int j = 0; j < 3 * g.num_vertices(); ++j) g.features.push_back(rng.Uniform());
+    dags.push_back(std::move(g));
+  }
+  std::vector<Graph> trees = Trees(12, 30);
+  for (int i = 0; i < 12; ++i) trees[i] = Reversed(trees[i]);
+  trees[3].tokens.clear();
+  trees[5].labels.clear();
+  for (const auto& [f, gs] : {std::pair{&*every, &dags}, std::pair{&*lstm, &trees}}) {
+    ASSERT_TRUE(ValidateBatch(*f, *gs).ok());
+    for (PlanOptions o :
+         {PlanOptions{}, PlanOptions{Policy::kDepth, 0}, PlanOptions{Policy::kAgenda, 5}}) {
+      absl::StatusOr<Plan> p = BuildPlan(*f, *gs, o);
+      ASSERT_TRUE(p.ok());
+      ExpectRoundMajorUidOrder(*p);
+      ExpectArraysMatch(*f, *gs, *p);
+    }
+  }
+}
+
+// The batch's tokens and labels at the edges of what is valid: the last token and class pass,
+// one past them or below -1 is an error naming the sample, vertex and value; a function
+// without an embedding takes any token.
+TEST(PlanTest, InputChecksAtTheEdges) {
+  absl::StatusOr<vertex::Function> f =
+      vertex::models::BinaryTreeLstm({.vocab = 50, .embed = 4, .hidden = 3, .classes = 5});
+  absl::StatusOr<vertex::Function> no_tokens = testing::SingleInputConcats(5);
+  ASSERT_TRUE(f.ok() && no_tokens.ok());
+  auto check = [&](const vertex::Function& fn, int32_t token, int32_t label) {
+    std::vector<Graph> gs = Trees(4, 3);
+    if (fn.max_arity() == 1) {  // SingleInputConcats reads slot 0 only: chains
+      core::Rng rng(5);
+      for (Graph& g : gs) g = testing::RandomChain(rng, 4, {.vocab = 50, .classes = 5});
+    }
+    gs[2].tokens[1] = token;
+    gs[2].labels[1] = label;
+    return ValidateBatch(fn, gs);
+  };
+  EXPECT_TRUE(check(*f, 49, 4).ok());
+  EXPECT_TRUE(check(*f, -1, -1).ok());
+  for (const auto& [token, label, want] :
+       {std::tuple{50, 0, "sample 2, vertex 1: token 50 outside the vocabulary [0, 50)"},
+        std::tuple{-2, 0, "sample 2, vertex 1: token -2"},
+        std::tuple{0, 5, "sample 2, vertex 1: label 5 outside [0, 5)"},
+        std::tuple{0, -7, "sample 2, vertex 1: label -7"}}) {
+    const absl::Status s = check(*f, token, label);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find(want), std::string::npos) << s;
+  }
+  EXPECT_TRUE(check(*no_tokens, INT32_MAX, 4).ok());
+  EXPECT_FALSE(check(*no_tokens, -2, 4).ok());
 }
 
 }  // namespace
