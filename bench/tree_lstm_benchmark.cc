@@ -46,6 +46,27 @@ absl::StatusOr<vertex::Function> Model(int hidden) {
   return vertex::models::BinaryTreeLstm(c);
 }
 
+// A Tree-LSTM engine on the CPU with its function and parameters, held on the heap (the engine
+// keeps pointers to both). Null, with the benchmark skipped, where setup fails.
+struct CpuEngine {
+  absl::StatusOr<vertex::Function> f;
+  core::ParameterStore store{1};
+  std::unique_ptr<scheduler::Engine> engine;
+};
+
+std::unique_ptr<CpuEngine> MakeEngine(benchmark::State& state, int hidden) {
+  auto e = std::make_unique<CpuEngine>();
+  e->f = Model(hidden);
+  absl::StatusOr<std::unique_ptr<scheduler::Engine>> engine =
+      e->f.ok() ? scheduler::Engine::Create(&*e->f, &e->store) : e->f.status();
+  if (!engine.ok()) {
+    state.SkipWithError(absl::StrCat("setup failed: ", engine.status().ToString()).c_str());
+    return nullptr;
+  }
+  e->engine = *std::move(engine);
+  return e;
+}
+
 // Useful GEMM FLOPs of one batch: each MatMul counted on the rows where its input can be
 // nonzero — pre-ops (x W) on vertices with a token, recurrent ops (h U) on vertices with a
 // child, post-ops on every vertex; a training step adds the two backward GEMMs of each.
@@ -74,24 +95,25 @@ double MatMulFlops(const vertex::Function& f, const std::vector<scheduler::Graph
 void BM_Engine(benchmark::State& state, bool train) {
   const int hidden = static_cast<int>(state.range(0));
   const int batch = static_cast<int>(state.range(1));
-  absl::StatusOr<vertex::Function> f = Model(hidden);
-  core::ParameterStore store(1);
-  auto engine = scheduler::Engine::Create(&*f, &store);
+  std::unique_ptr<CpuEngine> e = MakeEngine(state, hidden);
   core::OptimizerConfig oc;
   oc.kind = core::OptimizerKind::kAdagrad;
   oc.lr = 0.05f;
   auto opt = core::MakeOptimizer(oc);
-  if (!f.ok() || !engine.ok() || !opt.ok()) {
-    state.SkipWithError("setup failed");
+  if (e == nullptr || !opt.ok()) {
+    if (e != nullptr) state.SkipWithError("setup failed");
     return;
   }
+  const vertex::Function& f = *e->f;
+  core::ParameterStore& store = e->store;
+  scheduler::Engine* engine = e->engine.get();
   const auto batches = Batches(batch);
   scheduler::RunOptions ro;
   ro.training = train;
   ro.backward = train;
   // One untimed step first: the arena's first touch (page faults) is not the steady state.
   (void)store.ZeroGrad();
-  if (!(*engine)->Run(batches[0], ro).ok()) {
+  if (!engine->Run(batches[0], ro).ok()) {
     state.SkipWithError("warm-up step failed");
     return;
   }
@@ -101,18 +123,18 @@ void BM_Engine(benchmark::State& state, bool train) {
   for (auto _ : state) {
     const auto& b = batches[i++ % batches.size()];
     if (train) (void)store.ZeroGrad();
-    absl::StatusOr<scheduler::RunResult> r = (*engine)->Run(b, ro);
+    absl::StatusOr<scheduler::RunResult> r = engine->Run(b, ro);
     if (!r.ok()) {
       state.SkipWithError(r.status().ToString().c_str());
       return;
     }
     if (train) (void)(*opt)->Step(store);
-    const scheduler::EngineStats& s = (*engine)->stats();
+    const scheduler::EngineStats& s = engine->stats();
     rounds += s.rounds;
     rows += s.rows;
     plan += s.plan_seconds;
     total += s.run_seconds;
-    flops += MatMulFlops(*f, b, train);
+    flops += MatMulFlops(f, b, train);
   }
   const double n = static_cast<double>(state.iterations());
   state.SetItemsProcessed(state.iterations() * batch);
@@ -122,6 +144,47 @@ void BM_Engine(benchmark::State& state, bool train) {
   state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
 }
 
+// The host's part of a batch after the device's: Engine::Finish, which hands the results back
+// per graph (inference at `batch`, the kernels run untimed in Submit). On a GPU it runs on the
+// host between queueing one batch and the next, so it counts against a host-bound step.
+void BM_Finish(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0));
+  std::unique_ptr<CpuEngine> e = MakeEngine(state, 150);
+  if (e == nullptr) return;
+  scheduler::Engine* engine = e->engine.get();
+  const auto batches = Batches(batch);
+  std::vector<scheduler::Plan> plans;
+  for (const auto& b : batches) {
+    absl::StatusOr<scheduler::Plan> p = engine->PlanBatch(b);
+    if (!p.ok()) {
+      state.SkipWithError(p.status().ToString().c_str());
+      return;
+    }
+    plans.push_back(*std::move(p));
+  }
+  scheduler::RunOptions ro;
+  ro.training = false;
+  ro.backward = false;
+  size_t i = 0;
+  for (auto _ : state) {
+    const size_t at = i++ % batches.size();
+    state.PauseTiming();
+    absl::StatusOr<scheduler::PendingRun> pending = engine->Submit(batches[at], ro, plans[at]);
+    state.ResumeTiming();
+    if (!pending.ok()) {
+      state.SkipWithError(pending.status().ToString().c_str());
+      return;
+    }
+    absl::StatusOr<scheduler::RunResult> r = engine->Finish(*std::move(pending));
+    if (!r.ok()) {
+      state.SkipWithError(r.status().ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r->predictions.data());
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+
 // The host's part of a batch that needs no device: validating the batch and building its plan
 // (Engine::PlanBatch). On a GPU this runs for the next batch while the device runs this one.
 // Range 1: 0 plans on the benchmark's thread; N > 0 takes the plans from a PlanQueue with N
@@ -129,13 +192,9 @@ void BM_Engine(benchmark::State& state, bool train) {
 void BM_Plan(benchmark::State& state) {
   const int batch = static_cast<int>(state.range(0));
   const int threads = static_cast<int>(state.range(1));
-  absl::StatusOr<vertex::Function> f = Model(150);
-  core::ParameterStore store(1);
-  auto engine = scheduler::Engine::Create(&*f, &store);
-  if (!f.ok() || !engine.ok()) {
-    state.SkipWithError("setup failed");
-    return;
-  }
+  std::unique_ptr<CpuEngine> e = MakeEngine(state, 150);
+  if (e == nullptr) return;
+  scheduler::Engine* engine = e->engine.get();
   std::vector<std::shared_ptr<const std::vector<scheduler::Graph>>> batches;
   for (auto& b : Batches(batch)) {
     batches.push_back(std::make_shared<const std::vector<scheduler::Graph>>(std::move(b)));
@@ -143,7 +202,7 @@ void BM_Plan(benchmark::State& state) {
   std::unique_ptr<scheduler::PlanQueue> queue;
   if (threads > 0) {
     queue = std::make_unique<scheduler::PlanQueue>(
-        engine->get(), int64_t{1} << 40, [&](int64_t i) { return batches[i % batches.size()]; },
+        engine, int64_t{1} << 40, [&](int64_t i) { return batches[i % batches.size()]; },
         scheduler::PlanQueueOptions{.threads = threads});
   }
   size_t i = 0;
@@ -153,7 +212,7 @@ void BM_Plan(benchmark::State& state) {
       absl::StatusOr<scheduler::PlannedBatch> b = queue->Next();
       plan = b.ok() ? absl::StatusOr<scheduler::Plan>(std::move(b->plan)) : b.status();
     } else {
-      plan = (*engine)->PlanBatch(*batches[i++ % batches.size()]);
+      plan = engine->PlanBatch(*batches[i++ % batches.size()]);
     }
     if (!plan.ok()) {
       state.SkipWithError(plan.status().ToString().c_str());
@@ -293,6 +352,7 @@ BENCHMARK(BM_Plan)
     ->Args({256, 2})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+BENCHMARK(BM_Finish)->Arg(256)->Iterations(300)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EwKernelPlan)->DenseRange(0, 5)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_Reference)->Args({150, 25})->Args({150, 64})->Apply(bench::Timed);
 

@@ -138,16 +138,22 @@ Layout LayOut(const Compiled& c, const Plan& plan, bool backward) {
 void CollectOutputs(const int32_t* pred, const float* all, int64_t ld, int64_t col, int64_t classes,
                     const std::vector<int64_t>& row_of_uid,
                     const std::vector<int64_t>& graph_offsets, RunResult* result) {
-  for (size_t gi = 0; gi + 1 < graph_offsets.size(); ++gi) {
-    result->predictions.emplace_back();
-    if (all != nullptr) result->outputs.emplace_back();
-    for (int64_t u = graph_offsets[gi]; u < graph_offsets[gi + 1]; ++u) {
-      const int64_t row = row_of_uid[u];
-      result->predictions.back().push_back(pred[row]);
-      if (all != nullptr) {
-        const float* out = all + row * ld + col;
-        result->outputs.back().insert(result->outputs.back().end(), out, out + classes);
-      }
+  // Each vector sized once (one allocation a graph): on a GPU this runs on the host between
+  // batches.
+  const size_t graphs = graph_offsets.size() - 1;
+  result->predictions.resize(graphs);
+  if (all != nullptr) result->outputs.resize(graphs);
+  for (size_t gi = 0; gi < graphs; ++gi) {
+    const int64_t first = graph_offsets[gi], count = graph_offsets[gi + 1] - first;
+    std::vector<int32_t>& p = result->predictions[gi];
+    p.resize(count);
+    for (int64_t v = 0; v < count; ++v) p[v] = pred[row_of_uid[first + v]];
+    if (all == nullptr) continue;
+    std::vector<float>& o = result->outputs[gi];
+    o.resize(count * classes);
+    for (int64_t v = 0; v < count; ++v) {
+      const float* out = all + row_of_uid[first + v] * ld + col;
+      std::copy(out, out + classes, o.begin() + v * classes);
     }
   }
 }
