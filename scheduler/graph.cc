@@ -105,7 +105,9 @@ bool ChildrenFirstAndWellFormed(const Graph& g, int max_arity) {
   const int32_t* off = g.child_offsets.data();
   const int32_t arity = max_arity < 0 ? INT32_MAX : max_arity;
   bool ok = true;
-  for (int v = 0; v < n; ++v) ok &= off[v + 1] >= off[v] && off[v + 1] - off[v] <= arity;
+  for (int v = 0; v < n; ++v) {
+    ok &= off[v + 1] >= off[v] && int64_t{off[v + 1]} - off[v] <= arity;  // no int32 overflow
+  }
   if (!ok) return false;
   const int32_t* ids = g.child_ids.data();
   for (int v = 0; v < n; ++v) {
@@ -147,11 +149,16 @@ absl::Status ValidateGraph(const Graph& g, int sample, int max_arity) {
                                                    g.child_offsets[n], " but there are ",
                                                    g.child_ids.size(), " child ids"));
   }
-  bool children_first = true;  // every child numbered below its parent: acyclic, no DFS
   for (int v = 0; v < n; ++v) {
     if (g.child_offsets[v + 1] < g.child_offsets[v]) {
       return VertexError(sample, v, "child_offsets decrease");
     }
+  }
+  // The offsets run from 0 to the ids' end without decreasing: every id read below is in
+  // bounds (checking them vertex by vertex as the ids are read let offsets like 0, 1, 0 read
+  // past the end).
+  bool children_first = true;  // every child numbered below its parent: acyclic, no DFS
+  for (int v = 0; v < n; ++v) {
     if (max_arity >= 0 && g.num_children(v) > max_arity) {
       return VertexError(sample, v,
                          absl::StrCat(g.num_children(v), " children, but the vertex function ",
