@@ -173,6 +173,36 @@ TEST(EngineTest, Batch512AndSingleVertexGraphs) {
   ops::cpu::SetPackedGemmEnabled(true);
 }
 
+// Graphs with no vertices among the others, a batch of nothing but those, graphs without
+// tokens or labels at all, and a batch with no label anywhere: the results of the others,
+// empty predictions for the empty graphs, zero loss and gradients where nothing is labelled.
+TEST(EngineTest, EmptyGraphsAndUnlabelledBatches) {
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  core::Rng rng(8);
+  std::vector<Graph> gs = Trees(rng, 9, 8);
+  gs[0] = Graph();
+  gs[4] = Graph();
+  gs[8] = Graph();
+  gs[2].tokens.clear();
+  gs[5].labels.clear();
+  ExpectMatchesReference(*f, gs, {}, Options(), "empty graphs among trees");
+  ExpectMatchesReference(*f, {Graph(), Graph()}, {}, Options(), "only empty graphs");
+  for (Graph& g : gs) g.labels.clear();
+  ExpectMatchesReference(*f, gs, {}, Options(), "nothing labelled");
+  core::ParameterStore store(7);
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(&*f, &store);
+  ASSERT_TRUE(engine.ok());
+  absl::StatusOr<RunResult> r = (*engine)->Run({Graph(), gs[1], Graph()}, Options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->predictions.size(), 3u);
+  EXPECT_TRUE(r->predictions[0].empty());
+  EXPECT_EQ(r->predictions[1].size(), static_cast<size_t>(gs[1].num_vertices()));
+  EXPECT_TRUE(r->predictions[2].empty());
+  EXPECT_EQ(r->loss_sum, 0.0);
+  EXPECT_EQ(r->labelled, 0);
+}
+
 TEST(EngineTest, SequenceCellsOnChains) {
   const vertex::models::CellConfig c = Cell();
   core::Rng rng(3);
