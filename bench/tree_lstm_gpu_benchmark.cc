@@ -698,11 +698,11 @@ void BM_FusedRound(benchmark::State& state) {
   cudaFree(dev_program);
 }
 
-// One round's GEMM, [m, 300] x [300, 750] accumulated onto its rows (beta = 1, as the rounds'
-// h U), through cublasSgemm (range 0 = 0) or cuBLASLt with its plan memoized (1; cuda_gemm.h):
-// host_us per Gemm call (the host time a launch-bound round pays), device_us per GEMM.
-// range(0): 0 cublasSgemm (the default), 1 cuBLASLt with the heuristic's algorithm, 2 cuBLASLt
-// autotuned, 3 the small-GEMM kernel (CudaKernels::SetSmallGemm); range(1): rows m; range(2): the
+// One round-shaped GEMM accumulated onto its rows (beta = 1, as the rounds' h U) through one
+// GEMM path: host_us per Gemm call (the host time a launch-bound round pays), device_us per
+// GEMM. range(0): 0 cublasSgemm, 1 cuBLASLt with the heuristic's algorithm (cuda_gemm.h; the
+// default where the small GEMM does not run), 2 cuBLASLt autotuned, 3 the small-GEMM kernel
+// (CudaKernels::SetSmallGemm); range(1): rows m; range(2): the
 // GEMM of a round: 0 the Tree-LSTM's forward [m, 300] x [300, 750], 1 its backward to the inputs
 // [m, 750] x [750, 300]^T, 2 its weight gradient [m, 300]^T x [m, 750] (m is then the summed
 // dimension), 3 the LSTM's recurrent forward [m, 512] x [512, 2048].

@@ -192,10 +192,14 @@ class Kernels {
   [[nodiscard]] virtual absl::Status GemmThenElementwise(const GemmCall& g, const EwInstr* host,
                                                          const EwInstr* device, int count,
                                                          int64_t rows, uint64_t shape) {
-    const absl::Status s = Gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
-                                g.ldb, g.beta, g.c, g.ldc);
+    const absl::Status s = Gemm(g);
     if (!s.ok()) return s;
     return Elementwise(host, device, count, rows, shape);
+  }
+  // Gemm with the arguments of `g`.
+  [[nodiscard]] absl::Status Gemm(const GemmCall& g) {
+    return Gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c,
+                g.ldc);
   }
   // Whether GemmThenElementwise may take one launch where it would take two (for counts of
   // launches per round).

@@ -257,12 +257,10 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
       b_.launches.push_back(
           [=]() { return k->GemmPackedB(mm, n.width, in, xs, xld, packed, bias, beta, ds, ld); });
     } else {
-      b_.launches.push_back([=]() {
-        return k->Gemm(false, n.transpose, mm, n.width, in, 1.0f, xs, xld, wv, wld, beta, ds, ld);
-      });
-      last_gemm_.emplace(b_.launches.size() - 1,
-                         ops::Kernels::GemmCall{false, n.transpose, mm, n.width, in, 1.0f, xs, xld,
-                                                wv, wld, beta, ds, ld});
+      const ops::Kernels::GemmCall g{false, n.transpose, mm,  n.width, in, 1.0f, xs,
+                                     xld,   wv,          wld, beta,    ds, ld};
+      b_.launches.push_back([k, g]() { return k->Gemm(g); });
+      last_gemm_.emplace(b_.launches.size() - 1, g);
     }
   };
   // Rows outside the input's support are zero, rows outside the need unread: only the rest

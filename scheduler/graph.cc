@@ -1,7 +1,5 @@
 #include "scheduler/graph.h"
 
-#include <climits>
-
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 
@@ -93,29 +91,6 @@ absl::Status CheckAcyclic(const Graph& g, int sample) {
   return absl::OkStatus();
 }
 
-// The common case in two tight passes with no early exit: offsets from 0 to the ids' end, never
-// decreasing, arity within `max_arity`, every child absent or numbered below its parent (so in
-// range and acyclic). Anything else goes to the checks below, which name the first problem.
-bool ChildrenFirstAndWellFormed(const Graph& g, int max_arity) {
-  const int n = g.num_vertices();
-  if (g.child_offsets.empty() || g.child_offsets[0] != 0 ||
-      g.child_offsets[n] != static_cast<int32_t>(g.child_ids.size())) {
-    return false;
-  }
-  const int32_t* off = g.child_offsets.data();
-  const int32_t arity = max_arity < 0 ? INT32_MAX : max_arity;
-  bool ok = true;
-  for (int v = 0; v < n; ++v) {
-    ok &= off[v + 1] >= off[v] && int64_t{off[v + 1]} - off[v] <= arity;  // no int32 overflow
-  }
-  if (!ok) return false;
-  const int32_t* ids = g.child_ids.data();
-  for (int v = 0; v < n; ++v) {
-    for (int32_t j = off[v]; j < off[v + 1]; ++j) ok &= ids[j] >= -1 && ids[j] < v;
-  }
-  return ok;
-}
-
 absl::Status CheckSizes(const Graph& g, int sample) {
   const int n = g.num_vertices();
   if (!g.tokens.empty() && static_cast<int>(g.tokens.size()) != n) {
@@ -138,7 +113,6 @@ absl::Status CheckSizes(const Graph& g, int sample) {
 }  // namespace
 
 absl::Status ValidateGraph(const Graph& g, int sample, int max_arity) {
-  if (ChildrenFirstAndWellFormed(g, max_arity)) return CheckSizes(g, sample);
   if (g.child_offsets.empty() || g.child_offsets[0] != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("sample ", sample, ": child_offsets must start with 0"));
@@ -157,15 +131,17 @@ absl::Status ValidateGraph(const Graph& g, int sample, int max_arity) {
   // The offsets run from 0 to the ids' end without decreasing: every id read below is in
   // bounds (checking them vertex by vertex as the ids are read let offsets like 0, 1, 0 read
   // past the end).
+  const int32_t* off = g.child_offsets.data();
+  const int32_t* ids = g.child_ids.data();
   bool children_first = true;  // every child numbered below its parent: acyclic, no DFS
   for (int v = 0; v < n; ++v) {
-    if (max_arity >= 0 && g.num_children(v) > max_arity) {
+    if (max_arity >= 0 && off[v + 1] - off[v] > max_arity) {
       return VertexError(sample, v,
-                         absl::StrCat(g.num_children(v), " children, but the vertex function ",
+                         absl::StrCat(off[v + 1] - off[v], " children, but the vertex function ",
                                       "reads at most ", max_arity));
     }
-    for (int k = 0; k < g.num_children(v); ++k) {
-      const int32_t c = g.child(v, k);
+    for (int32_t j = off[v]; j < off[v + 1]; ++j) {
+      const int32_t c = ids[j];
       if (c < -1 || c >= n) {
         return VertexError(sample, v, absl::StrCat("child ", c, " out of range [0, ", n, ")"));
       }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -286,6 +287,21 @@ absl::StatusOr<CublasLtGemm::Choice> CublasLtGemm::Tune(const Problem& p, Plan& 
   return candidates[best];
 }
 
+std::optional<size_t> CublasLtGemm::Takes(const Problem& p, const Plan& plan,
+                                          const cublasLtMatmulAlgo_t& algo) const {
+  cublasLtMatmulHeuristicResult_t check{};
+  if (cublasLtMatmulAlgoCheck(
+          handle_, const_cast<cublasLtMatmulDesc_t>(&plan.op),
+          const_cast<cublasLtMatrixLayout_t>(&plan.a), const_cast<cublasLtMatrixLayout_t>(&plan.b),
+          const_cast<cublasLtMatrixLayout_t>(&plan.c), const_cast<cublasLtMatrixLayout_t>(&plan.c),
+          &algo, &check) != CUBLAS_STATUS_SUCCESS ||
+      check.workspaceSize > kWorkspaceBytes ||
+      !AlignmentFits(algo, p.align_a, p.align_b, p.align_c)) {
+    return std::nullopt;
+  }
+  return check.workspaceSize;
+}
+
 void CublasLtGemm::AddConfigurations(const Problem& p, const Plan& plan,
                                      std::vector<Choice>* candidates) const {
   const cublasComputeType_t compute = p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -333,25 +349,18 @@ void CublasLtGemm::AddConfigurations(const Problem& p, const Plan& plan,
         if (static_cast<int>(candidates->size()) >= kMaxCandidates) return;
         const uint32_t reduction = splits > 1 ? scheme : CUBLASLT_REDUCTION_SCHEME_NONE;
         cublasLtMatmulAlgo_t config = algo;
-        cublasLtMatmulHeuristicResult_t check{};
         if (cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_TILE_ID, &tiles[t],
                                                  sizeof(tiles[t])) != CUBLAS_STATUS_SUCCESS ||
             cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
                                                  sizeof(splits)) != CUBLAS_STATUS_SUCCESS ||
             cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
                                                  &reduction,
-                                                 sizeof(reduction)) != CUBLAS_STATUS_SUCCESS ||
-            cublasLtMatmulAlgoCheck(handle_, const_cast<cublasLtMatmulDesc_t>(&plan.op),
-                                    const_cast<cublasLtMatrixLayout_t>(&plan.a),
-                                    const_cast<cublasLtMatrixLayout_t>(&plan.b),
-                                    const_cast<cublasLtMatrixLayout_t>(&plan.c),
-                                    const_cast<cublasLtMatrixLayout_t>(&plan.c), &config,
-                                    &check) != CUBLAS_STATUS_SUCCESS ||
-            check.workspaceSize > kWorkspaceBytes ||
-            !AlignmentFits(config, p.align_a, p.align_b, p.align_c)) {
+                                                 sizeof(reduction)) != CUBLAS_STATUS_SUCCESS) {
           continue;
         }
-        candidates->push_back(Choice{false, config, check.workspaceSize});
+        if (const std::optional<size_t> workspace = Takes(p, plan, config)) {
+          candidates->push_back(Choice{false, config, *workspace});
+        }
       }
     }
   }
@@ -390,14 +399,10 @@ absl::StatusOr<std::unique_ptr<CublasLtGemm::Plan>> CublasLtGemm::MakePlan(const
       plan->use = Use::kSgemm;
       return plan;
     }
-    cublasLtMatmulHeuristicResult_t check{};
-    if (cublasLtMatmulAlgoCheck(handle_, &plan->op, &plan->a, &plan->b, &plan->c, &plan->c,
-                                &it->second.algo, &check) == CUBLAS_STATUS_SUCCESS &&
-        check.workspaceSize <= kWorkspaceBytes &&
-        AlignmentFits(it->second.algo, p.align_a, p.align_b, p.align_c)) {
+    if (const std::optional<size_t> workspace = Takes(p, *plan, it->second.algo)) {
       plan->use = Use::kLt;
       plan->algo = it->second.algo;
-      plan->workspace = check.workspaceSize;
+      plan->workspace = *workspace;
       return plan;
     }
   }

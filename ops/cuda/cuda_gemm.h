@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -166,6 +167,11 @@ class CublasLtGemm {
   // alignments p's operands keep, up to kMaxCandidates in all: the heuristic offers none with
   // split-K for the rounds' GEMMs, whose few rows leave most multiprocessors idle with its tiles.
   void AddConfigurations(const Problem& p, const Plan& plan, std::vector<Choice>* candidates) const;
+  // The workspace `algo` needs for problem `p` (planned as `plan`), where it takes it:
+  // cublasLtMatmulAlgoCheck accepts it, within kWorkspaceBytes, and its minimum alignments
+  // within p's operands'. Nothing where it does not.
+  std::optional<size_t> Takes(const Problem& p, const Plan& plan,
+                              const cublasLtMatmulAlgo_t& algo) const;
   // Times `candidates` and cublasSgemm on `x`; the fastest.
   absl::StatusOr<Choice> Tune(const Problem& p, Plan& plan, const std::vector<Choice>& candidates,
                               const Operands& x);

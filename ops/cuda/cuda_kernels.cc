@@ -44,6 +44,14 @@ absl::Status CheckArgs(const char* op, int64_t rows, int64_t cols,
   return absl::OkStatus();
 }
 
+// Gemm's argument checks: C, and A and B where there is something to sum.
+absl::Status CheckGemmArgs(int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+                           const float* c) {
+  CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", m, n, {c}));
+  if (k > 0) return CheckArgs("Gemm", m, n, {a, b});
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* backend) {
@@ -167,8 +175,7 @@ absl::Status CudaKernels::SetAllowTf32(bool allow) {
 absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                float alpha, const float* a, int64_t lda, const float* b,
                                int64_t ldb, float beta, float* c, int64_t ldc) {
-  CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", m, n, {c}));
-  if (k > 0) CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", m, n, {a, b}));
+  CAVS_RETURN_IF_ERROR(CheckGemmArgs(m, n, k, a, b, c));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
   if (WantsSmallGemm(trans_a, trans_b, m, n, k)) {  // NotFound where it cannot
@@ -189,12 +196,8 @@ absl::Status CudaKernels::GemmThenElementwise(const GemmCall& g, const EwInstr* 
                                               const EwInstr* device, int count, int64_t rows,
                                               uint64_t shape) {
   if (fused_round_ && fused_ != nullptr && WantsSmallGemm(g.trans_a, g.trans_b, g.m, g.n, g.k)) {
-    CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", g.m, g.n, {g.c}));
-    if (g.k > 0) CAVS_RETURN_IF_ERROR(CheckArgs("Gemm", g.m, g.n, {g.a, g.b}));
-    CAVS_RETURN_IF_ERROR(CheckArgs("Elementwise", rows, count, {host, device}));
-    if (rows > 0 && count > 0) {
-      CAVS_RETURN_IF_ERROR(cpu::ValidateProgram(host, count, rows, ElementwiseScratch()));
-    }
+    CAVS_RETURN_IF_ERROR(CheckGemmArgs(g.m, g.n, g.k, g.a, g.b, g.c));
+    CAVS_RETURN_IF_ERROR(CheckProgram(host, device, count, rows));
     absl::StatusOr<small_gemm::Args> args =
         SmallGemmArgs(small_gemm_shared_bytes_, g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, g.a,
                       g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
@@ -211,12 +214,18 @@ absl::Status CudaKernels::GemmThenElementwise(const GemmCall& g, const EwInstr* 
 
 int64_t CudaKernels::rounds_fused() const { return fused_ == nullptr ? 0 : fused_->rounds_fused(); }
 
-absl::Status CudaKernels::Elementwise(const EwInstr* host, const EwInstr* device, int count,
-                                      int64_t rows, uint64_t shape) {
+absl::Status CudaKernels::CheckProgram(const EwInstr* host, const EwInstr* device, int count,
+                                       int64_t rows) const {
   CAVS_RETURN_IF_ERROR(CheckArgs("Elementwise", rows, count, {host, device}));
   if (rows == 0 || count == 0) return absl::OkStatus();
   // The same checks as the CPU; scratch operands only for generated kernels.
-  CAVS_RETURN_IF_ERROR(cpu::ValidateProgram(host, count, rows, ElementwiseScratch()));
+  return cpu::ValidateProgram(host, count, rows, ElementwiseScratch());
+}
+
+absl::Status CudaKernels::Elementwise(const EwInstr* host, const EwInstr* device, int count,
+                                      int64_t rows, uint64_t shape) {
+  CAVS_RETURN_IF_ERROR(CheckProgram(host, device, count, rows));
+  if (rows == 0 || count == 0) return absl::OkStatus();
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
   if (fused_ != nullptr) return fused_->Launch(stream(), host, device, count, rows, shape);

@@ -141,6 +141,10 @@ class CudaKernels final : public Kernels {
 
  private:
   CudaKernels(CudaBackend* backend, cublasHandle_t cublas, int num_sms, int arch);
+  // Elementwise's checks of a program before anything is queued (the CPU's; scratch operands
+  // only for generated kernels).
+  absl::Status CheckProgram(const EwInstr* host, const EwInstr* device, int count,
+                            int64_t rows) const;
   // Whether Gemm takes the small GEMM for this problem (before its own checks).
   bool WantsSmallGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) const {
     return small_gemm_ == SmallGemm::kEverywhere ||

@@ -273,9 +273,6 @@ TEST(EwCodegenTest, KeyIsTheSameForEveryRoundOfAShape) {
   EXPECT_NE(pa.key, pc.key);
 }
 
-// Kernels::Elementwise's `shape`: programs of one shape must plan alike. Rounds of a step do; a
-// program that reads another column under the same shape is caught; another fingerprint is
-// another program (the shape is re-learned, as after a stale one).
 // The kernel's name, hence its source and its on-disk cache entry, is the same in every
 // process: this binary is run twice and prints the Tree-LSTM forward kernel's name each time
 // (absl::Hash, which named kernels before, is seeded per process: no entry was ever reused).
@@ -305,6 +302,9 @@ TEST(EwCodegenTest, KernelNamesAreTheSameInEveryProcess) {
   EXPECT_EQ(first, second);
 }
 
+// Kernels::Elementwise's `shape`: programs of one shape must plan alike. Rounds of a step do; a
+// program that reads another column under the same shape is caught; another fingerprint is
+// another program (the shape is re-learned, as after a stale one).
 TEST(EwCodegenTest, ShapeCheckerCatchesABrokenPromise) {
   EwShapeChecker checker;
   EwProgram a = TreeLstmBackward(150, 25, 1), b = TreeLstmBackward(150, 40, 2);
