@@ -590,10 +590,11 @@ std::string EmitRoundKernelCuda(const EwKernelPlan& plan, const std::string& nam
       "    int rows_per_block, unsigned* barrier) {\n",
       "  namespace sg = cavs::ops::small_gemm;\n",
       "  CAVS_ROUND_SHARED(cavs_round_shared);  // 16-byte aligned: the GEMM's reads\n",
-      "  const int tiles_x = (g.n + sg::kCols - 1) / sg::kCols;\n",
-      "  const int tiles = tiles_x * ((g.m + sg::kRows - 1) / sg::kRows);\n",
+      "  using Tile = sg::RoundTile;\n",
+      "  const int tiles_x = (g.n + Tile::kCols - 1) / Tile::kCols;\n",
+      "  const int tiles = tiles_x * ((g.m + Tile::kRows - 1) / Tile::kRows);\n",
       "  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n",
-      "    sg::RunTile(g, t % tiles_x, t / tiles_x, "
+      "    sg::RunTile<Tile>(g, t % tiles_x, t / tiles_x, "
       "reinterpret_cast<float*>(cavs_round_shared));\n",
       "  }\n", "  sg::GridBarrier(barrier);\n",
       "  const long long blocks = (rows + rows_per_block - 1) / rows_per_block;\n",

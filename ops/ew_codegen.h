@@ -143,9 +143,10 @@ std::string EmitEwBodyCuda(const EwKernelPlan& plan, const std::string& name, in
 inline constexpr int kEwKernelThreads = 256;
 
 // A forward round in one launch (Kernels::GemmThenElementwise, ops/cuda/cuda_fused.h): the
-// CUDA source of the kernel that runs the small GEMM (ops/cuda/small_gemm_tile.cuh) over its
-// grid's blocks, a grid-wide barrier (small_gemm::GridBarrier), then `plan`'s program
-// (EmitEwBodyCuda, small_gemm::kThreads threads a block), grid-strided over both:
+// CUDA source of the kernel that runs the small GEMM (ops/cuda/small_gemm_tile.cuh, in
+// RoundTiles) over its grid's blocks, a grid-wide barrier (small_gemm::GridBarrier), then
+// `plan`'s program (EmitEwBodyCuda, small_gemm::kThreads threads a block), grid-strided over
+// both:
 //   extern "C" __global__ void <name>(small_gemm::Args g, const unsigned char* program,
 //                                     long long rows, int rows_per_block, unsigned* barrier)
 // Launched cooperatively (every block resident, or the launch is refused), with the larger of

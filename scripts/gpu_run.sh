@@ -12,10 +12,12 @@
 # per group under $OUT (default: .gpucarry/out; 6 files, the device tool returns at most 8); a
 # part that fails is reported and the rest still run.
 #
-#   bash .gpucarry/run.sh tests|bench|bench_ab|all|round
+#   bash .gpucarry/run.sh tests|bench|bench_ab|all|round|tall
 #
 # `round` measures the one-launch forward round (CAVS_FUSED_ROUND) alone: its tests, memcheck
-# and racecheck, then its benchmark rows against the defaults (about 5 minutes).
+# and racecheck, then its benchmark rows against the defaults (about 5 minutes). `tall` does the
+# same for the small GEMM's 64 x 16 tiles (CAVS_SMALL_GEMM_TALL): the LSTM's recurrent GEMM
+# against cuBLASLt and the LSTM against cuDNN with and without them (about 3 minutes).
 #
 # Each of `tests`, `bench` and `bench_ab` (the A/B rows) stays under the tool's 10 minutes per
 # call (every part has a timeout); in run 7 on an H100 they took about 1.5, 3 and 2 minutes
@@ -60,6 +62,8 @@ if [[ "$mode" == tests || "$mode" == all ]]; then
     "$bin/scheduler_engine_test" --gtest_brief=1
   CAVS_SMALL_GEMM=1 part tests engine_small_gemm 90 "$bin/scheduler_engine_test" --gtest_brief=1
   CAVS_FUSED_ROUND=1 part tests engine_fused_round 90 "$bin/scheduler_engine_test" --gtest_brief=1
+  CAVS_SMALL_GEMM_TALL=1 part tests engine_tall_tile 90 "$bin/scheduler_engine_test" \
+    --gtest_brief=1
   CAVS_FUSED_ROUND=1 part tests trainer_fused_round 60 "$bin/trainer_test" --gtest_brief=1 \
     --gtest_filter='*Cuda*'
   part tests trainer 60 "$bin/trainer_test" --gtest_brief=1 --gtest_filter='*Cuda*'
@@ -95,6 +99,8 @@ if [[ "$mode" == bench || "$mode" == all ]]; then
   CAVS_CUBLASLT=0 part bench_lstm lstm_gpu_bench_sgemm 90 "$bin/lstm_gpu_benchmark" "$tabular"
   CAVS_SMALL_GEMM=1 CAVS_FUSED_ROUND=1 part bench_lstm lstm_gpu_bench_fused_round 90 \
     "$bin/lstm_gpu_benchmark" "$tabular"
+  CAVS_SMALL_GEMM_TALL=1 part bench_lstm lstm_gpu_bench_tall_tile 90 "$bin/lstm_gpu_benchmark" \
+    "$tabular"
 fi
 if [[ "$mode" == bench_ab || "$mode" == all ]]; then
   # Every element-wise and GEMM path at batch 256, overlapped and pipelined, in one process
@@ -132,5 +138,28 @@ if [[ "$mode" == round ]]; then
   CAVS_SMALL_GEMM=1 CAVS_FUSED_ROUND=1 part bench_lstm lstm_fused_round 90 \
     "$bin/lstm_gpu_benchmark" "$tabular"
   part bench_lstm lstm_defaults 90 "$bin/lstm_gpu_benchmark" "$tabular"
+fi
+if [[ "$mode" == tall ]]; then
+  # The 64 x 16 tiles first (about 3 minutes): the kernel against the CPU, the engine with them
+  # on, memcheck and racecheck, the GEMM rows (the LSTM's recurrent GEMM, the Tree-LSTM's
+  # forward at 100 rows) against cuBLASLt and the 16 x 32 tiles, then the LSTM against cuDNN,
+  # three alternating pairs of processes without and with them.
+  [[ -f data/ptb.txt ]] && export CAVS_BENCH_PTB="$PWD/data/ptb.txt"
+  part tests ops_cuda_tall 240 "$bin/ops_cuda_test" --gtest_brief=1 \
+    --gtest_filter='CudaKernels*Gemm*:CudaKernels*Tall*'
+  CAVS_SMALL_GEMM_TALL=1 part tests engine_tall_tile 90 "$bin/scheduler_engine_test" \
+    --gtest_brief=1
+  part memcheck memcheck_tall 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaKernels*SmallGemm*:CudaKernels*Tall*'
+  part memcheck racecheck_tall 150 compute-sanitizer --tool racecheck --error-exitcode 1 \
+    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaKernels*SmallGemm*'
+  part bench_tree gemm_tall 60 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter='^BM_GemmCall/./(64/3|100/0)/'
+  for pair in 1 2 3; do
+    for tall in 0 1; do
+      CAVS_SMALL_GEMM_TALL=$tall part bench_lstm "lstm_tall_${tall}_$pair" 90 \
+        "$bin/lstm_gpu_benchmark" "$tabular"
+    done
+  done
 fi
 cat "$summary"

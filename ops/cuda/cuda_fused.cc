@@ -416,7 +416,7 @@ absl::Status CudaFusedElementwise::LaunchRound(cudaStream_t stream, const small_
     if (!absl::IsNotFound(joined)) return joined;
   }
   // Two launches: the small GEMM's own kernel, then the program's.
-  CAVS_CUDA_RETURN_IF_ERROR(LaunchSmallGemm(stream, g));
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchSmallGemm(stream, g, small_gemm::TileShape::kRound));
   if (s == nullptr) return absl::OkStatus();
   return LaunchKernel(stream, s->kernel, device, rows, s->plan.shared_width, s->plan.max_width);
 }
@@ -433,15 +433,15 @@ absl::Status CudaFusedElementwise::LaunchRoundKernel(cudaStream_t stream, const 
   }
   if (!s.round->ok()) return absl::NotFoundError(s.round->status().message());
   const Round& r = **s.round;
-  const int64_t gemm_bytes =
-      small_gemm::SharedFloats(g.chunk) * static_cast<int64_t>(sizeof(float));
+  const int64_t gemm_bytes = small_gemm::SharedFloats<small_gemm::RoundTile>(g.chunk) *
+                             static_cast<int64_t>(sizeof(float));
   // Every block resident at once (the barrier waits for all of them); more tiles than that are
   // taken in turn by the blocks.
   const int64_t resident = static_cast<int64_t>(r.blocks_per_sm) * num_sms_;
   if (gemm_bytes > r.shared_bytes || resident <= 0) {
     return absl::NotFoundError("the GEMM's chunk does not fit a round kernel's shared memory");
   }
-  const int64_t grid = std::min(small_gemm::Blocks(g.m, g.n), resident);
+  const int64_t grid = std::min(small_gemm::Blocks<small_gemm::RoundTile>(g.m, g.n), resident);
   const int64_t per_block = RoundRowsPerBlock(rows, s.plan.max_width, s.plan.shared_width, grid,
                                               r.shared_bytes / static_cast<int64_t>(sizeof(float)));
   if (per_block == 0) return absl::NotFoundError("the program's shared rows do not fit");

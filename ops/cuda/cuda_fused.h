@@ -100,10 +100,10 @@ class CudaFusedElementwise {
   [[nodiscard]] absl::Status Launch(cudaStream_t stream, const EwInstr* host, const EwInstr* device,
                                     int count, int64_t rows, uint64_t shape);
 
-  // Kernels::GemmThenElementwise for the small GEMM `g` (whose chunk of inputs takes
-  // `gemm_shared_bytes` of shared memory, at most what PrepareSmallGemm allowed) and a validated
-  // program: one launch of the round kernel (EmitRoundKernelCuda) over as many blocks as the
-  // GEMM has tiles or, if fewer, as can be resident at once (each then takes several tiles in
+  // Kernels::GemmThenElementwise for the small GEMM `g` in RoundTiles (whose chunk of inputs
+  // takes `gemm_shared_bytes` of shared memory, at most what PrepareSmallGemm allowed) and a
+  // validated program: one launch of the round kernel (EmitRoundKernelCuda) over as many blocks as
+  // the GEMM has tiles or, if fewer, as can be resident at once (each then takes several tiles in
   // turn); else the small GEMM's kernel, then the program as Launch runs it. Two launches where
   // the program has nothing of nonzero width, the round kernel did not compile or load for this
   // device (NVRTC's error is kept, not tried again), the GEMM's chunk or the program's shared

@@ -67,14 +67,15 @@ absl::Status CublasGemmRowMajor(cublasHandle_t handle, bool trans_a, bool trans_
   return absl::OkStatus();
 }
 
-absl::StatusOr<small_gemm::Args> SmallGemmArgs(size_t shared_bytes, bool trans_a, bool trans_b,
-                                               int64_t m, int64_t n, int64_t k, float alpha,
-                                               const float* a, int64_t lda, const float* b,
-                                               int64_t ldb, float beta, float* c, int64_t ldc) {
+absl::StatusOr<small_gemm::Args> SmallGemmArgs(small_gemm::TileShape tile, size_t shared_bytes,
+                                               bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                               int64_t k, float alpha, const float* a, int64_t lda,
+                                               const float* b, int64_t ldb, float beta, float* c,
+                                               int64_t ldc) {
   CAVS_RETURN_IF_ERROR(CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc));
   const int chunk = static_cast<int>(std::min<int64_t>(k, small_gemm::kMaxChunk));
   if (trans_a || m == 0 || n == 0 || k == 0 || m > small_gemm::kMaxRows ||
-      small_gemm::SharedFloats(chunk) * sizeof(float) > shared_bytes) {
+      small_gemm::SharedFloats(tile, chunk) * sizeof(float) > shared_bytes) {
     return absl::NotFoundError("not a small GEMM");
   }
   return small_gemm::Args{static_cast<int>(m),
@@ -92,16 +93,17 @@ absl::StatusOr<small_gemm::Args> SmallGemmArgs(size_t shared_bytes, bool trans_a
                           chunk};
 }
 
-absl::Status SmallGemmRowMajor(cudaStream_t stream, size_t shared_bytes, bool trans_a, bool trans_b,
-                               int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                               int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                               int64_t ldc) {
+absl::Status SmallGemmRowMajor(cudaStream_t stream, small_gemm::TileShape tile, size_t shared_bytes,
+                               bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                               float alpha, const float* a, int64_t lda, const float* b,
+                               int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) {
     return CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc);  // nothing to compute
   }
-  CAVS_ASSIGN_OR_RETURN(small_gemm::Args g, SmallGemmArgs(shared_bytes, trans_a, trans_b, m, n, k,
-                                                          alpha, a, lda, b, ldb, beta, c, ldc));
-  CAVS_CUDA_RETURN_IF_ERROR(LaunchSmallGemm(stream, g));
+  CAVS_ASSIGN_OR_RETURN(small_gemm::Args g,
+                        SmallGemmArgs(tile, shared_bytes, trans_a, trans_b, m, n, k, alpha, a, lda,
+                                      b, ldb, beta, c, ldc));
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchSmallGemm(stream, g, tile));
   return absl::OkStatus();
 }
 

@@ -31,21 +31,22 @@ namespace cavs::ops {
                                               const float* a, int64_t lda, const float* b,
                                               int64_t ldb, float beta, float* c, int64_t ldc);
 
-// The same GEMM through the small-GEMM kernel (small_gemm.h; one launch, 16 x 32 tiles) where
+// The same GEMM through the small-GEMM kernel (small_gemm.h; one launch, tiles of `tile`) where
 // it applies: a not transposed, 0 < m <= small_gemm::kMaxRows, k > 0, and a chunk's shared
-// memory within `shared_bytes` (what PrepareSmallGemm returned for the current device).
-// NotFound elsewhere (the caller then uses cuBLAS).
-[[nodiscard]] absl::Status SmallGemmRowMajor(cudaStream_t stream, size_t shared_bytes, bool trans_a,
-                                             bool trans_b, int64_t m, int64_t n, int64_t k,
-                                             float alpha, const float* a, int64_t lda,
-                                             const float* b, int64_t ldb, float beta, float* c,
-                                             int64_t ldc);
+// memory within `shared_bytes` (what PrepareSmallGemm returned for `tile` on the current
+// device). NotFound elsewhere (the caller then uses cuBLAS).
+[[nodiscard]] absl::Status SmallGemmRowMajor(cudaStream_t stream, small_gemm::TileShape tile,
+                                             size_t shared_bytes, bool trans_a, bool trans_b,
+                                             int64_t m, int64_t n, int64_t k, float alpha,
+                                             const float* a, int64_t lda, const float* b,
+                                             int64_t ldb, float beta, float* c, int64_t ldc);
 
 // SmallGemmRowMajor's checks, and the kernel's arguments where it applies (NotFound elsewhere,
 // m or n 0 included), for kernels that run the small GEMM with other work (cuda_fused.h).
 [[nodiscard]] absl::StatusOr<small_gemm::Args> SmallGemmArgs(
-    size_t shared_bytes, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+    small_gemm::TileShape tile, size_t shared_bytes, bool trans_a, bool trans_b, int64_t m,
+    int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+    float beta, float* c, int64_t ldc);
 
 // The same GEMM through cuBLASLt, with the descriptors and the algorithm chosen once per problem
 // (transposes, sizes, row strides, the operands' alignment, TF32) and reused: a call of a known

@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -82,10 +84,15 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
   // The small GEMM's shared memory, set once here (the device is current), not per launch. A
   // device that refuses leaves it nowhere to run (NotFound: cuBLAS takes its GEMMs).
-  if (PrepareSmallGemm(&kernels->small_gemm_shared_bytes_) != cudaSuccess) {
-    (void)cudaGetLastError();
-    kernels->small_gemm_shared_bytes_ = 0;
+  for (const auto [tile, bytes] :
+       {std::pair(small_gemm::TileShape::kRound, &kernels->small_gemm_shared_bytes_),
+        std::pair(small_gemm::TileShape::kTall, &kernels->tall_shared_bytes_)}) {
+    if (PrepareSmallGemm(tile, bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      *bytes = 0;
+    }
   }
+  kernels->SetTallTile(core::EnvFlag("CAVS_SMALL_GEMM_TALL", false));
   if (std::getenv("CAVS_SMALL_GEMM") != nullptr) {  // else where faster
     kernels->SetSmallGemm(core::EnvFlag("CAVS_SMALL_GEMM", false) ? SmallGemm::kEverywhere
                                                                   : SmallGemm::kOff);
@@ -172,16 +179,36 @@ absl::Status CudaKernels::SetAllowTf32(bool allow) {
   return absl::OkStatus();
 }
 
+std::optional<small_gemm::TileShape> CudaKernels::SmallGemmTile(bool trans_a, bool trans_b,
+                                                                int64_t m, int64_t n,
+                                                                int64_t k) const {
+  using small_gemm::TileShape;
+  if (small_gemm_ == SmallGemm::kOff) return std::nullopt;
+  // Disjoint: Faster needs RoundTile's blocks in one wave, TallInOneWave that they are not.
+  if (tall_tile_ && small_gemm::TallInOneWave(trans_a, trans_b, m, n, k, num_sms_) &&
+      small_gemm::SharedFloats<small_gemm::TallTile>(static_cast<int>(k)) * sizeof(float) <=
+          tall_shared_bytes_) {  // k <= kMaxChunk: one chunk
+    return TileShape::kTall;
+  }
+  if (small_gemm_ == SmallGemm::kEverywhere ||
+      small_gemm::Faster(trans_a, trans_b, m, n, k, num_sms_)) {
+    return TileShape::kRound;
+  }
+  return std::nullopt;
+}
+
 absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                float alpha, const float* a, int64_t lda, const float* b,
                                int64_t ldb, float beta, float* c, int64_t ldc) {
   CAVS_RETURN_IF_ERROR(CheckGemmArgs(m, n, k, a, b, c));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  if (WantsSmallGemm(trans_a, trans_b, m, n, k)) {  // NotFound where it cannot
-    const absl::Status s = SmallGemmRowMajor(backend_->stream(), small_gemm_shared_bytes_, trans_a,
-                                             trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    if (!absl::IsNotFound(s)) return s;
+  if (const std::optional<small_gemm::TileShape> tile = SmallGemmTile(trans_a, trans_b, m, n, k)) {
+    const size_t bytes =
+        *tile == small_gemm::TileShape::kTall ? tall_shared_bytes_ : small_gemm_shared_bytes_;
+    const absl::Status s = SmallGemmRowMajor(backend_->stream(), *tile, bytes, trans_a, trans_b, m,
+                                             n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (!absl::IsNotFound(s)) return s;  // NotFound where it cannot: cuBLAS
   }
   if (lt_ != nullptr && k > 0) {
     const absl::Status s = lt_->Run(backend_->stream(), allow_tf32_, trans_a, trans_b, m, n, k,
@@ -195,12 +222,14 @@ absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
 absl::Status CudaKernels::GemmThenElementwise(const GemmCall& g, const EwInstr* host,
                                               const EwInstr* device, int count, int64_t rows,
                                               uint64_t shape) {
-  if (fused_round_ && fused_ != nullptr && WantsSmallGemm(g.trans_a, g.trans_b, g.m, g.n, g.k)) {
+  // The round kernels run the GEMM in RoundTiles; a problem for TallTiles takes two launches.
+  if (fused_round_ && fused_ != nullptr &&
+      SmallGemmTile(g.trans_a, g.trans_b, g.m, g.n, g.k) == small_gemm::TileShape::kRound) {
     CAVS_RETURN_IF_ERROR(CheckGemmArgs(g.m, g.n, g.k, g.a, g.b, g.c));
     CAVS_RETURN_IF_ERROR(CheckProgram(host, device, count, rows));
     absl::StatusOr<small_gemm::Args> args =
-        SmallGemmArgs(small_gemm_shared_bytes_, g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, g.a,
-                      g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
+        SmallGemmArgs(small_gemm::TileShape::kRound, small_gemm_shared_bytes_, g.trans_a, g.trans_b,
+                      g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
     if (!args.ok() && !absl::IsNotFound(args.status())) return args.status();
     if (args.ok()) {
       CudaDeviceGuard guard;

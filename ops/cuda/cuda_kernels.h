@@ -32,6 +32,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -124,6 +125,17 @@ class CudaKernels final : public Kernels {
   enum class SmallGemm { kOff, kWhereFaster, kEverywhere };
   void SetSmallGemm(SmallGemm use) { small_gemm_ = use; }
   SmallGemm small_gemm() const { return small_gemm_; }
+  // Whether the small GEMM may take 64 x 16 tiles (small_gemm::TallTile) where its 16 x 32 tiles
+  // would be more than one wave but those are not (small_gemm::TallInOneWave: the LSTM's
+  // recurrent GEMM), in either setting above but off. Off unless CAVS_SMALL_GEMM_TALL=1: it is a
+  // prediction from the floor, not yet measured on a GPU. False where the device cannot give
+  // the tile a chunk's shared memory.
+  void SetTallTile(bool on) { tall_tile_ = on; }
+  bool tall_tile() const { return tall_tile_; }
+  // The tiles Gemm takes the small GEMM in for this problem, by the settings above; none for
+  // cuBLAS (before the small GEMM's own checks, which may still leave it to cuBLAS).
+  std::optional<small_gemm::TileShape> SmallGemmTile(bool trans_a, bool trans_b, int64_t m,
+                                                     int64_t n, int64_t k) const;
 
   // Forward rounds in one launch (GemmThenElementwise; off unless CAVS_FUSED_ROUND=1: not yet
   // measured on a GPU), and the rounds so launched.
@@ -145,12 +157,6 @@ class CudaKernels final : public Kernels {
   // only for generated kernels).
   absl::Status CheckProgram(const EwInstr* host, const EwInstr* device, int count,
                             int64_t rows) const;
-  // Whether Gemm takes the small GEMM for this problem (before its own checks).
-  bool WantsSmallGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) const {
-    return small_gemm_ == SmallGemm::kEverywhere ||
-           (small_gemm_ == SmallGemm::kWhereFaster &&
-            small_gemm::Faster(trans_a, trans_b, m, n, k, num_sms_));
-  }
 
   CudaBackend* backend_;
   cublasHandle_t cublas_;
@@ -160,7 +166,9 @@ class CudaKernels final : public Kernels {
   std::unique_ptr<CublasLtGemm> lt_;
   bool allow_tf32_ = false;
   SmallGemm small_gemm_ = SmallGemm::kWhereFaster;
-  size_t small_gemm_shared_bytes_ = 0;  // PrepareSmallGemm's, for this device
+  size_t small_gemm_shared_bytes_ = 0;  // PrepareSmallGemm's, for this device: RoundTile
+  size_t tall_shared_bytes_ = 0;        // and TallTile
+  bool tall_tile_ = false;
   bool fused_round_ = false;
 };
 

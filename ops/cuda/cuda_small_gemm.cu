@@ -9,14 +9,14 @@ namespace {
 
 namespace sg = small_gemm;
 
+template <typename T>
 __global__ void __launch_bounds__(sg::kThreads) SmallGemmKernel(sg::Args g) {
   extern __shared__ float4 shared4[];  // 16-byte aligned: Read4's reads
-  sg::RunTile(g, blockIdx.x, blockIdx.y, reinterpret_cast<float*>(shared4));
+  sg::RunTile<T>(g, blockIdx.x, blockIdx.y, reinterpret_cast<float*>(shared4));
 }
 
-}  // namespace
-
-cudaError_t PrepareSmallGemm(size_t* shared_bytes) {
+template <typename T>
+cudaError_t Prepare(size_t* shared_bytes) {
   *shared_bytes = 0;
   int device = 0, optin = 0;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
@@ -25,10 +25,10 @@ cudaError_t PrepareSmallGemm(size_t* shared_bytes) {
       e != cudaSuccess) {
     return e;
   }
-  const size_t bytes =
-      std::min<size_t>(static_cast<size_t>(optin), sg::SharedFloats(sg::kMaxChunk) * sizeof(float));
+  const size_t bytes = std::min<size_t>(static_cast<size_t>(optin),
+                                        sg::SharedFloats<T>(sg::kMaxChunk) * sizeof(float));
   if (const cudaError_t e = cudaFuncSetAttribute(
-          SmallGemmKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+          SmallGemmKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
       e != cudaSuccess) {
     return e;
   }
@@ -36,12 +36,25 @@ cudaError_t PrepareSmallGemm(size_t* shared_bytes) {
   return cudaSuccess;
 }
 
-cudaError_t LaunchSmallGemm(cudaStream_t stream, const sg::Args& g) {
-  const size_t bytes = static_cast<size_t>(sg::SharedFloats(g.chunk)) * sizeof(float);
-  const dim3 grid(static_cast<unsigned>((g.n + sg::kCols - 1) / sg::kCols),
-                  static_cast<unsigned>((g.m + sg::kRows - 1) / sg::kRows));
-  SmallGemmKernel<<<grid, sg::kThreads, bytes, stream>>>(g);
+template <typename T>
+cudaError_t Launch(cudaStream_t stream, const sg::Args& g) {
+  const size_t bytes = static_cast<size_t>(sg::SharedFloats<T>(g.chunk)) * sizeof(float);
+  const dim3 grid(static_cast<unsigned>((g.n + T::kCols - 1) / T::kCols),
+                  static_cast<unsigned>((g.m + T::kRows - 1) / T::kRows));
+  SmallGemmKernel<T><<<grid, sg::kThreads, bytes, stream>>>(g);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t PrepareSmallGemm(sg::TileShape tile, size_t* shared_bytes) {
+  return tile == sg::TileShape::kTall ? Prepare<sg::TallTile>(shared_bytes)
+                                      : Prepare<sg::RoundTile>(shared_bytes);
+}
+
+cudaError_t LaunchSmallGemm(cudaStream_t stream, const sg::Args& g, sg::TileShape tile) {
+  return tile == sg::TileShape::kTall ? Launch<sg::TallTile>(stream, g)
+                                      : Launch<sg::RoundTile>(stream, g);
 }
 
 }  // namespace cavs::ops

@@ -1,23 +1,31 @@
 // A GEMM for the engine's rounds, whose few rows leave cuBLAS's tiles on a few multiprocessors:
 // C[m, n] = alpha * A[m, k] op(B) + beta * C, row-major, op(B) = B [k, n] or B^T (B [n, k]).
 //
-// A block of kThreads threads owns a kRows x kCols tile of C (16 x 32: 64 rows x 750 columns
-// is 96 blocks; cuBLAS's 64 x 128 tiles are 6), so the work spreads over the chip
-// (docs/gpu_performance.md, "Next steps for inference"). Run 7 measured the first version
-// (128 threads of 2 x 2 outputs, each thread's copies waiting on its loads) at 13.9 us for
-// 64 x 750 x 300, slower than cuBLAS's 9.3; this second version is shaped by what that showed:
+// A block of kThreads threads owns a tile of C, so the work spreads over the chip
+// (docs/gpu_performance.md, "Next steps for inference"). There are two tiles (Tile<Rows, Cols>):
+// - RoundTile, 16 x 32, the default: 64 rows x 750 columns is 96 blocks, where cuBLAS's
+//   64 x 128 tiles are 6.
+// - TallTile, 64 x 16, for GEMMs whose 16 x 32 tiles are more than one wave (TallInOneWave; off
+//   unless CudaKernels::SetTallTile or CAVS_SMALL_GEMM_TALL=1, as it is not yet measured on a
+//   GPU). The LSTM's recurrent 64 x 2048 x 512 is 128 of them, one wave on an H100's 132
+//   multiprocessors, against 256 RoundTiles (docs/gpu_performance.md, "Next steps for
+//   inference", item 3).
+//
+// Run 7 measured the first version (128 threads of 2 x 2 outputs, each thread's copies waiting
+// on its loads) at 13.9 us for 64 x 750 x 300, slower than cuBLAS's 9.3; this second version is
+// shaped by what that showed:
 //
 // - Copies are asynchronous (cp.async on the GPU): every thread issues all of its copies of a
 //   chunk before any waits, so the chunk costs about one memory latency, not one per copy.
 // - Both operands sit in shared memory with the k index outermost (A^T [k][kRows], op(B)
-//   [k][kCols]), so that a thread's 4 rows of A and 4 columns of op(B) at one k are two 16-byte
+//   [k][kCols]), so that a thread's rows of A and 4 columns of op(B) at one k are 16-byte
 //   reads. Transposed sources (A always, B^T) are copied as 8 k x 4 lines per warp: each line's
-//   8 floats are one 32-byte sector, and the pitches (20 and 36 floats) put the warp's 32
-//   writes in 32 banks.
+//   8 floats are one 32-byte sector, and the pitches (the tile's side + 4 floats: 20, 36 and
+//   68, which are 20 or 4 mod 32) put the warp's 32 writes in 32 banks.
 // - The k range of a chunk is split over the block's 16 warps (kSlices): each warp's 32 threads
-//   own the whole tile at 4 x 4 outputs, over 1/16 of the inputs, so the chains are short and
-//   16 warps hide each other's latency. The slices' sums are then added in slice order through
-//   shared memory, one output per thread; results do not depend on timing.
+//   own the whole tile (4 x 4 outputs each in RoundTile, 8 x 4 in TallTile) over 1/16 of the
+//   inputs, so the chains are short and 16 warps hide each other's latency. The slices' sums
+//   are then added in slice order through shared memory; results do not depend on timing.
 //
 // The phases are plain functions of the thread and block indices, shared by the CUDA kernels
 // (small_gemm_tile.cuh: the precompiled kernel in cuda_small_gemm.cu and the generated round
@@ -33,22 +41,37 @@
 
 namespace cavs::ops::small_gemm {
 
-inline constexpr int kRows = 16;               // rows of C per block
-inline constexpr int kCols = 32;               // columns of C per block
 inline constexpr int kSlices = 16;             // warps, each over 1/kSlices of a chunk's k
 inline constexpr int kThreads = 32 * kSlices;  // 512
-inline constexpr int kTile = kRows * kCols;    // outputs per block: one per thread at the end
 inline constexpr int kMaxChunk = 512;          // inputs (k) per shared-memory fill
-inline constexpr int kPitchA = kRows + 4;      // shared A^T: [chunk][kPitchA]
-inline constexpr int kPitchB = kCols + 4;      // shared op(B): [chunk][kPitchB]
 inline constexpr int64_t kMaxRows = 512;       // above this, cuBLAS's tiles fill the chip
-static_assert(kTile == 16 * 32, "a warp's 32 threads own the tile at 4 x 4 outputs each");
-static_assert(kTile == kThreads, "one output per thread when the slices are added");
-static_assert(kPitchA % 4 == 0 && kPitchB % 4 == 0, "16-byte reads of 4 rows or columns");
+
+// A block's tile of C, Rows x Cols. Each warp owns all of it: its 32 threads in a grid of
+// 32 / kLaneCols x kLaneCols, each with kThreadRows x 4 outputs.
+template <int Rows, int Cols>
+struct Tile {
+  static constexpr int kRows = Rows;
+  static constexpr int kCols = Cols;
+  static constexpr int kOutputs = Rows * Cols;
+  static constexpr int kLaneCols = Cols / 4;                 // threads across the tile
+  static constexpr int kThreadRows = Rows * kLaneCols / 32;  // rows per thread
+  static constexpr int kPerThread = kThreadRows * 4;         // outputs per thread
+  static constexpr int kPitchA = Rows + 4;                   // shared A^T: [chunk][kPitchA]
+  static constexpr int kPitchB = Cols + 4;                   // shared op(B): [chunk][kPitchB]
+  static_assert(Cols % 4 == 0 && 32 % kLaneCols == 0, "whole 4-column groups in a warp");
+  static_assert(kThreadRows % 4 == 0 && kThreadRows * 32 == Rows * kLaneCols,
+                "each thread's rows are whole 16-byte reads");
+  static_assert(kOutputs % kThreads == 0, "whole outputs per thread when the slices are added");
+  static_assert(kPitchA % 4 == 0 && kPitchB % 4 == 0, "16-byte reads of 4 rows or columns");
+};
+using RoundTile = Tile<16, 32>;  // the default: the rounds of a few dozen rows
+using TallTile = Tile<64, 16>;   // GEMMs whose RoundTiles are more than one wave
+enum class TileShape { kRound, kTall };
 
 // The blocks of a GEMM with m rows and n columns.
+template <typename T>
 CAVS_HOST_DEVICE inline int64_t Blocks(int64_t m, int64_t n) {
-  return ((m + kRows - 1) / kRows) * ((n + kCols - 1) / kCols);
+  return ((m + T::kRows - 1) / T::kRows) * ((n + T::kCols - 1) / T::kCols);
 }
 
 // Whether the kernel is faster than cuBLAS for this GEMM on a device with `sms`
@@ -57,17 +80,32 @@ CAVS_HOST_DEVICE inline int64_t Blocks(int64_t m, int64_t n) {
 // forward round at 64 rows (96 blocks) took 7.4 us against cuBLAS's 9.3 to 9.7, with 4.4 us of
 // host time against 16; with two blocks per multiprocessor (the LSTM's 64 x 2048 x 512, 256
 // blocks) 16.7 against 12.3, at 512 rows 29 against 13, and transposed with two chunks (64 x
-// 300 x 750) 16.8 against 10.8.
+// 300 x 750) 16.8 against 10.8. RoundTile.
 CAVS_HOST_DEVICE inline bool Faster(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                     int sms) {
-  return !trans_a && !trans_b && m > 0 && n > 0 && k > 0 && k <= kMaxChunk && Blocks(m, n) <= sms;
+  return !trans_a && !trans_b && m > 0 && n > 0 && k > 0 && k <= kMaxChunk &&
+         Blocks<RoundTile>(m, n) <= sms;
+}
+
+// Where TallTile runs when it is on: Faster's conditions but with TallTile's blocks in one wave
+// where RoundTile's are not (the LSTM's 64 x 2048 x 512: 128 blocks against 256; the Tree-LSTM's
+// forward rounds of 81 to 128 rows: 94 against 144 to 192). A prediction from the floor, not a
+// measurement (docs/gpu_performance.md).
+CAVS_HOST_DEVICE inline bool TallInOneWave(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                           int64_t k, int sms) {
+  return !trans_a && !trans_b && m > 0 && m <= kMaxRows && n > 0 && k > 0 && k <= kMaxChunk &&
+         Blocks<RoundTile>(m, n) > sms && Blocks<TallTile>(m, n) <= sms;
 }
 
 // The floats of shared memory a chunk of `chunk` inputs takes (the operands, then the slices'
 // partial tiles in the same memory).
+template <typename T>
 CAVS_HOST_DEVICE inline int SharedFloats(int chunk) {
-  const int operands = chunk * (kPitchA + kPitchB), partials = kSlices * kTile;
+  const int operands = chunk * (T::kPitchA + T::kPitchB), partials = kSlices * T::kOutputs;
   return operands > partials ? operands : partials;
+}
+CAVS_HOST_DEVICE inline int SharedFloats(TileShape shape, int chunk) {
+  return shape == TileShape::kTall ? SharedFloats<TallTile>(chunk) : SharedFloats<RoundTile>(chunk);
 }
 
 struct Args {
@@ -106,26 +144,34 @@ CAVS_HOST_DEVICE inline void CopyTransposed(const float* src, int64_t ld, int va
 // Phase 1 of a chunk (inputs k0 .. k0 + len): thread `tid` of block (bx, by) copies its share
 // of the block's rows of A (as A^T) and columns of op(B) into `as` and `bs`, zeros past the
 // matrices' edges.
-template <typename CopyFn>
+template <typename T, typename CopyFn>
 CAVS_HOST_DEVICE inline void LoadChunk(const Args& g, int bx, int by, int tid, int k0, int len,
                                        float* as, float* bs, CopyFn copy) {
-  const int row0 = by * kRows, col0 = bx * kCols;
-  CopyTransposed(g.a + row0 * g.lda, g.lda, g.m - row0, kRows, k0, len, as, kPitchA, tid, copy);
+  const int row0 = by * T::kRows, col0 = bx * T::kCols;
+  CopyTransposed(g.a + row0 * g.lda, g.lda, g.m - row0, T::kRows, k0, len, as, T::kPitchA, tid,
+                 copy);
   if (g.trans_b) {  // B [n, k]: op(B)[kk, cc] = B[cc, kk]
-    CopyTransposed(g.b + col0 * g.ldb, g.ldb, g.n - col0, kCols, k0, len, bs, kPitchB, tid, copy);
-  } else {  // B [k, n]: a warp copies one input's 32 columns, 128 consecutive bytes
-    for (int i = tid; i < len * kCols; i += kThreads) {
-      const int kk = i / kCols, cc = i % kCols, col = col0 + cc;
-      copy(bs + kk * kPitchB + cc, col < g.n ? g.b + (k0 + kk) * g.ldb + col : nullptr);
+    CopyTransposed(g.b + col0 * g.ldb, g.ldb, g.n - col0, T::kCols, k0, len, bs, T::kPitchB, tid,
+                   copy);
+  } else {  // B [k, n]: a warp copies consecutive columns of one or more inputs
+    for (int i = tid; i < len * T::kCols; i += kThreads) {
+      const int kk = i / T::kCols, cc = i % T::kCols, col = col0 + cc;
+      copy(bs + kk * T::kPitchB + cc, col < g.n ? g.b + (k0 + kk) * g.ldb + col : nullptr);
     }
   }
 }
 
-// Thread `tid`'s slice (its warp) and its 4 x 4 outputs: rows 4 * (lane / 8) + {0..3},
-// columns 4 * (lane % 8) + {0..3} of the tile.
+// Thread `tid`'s slice (its warp) and its kThreadRows x 4 outputs: rows Row0 + {0 ..
+// kThreadRows - 1}, columns Col0 + {0..3} of the tile.
 CAVS_HOST_DEVICE inline int Slice(int tid) { return tid / 32; }
-CAVS_HOST_DEVICE inline int Row0(int tid) { return 4 * ((tid % 32) / 8); }
-CAVS_HOST_DEVICE inline int Col0(int tid) { return 4 * (tid % 8); }
+template <typename T>
+CAVS_HOST_DEVICE inline int Row0(int tid) {
+  return T::kThreadRows * ((tid % 32) / T::kLaneCols);
+}
+template <typename T>
+CAVS_HOST_DEVICE inline int Col0(int tid) {
+  return 4 * (tid % T::kLaneCols);
+}
 
 // Four consecutive floats at p (16-byte aligned): one 16-byte read on the GPU.
 CAVS_HOST_DEVICE inline void Read4(const float* p, float v[4]) {
@@ -139,15 +185,16 @@ CAVS_HOST_DEVICE inline void Read4(const float* p, float v[4]) {
 
 // Phase 2: thread `tid` adds its slice's share of the chunk's products to its outputs, acc[4 *
 // i + j] for row Row0 + i and column Col0 + j, in k order.
+template <typename T>
 CAVS_HOST_DEVICE inline void AccumulateChunk(int tid, int len, const float* as, const float* bs,
-                                             float acc[16]) {
-  const int s = Slice(tid), r0 = Row0(tid), c0 = Col0(tid);
+                                             float acc[T::kPerThread]) {
+  const int s = Slice(tid), r0 = Row0<T>(tid), c0 = Col0<T>(tid);
   const int begin = s * len / kSlices, end = (s + 1) * len / kSlices;
   for (int kk = begin; kk < end; ++kk) {
-    float a[4], b[4];
-    Read4(as + kk * kPitchA + r0, a);
-    Read4(bs + kk * kPitchB + c0, b);
-    for (int i = 0; i < 4; ++i) {
+    float a[T::kThreadRows], b[4];
+    for (int i = 0; i < T::kThreadRows; i += 4) Read4(as + kk * T::kPitchA + r0 + i, a + i);
+    Read4(bs + kk * T::kPitchB + c0, b);
+    for (int i = 0; i < T::kThreadRows; ++i) {
       for (int j = 0; j < 4; ++j) acc[4 * i + j] += a[i] * b[j];
     }
   }
@@ -155,23 +202,29 @@ CAVS_HOST_DEVICE inline void AccumulateChunk(int tid, int len, const float* as, 
 
 // Phase 3 (after the last chunk's reads): thread `tid` parks its slice's sums in the partial
 // tiles, partials[slice][row][col].
-CAVS_HOST_DEVICE inline void Park(int tid, const float acc[16], float* partials) {
-  float* tile = partials + Slice(tid) * kTile;
-  for (int i = 0; i < 4; ++i) {
-    for (int j = 0; j < 4; ++j) tile[(Row0(tid) + i) * kCols + Col0(tid) + j] = acc[4 * i + j];
+template <typename T>
+CAVS_HOST_DEVICE inline void Park(int tid, const float acc[T::kPerThread], float* partials) {
+  float* tile = partials + Slice(tid) * T::kOutputs;
+  const int r0 = Row0<T>(tid), c0 = Col0<T>(tid);
+  for (int i = 0; i < T::kThreadRows; ++i) {
+    for (int j = 0; j < 4; ++j) tile[(r0 + i) * T::kCols + c0 + j] = acc[4 * i + j];
   }
 }
 
-// Phase 4: thread `tid` adds output `tid` of the tile over the slices, in slice order, and
-// writes it inside C: alpha * sum + beta * C (C not read when beta is 0, so garbage there does
-// not leak through). Consecutive threads write consecutive columns.
+// Phase 4: thread `tid` adds outputs tid, tid + kThreads, ... of the tile over the slices, in
+// slice order, and writes them inside C: alpha * sum + beta * C (C not read when beta is 0, so
+// garbage there does not leak through). Consecutive threads write consecutive columns.
+template <typename T>
 CAVS_HOST_DEVICE inline void Store(const Args& g, int bx, int by, int tid, const float* partials) {
-  const int row = by * kRows + tid / kCols, col = bx * kCols + tid % kCols;
-  if (row >= g.m || col >= g.n) return;
-  float sum = 0.0f;
-  for (int s = 0; s < kSlices; ++s) sum += partials[s * kTile + tid];
-  float* out = g.c + row * g.ldc + col;
-  *out = g.beta == 0.0f ? g.alpha * sum : g.alpha * sum + g.beta * *out;
+  for (int i = 0; i < T::kOutputs / kThreads; ++i) {
+    const int o = tid + i * kThreads;
+    const int row = by * T::kRows + o / T::kCols, col = bx * T::kCols + o % T::kCols;
+    if (row >= g.m || col >= g.n) continue;
+    float sum = 0.0f;
+    for (int s = 0; s < kSlices; ++s) sum += partials[s * T::kOutputs + o];
+    float* out = g.c + row * g.ldc + col;
+    *out = g.beta == 0.0f ? g.alpha * sum : g.alpha * sum + g.beta * *out;
+  }
 }
 
 }  // namespace cavs::ops::small_gemm

@@ -33,25 +33,27 @@ __device__ __forceinline__ void WaitCopies() {
 #endif
 }
 
-// Block-wide (kThreads threads): tile (bx, by) of C, through `shared` (SharedFloats(g.chunk)
-// floats, 16-byte aligned). Every thread of the block calls it; it starts and ends with a
-// barrier, so a block may run several tiles, or other block-wide work, one after another.
+// Block-wide (kThreads threads): tile (bx, by) of C, a T (RoundTile or TallTile), through
+// `shared` (SharedFloats<T>(g.chunk) floats, 16-byte aligned). Every thread of the block calls
+// it; it starts and ends with a barrier, so a block may run several tiles, or other block-wide
+// work, one after another.
+template <typename T>
 __device__ __forceinline__ void RunTile(const Args& g, int bx, int by, float* shared) {
   float* as = shared;
-  float* bs = shared + g.chunk * kPitchA;
-  float acc[16] = {};
+  float* bs = shared + g.chunk * T::kPitchA;
+  float acc[T::kPerThread] = {};
   for (int k0 = 0; k0 < g.k; k0 += g.chunk) {
     const int len = min(g.chunk, g.k - k0);
     __syncthreads();  // shared memory's last readers are done before it is overwritten
-    LoadChunk(g, bx, by, threadIdx.x, k0, len, as, bs, AsyncCopy{});
+    LoadChunk<T>(g, bx, by, threadIdx.x, k0, len, as, bs, AsyncCopy{});
     WaitCopies();
     __syncthreads();
-    AccumulateChunk(threadIdx.x, len, as, bs, acc);
+    AccumulateChunk<T>(threadIdx.x, len, as, bs, acc);
   }
   __syncthreads();  // the partial tiles overwrite the operands
-  Park(threadIdx.x, acc, shared);
+  Park<T>(threadIdx.x, acc, shared);
   __syncthreads();
-  Store(g, bx, by, threadIdx.x, shared);
+  Store<T>(g, bx, by, threadIdx.x, shared);
 }
 
 // A barrier over every block of the grid, which must all be resident at once (a cooperative

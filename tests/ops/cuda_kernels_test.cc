@@ -6,9 +6,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ops/cuda/cuda_gemm.h"
+#include "ops/cuda/cuda_small_gemm.h"
+#include "ops/cuda/small_gemm.h"
 #include "ops/kernels.h"
 #include "tests/ops/cuda_test_util.h"
 #include "tests/ops/ops_test_util.h"
@@ -72,15 +76,30 @@ class CudaKernelsTest : public ::testing::Test {
 
   // C = alpha op(A) op(B) + beta C on the GPU from `c_gpu` and on the CPU from `c_cpu` (the
   // same values, but where the GPU must not read C), each operand `offset` floats into its
-  // buffer; compares the two C's.
+  // buffer; compares the two C's. The GPU's GEMM is Kernels::Gemm or, with `tile`, the small
+  // GEMM's kernel in those tiles.
   ::testing::AssertionResult GemmMatches(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                                          float alpha, const std::vector<float>& a, int64_t lda,
                                          const std::vector<float>& b, int64_t ldb, float beta,
                                          const std::vector<float>& c_gpu, std::vector<float> c_cpu,
-                                         int64_t ldc, int64_t offset) {
+                                         int64_t ldc, int64_t offset,
+                                         std::optional<small_gemm::TileShape> tile = std::nullopt) {
     DeviceArray<float> da(a), db(b), dc(c_gpu);
-    absl::Status s = cuda_->Gemm(ta, tb, m, n, k, alpha, da.get() + offset, lda, db.get() + offset,
-                                 ldb, beta, dc.get() + offset, ldc);
+    absl::Status s;
+    if (tile.has_value()) {
+      size_t bytes = 0;
+      if (PrepareSmallGemm(*tile, &bytes) != cudaSuccess) {
+        return ::testing::AssertionFailure() << "PrepareSmallGemm failed";
+      }
+      absl::StatusOr<CudaKernels*> kernels = GetCudaKernels(0);
+      if (!kernels.ok()) return ::testing::AssertionFailure() << kernels.status();
+      s = SmallGemmRowMajor((*kernels)->stream(), *tile, bytes, ta, tb, m, n, k, alpha,
+                            da.get() + offset, lda, db.get() + offset, ldb, beta, dc.get() + offset,
+                            ldc);
+    } else {
+      s = cuda_->Gemm(ta, tb, m, n, k, alpha, da.get() + offset, lda, db.get() + offset, ldb, beta,
+                      dc.get() + offset, ldc);
+    }
     if (!s.ok()) return ::testing::AssertionFailure() << "GPU Gemm: " << s;
     s = cpu_->Gemm(ta, tb, m, n, k, alpha, a.data() + offset, lda, b.data() + offset, ldb, beta,
                    c_cpu.data() + offset, ldc);
@@ -308,39 +327,84 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
   (*cuda)->SetSmallGemm(was_small);
 }
 
-// The small-GEMM kernel (small_gemm.h), where it applies (a not transposed, m <= 512), against
-// the CPU: tile edges, several chunks of k, both layouts of B, offset operands, beta 0 over
-// NaNs (C must not be read) and 1.
+// The small-GEMM kernel (small_gemm.h), where it applies (a not transposed, m <= 512), in both
+// tiles, against the CPU: tile edges, several chunks of k, both layouts of B, offset operands,
+// beta 0 over NaNs (C must not be read) and 1. The 16 x 32 tiles through Gemm (the small GEMM
+// everywhere), the 64 x 16 ones through their kernel (Gemm takes them only for some shapes on
+// some devices: TallTileWhereItFitsOneWave).
 TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
   absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   const CudaKernels::SmallGemm was_on = (*cuda)->small_gemm();
+  const bool was_tall = (*cuda)->tall_tile();
   (*cuda)->SetSmallGemm(CudaKernels::SmallGemm::kEverywhere);
+  (*cuda)->SetTallTile(false);
   struct Case {
     int64_t m, n, k;
   };
-  for (const Case cs : {Case{1, 1, 1}, Case{17, 33, 300}, Case{64, 750, 300}, Case{5, 300, 750},
-                        Case{64, 2048, 512}, Case{3, 40, 1100}, Case{512, 64, 20}}) {
-    for (bool tb : {false, true}) {
-      for (float beta : {0.0f, 1.0f}) {
-        const int64_t offset = cs.m % 3, lda = cs.k + 1, ldb = (tb ? cs.k : cs.n) + 3,
-                      ldc = cs.n + 2;
-        std::vector<float> a = RandomFloats(cs.m * lda + offset, 41);
-        std::vector<float> b = RandomFloats((tb ? cs.n : cs.k) * ldb + offset, 42);
-        std::vector<float> c = RandomFloats(cs.m * ldc + offset, 43), c_gpu = c;
-        if (beta == 0.0f) {  // NaNs where the GPU must not read, zeros for the CPU
-          for (int64_t r = 0; r < cs.m; ++r) {
-            c_gpu[offset + r * ldc] = std::nanf("");
-            c[offset + r * ldc] = 0.0f;
+  for (const auto tile :
+       {std::optional<small_gemm::TileShape>(), std::optional(small_gemm::TileShape::kTall)}) {
+    for (const Case cs : {Case{1, 1, 1}, Case{17, 33, 300}, Case{64, 750, 300}, Case{5, 300, 750},
+                          Case{64, 2048, 512}, Case{3, 40, 1100}, Case{512, 64, 20},
+                          Case{65, 17, 513}, Case{100, 750, 300}}) {
+      for (bool tb : {false, true}) {
+        for (float beta : {0.0f, 1.0f}) {
+          const int64_t offset = cs.m % 3, lda = cs.k + 1, ldb = (tb ? cs.k : cs.n) + 3,
+                        ldc = cs.n + 2;
+          std::vector<float> a = RandomFloats(cs.m * lda + offset, 41);
+          std::vector<float> b = RandomFloats((tb ? cs.n : cs.k) * ldb + offset, 42);
+          std::vector<float> c = RandomFloats(cs.m * ldc + offset, 43), c_gpu = c;
+          if (beta == 0.0f) {  // NaNs where the GPU must not read, zeros for the CPU
+            for (int64_t r = 0; r < cs.m; ++r) {
+              c_gpu[offset + r * ldc] = std::nanf("");
+              c[offset + r * ldc] = 0.0f;
+            }
           }
+          EXPECT_TRUE(GemmMatches(false, tb, cs.m, cs.n, cs.k, 0.5f, a, lda, b, ldb, beta, c_gpu, c,
+                                  ldc, offset, tile))
+              << (tile ? "64 x 16" : "16 x 32") << " m=" << cs.m << " n=" << cs.n << " k=" << cs.k
+              << " tb=" << tb << " beta=" << beta;
         }
-        EXPECT_TRUE(GemmMatches(false, tb, cs.m, cs.n, cs.k, 0.5f, a, lda, b, ldb, beta, c_gpu, c,
-                                ldc, offset))
-            << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " tb=" << tb << " beta=" << beta;
       }
     }
   }
   (*cuda)->SetSmallGemm(was_on);
+  (*cuda)->SetTallTile(was_tall);
+}
+
+// With the 64 x 16 tile on, Gemm takes it exactly where small_gemm::TallInOneWave holds on this
+// device (the LSTM's recurrent GEMM on an H100), in both small-GEMM settings, and matches the
+// CPU there.
+TEST_F(CudaKernelsTest, TallTileWhereItFitsOneWave) {
+  absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  const CudaKernels::SmallGemm was_on = (*cuda)->small_gemm();
+  const bool was_tall = (*cuda)->tall_tile();
+  int sms = 0;
+  ASSERT_EQ(
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, (*cuda)->backend()->ordinal()),
+      cudaSuccess);
+  using small_gemm::TileShape;
+  const int64_t m = 64, n = 2048, k = 512;
+  for (const auto setting :
+       {CudaKernels::SmallGemm::kWhereFaster, CudaKernels::SmallGemm::kEverywhere}) {
+    (*cuda)->SetSmallGemm(setting);
+    (*cuda)->SetTallTile(false);
+    EXPECT_NE((*cuda)->SmallGemmTile(false, false, m, n, k), TileShape::kTall);
+    (*cuda)->SetTallTile(true);
+    const bool one_wave = small_gemm::TallInOneWave(false, false, m, n, k, sms);
+    EXPECT_EQ((*cuda)->SmallGemmTile(false, false, m, n, k) == TileShape::kTall, one_wave)
+        << sms << " multiprocessors";
+    EXPECT_NE((*cuda)->SmallGemmTile(false, true, m, n, k), TileShape::kTall);
+    EXPECT_NE((*cuda)->SmallGemmTile(false, false, m, n, k + 1), TileShape::kTall);
+    std::vector<float> a = RandomFloats(m * k, 44), b = RandomFloats(k * n, 45),
+                       c = RandomFloats(m * n, 46);
+    EXPECT_TRUE(GemmMatches(false, false, m, n, k, 1.0f, a, k, b, n, 1.0f, c, c, n, 0));
+  }
+  (*cuda)->SetSmallGemm(CudaKernels::SmallGemm::kOff);
+  EXPECT_EQ((*cuda)->SmallGemmTile(false, false, m, n, k), std::nullopt);
+  (*cuda)->SetSmallGemm(was_on);
+  (*cuda)->SetTallTile(was_tall);
 }
 
 // cuBLASLt on, autotuned (the parameter) or not, for each test; the settings restored after.

@@ -295,9 +295,9 @@ TEST_F(EwEmulationTest, RoundKernels) {
                                 100,
                                 false,
                                 chunk};
-    const int64_t tiles = small_gemm::Blocks(c.rows, 100);
+    const int64_t tiles = small_gemm::Blocks<small_gemm::RoundTile>(c.rows, 100);
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, c.max_grid));
-    const int64_t gemm_floats = small_gemm::SharedFloats(chunk);
+    const int64_t gemm_floats = small_gemm::SharedFloats<small_gemm::RoundTile>(chunk);
     const int64_t per_block =
         RoundRowsPerBlock(p.rows, plan.max_width, plan.shared_width, grid, gemm_floats);
     ASSERT_GT(per_block, 0) << what;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "core/device.h"
 #include "core/random.h"
 #include "ops/kernels.h"
@@ -22,29 +23,34 @@ namespace {
 
 namespace sg = small_gemm;
 
-// The kernel's grid, block by block, with a barrier between phases (the copies, asynchronous
-// on the GPU, are done by the barrier after them).
+// The kernel's grid in tiles of T, block by block, with a barrier between phases (the copies,
+// asynchronous on the GPU, are done by the barrier after them).
+template <typename T>
 void Emulate(const sg::Args& g) {
-  std::vector<float> shared(sg::SharedFloats(g.chunk));
+  std::vector<float> shared(sg::SharedFloats<T>(g.chunk));
   float* as = shared.data();
-  float* bs = shared.data() + g.chunk * sg::kPitchA;
+  float* bs = shared.data() + g.chunk * T::kPitchA;
   const auto copy = [](float* dst, const float* src) { *dst = src != nullptr ? *src : 0.0f; };
-  const int grid_x = (g.n + sg::kCols - 1) / sg::kCols, grid_y = (g.m + sg::kRows - 1) / sg::kRows;
+  const int grid_x = (g.n + T::kCols - 1) / T::kCols, grid_y = (g.m + T::kRows - 1) / T::kRows;
+  ASSERT_EQ(int64_t{grid_x} * grid_y, sg::Blocks<T>(g.m, g.n));
+  constexpr int kAcc = T::kPerThread;
   for (int by = 0; by < grid_y; ++by) {
     for (int bx = 0; bx < grid_x; ++bx) {
-      std::vector<float> acc(16 * sg::kThreads, 0.0f);
+      std::vector<float> acc(kAcc * sg::kThreads, 0.0f);
       for (int k0 = 0; k0 < g.k; k0 += g.chunk) {
         const int len = std::min(g.chunk, g.k - k0);
         // Poisoned: a thread reading shared memory no thread wrote this chunk shows as NaN.
         std::fill(shared.begin(), shared.end(), std::numeric_limits<float>::quiet_NaN());
-        for (int t = 0; t < sg::kThreads; ++t) sg::LoadChunk(g, bx, by, t, k0, len, as, bs, copy);
         for (int t = 0; t < sg::kThreads; ++t) {
-          sg::AccumulateChunk(t, len, as, bs, acc.data() + 16 * t);
+          sg::LoadChunk<T>(g, bx, by, t, k0, len, as, bs, copy);
+        }
+        for (int t = 0; t < sg::kThreads; ++t) {
+          sg::AccumulateChunk<T>(t, len, as, bs, acc.data() + kAcc * t);
         }
       }
       std::fill(shared.begin(), shared.end(), std::numeric_limits<float>::quiet_NaN());
-      for (int t = 0; t < sg::kThreads; ++t) sg::Park(t, acc.data() + 16 * t, shared.data());
-      for (int t = 0; t < sg::kThreads; ++t) sg::Store(g, bx, by, t, shared.data());
+      for (int t = 0; t < sg::kThreads; ++t) sg::Park<T>(t, acc.data() + kAcc * t, shared.data());
+      for (int t = 0; t < sg::kThreads; ++t) sg::Store<T>(g, bx, by, t, shared.data());
     }
   }
 }
@@ -55,20 +61,22 @@ std::vector<float> Random(core::Rng& rng, int64_t n) {
   return v;
 }
 
-TEST(SmallGemmTest, EmulatedKernelMatchesTheCpu) {
+struct Case {
+  int m, n, k;
+};
+
+// The emulated kernel in tiles of T against the CPU's GEMM on `cases`, both layouts of B, beta
+// 0 and 1.
+template <typename T>
+void ExpectEmulationMatches(absl::Span<const Case> cases) {
   absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
   ASSERT_TRUE(cpu.ok());
   core::Rng rng(5);
-  struct Case {
-    int m, n, k;
-  };
-  // Tile edges (16 rows, 32 columns), one and several chunks of k (512), the rounds' shapes.
-  const Case cases[] = {{1, 1, 1},     {16, 32, 7},   {17, 33, 300}, {64, 750, 300},
-                        {5, 300, 750}, {64, 96, 512}, {3, 40, 1100}, {512, 64, 20}};
   for (const Case& cs : cases) {
     for (bool trans_b : {false, true}) {
       for (float beta : {0.0f, 1.0f}) {
-        SCOPED_TRACE("m=" + std::to_string(cs.m) + " n=" + std::to_string(cs.n) +
+        SCOPED_TRACE("tile " + std::to_string(T::kRows) + " x " + std::to_string(T::kCols) +
+                     " m=" + std::to_string(cs.m) + " n=" + std::to_string(cs.n) +
                      " k=" + std::to_string(cs.k) + " trans_b=" + std::to_string(trans_b) +
                      " beta=" + std::to_string(beta));
         const int64_t lda = cs.k + 3, ldb = (trans_b ? cs.k : cs.n) + 1, ldc = cs.n + 2;
@@ -93,7 +101,7 @@ TEST(SmallGemmTest, EmulatedKernelMatchesTheCpu) {
                          ldc,
                          trans_b,
                          std::min(cs.k, sg::kMaxChunk)};
-        Emulate(g);
+        Emulate<T>(g);
         if (beta == 0.0f) {
           for (int64_t r = 0; r < cs.m; ++r) {
             for (int64_t j = 0; j < cs.n; ++j) want[r * ldc + j] = 0.0f;
@@ -110,11 +118,26 @@ TEST(SmallGemmTest, EmulatedKernelMatchesTheCpu) {
   }
 }
 
+TEST(SmallGemmTest, EmulatedKernelMatchesTheCpu) {
+  // Tile edges (16 rows, 32 columns), one and several chunks of k (512), the rounds' shapes.
+  const Case cases[] = {{1, 1, 1},     {16, 32, 7},   {17, 33, 300}, {64, 750, 300},
+                        {5, 300, 750}, {64, 96, 512}, {3, 40, 1100}, {512, 64, 20}};
+  ExpectEmulationMatches<sg::RoundTile>(cases);
+}
+
+// The 64 x 16 tile: its edges (64 rows, 16 columns), one and several chunks, 8 x 4 outputs a
+// thread, two outputs a thread in Store, the LSTM's recurrent shape cut to fewer columns.
+TEST(SmallGemmTest, EmulatedTallTileMatchesTheCpu) {
+  const Case cases[] = {{1, 1, 1},     {64, 16, 7},   {65, 17, 300},  {100, 750, 300},
+                        {5, 40, 1100}, {64, 80, 512}, {128, 20, 513}, {512, 16, 20}};
+  ExpectEmulationMatches<sg::TallTile>(cases);
+}
+
 // Where the kernel runs by default (CudaKernels' kWhereFaster): the forward rounds' shapes on
 // an H100's 132 multiprocessors, not the shapes run 7 measured slower.
 TEST(SmallGemmTest, FasterOnlyWhereMeasuredFaster) {
   constexpr int kH100 = 132;
-  EXPECT_EQ(sg::Blocks(64, 750), 96);
+  EXPECT_EQ(sg::Blocks<sg::RoundTile>(64, 750), 96);
   EXPECT_TRUE(sg::Faster(false, false, 64, 750, 300, kH100));  // Tree-LSTM forward round
   EXPECT_TRUE(sg::Faster(false, false, 1, 1, 1, kH100));
   EXPECT_FALSE(sg::Faster(false, false, 512, 750, 300, kH100));  // 768 blocks
@@ -124,6 +147,30 @@ TEST(SmallGemmTest, FasterOnlyWhereMeasuredFaster) {
   EXPECT_FALSE(sg::Faster(false, false, 16, 32, sg::kMaxChunk + 1, kH100));  // two chunks
   EXPECT_FALSE(sg::Faster(false, false, 64, 750, 0, kH100));
   EXPECT_FALSE(sg::Faster(false, false, 64, 750, 300, 95));  // a smaller chip
+}
+
+// Where TallTile would run when it is on: the GEMMs whose 16 x 32 tiles are more than one wave
+// and whose 64 x 16 tiles are not, never where RoundTile is Faster.
+TEST(SmallGemmTest, TallTileWhereRoundTilesTakeMoreThanAWave) {
+  constexpr int kH100 = 132;
+  EXPECT_EQ(sg::Blocks<sg::TallTile>(64, 2048), 128);
+  EXPECT_EQ(sg::Blocks<sg::RoundTile>(64, 2048), 256);
+  EXPECT_TRUE(sg::TallInOneWave(false, false, 64, 2048, 512, kH100));   // LSTM recurrent
+  EXPECT_TRUE(sg::TallInOneWave(false, false, 100, 750, 300, kH100));   // 168 against 94
+  EXPECT_FALSE(sg::TallInOneWave(false, false, 64, 750, 300, kH100));   // RoundTile is Faster
+  EXPECT_FALSE(sg::TallInOneWave(false, false, 200, 750, 300, kH100));  // 188 tall blocks
+  EXPECT_FALSE(sg::TallInOneWave(false, true, 64, 2048, 512, kH100));   // B transposed
+  EXPECT_FALSE(sg::TallInOneWave(true, false, 64, 2048, 512, kH100));   // A transposed
+  EXPECT_FALSE(sg::TallInOneWave(false, false, 64, 2048, 513, kH100));  // two chunks
+  EXPECT_FALSE(sg::TallInOneWave(false, false, 64, 2048, 512, 114));    // an H100 PCIe
+  EXPECT_FALSE(sg::TallInOneWave(false, false, 0, 2048, 512, kH100));
+  for (int64_t m : {1, 16, 63, 64, 65, 100, 128, 129, 300, 512}) {
+    for (int64_t n : {1, 32, 300, 750, 1024, 2048, 4096}) {
+      EXPECT_FALSE(sg::Faster(false, false, m, n, 300, kH100) &&
+                   sg::TallInOneWave(false, false, m, n, 300, kH100))
+          << m << " x " << n;
+    }
+  }
 }
 
 }  // namespace

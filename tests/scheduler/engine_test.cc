@@ -216,6 +216,19 @@ TEST(EngineTest, SequenceCellsOnChains) {
   }
 }
 
+// Cells wide enough that a round's GEMM of 64 rows is more than one wave of the small GEMM's
+// 16 x 32 tiles on an H100 (4 gates x 300 columns: 152 blocks) but one of its 64 x 16 tiles
+// (75): with CAVS_SMALL_GEMM_TALL=1 (scripts/gpu_run.sh), the 64-row rounds on the GPU take
+// those (small_gemm::TallInOneWave).
+TEST(EngineTest, WideSequenceCellsOnChains) {
+  core::Rng rng(9);
+  const std::vector<Graph> gs = Chains(rng, 64, 12);
+  absl::StatusOr<vertex::Function> f =
+      vertex::models::Lstm({.vocab = 50, .embed = 16, .hidden = 300, .classes = 5});
+  ASSERT_TRUE(f.ok()) << f.status();
+  ExpectMatchesReference(*f, gs, {Policy::kHeight, 0}, Options(), "LSTM, hidden 300");
+}
+
 // Every op, DAGs with shared children and wide fan-in, reductions, dropout, features.
 TEST(EngineTest, EveryOpOnDags) {
   absl::StatusOr<vertex::Function> f = testing::EveryOp(5);
