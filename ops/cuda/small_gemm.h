@@ -47,7 +47,13 @@ inline constexpr int kMaxChunk = 512;          // inputs (k) per shared-memory f
 inline constexpr int64_t kMaxRows = 512;       // above this, cuBLAS's tiles fill the chip
 
 // A block's tile of C, Rows x Cols. Each warp owns all of it: its 32 threads in a grid of
-// 32 / kLaneCols x kLaneCols, each with kThreadRows x 4 outputs.
+// 32 / kLaneCols x kLaneCols, each with kThreadRows x 4 outputs, its rows in groups of 4
+// consecutive rows kGroupStride apart (one group in RoundTile, two in TallTile), so that a
+// thread's rows of A at one k are 16-byte reads and its parked sums 16-byte writes. Those
+// writes take no more wavefronts than their bytes need (SmallGemmTest.
+// FewBankConflictsInSharedMemory): a quarter warp of RoundTile writes 32 floats of one row;
+// one of TallTile writes 16 floats of each of two rows 4 apart, which its partial tiles' pitch
+// of 20 floats puts 16 banks apart (at 16 floats they would share banks).
 template <int Rows, int Cols>
 struct Tile {
   static constexpr int kRows = Rows;
@@ -56,13 +62,17 @@ struct Tile {
   static constexpr int kLaneCols = Cols / 4;                 // threads across the tile
   static constexpr int kThreadRows = Rows * kLaneCols / 32;  // rows per thread
   static constexpr int kPerThread = kThreadRows * 4;         // outputs per thread
+  static constexpr int kGroupStride = 4 * (32 / kLaneCols);  // rows between a thread's groups
   static constexpr int kPitchA = Rows + 4;                   // shared A^T: [chunk][kPitchA]
   static constexpr int kPitchB = Cols + 4;                   // shared op(B): [chunk][kPitchB]
+  static constexpr int kPitchC = Cols + 4;                   // a partial tile: [Rows][kPitchC]
   static_assert(Cols % 4 == 0 && 32 % kLaneCols == 0, "whole 4-column groups in a warp");
   static_assert(kThreadRows % 4 == 0 && kThreadRows * 32 == Rows * kLaneCols,
-                "each thread's rows are whole 16-byte reads");
+                "each thread's rows are whole groups of 4");
+  static_assert(kGroupStride * (kThreadRows / 4) == Rows, "the groups cover the tile's rows");
   static_assert(kOutputs % kThreads == 0, "whole outputs per thread when the slices are added");
-  static_assert(kPitchA % 4 == 0 && kPitchB % 4 == 0, "16-byte reads of 4 rows or columns");
+  static_assert(kPitchA % 4 == 0 && kPitchB % 4 == 0 && kPitchC % 4 == 0,
+                "16-byte reads and writes of 4 rows or columns");
 };
 using RoundTile = Tile<16, 32>;  // the default: the rounds of a few dozen rows
 using TallTile = Tile<64, 16>;   // GEMMs whose RoundTiles are more than one wave
@@ -101,7 +111,8 @@ CAVS_HOST_DEVICE inline bool TallInOneWave(bool trans_a, bool trans_b, int64_t m
 // partial tiles in the same memory).
 template <typename T>
 CAVS_HOST_DEVICE inline int SharedFloats(int chunk) {
-  const int operands = chunk * (T::kPitchA + T::kPitchB), partials = kSlices * T::kOutputs;
+  const int operands = chunk * (T::kPitchA + T::kPitchB);
+  const int partials = kSlices * T::kRows * T::kPitchC;
   return operands > partials ? operands : partials;
 }
 CAVS_HOST_DEVICE inline int SharedFloats(TileShape shape, int chunk) {
@@ -161,19 +172,19 @@ CAVS_HOST_DEVICE inline void LoadChunk(const Args& g, int bx, int by, int tid, i
   }
 }
 
-// Thread `tid`'s slice (its warp) and its kThreadRows x 4 outputs: rows Row0 + {0 ..
-// kThreadRows - 1}, columns Col0 + {0..3} of the tile.
+// Thread `tid`'s slice (its warp) and its kThreadRows x 4 outputs: acc[4 * i + j] is row
+// Row(tid, i) and column Col0 + j of the tile.
 CAVS_HOST_DEVICE inline int Slice(int tid) { return tid / 32; }
 template <typename T>
-CAVS_HOST_DEVICE inline int Row0(int tid) {
-  return T::kThreadRows * ((tid % 32) / T::kLaneCols);
+CAVS_HOST_DEVICE inline int Row(int tid, int i) {
+  return 4 * ((tid % 32) / T::kLaneCols) + (i / 4) * T::kGroupStride + i % 4;
 }
 template <typename T>
 CAVS_HOST_DEVICE inline int Col0(int tid) {
   return 4 * (tid % T::kLaneCols);
 }
 
-// Four consecutive floats at p (16-byte aligned): one 16-byte read on the GPU.
+// Four consecutive floats at p (16-byte aligned): one 16-byte read or write on the GPU.
 CAVS_HOST_DEVICE inline void Read4(const float* p, float v[4]) {
 #if defined(__CUDA_ARCH__)
   const float4 q = *reinterpret_cast<const float4*>(p);
@@ -182,17 +193,29 @@ CAVS_HOST_DEVICE inline void Read4(const float* p, float v[4]) {
   for (int i = 0; i < 4; ++i) v[i] = p[i];
 #endif
 }
+// A shared-memory p on the GPU: st.shared.v4 said outright, as NVVM split the first of a
+// thread's row writes into four.
+CAVS_HOST_DEVICE inline void Write4(float* p, const float v[4]) {
+#if defined(__CUDA_ARCH__)
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(to), "f"(v[0]), "f"(v[1]),
+               "f"(v[2]), "f"(v[3])
+               : "memory");
+#else
+  for (int i = 0; i < 4; ++i) p[i] = v[i];
+#endif
+}
 
-// Phase 2: thread `tid` adds its slice's share of the chunk's products to its outputs, acc[4 *
-// i + j] for row Row0 + i and column Col0 + j, in k order.
+// Phase 2: thread `tid` adds its slice's share of the chunk's products to its outputs, in k
+// order.
 template <typename T>
 CAVS_HOST_DEVICE inline void AccumulateChunk(int tid, int len, const float* as, const float* bs,
                                              float acc[T::kPerThread]) {
-  const int s = Slice(tid), r0 = Row0<T>(tid), c0 = Col0<T>(tid);
+  const int s = Slice(tid), c0 = Col0<T>(tid);
   const int begin = s * len / kSlices, end = (s + 1) * len / kSlices;
   for (int kk = begin; kk < end; ++kk) {
     float a[T::kThreadRows], b[4];
-    for (int i = 0; i < T::kThreadRows; i += 4) Read4(as + kk * T::kPitchA + r0 + i, a + i);
+    for (int i = 0; i < T::kThreadRows; i += 4) Read4(as + kk * T::kPitchA + Row<T>(tid, i), a + i);
     Read4(bs + kk * T::kPitchB + c0, b);
     for (int i = 0; i < T::kThreadRows; ++i) {
       for (int j = 0; j < 4; ++j) acc[4 * i + j] += a[i] * b[j];
@@ -201,14 +224,13 @@ CAVS_HOST_DEVICE inline void AccumulateChunk(int tid, int len, const float* as, 
 }
 
 // Phase 3 (after the last chunk's reads): thread `tid` parks its slice's sums in the partial
-// tiles, partials[slice][row][col].
+// tiles, partials[slice][row][col] with rows kPitchC apart, a 16-byte write per row.
 template <typename T>
 CAVS_HOST_DEVICE inline void Park(int tid, const float acc[T::kPerThread], float* partials) {
-  float* tile = partials + Slice(tid) * T::kOutputs;
-  const int r0 = Row0<T>(tid), c0 = Col0<T>(tid);
-  for (int i = 0; i < T::kThreadRows; ++i) {
-    for (int j = 0; j < 4; ++j) tile[(r0 + i) * T::kCols + c0 + j] = acc[4 * i + j];
-  }
+  float* tile = partials + Slice(tid) * T::kRows * T::kPitchC;
+  const int c0 = Col0<T>(tid);
+  for (int i = 0; i < T::kThreadRows; ++i)
+    Write4(tile + Row<T>(tid, i) * T::kPitchC + c0, acc + 4 * i);
 }
 
 // Phase 4: thread `tid` adds outputs tid, tid + kThreads, ... of the tile over the slices, in
@@ -217,11 +239,11 @@ CAVS_HOST_DEVICE inline void Park(int tid, const float acc[T::kPerThread], float
 template <typename T>
 CAVS_HOST_DEVICE inline void Store(const Args& g, int bx, int by, int tid, const float* partials) {
   for (int i = 0; i < T::kOutputs / kThreads; ++i) {
-    const int o = tid + i * kThreads;
-    const int row = by * T::kRows + o / T::kCols, col = bx * T::kCols + o % T::kCols;
+    const int o = tid + i * kThreads, r = o / T::kCols, cc = o % T::kCols;
+    const int row = by * T::kRows + r, col = bx * T::kCols + cc;
     if (row >= g.m || col >= g.n) continue;
     float sum = 0.0f;
-    for (int s = 0; s < kSlices; ++s) sum += partials[s * T::kOutputs + o];
+    for (int s = 0; s < kSlices; ++s) sum += partials[(s * T::kRows + r) * T::kPitchC + cc];
     float* out = g.c + row * g.ldc + col;
     *out = g.beta == 0.0f ? g.alpha * sum : g.alpha * sum + g.beta * *out;
   }

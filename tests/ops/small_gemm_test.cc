@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -171,6 +173,116 @@ TEST(SmallGemmTest, TallTileWhereRoundTilesTakeMoreThanAWave) {
           << m << " x " << n;
     }
   }
+}
+
+// Shared-memory wavefronts of one warp-wide access, each lane's 4-byte words given: the most
+// distinct words any one of the 32 banks holds (a word read by several lanes is one broadcast),
+// and the fewest the access could take, its distinct words over 32.
+struct Wavefronts {
+  int taken, fewest;
+};
+Wavefronts Count(const std::vector<std::vector<int>>& words_by_lane) {
+  std::map<int, std::set<int>> by_bank;
+  std::set<int> all;
+  for (const std::vector<int>& words : words_by_lane) {
+    for (int w : words) {
+      by_bank[w % 32].insert(w);
+      all.insert(w);
+    }
+  }
+  int taken = 0;
+  for (const auto& [bank, words] : by_bank) taken = std::max(taken, static_cast<int>(words.size()));
+  return {taken, static_cast<int>((all.size() + 31) / 32)};
+}
+
+std::vector<int> Four(int word) { return {word, word + 1, word + 2, word + 3}; }
+
+// The tile's shared-memory accesses, warp by warp, as its phases make them: the reads of a
+// chunk's products, the 16-byte writes of the parked sums and the copies into shared memory
+// take the fewest wavefronts they can; the reads of the sums at most twice that (TallTile's
+// 16-column rows, two to a warp).
+template <typename T>
+void ExpectFewBankConflicts() {
+  SCOPED_TRACE("tile " + std::to_string(T::kRows) + " x " + std::to_string(T::kCols));
+  constexpr int kLen = 64;  // inputs in the chunk, 4 per slice
+  for (int warp = 0; warp < sg::kSlices; ++warp) {
+    const int s = warp, first = warp * 32;
+    for (int kk = s * kLen / sg::kSlices; kk < (s + 1) * kLen / sg::kSlices; ++kk) {
+      for (int i = 0; i < T::kThreadRows; i += 4) {  // AccumulateChunk's reads of A^T
+        std::vector<std::vector<int>> words;
+        for (int t = first; t < first + 32; ++t) {
+          words.push_back(Four(kk * T::kPitchA + sg::Row<T>(t, i)));
+        }
+        const Wavefronts w = Count(words);
+        EXPECT_EQ(w.taken, w.fewest) << "reads of A, k " << kk << ", rows " << i;
+      }
+      std::vector<std::vector<int>> words;  // and of op(B)
+      for (int t = first; t < first + 32; ++t)
+        words.push_back(Four(kk * T::kPitchB + sg::Col0<T>(t)));
+      const Wavefronts w = Count(words);
+      EXPECT_EQ(w.taken, w.fewest) << "reads of B, k " << kk;
+    }
+    for (int i = 0; i < T::kThreadRows; ++i) {  // Park
+      std::vector<std::vector<int>> words;
+      for (int t = first; t < first + 32; ++t) {
+        words.push_back(Four((s * T::kRows + sg::Row<T>(t, i)) * T::kPitchC + sg::Col0<T>(t)));
+      }
+      const Wavefronts w = Count(words);
+      EXPECT_EQ(w.taken, w.fewest) << "parked row " << i;
+    }
+    for (int i = 0; i < T::kOutputs / sg::kThreads; ++i) {  // Store's reads, slice by slice
+      for (int slice = 0; slice < sg::kSlices; ++slice) {
+        std::vector<std::vector<int>> words;
+        for (int t = first; t < first + 32; ++t) {
+          const int o = t + i * sg::kThreads;
+          words.push_back({(slice * T::kRows + o / T::kCols) * T::kPitchC + o % T::kCols});
+        }
+        const Wavefronts w = Count(words);
+        EXPECT_LE(w.taken, 2 * w.fewest) << "sums of output " << i << ", slice " << slice;
+      }
+    }
+  }
+  // The copies (LoadChunk), per thread in the order it makes them: the n-th copy of every
+  // thread of a warp is one warp-wide access.
+  for (bool trans_b : {false, true}) {
+    std::vector<float> a(T::kRows * kLen), b(kLen * T::kCols);
+    std::vector<float> shared(sg::SharedFloats<T>(kLen));
+    float* as = shared.data();
+    float* bs = shared.data() + kLen * T::kPitchA;
+    const sg::Args g{T::kRows, T::kCols, kLen,
+                     1.0f,     0.0f,     a.data(),
+                     kLen,     b.data(), trans_b ? kLen : T::kCols,
+                     nullptr,  T::kCols, trans_b,
+                     kLen};
+    std::vector<std::vector<int>> to_a(sg::kThreads), to_b(sg::kThreads);  // words, by thread
+    for (int t = 0; t < sg::kThreads; ++t) {
+      sg::LoadChunk<T>(g, 0, 0, t, 0, kLen, as, bs, [&](float* dst, const float*) {
+        const int word = static_cast<int>(dst - shared.data());
+        (dst < bs ? to_a : to_b)[t].push_back(word);
+      });
+    }
+    for (const auto* copies : {&to_a, &to_b}) {
+      const bool transposed = copies == &to_a || trans_b;
+      for (int warp = 0; warp < sg::kSlices; ++warp) {
+        for (size_t n = 0; n < (*copies)[warp * 32].size(); ++n) {
+          std::vector<std::vector<int>> words;
+          for (int t = warp * 32; t < warp * 32 + 32; ++t) {
+            if (n < (*copies)[t].size()) words.push_back({(*copies)[t][n]});
+          }
+          const Wavefronts w = Count(words);
+          // TallTile's 16-column rows of B are two to a warp: 4 of the 32 banks twice.
+          EXPECT_LE(w.taken, transposed || T::kCols == 32 ? w.fewest : 2 * w.fewest)
+              << (copies == &to_a ? "A" : "B") << (transposed ? " transposed" : "") << ", copy "
+              << n << " of warp " << warp;
+        }
+      }
+    }
+  }
+}
+
+TEST(SmallGemmTest, FewBankConflictsInSharedMemory) {
+  ExpectFewBankConflicts<sg::RoundTile>();
+  ExpectFewBankConflicts<sg::TallTile>();
 }
 
 }  // namespace
