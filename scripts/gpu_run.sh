@@ -12,7 +12,10 @@
 # per group under $OUT (default: .gpucarry/out; 6 files, the device tool returns at most 8); a
 # part that fails is reported and the rest still run.
 #
-#   bash .gpucarry/run.sh tests|bench|bench_ab|all|round|tall
+#   bash .gpucarry/run.sh [tests] [bench] [bench_ab] [all] [round] [tall]
+#
+# Several modes run in one call, in the order above whatever order they are given in (each
+# part still under its own timeout; keep a call's total under the tool's 10 minutes).
 #
 # `round` measures the one-launch forward round (CAVS_FUSED_ROUND) alone: its tests, memcheck
 # and racecheck, then its benchmark rows against the defaults (about 5 minutes). `tall` does the
@@ -47,9 +50,14 @@ part() {  # part <log> <name> <seconds> <command...>: runs it, appending to $OUT
   echo "$name: exit $rc, $((SECONDS - t0)) s" | tee -a "$summary"
 }
 
-mode="${1:-all}"
+modes=" ${*:-all} "
+want() {  # want <mode>...: whether any of them was asked for (all asks for the first four)
+  local m
+  for m in "$@"; do [[ "$modes" == *" $m "* ]] && return 0; done
+  return 1
+}
 nvidia-smi -L | tee -a "$summary"
-if [[ "$mode" == tests || "$mode" == all ]]; then
+if want tests all; then
   export CAVS_VERIFY_EW_SHAPES=1
   # 240 s: on a fresh machine the generated kernels are compiled (NVRTC) before the disk cache
   # has them; that took 58 s in run 7a and over 90 s in run 7c, 3 s once cached.
@@ -82,12 +90,12 @@ if [[ "$mode" == tests || "$mode" == all ]]; then
     "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaKernels*SmallGemm*:CudaFused*'
   unset CAVS_VERIFY_EW_SHAPES
 fi
-if [[ "$mode" == bench* || "$mode" == all ]]; then
+if want bench bench_ab all; then
   [[ -f data/sst_train.txt ]] && export CAVS_BENCH_SST="$PWD/data/sst_train.txt"
   [[ -f data/ptb.txt ]] && export CAVS_BENCH_PTB="$PWD/data/ptb.txt"
 fi
 tabular=--benchmark_counters_tabular=true
-if [[ "$mode" == bench || "$mode" == all ]]; then
+if want bench all; then
   part bench_tree tree_gpu_bench 240 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter='^(BM_DeviceCeilings|BM_GemmCall|BM_FusedRound|BM_TreeLstm/)'
   CAVS_FUSED_ROUND=1 part bench_tree tree_gpu_bench_fused_round 120 \
@@ -102,14 +110,14 @@ if [[ "$mode" == bench || "$mode" == all ]]; then
   CAVS_SMALL_GEMM_TALL=1 part bench_lstm lstm_gpu_bench_tall_tile 90 "$bin/lstm_gpu_benchmark" \
     "$tabular"
 fi
-if [[ "$mode" == bench_ab || "$mode" == all ]]; then
+if want bench_ab all; then
   # Every element-wise and GEMM path at batch 256, overlapped and pipelined, in one process
   # with the repetitions interleaved at random (BM_TreeLstmPaths): medians over 3.
   part bench_paths tree_gpu_bench_paths 420 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter=BM_TreeLstmPaths --benchmark_enable_random_interleaving=true \
     --benchmark_report_aggregates_only=true
 fi
-if [[ "$mode" == round ]]; then
+if want round; then
   # The one-launch round first (about 5 minutes): its tests, then its rows against the defaults
   # in one process each (BM_TreeLstmPaths 5, 6, 7 interleaved), the engine rows with it, and the
   # LSTM with the small GEMM and one launch per round.
@@ -139,7 +147,7 @@ if [[ "$mode" == round ]]; then
     "$bin/lstm_gpu_benchmark" "$tabular"
   part bench_lstm lstm_defaults 90 "$bin/lstm_gpu_benchmark" "$tabular"
 fi
-if [[ "$mode" == tall ]]; then
+if want tall; then
   # The 64 x 16 tiles first (about 3 minutes): the kernel against the CPU, the engine with them
   # on, memcheck and racecheck, the GEMM rows (the LSTM's recurrent GEMM, the Tree-LSTM's
   # forward at 100 rows) against cuBLASLt and the 16 x 32 tiles, then the LSTM against cuDNN,
