@@ -702,11 +702,12 @@ void BM_FusedRound(benchmark::State& state) {
 // GEMM path: host_us per Gemm call (the host time a launch-bound round pays), device_us per
 // GEMM. range(0): 0 cublasSgemm, 1 cuBLASLt with the heuristic's algorithm (cuda_gemm.h; the
 // default where the small GEMM does not run), 2 cuBLASLt autotuned, 3 the small-GEMM kernel
-// (CudaKernels::SetSmallGemm), 4 the same with its 64 x 16 tiles where they are one wave and
-// its 16 x 32 tiles are not (CudaKernels::SetTallTile); range(1): rows m; range(2): the
+// (CudaKernels::SetSmallGemm), 4 the same with its 64 x 16 tiles and splits of k where
+// small_gemm::TallSplits says (CudaKernels::SetTallTile); range(1): rows m; range(2): the
 // GEMM of a round: 0 the Tree-LSTM's forward [m, 300] x [300, 750], 1 its backward to the inputs
 // [m, 750] x [750, 300]^T, 2 its weight gradient [m, 300]^T x [m, 750] (m is then the summed
-// dimension), 3 the LSTM's recurrent forward [m, 512] x [512, 2048].
+// dimension), 3 the LSTM's recurrent forward [m, 512] x [512, 2048], 4 its backward to h
+// [m, 2048] x [512, 2048]^T.
 void BM_GemmCall(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));
   const int64_t rows = state.range(1);
@@ -719,7 +720,8 @@ void BM_GemmCall(benchmark::State& state) {
   const Shape g = shape == 0   ? Shape{false, false, rows, 750, 300, "Tree-LSTM forward"}
                   : shape == 1 ? Shape{false, true, rows, 300, 750, "Tree-LSTM backward"}
                   : shape == 2 ? Shape{true, false, 300, 750, rows, "Tree-LSTM weight gradient"}
-                               : Shape{false, false, rows, 2048, 512, "LSTM recurrent"};
+                  : shape == 3 ? Shape{false, false, rows, 2048, 512, "LSTM recurrent"}
+                               : Shape{false, true, rows, 512, 2048, "LSTM backward to h"};
   absl::StatusOr<ops::CudaKernels*> kernels = ops::GetCudaKernels(0);
   if (!kernels.ok()) {
     state.SkipWithError(kernels.status().ToString().c_str());
@@ -731,8 +733,8 @@ void BM_GemmCall(benchmark::State& state) {
   absl::StatusOr<PathSetting> setting = PathSetting::Set(kPath[mode]);
   const bool was_tall = (*kernels)->tall_tile();
   (*kernels)->SetTallTile(mode == 4);
-  const std::optional<ops::small_gemm::TileShape> tile =
-      mode >= 3 ? (*kernels)->SmallGemmTile(g.ta, g.tb, g.m, g.n, g.k) : std::nullopt;
+  const std::optional<ops::CudaKernels::SmallGemmChoice> choice =
+      mode >= 3 ? (*kernels)->SmallGemmFor(g.ta, g.tb, g.m, g.n, g.k) : std::nullopt;
   bool ok = a.ok() && b.ok() && c.ok() && setting.ok();
   const int64_t tuned = (*kernels)->lt_classes_tuned();
   const int64_t to_sgemm = (*kernels)->lt_problems_to_sgemm();
@@ -756,10 +758,11 @@ void BM_GemmCall(benchmark::State& state) {
   }
   const char* how[] = {"cublasSgemm", "cuBLASLt heuristic", "cuBLASLt autotuned",
                        "small GEMM (small_gemm.h; cublasSgemm where it does not apply)",
-                       "small GEMM, 64 x 16 tiles where one wave"};
-  const char* tiles = !tile.has_value()                            ? ""
-                      : *tile == ops::small_gemm::TileShape::kTall ? " [64 x 16 tiles]"
-                                                                   : " [16 x 32 tiles]";
+                       "small GEMM, 64 x 16 tiles where small_gemm::TallSplits says"};
+  const std::string tiles = !choice.has_value() ? ""
+                            : choice->tile == ops::small_gemm::TileShape::kTall
+                                ? absl::StrCat(" [64 x 16 tiles, k in ", choice->splits, " splits]")
+                                : std::string(" [16 x 32 tiles]");
   state.SetLabel(absl::StrCat(how[mode], tiles, mode == 2 && timed ? " [" + tuning + "]" : "",
                               left_to_sgemm ? " -> cublasSgemm" : "", ", ", g.what, " m=", g.m,
                               " n=", g.n, " k=", g.k));
@@ -770,7 +773,8 @@ BENCHMARK(BM_GemmCall)
     ->ArgsProduct({{0, 1, 2, 3}, {64, 512, 4096}, {0}})
     ->ArgsProduct({{0, 1, 2, 3}, {64, 512}, {1}})
     ->ArgsProduct({{0, 1, 2}, {512, 4096}, {2}})
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {64}, {3}})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {64}, {3, 4}})
+    ->ArgsProduct({{4}, {64}, {1}})
     ->ArgsProduct({{1, 3, 4}, {100}, {0}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

@@ -67,43 +67,54 @@ absl::Status CublasGemmRowMajor(cublasHandle_t handle, bool trans_a, bool trans_
   return absl::OkStatus();
 }
 
-absl::StatusOr<small_gemm::Args> SmallGemmArgs(small_gemm::TileShape tile, size_t shared_bytes,
-                                               bool trans_a, bool trans_b, int64_t m, int64_t n,
-                                               int64_t k, float alpha, const float* a, int64_t lda,
+absl::StatusOr<small_gemm::Args> SmallGemmArgs(const SmallGemmSetup& setup, bool trans_a,
+                                               bool trans_b, int64_t m, int64_t n, int64_t k,
+                                               float alpha, const float* a, int64_t lda,
                                                const float* b, int64_t ldb, float beta, float* c,
                                                int64_t ldc) {
   CAVS_RETURN_IF_ERROR(CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc));
-  const int chunk = static_cast<int>(std::min<int64_t>(k, small_gemm::kMaxChunk));
+  const int splits = std::max(setup.splits, 1);
+  if (splits > 1 && (setup.partial == nullptr || setup.arrivals == nullptr)) {
+    return absl::InternalError("a small GEMM split over k without a workspace");
+  }
+  const int64_t split_k = (k + splits - 1) / splits;
+  const int chunk = static_cast<int>(std::min<int64_t>(split_k, small_gemm::kMaxChunk));
   if (trans_a || m == 0 || n == 0 || k == 0 || m > small_gemm::kMaxRows ||
-      small_gemm::SharedFloats(tile, chunk) * sizeof(float) > shared_bytes) {
+      small_gemm::SharedFloats(setup.tile, chunk) * sizeof(float) > setup.shared_bytes) {
     return absl::NotFoundError("not a small GEMM");
   }
-  return small_gemm::Args{static_cast<int>(m),
-                          static_cast<int>(n),
-                          static_cast<int>(k),
-                          alpha,
-                          beta,
-                          a,
-                          lda,
-                          b,
-                          ldb,
-                          c,
-                          ldc,
-                          trans_b,
-                          chunk};
+  small_gemm::Args g{static_cast<int>(m),
+                     static_cast<int>(n),
+                     static_cast<int>(k),
+                     alpha,
+                     beta,
+                     a,
+                     lda,
+                     b,
+                     ldb,
+                     c,
+                     ldc,
+                     trans_b,
+                     chunk};
+  if (splits > 1) {
+    g.splits = splits;
+    g.split_k = static_cast<int>(split_k);
+    g.partial = setup.partial;
+    g.arrivals = setup.arrivals;
+  }
+  return g;
 }
 
-absl::Status SmallGemmRowMajor(cudaStream_t stream, small_gemm::TileShape tile, size_t shared_bytes,
-                               bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                               float alpha, const float* a, int64_t lda, const float* b,
-                               int64_t ldb, float beta, float* c, int64_t ldc) {
+absl::Status SmallGemmRowMajor(cudaStream_t stream, const SmallGemmSetup& setup, bool trans_a,
+                               bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                               const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                               float* c, int64_t ldc) {
   if (m == 0 || n == 0) {
     return CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc);  // nothing to compute
   }
-  CAVS_ASSIGN_OR_RETURN(small_gemm::Args g,
-                        SmallGemmArgs(tile, shared_bytes, trans_a, trans_b, m, n, k, alpha, a, lda,
-                                      b, ldb, beta, c, ldc));
-  CAVS_CUDA_RETURN_IF_ERROR(LaunchSmallGemm(stream, g, tile));
+  CAVS_ASSIGN_OR_RETURN(small_gemm::Args g, SmallGemmArgs(setup, trans_a, trans_b, m, n, k, alpha,
+                                                          a, lda, b, ldb, beta, c, ldc));
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchSmallGemm(stream, g, setup.tile));
   return absl::OkStatus();
 }
 

@@ -31,22 +31,34 @@ namespace cavs::ops {
                                               const float* a, int64_t lda, const float* b,
                                               int64_t ldb, float beta, float* c, int64_t ldc);
 
-// The same GEMM through the small-GEMM kernel (small_gemm.h; one launch, tiles of `tile`) where
+// How the small GEMM runs a problem: its tiles, the shared memory PrepareSmallGemm allowed them
+// on the current device, and the splits of k (1: none) with their workspace, at least
+// splits x the tiles' outputs floats and a zeroed count per tile (small_gemm::Args).
+struct SmallGemmSetup {
+  small_gemm::TileShape tile = small_gemm::TileShape::kRound;
+  size_t shared_bytes = 0;
+  int splits = 1;
+  float* partial = nullptr;
+  unsigned* arrivals = nullptr;
+};
+
+// The same GEMM through the small-GEMM kernel (small_gemm.h; one launch) as `setup` says, where
 // it applies: a not transposed, 0 < m <= small_gemm::kMaxRows, k > 0, and a chunk's shared
-// memory within `shared_bytes` (what PrepareSmallGemm returned for `tile` on the current
-// device). NotFound elsewhere (the caller then uses cuBLAS).
-[[nodiscard]] absl::Status SmallGemmRowMajor(cudaStream_t stream, small_gemm::TileShape tile,
-                                             size_t shared_bytes, bool trans_a, bool trans_b,
-                                             int64_t m, int64_t n, int64_t k, float alpha,
-                                             const float* a, int64_t lda, const float* b,
-                                             int64_t ldb, float beta, float* c, int64_t ldc);
+// memory within setup.shared_bytes. NotFound elsewhere (the caller then uses cuBLAS).
+[[nodiscard]] absl::Status SmallGemmRowMajor(cudaStream_t stream, const SmallGemmSetup& setup,
+                                             bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                             int64_t k, float alpha, const float* a, int64_t lda,
+                                             const float* b, int64_t ldb, float beta, float* c,
+                                             int64_t ldc);
 
 // SmallGemmRowMajor's checks, and the kernel's arguments where it applies (NotFound elsewhere,
 // m or n 0 included), for kernels that run the small GEMM with other work (cuda_fused.h).
-[[nodiscard]] absl::StatusOr<small_gemm::Args> SmallGemmArgs(
-    small_gemm::TileShape tile, size_t shared_bytes, bool trans_a, bool trans_b, int64_t m,
-    int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-    float beta, float* c, int64_t ldc);
+[[nodiscard]] absl::StatusOr<small_gemm::Args> SmallGemmArgs(const SmallGemmSetup& setup,
+                                                             bool trans_a, bool trans_b, int64_t m,
+                                                             int64_t n, int64_t k, float alpha,
+                                                             const float* a, int64_t lda,
+                                                             const float* b, int64_t ldb,
+                                                             float beta, float* c, int64_t ldc);
 
 // The same GEMM through cuBLASLt, with the descriptors and the algorithm chosen once per problem
 // (transposes, sizes, row strides, the operands' alignment, TF32) and reused: a call of a known

@@ -179,22 +179,56 @@ absl::Status CudaKernels::SetAllowTf32(bool allow) {
   return absl::OkStatus();
 }
 
-std::optional<small_gemm::TileShape> CudaKernels::SmallGemmTile(bool trans_a, bool trans_b,
-                                                                int64_t m, int64_t n,
-                                                                int64_t k) const {
+std::optional<CudaKernels::SmallGemmChoice> CudaKernels::SmallGemmFor(bool trans_a, bool trans_b,
+                                                                      int64_t m, int64_t n,
+                                                                      int64_t k) const {
   using small_gemm::TileShape;
   if (small_gemm_ == SmallGemm::kOff) return std::nullopt;
-  // Disjoint: Faster needs RoundTile's blocks in one wave, TallInOneWave that they are not.
-  if (tall_tile_ && small_gemm::TallInOneWave(trans_a, trans_b, m, n, k, num_sms_) &&
-      small_gemm::SharedFloats<small_gemm::TallTile>(static_cast<int>(k)) * sizeof(float) <=
-          tall_shared_bytes_) {  // k <= kMaxChunk: one chunk
-    return TileShape::kTall;
+  if (tall_tile_) {  // never where RoundTile is Faster
+    const int splits = small_gemm::TallSplits(trans_a, trans_b, m, n, k, num_sms_);
+    if (splits > 0) {
+      const int64_t chunk = (k + splits - 1) / splits;  // at most kMaxChunk
+      if (small_gemm::SharedFloats<small_gemm::TallTile>(static_cast<int>(chunk)) * sizeof(float) <=
+          tall_shared_bytes_) {
+        return SmallGemmChoice{TileShape::kTall, splits};
+      }
+    }
   }
   if (small_gemm_ == SmallGemm::kEverywhere ||
       small_gemm::Faster(trans_a, trans_b, m, n, k, num_sms_)) {
-    return TileShape::kRound;
+    return SmallGemmChoice{TileShape::kRound, 1};
   }
   return std::nullopt;
+}
+
+absl::StatusOr<SmallGemmSetup> CudaKernels::SetupFor(const SmallGemmChoice& choice) {
+  SmallGemmSetup setup{
+      choice.tile,
+      choice.tile == small_gemm::TileShape::kTall ? tall_shared_bytes_ : small_gemm_shared_bytes_,
+      choice.splits};
+  if (choice.splits > 1) {
+    if (split_partial_ == nullptr) {  // once; the device is current
+      const size_t floats =
+          static_cast<size_t>(num_sms_) * static_cast<size_t>(small_gemm::TallTile::kOutputs);
+      void* arrivals = nullptr;
+      void* partial = nullptr;
+      cudaError_t err = cudaMalloc(&arrivals, num_sms_ * sizeof(unsigned));
+      if (err == cudaSuccess) err = cudaMalloc(&partial, floats * sizeof(float));
+      if (err == cudaSuccess) {  // zero before the first split kernel on the stream
+        err = cudaMemsetAsync(arrivals, 0, num_sms_ * sizeof(unsigned), stream());
+      }
+      if (err != cudaSuccess) {
+        cudaFree(arrivals);
+        cudaFree(partial);
+        return CudaStatus(err, "cudaMalloc (the small GEMM's split workspace)", __FILE__, __LINE__);
+      }
+      split_arrivals_ = static_cast<unsigned*>(arrivals);
+      split_partial_ = static_cast<float*>(partial);
+    }
+    setup.partial = split_partial_;
+    setup.arrivals = split_arrivals_;
+  }
+  return setup;
 }
 
 absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
@@ -203,11 +237,10 @@ absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
   CAVS_RETURN_IF_ERROR(CheckGemmArgs(m, n, k, a, b, c));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  if (const std::optional<small_gemm::TileShape> tile = SmallGemmTile(trans_a, trans_b, m, n, k)) {
-    const size_t bytes =
-        *tile == small_gemm::TileShape::kTall ? tall_shared_bytes_ : small_gemm_shared_bytes_;
-    const absl::Status s = SmallGemmRowMajor(backend_->stream(), *tile, bytes, trans_a, trans_b, m,
-                                             n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (const std::optional<SmallGemmChoice> choice = SmallGemmFor(trans_a, trans_b, m, n, k)) {
+    CAVS_ASSIGN_OR_RETURN(const SmallGemmSetup setup, SetupFor(*choice));
+    const absl::Status s = SmallGemmRowMajor(backend_->stream(), setup, trans_a, trans_b, m, n, k,
+                                             alpha, a, lda, b, ldb, beta, c, ldc);
     if (!absl::IsNotFound(s)) return s;  // NotFound where it cannot: cuBLAS
   }
   if (lt_ != nullptr && k > 0) {
@@ -222,14 +255,15 @@ absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
 absl::Status CudaKernels::GemmThenElementwise(const GemmCall& g, const EwInstr* host,
                                               const EwInstr* device, int count, int64_t rows,
                                               uint64_t shape) {
-  // The round kernels run the GEMM in RoundTiles; a problem for TallTiles takes two launches.
-  if (fused_round_ && fused_ != nullptr &&
-      SmallGemmTile(g.trans_a, g.trans_b, g.m, g.n, g.k) == small_gemm::TileShape::kRound) {
+  // The round kernels run the GEMM in RoundTiles, k not split; other problems take two launches.
+  const std::optional<SmallGemmChoice> choice = SmallGemmFor(g.trans_a, g.trans_b, g.m, g.n, g.k);
+  if (fused_round_ && fused_ != nullptr && choice.has_value() &&
+      choice->tile == small_gemm::TileShape::kRound) {
     CAVS_RETURN_IF_ERROR(CheckGemmArgs(g.m, g.n, g.k, g.a, g.b, g.c));
     CAVS_RETURN_IF_ERROR(CheckProgram(host, device, count, rows));
-    absl::StatusOr<small_gemm::Args> args =
-        SmallGemmArgs(small_gemm::TileShape::kRound, small_gemm_shared_bytes_, g.trans_a, g.trans_b,
-                      g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
+    absl::StatusOr<small_gemm::Args> args = SmallGemmArgs(
+        SmallGemmSetup{small_gemm::TileShape::kRound, small_gemm_shared_bytes_}, g.trans_a,
+        g.trans_b, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
     if (!args.ok() && !absl::IsNotFound(args.status())) return args.status();
     if (args.ok()) {
       CudaDeviceGuard guard;

@@ -38,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/cuda_gemm.h"
 #include "ops/cuda/small_gemm.h"
 #include "ops/kernels.h"
 
@@ -126,16 +127,21 @@ class CudaKernels final : public Kernels {
   void SetSmallGemm(SmallGemm use) { small_gemm_ = use; }
   SmallGemm small_gemm() const { return small_gemm_; }
   // Whether the small GEMM may take 64 x 16 tiles (small_gemm::TallTile) where its 16 x 32 tiles
-  // would be more than one wave but those are not (small_gemm::TallInOneWave: the LSTM's
-  // recurrent GEMM), in either setting above but off. Off unless CAVS_SMALL_GEMM_TALL=1: it is a
-  // prediction from the floor, not yet measured on a GPU. False where the device cannot give
-  // the tile a chunk's shared memory.
+  // are not Faster and those are one wave, with k split over the multiprocessors the tiles
+  // leave (small_gemm::TallSplits: the LSTM's recurrent GEMM and its backward to h, the
+  // Tree-LSTM's backward to the children), in either setting above but off. Off unless
+  // CAVS_SMALL_GEMM_TALL=1: it is a prediction from the floor, not yet measured on a GPU.
   void SetTallTile(bool on) { tall_tile_ = on; }
   bool tall_tile() const { return tall_tile_; }
-  // The tiles Gemm takes the small GEMM in for this problem, by the settings above; none for
-  // cuBLAS (before the small GEMM's own checks, which may still leave it to cuBLAS).
-  std::optional<small_gemm::TileShape> SmallGemmTile(bool trans_a, bool trans_b, int64_t m,
-                                                     int64_t n, int64_t k) const;
+  // How Gemm runs this problem on the small GEMM by the settings above, its tiles and splits of
+  // k (1: none); none for cuBLAS (before the small GEMM's own checks, which may still leave it
+  // to cuBLAS).
+  struct SmallGemmChoice {
+    small_gemm::TileShape tile;
+    int splits;
+  };
+  std::optional<SmallGemmChoice> SmallGemmFor(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                              int64_t k) const;
 
   // Forward rounds in one launch (GemmThenElementwise; off unless CAVS_FUSED_ROUND=1: not yet
   // measured on a GPU), and the rounds so launched.
@@ -157,6 +163,9 @@ class CudaKernels final : public Kernels {
   // only for generated kernels).
   absl::Status CheckProgram(const EwInstr* host, const EwInstr* device, int count,
                             int64_t rows) const;
+  // The setup of the small GEMM for `choice`, the split workspace made if it needs one and there
+  // is none yet.
+  absl::StatusOr<SmallGemmSetup> SetupFor(const SmallGemmChoice& choice);
 
   CudaBackend* backend_;
   cublasHandle_t cublas_;
@@ -169,6 +178,10 @@ class CudaKernels final : public Kernels {
   size_t small_gemm_shared_bytes_ = 0;  // PrepareSmallGemm's, for this device: RoundTile
   size_t tall_shared_bytes_ = 0;        // and TallTile
   bool tall_tile_ = false;
+  // The workspace of small GEMMs split over k, made on first use: a partial tile for each of at
+  // most num_sms_ blocks, a count for each of at most num_sms_ tiles (small_gemm::TallSplits).
+  float* split_partial_ = nullptr;
+  unsigned* split_arrivals_ = nullptr;
   bool fused_round_ = false;
 };
 

@@ -5,11 +5,11 @@
 // (docs/gpu_performance.md, "Next steps for inference"). There are two tiles (Tile<Rows, Cols>):
 // - RoundTile, 16 x 32, the default: 64 rows x 750 columns is 96 blocks, where cuBLAS's
 //   64 x 128 tiles are 6.
-// - TallTile, 64 x 16, for GEMMs whose 16 x 32 tiles are more than one wave (TallInOneWave; off
-//   unless CudaKernels::SetTallTile or CAVS_SMALL_GEMM_TALL=1, as it is not yet measured on a
-//   GPU). The LSTM's recurrent 64 x 2048 x 512 is 128 of them, one wave on an H100's 132
-//   multiprocessors, against 256 RoundTiles (docs/gpu_performance.md, "Next steps for
-//   inference", item 3).
+// - TallTile, 64 x 16, for GEMMs whose 16 x 32 tiles are more than one wave or few (TallSplits,
+//   with k split over the multiprocessors the tiles leave; off unless CudaKernels::SetTallTile
+//   or CAVS_SMALL_GEMM_TALL=1, as it is not yet measured on a GPU). The LSTM's recurrent 64 x 2048
+//   x 512 is 128 of them, one wave on an H100's 132 multiprocessors, against 256 RoundTiles
+//   (docs/gpu_performance.md, "Next steps for inference", item 3).
 //
 // Run 7 measured the first version (128 threads of 2 x 2 outputs, each thread's copies waiting
 // on its loads) at 13.9 us for 64 x 750 x 300, slower than cuBLAS's 9.3; this second version is
@@ -97,14 +97,28 @@ CAVS_HOST_DEVICE inline bool Faster(bool trans_a, bool trans_b, int64_t m, int64
          Blocks<RoundTile>(m, n) <= sms;
 }
 
-// Where TallTile runs when it is on: Faster's conditions but with TallTile's blocks in one wave
-// where RoundTile's are not (the LSTM's 64 x 2048 x 512: 128 blocks against 256; the Tree-LSTM's
-// forward rounds of 81 to 128 rows: 94 against 144 to 192). A prediction from the floor, not a
-// measurement (docs/gpu_performance.md).
-CAVS_HOST_DEVICE inline bool TallInOneWave(bool trans_a, bool trans_b, int64_t m, int64_t n,
-                                           int64_t k, int sms) {
-  return !trans_a && !trans_b && m > 0 && m <= kMaxRows && n > 0 && k > 0 && k <= kMaxChunk &&
-         Blocks<RoundTile>(m, n) > sms && Blocks<TallTile>(m, n) <= sms;
+// Where TallTile runs when it is on, and in how many splits of k (0 where it does not): A not
+// transposed, RoundTile not Faster, TallTile's blocks in one wave, k split over as many of the
+// multiprocessors as the tiles leave (each split at least kMinSplitK inputs) and each split one
+// chunk. A split of k parks its tile's sums in a workspace; the tile's last split to arrive adds
+// them in split order into C (RunSplitTile), so results do not depend on timing. On an H100:
+// the LSTM's recurrent 64 x 2048 x 512 (128 tiles, 1 split, against 256 RoundTiles), its
+// backward to h, 64 x 512 x 2048 with B transposed (32 tiles x 4 splits), the Tree-LSTM's
+// forward rounds of 81 to 128 rows (94 tiles) and its backward to the children, 64 x 300 x 750
+// transposed (19 tiles x 6 splits). A prediction from the floor, not a measurement
+// (docs/gpu_performance.md).
+inline constexpr int kMinSplitK = 128;
+CAVS_HOST_DEVICE inline int TallSplits(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                       int sms) {
+  if (trans_a || m <= 0 || m > kMaxRows || n <= 0 || k <= 0 || sms <= 0 ||
+      Faster(trans_a, trans_b, m, n, k, sms)) {
+    return 0;
+  }
+  const int64_t tiles = Blocks<TallTile>(m, n);
+  if (tiles > sms) return 0;
+  const int64_t by_k = (k + kMinSplitK - 1) / kMinSplitK, by_sms = sms / tiles;
+  const int64_t splits = by_k < by_sms ? by_k : by_sms;
+  return (k + splits - 1) / splits <= kMaxChunk ? static_cast<int>(splits) : 0;
 }
 
 // The floats of shared memory a chunk of `chunk` inputs takes (the operands, then the slices'
@@ -129,7 +143,13 @@ struct Args {
   float* c;
   int64_t ldc;
   bool trans_b;
-  int chunk;  // inputs per fill: min(k, kMaxChunk)
+  int chunk;  // inputs per fill: min(k, kMaxChunk), or min(split_k, kMaxChunk) with splits
+  // Splits of k (RunSplitTile; 0 or 1: none): split z takes inputs z * split_k onwards. Its
+  // tile's sums go to partial[(tile * splits + z) * kOutputs ...] (tiles numbered along the rows
+  // of tiles), and arrivals[tile], zero before and after a launch, counts the tile's splits done.
+  int splits = 0, split_k = 0;
+  float* partial = nullptr;
+  unsigned* arrivals = nullptr;
 };
 
 // Copy(dst, src) copies one float into shared memory (asynchronously on the GPU); src null
@@ -233,17 +253,79 @@ CAVS_HOST_DEVICE inline void Park(int tid, const float acc[T::kPerThread], float
     Write4(tile + Row<T>(tid, i) * T::kPitchC + c0, acc + 4 * i);
 }
 
-// Phase 4: thread `tid` adds outputs tid, tid + kThreads, ... of the tile over the slices, in
-// slice order, and writes them inside C: alpha * sum + beta * C (C not read when beta is 0, so
-// garbage there does not leak through). Consecutive threads write consecutive columns.
+// Output o of the tile (row o / kCols, column o % kCols) summed over the parked slices, in slice
+// order.
+template <typename T>
+CAVS_HOST_DEVICE inline float SumSlices(const float* partials, int o) {
+  const int r = o / T::kCols, cc = o % T::kCols;
+  float sum = 0.0f;
+  for (int s = 0; s < kSlices; ++s) sum += partials[(s * T::kRows + r) * T::kPitchC + cc];
+  return sum;
+}
+
+// Phase 4: thread `tid` adds outputs tid, tid + kThreads, ... of the tile over the slices and
+// writes them inside C: alpha * sum + beta * C (C not read when beta is 0, so garbage there does
+// not leak through). Consecutive threads write consecutive columns.
 template <typename T>
 CAVS_HOST_DEVICE inline void Store(const Args& g, int bx, int by, int tid, const float* partials) {
   for (int i = 0; i < T::kOutputs / kThreads; ++i) {
-    const int o = tid + i * kThreads, r = o / T::kCols, cc = o % T::kCols;
-    const int row = by * T::kRows + r, col = bx * T::kCols + cc;
+    const int o = tid + i * kThreads;
+    const int row = by * T::kRows + o / T::kCols, col = bx * T::kCols + o % T::kCols;
+    if (row >= g.m || col >= g.n) continue;
+    const float sum = SumSlices<T>(partials, o);
+    float* out = g.c + row * g.ldc + col;
+    *out = g.beta == 0.0f ? g.alpha * sum : g.alpha * sum + g.beta * *out;
+  }
+}
+
+// A float of the split workspace, through L2 only on the GPU (other blocks write and read it
+// within one launch, and L1 is not coherent between multiprocessors).
+CAVS_HOST_DEVICE inline void StoreL2(float* p, float v) {
+#if defined(__CUDA_ARCH__)
+  __stcg(p, v);
+#else
+  *p = v;
+#endif
+}
+CAVS_HOST_DEVICE inline float LoadL2(const float* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldcg(p);
+#else
+  return *p;
+#endif
+}
+
+// The tile's index among the grid's, for the split workspace.
+template <typename T>
+CAVS_HOST_DEVICE inline int TileIndex(const Args& g, int bx, int by) {
+  return by * ((g.n + T::kCols - 1) / T::kCols) + bx;
+}
+
+// Phase 4 of split z of a tile (g.splits > 1): thread `tid` adds its outputs over the slices
+// into the split's partial tile in the workspace, every output of the tile (those past C's edges
+// are zero).
+template <typename T>
+CAVS_HOST_DEVICE inline void StoreSplit(const Args& g, int tile, int z, int tid,
+                                        const float* partials) {
+  float* out = g.partial + (static_cast<int64_t>(tile) * g.splits + z) * T::kOutputs;
+  for (int i = 0; i < T::kOutputs / kThreads; ++i) {
+    const int o = tid + i * kThreads;
+    StoreL2(out + o, SumSlices<T>(partials, o));
+  }
+}
+
+// Phase 5, in the tile's last split to arrive: thread `tid` adds its outputs over the splits'
+// partial tiles, in split order, and writes them inside C as Store does.
+template <typename T>
+CAVS_HOST_DEVICE inline void StoreSplits(const Args& g, int bx, int by, int tid) {
+  const float* in =
+      g.partial + static_cast<int64_t>(TileIndex<T>(g, bx, by)) * g.splits * T::kOutputs;
+  for (int i = 0; i < T::kOutputs / kThreads; ++i) {
+    const int o = tid + i * kThreads;
+    const int row = by * T::kRows + o / T::kCols, col = bx * T::kCols + o % T::kCols;
     if (row >= g.m || col >= g.n) continue;
     float sum = 0.0f;
-    for (int s = 0; s < kSlices; ++s) sum += partials[(s * T::kRows + r) * T::kPitchC + cc];
+    for (int z = 0; z < g.splits; ++z) sum += LoadL2(in + z * T::kOutputs + o);
     float* out = g.c + row * g.ldc + col;
     *out = g.beta == 0.0f ? g.alpha * sum : g.alpha * sum + g.beta * *out;
   }

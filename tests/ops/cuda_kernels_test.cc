@@ -76,26 +76,34 @@ class CudaKernelsTest : public ::testing::Test {
 
   // C = alpha op(A) op(B) + beta C on the GPU from `c_gpu` and on the CPU from `c_cpu` (the
   // same values, but where the GPU must not read C), each operand `offset` floats into its
-  // buffer; compares the two C's. The GPU's GEMM is Kernels::Gemm or, with `tile`, the small
-  // GEMM's kernel in those tiles.
-  ::testing::AssertionResult GemmMatches(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                                         float alpha, const std::vector<float>& a, int64_t lda,
-                                         const std::vector<float>& b, int64_t ldb, float beta,
-                                         const std::vector<float>& c_gpu, std::vector<float> c_cpu,
-                                         int64_t ldc, int64_t offset,
-                                         std::optional<small_gemm::TileShape> tile = std::nullopt) {
+  // buffer; compares the two C's. The GPU's GEMM is Kernels::Gemm or, with `direct`, the small
+  // GEMM's kernel in those tiles and splits of k (its own workspace, whose counts must be back at
+  // zero afterwards).
+  ::testing::AssertionResult GemmMatches(
+      bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const std::vector<float>& a,
+      int64_t lda, const std::vector<float>& b, int64_t ldb, float beta,
+      const std::vector<float>& c_gpu, std::vector<float> c_cpu, int64_t ldc, int64_t offset,
+      std::optional<CudaKernels::SmallGemmChoice> direct = std::nullopt) {
     DeviceArray<float> da(a), db(b), dc(c_gpu);
     absl::Status s;
-    if (tile.has_value()) {
-      size_t bytes = 0;
-      if (PrepareSmallGemm(*tile, &bytes) != cudaSuccess) {
+    std::optional<DeviceArray<unsigned>> arrivals;
+    std::optional<DeviceArray<float>> partial;
+    if (direct.has_value()) {
+      SmallGemmSetup setup{direct->tile, 0, direct->splits};
+      if (PrepareSmallGemm(direct->tile, &setup.shared_bytes) != cudaSuccess) {
         return ::testing::AssertionFailure() << "PrepareSmallGemm failed";
       }
+      const int64_t tiles = direct->tile == small_gemm::TileShape::kTall
+                                ? small_gemm::Blocks<small_gemm::TallTile>(m, n)
+                                : small_gemm::Blocks<small_gemm::RoundTile>(m, n);
+      arrivals.emplace(std::vector<unsigned>(tiles, 0));
+      partial.emplace(tiles * direct->splits * small_gemm::TallTile::kOutputs);
+      setup.arrivals = arrivals->get();
+      setup.partial = partial->get();
       absl::StatusOr<CudaKernels*> kernels = GetCudaKernels(0);
       if (!kernels.ok()) return ::testing::AssertionFailure() << kernels.status();
-      s = SmallGemmRowMajor((*kernels)->stream(), *tile, bytes, ta, tb, m, n, k, alpha,
-                            da.get() + offset, lda, db.get() + offset, ldb, beta, dc.get() + offset,
-                            ldc);
+      s = SmallGemmRowMajor((*kernels)->stream(), setup, ta, tb, m, n, k, alpha, da.get() + offset,
+                            lda, db.get() + offset, ldb, beta, dc.get() + offset, ldc);
     } else {
       s = cuda_->Gemm(ta, tb, m, n, k, alpha, da.get() + offset, lda, db.get() + offset, ldb, beta,
                       dc.get() + offset, ldc);
@@ -104,6 +112,12 @@ class CudaKernelsTest : public ::testing::Test {
     s = cpu_->Gemm(ta, tb, m, n, k, alpha, a.data() + offset, lda, b.data() + offset, ldb, beta,
                    c_cpu.data() + offset, ldc);
     if (!s.ok()) return ::testing::AssertionFailure() << "CPU Gemm: " << s;
+    if (arrivals.has_value()) {
+      const std::vector<unsigned> counts = arrivals->Download();
+      if (std::count(counts.begin(), counts.end(), 0u) != static_cast<int64_t>(counts.size())) {
+        return ::testing::AssertionFailure() << "split counts not back at zero";
+      }
+    }
     return AllClose(dc.Download(), c_cpu, 1e-4, 1e-4);
   }
 
@@ -328,10 +342,10 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
 }
 
 // The small-GEMM kernel (small_gemm.h), where it applies (a not transposed, m <= 512), in both
-// tiles, against the CPU: tile edges, several chunks of k, both layouts of B, offset operands,
-// beta 0 over NaNs (C must not be read) and 1. The 16 x 32 tiles through Gemm (the small GEMM
-// everywhere), the 64 x 16 ones through their kernel (Gemm takes them only for some shapes on
-// some devices: TallTileWhereItFitsOneWave).
+// tiles and with k split, against the CPU: tile edges, several chunks of k, both layouts of B,
+// offset operands, beta 0 over NaNs (C must not be read) and 1. The 16 x 32 tiles through Gemm
+// (the small GEMM everywhere), the 64 x 16 ones through their kernel (Gemm takes them only for
+// some shapes on some devices: TallTilesWhereTallSplitsSays).
 TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
   absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
@@ -341,12 +355,18 @@ TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
   (*cuda)->SetTallTile(false);
   struct Case {
     int64_t m, n, k;
+    int splits = 1;  // with the 64 x 16 tiles
   };
-  for (const auto tile :
-       {std::optional<small_gemm::TileShape>(), std::optional(small_gemm::TileShape::kTall)}) {
+  using Direct = std::optional<CudaKernels::SmallGemmChoice>;
+  for (const bool tall : {false, true}) {
     for (const Case cs : {Case{1, 1, 1}, Case{17, 33, 300}, Case{64, 750, 300}, Case{5, 300, 750},
                           Case{64, 2048, 512}, Case{3, 40, 1100}, Case{512, 64, 20},
-                          Case{65, 17, 513}, Case{100, 750, 300}}) {
+                          Case{65, 17, 513}, Case{100, 750, 300}, Case{64, 512, 2048, 4},
+                          Case{64, 300, 750, 6}, Case{70, 40, 300, 3}, Case{2, 3, 5, 4}}) {
+      if (!tall && cs.splits > 1) continue;
+      const Direct direct =
+          tall ? Direct(CudaKernels::SmallGemmChoice{small_gemm::TileShape::kTall, cs.splits})
+               : std::nullopt;
       for (bool tb : {false, true}) {
         for (float beta : {0.0f, 1.0f}) {
           const int64_t offset = cs.m % 3, lda = cs.k + 1, ldb = (tb ? cs.k : cs.n) + 3,
@@ -361,9 +381,9 @@ TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
             }
           }
           EXPECT_TRUE(GemmMatches(false, tb, cs.m, cs.n, cs.k, 0.5f, a, lda, b, ldb, beta, c_gpu, c,
-                                  ldc, offset, tile))
-              << (tile ? "64 x 16" : "16 x 32") << " m=" << cs.m << " n=" << cs.n << " k=" << cs.k
-              << " tb=" << tb << " beta=" << beta;
+                                  ldc, offset, direct))
+              << (tall ? "64 x 16" : "16 x 32") << " m=" << cs.m << " n=" << cs.n << " k=" << cs.k
+              << " splits=" << cs.splits << " tb=" << tb << " beta=" << beta;
         }
       }
     }
@@ -372,10 +392,11 @@ TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
   (*cuda)->SetTallTile(was_tall);
 }
 
-// With the 64 x 16 tile on, Gemm takes it exactly where small_gemm::TallInOneWave holds on this
-// device (the LSTM's recurrent GEMM on an H100), in both small-GEMM settings, and matches the
-// CPU there.
-TEST_F(CudaKernelsTest, TallTileWhereItFitsOneWave) {
+// With the 64 x 16 tiles on, Gemm takes them, in small_gemm::TallSplits' splits of k, exactly
+// where that says on this device (on an H100: the LSTM's recurrent GEMM, its backward to h, the
+// Tree-LSTM's backward to the children), in both small-GEMM settings, and matches the CPU
+// there, one workspace serving every call.
+TEST_F(CudaKernelsTest, TallTilesWhereTallSplitsSays) {
   absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   const CudaKernels::SmallGemm was_on = (*cuda)->small_gemm();
@@ -385,24 +406,38 @@ TEST_F(CudaKernelsTest, TallTileWhereItFitsOneWave) {
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, (*cuda)->backend()->ordinal()),
       cudaSuccess);
   using small_gemm::TileShape;
-  const int64_t m = 64, n = 2048, k = 512;
+  const auto is_tall = [](const std::optional<CudaKernels::SmallGemmChoice>& c) {
+    return c.has_value() && c->tile == TileShape::kTall;
+  };
+  struct Case {
+    int64_t m, n, k;
+    bool tb;
+  };
   for (const auto setting :
        {CudaKernels::SmallGemm::kWhereFaster, CudaKernels::SmallGemm::kEverywhere}) {
     (*cuda)->SetSmallGemm(setting);
-    (*cuda)->SetTallTile(false);
-    EXPECT_NE((*cuda)->SmallGemmTile(false, false, m, n, k), TileShape::kTall);
-    (*cuda)->SetTallTile(true);
-    const bool one_wave = small_gemm::TallInOneWave(false, false, m, n, k, sms);
-    EXPECT_EQ((*cuda)->SmallGemmTile(false, false, m, n, k) == TileShape::kTall, one_wave)
-        << sms << " multiprocessors";
-    EXPECT_NE((*cuda)->SmallGemmTile(false, true, m, n, k), TileShape::kTall);
-    EXPECT_NE((*cuda)->SmallGemmTile(false, false, m, n, k + 1), TileShape::kTall);
-    std::vector<float> a = RandomFloats(m * k, 44), b = RandomFloats(k * n, 45),
-                       c = RandomFloats(m * n, 46);
-    EXPECT_TRUE(GemmMatches(false, false, m, n, k, 1.0f, a, k, b, n, 1.0f, c, c, n, 0));
+    for (const Case cs : {Case{64, 2048, 512, false}, Case{64, 512, 2048, true},
+                          Case{64, 300, 750, true}, Case{64, 750, 300, false}}) {
+      const std::string what = std::to_string(cs.m) + " x " + std::to_string(cs.n) + " x " +
+                               std::to_string(cs.k) + (cs.tb ? " transposed" : "");
+      (*cuda)->SetTallTile(false);
+      EXPECT_FALSE(is_tall((*cuda)->SmallGemmFor(false, cs.tb, cs.m, cs.n, cs.k))) << what;
+      (*cuda)->SetTallTile(true);
+      const std::optional<CudaKernels::SmallGemmChoice> choice =
+          (*cuda)->SmallGemmFor(false, cs.tb, cs.m, cs.n, cs.k);
+      const int splits = small_gemm::TallSplits(false, cs.tb, cs.m, cs.n, cs.k, sms);
+      EXPECT_EQ(is_tall(choice), splits > 0) << what << ", " << sms << " multiprocessors";
+      if (is_tall(choice)) EXPECT_EQ(choice->splits, splits) << what;
+      EXPECT_FALSE(is_tall((*cuda)->SmallGemmFor(true, cs.tb, cs.m, cs.n, cs.k))) << what;
+      std::vector<float> a = RandomFloats(cs.m * cs.k, 44), b = RandomFloats(cs.k * cs.n, 45),
+                         c = RandomFloats(cs.m * cs.n, 46);
+      EXPECT_TRUE(GemmMatches(false, cs.tb, cs.m, cs.n, cs.k, 1.0f, a, cs.k, b, cs.tb ? cs.k : cs.n,
+                              1.0f, c, c, cs.n, 0))
+          << what;
+    }
   }
   (*cuda)->SetSmallGemm(CudaKernels::SmallGemm::kOff);
-  EXPECT_EQ((*cuda)->SmallGemmTile(false, false, m, n, k), std::nullopt);
+  EXPECT_FALSE((*cuda)->SmallGemmFor(false, false, 64, 2048, 512).has_value());
   (*cuda)->SetSmallGemm(was_on);
   (*cuda)->SetTallTile(was_tall);
 }

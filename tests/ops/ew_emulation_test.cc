@@ -239,6 +239,86 @@ extern "C" void cavs_emu_run_round(CavsEmuRound kernel, const cavs::ops::small_g
 }
 )";
 
+// Runs the small GEMM's split kernel (small_gemm_tile.cuh's RunSplitTile in TallTiles): every
+// block of its grid (tiles x splits) at once, 512 threads each with its shared memory, so the
+// splits of a tile race to count themselves in as they do on the device.
+constexpr const char* kSplitRunner = R"(
+#include "ops/cuda/small_gemm_tile.cuh"
+extern "C" void cavs_emu_run_split(const cavs::ops::small_gemm::Args* g, long long shared_floats) {
+  namespace sg = cavs::ops::small_gemm;
+  using T = sg::TallTile;
+  const unsigned gx = (g->n + T::kCols - 1) / T::kCols, gy = (g->m + T::kRows - 1) / T::kRows;
+  const unsigned blocks = gx * gy * static_cast<unsigned>(g->splits);
+  gridDim = CavsEmuDim{gx, gy, static_cast<unsigned>(g->splits)};
+  std::vector<std::unique_ptr<std::barrier<>>> barriers;
+  std::vector<std::vector<float>> shared;
+  for (unsigned b = 0; b < blocks; ++b) {
+    barriers.push_back(std::make_unique<std::barrier<>>(sg::kThreads));
+    shared.emplace_back(static_cast<size_t>(shared_floats), 0.0f);
+  }
+  std::vector<std::thread> threads;
+  for (unsigned b = 0; b < blocks; ++b) {
+    for (unsigned t = 0; t < sg::kThreads; ++t) {
+      threads.emplace_back([&, b, t] {
+        threadIdx.x = t;
+        blockIdx = CavsEmuDim{b % gx, b / gx % gy, b / (gx * gy)};
+        cavs_emu_block = barriers[b].get();
+        cavs_emu_shared = shared[b].data();
+        sg::RunSplitTile<T>(*g, blockIdx.x, blockIdx.y, blockIdx.z, cavs_emu_shared);
+      });
+    }
+  }
+  for (std::thread& th : threads) th.join();
+}
+)";
+
+// The split kernel on host threads against the CPU's GEMM: B transposed or not, a split past
+// the end of k; the counts are back at zero after each launch, and the same workspace serves
+// the next.
+TEST_F(EwEmulationTest, SplitKernel) {
+  absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
+  ASSERT_TRUE(cpu.ok());
+  void* so = Build("split_kernel", "", kSplitRunner, "the split kernel");
+  if (so == nullptr) return;
+  using Run = void (*)(const small_gemm::Args*, long long);
+  auto run = reinterpret_cast<Run>(dlsym(so, "cavs_emu_run_split"));
+  ASSERT_NE(run, nullptr);
+  using T = small_gemm::TallTile;
+  core::Rng rng(12);
+  std::vector<float> partial(8 * T::kOutputs);
+  std::vector<unsigned> arrivals(2, 0);
+  struct Case {
+    int m, n, k, splits;
+    bool trans_b;
+  };
+  for (const Case& c :
+       {Case{70, 16, 600, 3, true}, Case{64, 30, 300, 4, false}, Case{3, 5, 130, 4, true}}) {
+    const std::string what = std::to_string(c.m) + " x " + std::to_string(c.n) + " x " +
+                             std::to_string(c.k) + " in " + std::to_string(c.splits) + " splits";
+    ASSERT_LE(small_gemm::Blocks<T>(c.m, c.n) * c.splits, 8) << what;
+    std::vector<float> a(c.m * c.k), b(c.k * c.n), got(c.m * c.n), want;
+    for (float& x : a) x = rng.Uniform(-1.0f, 1.0f);
+    for (float& x : b) x = rng.Uniform(-1.0f, 1.0f);
+    for (float& x : got) x = rng.Uniform(-1.0f, 1.0f);
+    want = got;
+    const int split_k = (c.k + c.splits - 1) / c.splits;
+    small_gemm::Args g{
+        c.m,        c.n, c.k,       0.5f,   1.0f, a.data(), c.k, b.data(), c.trans_b ? c.k : c.n,
+        got.data(), c.n, c.trans_b, split_k};
+    g.splits = c.splits;
+    g.split_k = split_k;
+    g.partial = partial.data();
+    g.arrivals = arrivals.data();
+    run(&g, small_gemm::SharedFloats<T>(split_k));
+    ASSERT_TRUE((*cpu)
+                    ->Gemm(false, c.trans_b, c.m, c.n, c.k, 0.5f, a.data(), c.k, b.data(),
+                           c.trans_b ? c.k : c.n, 1.0f, want.data(), c.n)
+                    .ok());
+    EXPECT_TRUE(AllClose(got, want, 1e-5, 1e-5)) << what;
+    EXPECT_EQ(arrivals, std::vector<unsigned>(2, 0)) << what;
+  }
+}
+
 // A Tree-LSTM round's GEMM (onto the gates, beta 0 or 1, k over one or two chunks) and its
 // program in one round kernel, against the CPU's GEMM then program: over as many blocks as
 // tiles, and over fewer (each block then takes several tiles), the program's rows spread over
