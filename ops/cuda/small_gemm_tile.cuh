@@ -56,8 +56,9 @@ __device__ __forceinline__ void AccumulateAndPark(const Args& g, int bx, int by,
   __syncthreads();
 }
 
-// Block-wide: tile (bx, by) of C over all of k. It starts and ends with a barrier, so a block
-// may run several tiles, or other block-wide work, one after another.
+// Block-wide: tile (bx, by) of C over all of k. It starts with a barrier before it writes
+// shared memory, so a block may run several tiles, or other block-wide work that starts so,
+// one after another.
 template <typename T>
 __device__ __forceinline__ void RunTile(const Args& g, int bx, int by, float* shared) {
   AccumulateAndPark<T>(g, bx, by, 0, g.k, shared);
