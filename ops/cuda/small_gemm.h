@@ -253,11 +253,30 @@ CAVS_HOST_DEVICE inline void Park(int tid, const float acc[T::kPerThread], float
     Write4(tile + Row<T>(tid, i) * T::kPitchC + c0, acc + 4 * i);
 }
 
-// Output o of the tile (row o / kCols, column o % kCols) summed over the parked slices, in slice
-// order.
+// Where output o of the tile (o = tid, tid + kThreads, ... in the phases below) lies: row
+// OutputRow, column OutputCol. Each warp's 32 outputs are 32 consecutive columns of one row in
+// RoundTile; in TallTile 16 columns of row R and the same of row R + 4, whose parked sums
+// (pitch 20) are 16 banks apart, so the warp's reads of them take one wavefront (consecutive
+// rows would share 4 banks).
+template <typename T>
+CAVS_HOST_DEVICE inline int OutputRow(int o) {
+  if constexpr (T::kCols == 32) {
+    return o / 32;
+  } else {
+    static_assert(T::kCols == 16 && T::kRows % 8 == 0, "rows paired 4 apart");
+    const int q = o / 32;  // the pair: rows 8 * (q / 4) + q % 4 and 4 below it
+    return 8 * (q / 4) + q % 4 + 4 * (o % 32 / 16);
+  }
+}
+template <typename T>
+CAVS_HOST_DEVICE inline int OutputCol(int o) {
+  return o % T::kCols;
+}
+
+// Output o of the tile summed over the parked slices, in slice order.
 template <typename T>
 CAVS_HOST_DEVICE inline float SumSlices(const float* partials, int o) {
-  const int r = o / T::kCols, cc = o % T::kCols;
+  const int r = OutputRow<T>(o), cc = OutputCol<T>(o);
   float sum = 0.0f;
   for (int s = 0; s < kSlices; ++s) sum += partials[(s * T::kRows + r) * T::kPitchC + cc];
   return sum;
@@ -265,12 +284,12 @@ CAVS_HOST_DEVICE inline float SumSlices(const float* partials, int o) {
 
 // Phase 4: thread `tid` adds outputs tid, tid + kThreads, ... of the tile over the slices and
 // writes them inside C: alpha * sum + beta * C (C not read when beta is 0, so garbage there does
-// not leak through). Consecutive threads write consecutive columns.
+// not leak through). Consecutive threads write consecutive columns, 16 or 32 of a row.
 template <typename T>
 CAVS_HOST_DEVICE inline void Store(const Args& g, int bx, int by, int tid, const float* partials) {
   for (int i = 0; i < T::kOutputs / kThreads; ++i) {
     const int o = tid + i * kThreads;
-    const int row = by * T::kRows + o / T::kCols, col = bx * T::kCols + o % T::kCols;
+    const int row = by * T::kRows + OutputRow<T>(o), col = bx * T::kCols + OutputCol<T>(o);
     if (row >= g.m || col >= g.n) continue;
     const float sum = SumSlices<T>(partials, o);
     float* out = g.c + row * g.ldc + col;
@@ -322,7 +341,7 @@ CAVS_HOST_DEVICE inline void StoreSplits(const Args& g, int bx, int by, int tid)
       g.partial + static_cast<int64_t>(TileIndex<T>(g, bx, by)) * g.splits * T::kOutputs;
   for (int i = 0; i < T::kOutputs / kThreads; ++i) {
     const int o = tid + i * kThreads;
-    const int row = by * T::kRows + o / T::kCols, col = bx * T::kCols + o % T::kCols;
+    const int row = by * T::kRows + OutputRow<T>(o), col = bx * T::kCols + OutputCol<T>(o);
     if (row >= g.m || col >= g.n) continue;
     float sum = 0.0f;
     for (int z = 0; z < g.splits; ++z) sum += LoadL2(in + z * T::kOutputs + o);
