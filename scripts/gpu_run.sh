@@ -39,6 +39,9 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9' && [[ ! -e /usr/local/c
 fi
 export PATH="/usr/local/cuda/bin:$PATH"  # compute-sanitizer
 bin="$PWD/bin"
+# The benchmarks' real data where it was packed (their generated data otherwise).
+[[ -f data/sst_train.txt ]] && export CAVS_BENCH_SST="$PWD/data/sst_train.txt"
+[[ -f data/ptb.txt ]] && export CAVS_BENCH_PTB="$PWD/data/ptb.txt"
 summary="$OUT/summary.txt"
 : >"$summary"
 part() {  # part <log> <name> <seconds> <command...>: runs it, appending to $OUT/<log>.log
@@ -48,6 +51,10 @@ part() {  # part <log> <name> <seconds> <command...>: runs it, appending to $OUT
   echo "==== $name" >>"$log"
   timeout "$secs" "$@" >>"$log" 2>&1 || rc=$?
   echo "$name: exit $rc, $((SECONDS - t0)) s" | tee -a "$summary"
+}
+sanitize() {  # sanitize <memcheck|racecheck> <name> <gtest filter>: the CUDA op suite under it
+  part memcheck "$2" 150 compute-sanitizer --tool "$1" --error-exitcode 1 "$bin/ops_cuda_test" \
+    --gtest_brief=1 --gtest_filter="$3"
 }
 
 modes=" ${*:-all} "
@@ -84,15 +91,9 @@ if want tests all; then
       --train=data/sst_train.txt --dev=data/sst_dev.txt --epochs=3 --hidden=150 --embed=300 \
       --optimizer=adagrad --lr=0.05 --weight-decay=1e-5 --dropout=0.5
   fi
-  part memcheck memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
-    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaFused*:CudaKernels*:*CublasLt*'
-  part memcheck racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 1 \
-    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaKernels*SmallGemm*:CudaFused*'
+  sanitize memcheck memcheck 'CudaFused*:CudaKernels*:*CublasLt*'
+  sanitize racecheck racecheck 'CudaKernels*SmallGemm*:CudaFused*'
   unset CAVS_VERIFY_EW_SHAPES
-fi
-if want bench bench_ab all; then
-  [[ -f data/sst_train.txt ]] && export CAVS_BENCH_SST="$PWD/data/sst_train.txt"
-  [[ -f data/ptb.txt ]] && export CAVS_BENCH_PTB="$PWD/data/ptb.txt"
 fi
 tabular=--benchmark_counters_tabular=true
 if want bench all; then
@@ -121,18 +122,14 @@ if want round; then
   # The one-launch round first (about 5 minutes): its tests, then its rows against the defaults
   # in one process each (BM_TreeLstmPaths 5, 6, 7 interleaved), the engine rows with it, and the
   # LSTM with the small GEMM and one launch per round.
-  [[ -f data/sst_train.txt ]] && export CAVS_BENCH_SST="$PWD/data/sst_train.txt"
-  [[ -f data/ptb.txt ]] && export CAVS_BENCH_PTB="$PWD/data/ptb.txt"
   CAVS_VERIFY_EW_SHAPES=1 part tests ops_cuda_round 240 "$bin/ops_cuda_test" --gtest_brief=1 \
     --gtest_filter='CudaFused*:CudaKernels*'
   for small in "" 1; do
     CAVS_VERIFY_EW_SHAPES=1 CAVS_FUSED_ROUND=1 CAVS_SMALL_GEMM=$small part tests \
       "engine_fused_round${small:+_small_gemm}" 90 "$bin/scheduler_engine_test" --gtest_brief=1
   done
-  part memcheck memcheck_round 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
-    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaFusedTest.Round*'
-  part memcheck racecheck_round 150 compute-sanitizer --tool racecheck --error-exitcode 1 \
-    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaFusedTest.Round*'
+  sanitize memcheck memcheck_round 'CudaFusedTest.Round*'
+  sanitize racecheck racecheck_round 'CudaFusedTest.Round*'
   part bench_tree fused_round_calls 60 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter='^BM_FusedRound/0/[23]/'
   part bench_paths paths_round 240 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
@@ -152,15 +149,12 @@ if want tall; then
   # on, memcheck and racecheck, the GEMM rows (the LSTM's recurrent GEMM, the Tree-LSTM's
   # forward at 100 rows) against cuBLASLt and the 16 x 32 tiles, then the LSTM against cuDNN,
   # three alternating pairs of processes without and with them.
-  [[ -f data/ptb.txt ]] && export CAVS_BENCH_PTB="$PWD/data/ptb.txt"
   part tests ops_cuda_tall 240 "$bin/ops_cuda_test" --gtest_brief=1 \
     --gtest_filter='CudaKernels*Gemm*:CudaKernels*Tall*'
   CAVS_SMALL_GEMM_TALL=1 part tests engine_tall_tile 90 "$bin/scheduler_engine_test" \
     --gtest_brief=1
-  part memcheck memcheck_tall 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
-    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaKernels*SmallGemm*:CudaKernels*Tall*'
-  part memcheck racecheck_tall 150 compute-sanitizer --tool racecheck --error-exitcode 1 \
-    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaKernels*SmallGemm*'
+  sanitize memcheck memcheck_tall 'CudaKernels*SmallGemm*:CudaKernels*Tall*'
+  sanitize racecheck racecheck_tall 'CudaKernels*SmallGemm*'
   part bench_tree gemm_tall 60 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter='^BM_GemmCall/./(64/[134]|100/0)/'
   for pair in 1 2 3; do

@@ -84,12 +84,12 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
   // The small GEMM's shared memory, set once here (the device is current), not per launch. A
   // device that refuses leaves it nowhere to run (NotFound: cuBLAS takes its GEMMs).
-  for (const auto [tile, bytes] :
-       {std::pair(small_gemm::TileShape::kRound, &kernels->small_gemm_shared_bytes_),
-        std::pair(small_gemm::TileShape::kTall, &kernels->tall_shared_bytes_)}) {
-    if (PrepareSmallGemm(tile, bytes) != cudaSuccess) {
+  for (const small_gemm::TileShape tile :
+       {small_gemm::TileShape::kRound, small_gemm::TileShape::kTall}) {
+    size_t& bytes = kernels->small_gemm_shared_bytes_[static_cast<int>(tile)];
+    if (PrepareSmallGemm(tile, &bytes) != cudaSuccess) {
       (void)cudaGetLastError();
-      *bytes = 0;
+      bytes = 0;
     }
   }
   kernels->SetTallTile(core::EnvFlag("CAVS_SMALL_GEMM_TALL", false));
@@ -186,12 +186,11 @@ std::optional<CudaKernels::SmallGemmChoice> CudaKernels::SmallGemmFor(bool trans
   if (small_gemm_ == SmallGemm::kOff) return std::nullopt;
   if (tall_tile_) {  // never where RoundTile is Faster
     const int splits = small_gemm::TallSplits(trans_a, trans_b, m, n, k, num_sms_);
-    if (splits > 0) {
-      const int64_t chunk = (k + splits - 1) / splits;  // at most kMaxChunk
-      if (small_gemm::SharedFloats<small_gemm::TallTile>(static_cast<int>(chunk)) * sizeof(float) <=
-          tall_shared_bytes_) {
-        return SmallGemmChoice{TileShape::kTall, splits};
-      }
+    const int64_t chunk = splits > 0 ? (k + splits - 1) / splits : 0;  // at most kMaxChunk
+    if (splits > 0 &&
+        small_gemm::SharedFloats(TileShape::kTall, static_cast<int>(chunk)) * sizeof(float) <=
+            small_gemm_shared_bytes_[static_cast<int>(TileShape::kTall)]) {
+      return SmallGemmChoice{TileShape::kTall, splits};
     }
   }
   if (small_gemm_ == SmallGemm::kEverywhere ||
@@ -202,10 +201,8 @@ std::optional<CudaKernels::SmallGemmChoice> CudaKernels::SmallGemmFor(bool trans
 }
 
 absl::StatusOr<SmallGemmSetup> CudaKernels::SetupFor(const SmallGemmChoice& choice) {
-  SmallGemmSetup setup{
-      choice.tile,
-      choice.tile == small_gemm::TileShape::kTall ? tall_shared_bytes_ : small_gemm_shared_bytes_,
-      choice.splits};
+  SmallGemmSetup setup{choice.tile, small_gemm_shared_bytes_[static_cast<int>(choice.tile)],
+                       choice.splits};
   if (choice.splits > 1) {
     if (split_partial_ == nullptr) {  // once; the device is current
       const size_t floats =
@@ -255,21 +252,22 @@ absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
 absl::Status CudaKernels::GemmThenElementwise(const GemmCall& g, const EwInstr* host,
                                               const EwInstr* device, int count, int64_t rows,
                                               uint64_t shape) {
+  // Only with the one-launch round on (else the two calls, whose Gemm chooses its own path).
   // The round kernels run the GEMM in RoundTiles, k not split; other problems take two launches.
-  const std::optional<SmallGemmChoice> choice = SmallGemmFor(g.trans_a, g.trans_b, g.m, g.n, g.k);
-  if (fused_round_ && fused_ != nullptr && choice.has_value() &&
-      choice->tile == small_gemm::TileShape::kRound) {
+  const std::optional<SmallGemmChoice> choice =
+      FusesGemmThenElementwise() ? SmallGemmFor(g.trans_a, g.trans_b, g.m, g.n, g.k) : std::nullopt;
+  if (choice.has_value() && choice->tile == small_gemm::TileShape::kRound) {
     CAVS_RETURN_IF_ERROR(CheckGemmArgs(g.m, g.n, g.k, g.a, g.b, g.c));
     CAVS_RETURN_IF_ERROR(CheckProgram(host, device, count, rows));
-    absl::StatusOr<small_gemm::Args> args = SmallGemmArgs(
-        SmallGemmSetup{small_gemm::TileShape::kRound, small_gemm_shared_bytes_}, g.trans_a,
-        g.trans_b, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
+    const size_t gemm_bytes = small_gemm_shared_bytes_[static_cast<int>(choice->tile)];
+    absl::StatusOr<small_gemm::Args> args =
+        SmallGemmArgs(SmallGemmSetup{choice->tile, gemm_bytes}, g.trans_a, g.trans_b, g.m, g.n, g.k,
+                      g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
     if (!args.ok() && !absl::IsNotFound(args.status())) return args.status();
     if (args.ok()) {
       CudaDeviceGuard guard;
       CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-      return fused_->LaunchRound(stream(), *args, small_gemm_shared_bytes_, host, device, count,
-                                 rows, shape);
+      return fused_->LaunchRound(stream(), *args, gemm_bytes, host, device, count, rows, shape);
     }
   }
   return Kernels::GemmThenElementwise(g, host, device, count, rows, shape);

@@ -30,6 +30,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -175,8 +176,8 @@ class CudaKernels final : public Kernels {
   std::unique_ptr<CublasLtGemm> lt_;
   bool allow_tf32_ = false;
   SmallGemm small_gemm_ = SmallGemm::kWhereFaster;
-  size_t small_gemm_shared_bytes_ = 0;  // PrepareSmallGemm's, for this device: RoundTile
-  size_t tall_shared_bytes_ = 0;        // and TallTile
+  // PrepareSmallGemm's shared memory for this device, by small_gemm::TileShape (0: none).
+  std::array<size_t, 2> small_gemm_shared_bytes_{};
   bool tall_tile_ = false;
   // The workspace of small GEMMs split over k, made on first use: a partial tile for each of at
   // most num_sms_ blocks, a count for each of at most num_sms_ tiles (small_gemm::TallSplits).

@@ -20,7 +20,8 @@ cudaError_t PrepareSmallGemm(small_gemm::TileShape tile, size_t* shared_bytes);
 // op(b) = b [k, n] or, with g.trans_b, b^T), in tiles of `tile`. REQUIRES: PrepareSmallGemm of
 // `tile` on the current device, a chunk's shared memory (small_gemm::SharedFloats(tile,
 // g.chunk) floats) within what it returned, 0 < g.m <= small_gemm::kMaxRows, g.n > 0, g.k > 0,
-// g.chunk = min(g.k, small_gemm::kMaxChunk).
+// g.chunk = min(g.k, small_gemm::kMaxChunk), or with g.splits > 1 min(g.split_k,
+// small_gemm::kMaxChunk) and the workspace small_gemm::Args describes.
 cudaError_t LaunchSmallGemm(cudaStream_t stream, const small_gemm::Args& g,
                             small_gemm::TileShape tile);
 

@@ -358,8 +358,7 @@ TEST_F(CudaFusedTest, ShapesSkipThePlanAndBrokenPromisesAreCaught) {
 // reuses the barrier. Above that (512 rows), the two launches, with the same results; with the
 // small GEMM everywhere, one launch whose blocks take several tiles each.
 TEST_F(CudaFusedTest, RoundKernelMatchesTheCpu) {
-  const CudaKernels::SmallGemm small = cuda_->small_gemm();
-  const bool was_round = cuda_->fused_round();
+  const testing::KeepGemmSettings keep(cuda_);
   cuda_->SetSmallGemm(CudaKernels::SmallGemm::kWhereFaster);
   cuda_->SetFusedRound(true);
   core::Rng rng(31);
@@ -404,8 +403,6 @@ TEST_F(CudaFusedTest, RoundKernelMatchesTheCpu) {
     Compare(p, "small GEMM everywhere, rows " + std::to_string(rows), 1e-4, &g);
     EXPECT_EQ(cuda_->rounds_fused(), before + 1) << rows;
   }
-  cuda_->SetFusedRound(was_round);
-  cuda_->SetSmallGemm(small);
 }
 
 // Every round of a shape (other rows, other pointers) reuses the kernel compiled for the first.

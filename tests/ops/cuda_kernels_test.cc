@@ -316,7 +316,7 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
   absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   const bool was_lt = (*cuda)->cublas_lt();
-  const CudaKernels::SmallGemm was_small = (*cuda)->small_gemm();
+  const testing::KeepGemmSettings keep(*cuda);
   (*cuda)->SetSmallGemm(CudaKernels::SmallGemm::kOff);
   for (bool lt : {false, true}) {
     ASSERT_TRUE((*cuda)->SetCublasLt(lt).ok());
@@ -338,7 +338,6 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
   std::vector<float> a = RandomFloats(m * k, 19), b = RandomFloats(k * n, 20),
                      c = RandomFloats(m * n, 21);
   EXPECT_TRUE(GemmMatches(false, false, m, n, k, 1.0f, a, k, b, n, 1.0f, c, c, n, 0));
-  (*cuda)->SetSmallGemm(was_small);
 }
 
 // The small-GEMM kernel (small_gemm.h), where it applies (a not transposed, m <= 512), in both
@@ -349,8 +348,7 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
 TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
   absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
-  const CudaKernels::SmallGemm was_on = (*cuda)->small_gemm();
-  const bool was_tall = (*cuda)->tall_tile();
+  const testing::KeepGemmSettings keep(*cuda);
   (*cuda)->SetSmallGemm(CudaKernels::SmallGemm::kEverywhere);
   (*cuda)->SetTallTile(false);
   struct Case {
@@ -388,8 +386,6 @@ TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
       }
     }
   }
-  (*cuda)->SetSmallGemm(was_on);
-  (*cuda)->SetTallTile(was_tall);
 }
 
 // With the 64 x 16 tiles on, Gemm takes them, in small_gemm::TallSplits' splits of k, exactly
@@ -399,8 +395,7 @@ TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
 TEST_F(CudaKernelsTest, TallTilesWhereTallSplitsSays) {
   absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
-  const CudaKernels::SmallGemm was_on = (*cuda)->small_gemm();
-  const bool was_tall = (*cuda)->tall_tile();
+  const testing::KeepGemmSettings keep(*cuda);
   int sms = 0;
   ASSERT_EQ(
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, (*cuda)->backend()->ordinal()),
@@ -438,8 +433,6 @@ TEST_F(CudaKernelsTest, TallTilesWhereTallSplitsSays) {
   }
   (*cuda)->SetSmallGemm(CudaKernels::SmallGemm::kOff);
   EXPECT_FALSE((*cuda)->SmallGemmFor(false, false, 64, 2048, 512).has_value());
-  (*cuda)->SetSmallGemm(was_on);
-  (*cuda)->SetTallTile(was_tall);
 }
 
 // cuBLASLt on, autotuned (the parameter) or not, for each test; the settings restored after.

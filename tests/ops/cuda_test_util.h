@@ -1,5 +1,5 @@
 // Helpers for the CUDA tests: device arrays from the backend's allocator, copied to and from
-// host vectors, and the skip when the machine has no GPU.
+// host vectors, the GEMM settings kept for a test, and the skip when the machine has no GPU.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "gtest/gtest.h"
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace cavs::ops::testing {
 
@@ -60,6 +61,26 @@ class DeviceArray {
  private:
   size_t n_;
   T* ptr_ = nullptr;
+};
+
+// The small-GEMM and one-launch-round settings of `k` as they were, put back when this goes out
+// of scope (also after a failed ASSERT).
+class KeepGemmSettings {
+ public:
+  explicit KeepGemmSettings(CudaKernels* k)
+      : k_(k), small_(k->small_gemm()), tall_(k->tall_tile()), round_(k->fused_round()) {}
+  ~KeepGemmSettings() {
+    k_->SetSmallGemm(small_);
+    k_->SetTallTile(tall_);
+    k_->SetFusedRound(round_);
+  }
+  KeepGemmSettings(const KeepGemmSettings&) = delete;
+  KeepGemmSettings& operator=(const KeepGemmSettings&) = delete;
+
+ private:
+  CudaKernels* k_;
+  CudaKernels::SmallGemm small_;
+  bool tall_, round_;
 };
 
 }  // namespace cavs::ops::testing

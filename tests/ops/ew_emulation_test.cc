@@ -84,6 +84,36 @@ inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 #define CAVS_EW_SHARED(name) float* const name = cavs_emu_shared
 #define CAVS_ROUND_SHARED(name) float4* const name = reinterpret_cast<float4*>(cavs_emu_shared)
+// Every block of `grid` at once, `block_threads` host threads each, every block with its own
+// barrier, warps and `shared_floats` of shared memory (zeros, and 4 floats to spare); body() on
+// every thread, with threadIdx and blockIdx set.
+template <typename Body>
+void CavsEmuRunGrid(CavsEmuDim grid, unsigned block_threads, long long shared_floats, Body body) {
+  gridDim = grid;
+  const unsigned blocks = grid.x * grid.y * grid.z;
+  std::vector<std::unique_ptr<std::barrier<>>> barriers;
+  std::vector<std::unique_ptr<CavsEmuWarp[]>> warps;
+  std::vector<std::vector<float>> shared;
+  for (unsigned b = 0; b < blocks; ++b) {
+    barriers.push_back(std::make_unique<std::barrier<>>(block_threads));
+    warps.emplace_back(new CavsEmuWarp[block_threads / 32]);
+    shared.emplace_back(static_cast<size_t>(shared_floats) + 4, 0.0f);
+  }
+  std::vector<std::thread> threads;
+  for (unsigned b = 0; b < blocks; ++b) {
+    for (unsigned t = 0; t < block_threads; ++t) {
+      threads.emplace_back([&, b, t] {
+        threadIdx.x = t;
+        blockIdx = CavsEmuDim{b % grid.x, b / grid.x % grid.y, b / (grid.x * grid.y)};
+        cavs_emu_block = barriers[b].get();
+        cavs_emu_warp = &warps[b][t / 32];
+        cavs_emu_shared = shared[b].data();
+        body();
+      });
+    }
+  }
+  for (std::thread& th : threads) th.join();
+}
 using CavsEmuKernel = void (*)(const unsigned char*, long long, int);
 extern "C" void cavs_emu_run(CavsEmuKernel kernel, const unsigned char* program, long long rows,
                              int rows_per_block, long long shared_floats, unsigned block_threads) {
@@ -212,30 +242,8 @@ extern "C" void cavs_emu_run_round(CavsEmuRound kernel, const cavs::ops::small_g
                                    const unsigned char* program, long long rows,
                                    int rows_per_block, long long shared_floats, unsigned grid,
                                    unsigned* barrier) {
-  gridDim = CavsEmuDim{grid, 1, 1};
-  constexpr unsigned kThreads = cavs::ops::small_gemm::kThreads;
-  std::vector<std::unique_ptr<std::barrier<>>> blocks;
-  std::vector<std::unique_ptr<CavsEmuWarp[]>> warps;
-  std::vector<std::vector<float>> shared;
-  for (unsigned b = 0; b < grid; ++b) {
-    blocks.push_back(std::make_unique<std::barrier<>>(kThreads));
-    warps.emplace_back(new CavsEmuWarp[kThreads / 32]);
-    shared.emplace_back(static_cast<size_t>(shared_floats) + 4, 0.0f);
-  }
-  std::vector<std::thread> threads;
-  for (unsigned b = 0; b < grid; ++b) {
-    for (unsigned t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, b, t] {
-        threadIdx.x = t;
-        blockIdx.x = b;
-        cavs_emu_block = blocks[b].get();
-        cavs_emu_warp = &warps[b][t / 32];
-        cavs_emu_shared = shared[b].data();
-        kernel(*g, program, rows, rows_per_block, barrier);
-      });
-    }
-  }
-  for (std::thread& th : threads) th.join();
+  CavsEmuRunGrid(CavsEmuDim{grid, 1, 1}, cavs::ops::small_gemm::kThreads, shared_floats,
+                 [&] { kernel(*g, program, rows, rows_per_block, barrier); });
 }
 )";
 
@@ -247,28 +255,12 @@ constexpr const char* kSplitRunner = R"(
 extern "C" void cavs_emu_run_split(const cavs::ops::small_gemm::Args* g, long long shared_floats) {
   namespace sg = cavs::ops::small_gemm;
   using T = sg::TallTile;
-  const unsigned gx = (g->n + T::kCols - 1) / T::kCols, gy = (g->m + T::kRows - 1) / T::kRows;
-  const unsigned blocks = gx * gy * static_cast<unsigned>(g->splits);
-  gridDim = CavsEmuDim{gx, gy, static_cast<unsigned>(g->splits)};
-  std::vector<std::unique_ptr<std::barrier<>>> barriers;
-  std::vector<std::vector<float>> shared;
-  for (unsigned b = 0; b < blocks; ++b) {
-    barriers.push_back(std::make_unique<std::barrier<>>(sg::kThreads));
-    shared.emplace_back(static_cast<size_t>(shared_floats), 0.0f);
-  }
-  std::vector<std::thread> threads;
-  for (unsigned b = 0; b < blocks; ++b) {
-    for (unsigned t = 0; t < sg::kThreads; ++t) {
-      threads.emplace_back([&, b, t] {
-        threadIdx.x = t;
-        blockIdx = CavsEmuDim{b % gx, b / gx % gy, b / (gx * gy)};
-        cavs_emu_block = barriers[b].get();
-        cavs_emu_shared = shared[b].data();
-        sg::RunSplitTile<T>(*g, blockIdx.x, blockIdx.y, blockIdx.z, cavs_emu_shared);
-      });
-    }
-  }
-  for (std::thread& th : threads) th.join();
+  const CavsEmuDim grid{static_cast<unsigned>((g->n + T::kCols - 1) / T::kCols),
+                        static_cast<unsigned>((g->m + T::kRows - 1) / T::kRows),
+                        static_cast<unsigned>(g->splits)};
+  CavsEmuRunGrid(grid, sg::kThreads, shared_floats, [&] {
+    sg::RunSplitTile<T>(*g, blockIdx.x, blockIdx.y, blockIdx.z, cavs_emu_shared);
+  });
 }
 )";
 
