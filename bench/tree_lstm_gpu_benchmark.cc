@@ -8,7 +8,8 @@
 // BM_DeviceCeilings runs first and measures the two ceilings on this device: cuBLAS sgemm at a
 // large square shape and at the Tree-LSTM's shape, and HBM bandwidth (a device-to-device copy,
 // bytes read + written). The engine benchmarks then report per batch:
-//   rounds, kernels_per_round (forward + backward launches of one round), kernels_per_batch,
+//   rounds, kernels_per_round (forward + backward launches of one round, counted from the
+//   compiled steps), round_kernels (the same as the rounds recorded them), kernels_per_batch,
 //   peak_MiB (the CUDA allocator's peak over the steps, above what the parameters and the
 //   optimizer hold) against plan_MiB (the plan's arena + upload), host_syncs per Run,
 //   *_ms: each phase's device time, from CUDA events the engine's PhaseTimer hook records
@@ -148,7 +149,8 @@ struct Totals {
   bool device_phases = true;  // the phase and optimizer events were read (not pipelined)
   std::array<double, scheduler::kNumPhases> phase_ms{};
   double opt_ms = 0, plan_s = 0, run_s = 0, build_s = 0, queue_s = 0, rounds = 0, flops = 0,
-         bytes = 0, plan_bytes = 0, syncs = 0, commands = 0, one_launch_rounds = 0;
+         bytes = 0, plan_bytes = 0, syncs = 0, commands = 0, round_commands = 0,
+         one_launch_rounds = 0;
   int64_t peak = 0;
 };
 
@@ -157,6 +159,10 @@ void Report(benchmark::State& state, const Totals& t, const scheduler::Engine& e
   state.counters["rounds"] = t.rounds / n;
   state.counters["kernels_per_round"] =
       e.ForwardLaunchesPerRound() + (train ? e.BackwardLaunchesPerRound() : 0);
+  // As recorded (EngineStats' round commands), forward + backward: what kernels_per_round
+  // counts from the compiled steps, less the one-launch rounds.
+  state.counters["round_kernels"] =
+      t.rounds > 0 ? (t.round_commands - t.one_launch_rounds) / t.rounds : 0.0;
   // Launches: the recorded calls (a GEMM with its program counted as two), less the rounds
   // that ran as one launch (CAVS_FUSED_ROUND=1 or path 6).
   state.counters["kernels_per_batch"] = (t.commands - t.one_launch_rounds) / n;
@@ -340,6 +346,7 @@ class TreeLstmRun {
     t->queue_s += s.queue_seconds;
     t->syncs += static_cast<double>(s.host_syncs);
     t->commands += static_cast<double>(s.commands);
+    t->round_commands += static_cast<double>(s.forward_round_commands + s.backward_round_commands);
     t->flops += MatMulFlops(*f_, s.rows, train_);
     t->bytes += MinBytes(*store_, s, train_, train_ ? TouchedRows(*store_) : 0);
     t->plan_bytes = std::max<double>(t->plan_bytes, s.arena_bytes + s.upload_bytes);

@@ -177,6 +177,9 @@ class Kernels {
   // device may run both in one launch (CUDA with CAVS_FUSED_ROUND=1: the small GEMM, a
   // grid-wide barrier and the program's generated kernel, ops/cuda/cuda_fused.h). By default,
   // the two calls.
+  //
+  // `bias` (null: none) is one row of n added to every row of c after the product:
+  // c = alpha * op(a) op(b) + beta * c + bias (Gemm(const GemmCall&) below).
   struct GemmCall {
     bool trans_a = false, trans_b = false;
     int64_t m = 0, n = 0, k = 0;
@@ -188,6 +191,7 @@ class Kernels {
     float beta = 0.0f;
     float* c = nullptr;
     int64_t ldc = 0;
+    const float* bias = nullptr;
   };
   [[nodiscard]] virtual absl::Status GemmThenElementwise(const GemmCall& g, const EwInstr* host,
                                                          const EwInstr* device, int count,
@@ -196,10 +200,21 @@ class Kernels {
     if (!s.ok()) return s;
     return Elementwise(host, device, count, rows, shape);
   }
-  // Gemm with the arguments of `g`.
+  // Gemm with the arguments of `g`; with a bias, GemmBias.
   [[nodiscard]] absl::Status Gemm(const GemmCall& g) {
+    if (g.bias != nullptr) return GemmBias(g);
     return Gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c,
                 g.ldc);
+  }
+  // c = alpha * op(a) op(b) + beta * c + g.bias (one row of n, on the device, added to every
+  // row; beta == 0 does not read c), in one call: where the device can, one launch (the bias
+  // in the GEMM's epilogue), so that a GEMM that starts a sum with its bias (x W + b, the
+  // first term of a vertex's gates) is not a fill of the bias and a GEMM with beta 1. A device
+  // that returns GemmAddsBias() false has no GemmBias; the engine fills and accumulates then.
+  virtual bool GemmAddsBias() const { return false; }
+  [[nodiscard]] virtual absl::Status GemmBias(const GemmCall& g) {
+    (void)g;
+    return absl::UnimplementedError("GemmBias: no GEMM with a bias on this device");
   }
   // Whether GemmThenElementwise may take one launch where it would take two (for counts of
   // launches per round).

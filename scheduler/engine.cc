@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -162,11 +163,11 @@ void CollectOutputs(const int32_t* pred, const float* all, int64_t ld, int64_t c
 
 int Engine::ForwardLaunchesPerRound() const {
   return internal::CountLaunches(f_->forward(), compiled_->fwd, OpClass::kInRounds,
-                                 kernels_->FusesGemmThenElementwise());
+                                 kernels_->FusesGemmThenElementwise(), kernels_->GemmAddsBias());
 }
 int Engine::BackwardLaunchesPerRound() const {
   return internal::CountLaunches(f_->backward(), compiled_->bwd, OpClass::kInRounds,
-                                 kernels_->FusesGemmThenElementwise());
+                                 kernels_->FusesGemmThenElementwise(), kernels_->GemmAddsBias());
 }
 
 absl::StatusOr<Plan> Engine::PlanBatch(const std::vector<Graph>& graphs) const {
@@ -284,6 +285,10 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
                                         l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr))};
   CAVS_ASSIGN_OR_RETURN(char* staging, Stage(*backend, l.upload_bytes, parts, sizes, &staging_));
   CAVS_RETURN_IF_ERROR(backend->CopyFromHost(up, staging, l.upload_bytes));
+  if (options_.poison_buffers) {
+    CAVS_RETURN_IF_ERROR(kernels_->Fill(arena.data<float>(), l.arena_floats,
+                                        std::numeric_limits<float>::quiet_NaN()));
+  }
   for (size_t i = 0; i < c.buffers.size(); ++i) {
     if (l.offsets[i] >= 0 && c.buffers[i].zero) {
       CAVS_RETURN_IF_ERROR(kernels_->Fill(b.buffer_base[i], n * c.buffers[i].width, 0.0f));
@@ -333,6 +338,8 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   stats_.run_seconds = Seconds() - t0;
   stats_.commands = static_cast<int64_t>(b.launches.size()) + b.gemm_programs;
   stats_.gemm_programs = b.gemm_programs;
+  stats_.forward_round_commands = b.forward_round_commands;
+  stats_.backward_round_commands = b.backward_round_commands;
   stats_.gemm_flops = b.gemm_flops;
   stats_.pack_bytes = b.pack_bytes;
   stats_.arena_bytes = l.arena_floats * 4;

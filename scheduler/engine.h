@@ -63,6 +63,10 @@ struct EngineOptions {
   core::Device device = core::Device::Cpu();
   PlanOptions plan;
   PhaseTimer* phase_timer = nullptr;  // not owned; may be null
+  // A check for tests: each batch's buffers are filled with NaN before its ops run (one more
+  // Fill), so that an op reading rows no op wrote (the rows a GEMM skips as known zero or
+  // unread, say) turns the results NaN instead of reading what the last batch left there.
+  bool poison_buffers = false;
 };
 
 // What the last Run did, for benchmarks and logs.
@@ -76,11 +80,14 @@ struct EngineStats {
   int64_t commands = 0;        // kernel launches (a GEMM with its program counted as two)
   int64_t gemm_programs = 0;   // GEMMs recorded with the fused program after them, one call
                                // (ops::Kernels::GemmThenElementwise; one launch where joined)
-  int64_t gemm_flops = 0;      // 2·m·n·k over the batch's GEMMs (rows known zero are skipped)
-  int64_t arena_bytes = 0;     // the batch's buffers (the plan's memory estimate)
-  int64_t pack_bytes = 0;      // weights packed for the device's packed GEMM (if it has one)
-  int64_t upload_bytes = 0;    // index arrays, features and fused programs
-  int64_t host_syncs = 0;      // waits for the device (read-backs) in the last Run
+  // Of the commands, those in the forward rounds and in the backward rounds: the launches
+  // per round as recorded (ForwardLaunchesPerRound counts a round's steps, this what ran).
+  int64_t forward_round_commands = 0, backward_round_commands = 0;
+  int64_t gemm_flops = 0;    // 2·m·n·k over the batch's GEMMs (rows known zero are skipped)
+  int64_t arena_bytes = 0;   // the batch's buffers (the plan's memory estimate)
+  int64_t pack_bytes = 0;    // weights packed for the device's packed GEMM (if it has one)
+  int64_t upload_bytes = 0;  // index arrays, features and fused programs
+  int64_t host_syncs = 0;    // waits for the device (read-backs) in the last Run
 };
 
 // A batch whose work Engine::Submit queued and whose results Engine::Finish reads. Movable;

@@ -246,7 +246,8 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
   const int64_t wld = w.param_shape[1];
   CAVS_ASSIGN_OR_RETURN(const float* packed, PackedWeight(wv, n.transpose, in, n.width, wld));
   ops::Kernels* k = &k_;
-  // The GEMM over rows [lo, hi) (relative to r0): + bias (packed only), + beta * the old rows.
+  // The GEMM over rows [lo, hi) (relative to r0): + bias (packed, or where the device's Gemm
+  // adds one), + beta * the old rows.
   auto gemm = [&](int64_t lo, int64_t hi, const float* bias, float beta) {
     const int64_t mm = hi - lo;
     if (mm <= 0) return;
@@ -258,7 +259,7 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
           [=]() { return k->GemmPackedB(mm, n.width, in, xs, xld, packed, bias, beta, ds, ld); });
     } else {
       const ops::Kernels::GemmCall g{false, n.transpose, mm,  n.width, in, 1.0f, xs,
-                                     xld,   wv,          wld, beta,    ds, ld};
+                                     xld,   wv,          wld, beta,    ds, ld,   bias};
       b_.launches.push_back([k, g]() { return k->Gemm(g); });
       last_gemm_.emplace(b_.launches.size() - 1, g);
     }
@@ -269,22 +270,27 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
   rows = Meet(rows, {r0, r1});
   if (rows.first >= rows.second) rows = {r0, r0};
   const internal::GemmWrite gw = s.gemm[id];
-  if (gw.sum < 0) {  // a plain GEMM: zero the other rows (or, if strided, compute them all)
+  if (gw.sum < 0) {  // a plain GEMM: zero the rows read but not computed (or, if strided,
+                     // compute them all); backward, rows outside the need are never read
     if (ld != n.width) rows = {r0, r1};
-    if (rows.first > r0 || rows.second < r1) {
-      float* head = dst;
+    const Interval read = backward ? Meet(b_.bwd_need[id], {r0, r1}) : Interval{r0, r1};
+    if (rows.first >= rows.second) rows = {read.second, read.second};  // zero all of `read`
+    const int64_t nh = std::max<int64_t>(rows.first - read.first, 0) * ld;
+    const int64_t nt = std::max<int64_t>(read.second - rows.second, 0) * ld;
+    if (nh > 0 || nt > 0) {
+      float* head = dst + (read.first - r0) * ld;
       float* tail = dst + (rows.second - r0) * ld;
-      const int64_t nh = (rows.first - r0) * ld, nt = (r1 - rows.second) * ld;
       b_.launches.push_back([=]() {
-        CAVS_RETURN_IF_ERROR(k->Fill(head, nh, 0.0f));
-        return k->Fill(tail, nt, 0.0f);
+        if (nh > 0) CAVS_RETURN_IF_ERROR(k->Fill(head, nh, 0.0f));
+        return nt > 0 ? k->Fill(tail, nt, 0.0f) : absl::OkStatus();
       });
     }
     gemm(rows.first - r0, rows.second - r0, nullptr, 0.0f);
     return absl::OkStatus();
   }
   // A term of a folded sum: accumulate where an earlier term wrote, start the rest (with the
-  // bias), and as the last term fill what no term wrote.
+  // bias: in the GEMM where the packed GEMM or the device's Gemm adds it, else a fill of the
+  // bias and the GEMM onto it), and as the last term fill what no term wrote.
   std::vector<Interval>& written = b_.sum_written[gw.sum];
   const float* bias = gw.bias >= 0 ? ParamValue(p.nodes[gw.bias].name) : nullptr;
   const size_t first_instr = b_.instrs.size();
@@ -292,8 +298,8 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
     const int64_t lo = piece.first - r0, hi = piece.second - r0;
     if (done) {
       gemm(lo, hi, nullptr, 1.0f);
-    } else if (packed != nullptr || bias == nullptr) {
-      gemm(lo, hi, packed != nullptr ? bias : nullptr, 0.0f);
+    } else if (packed != nullptr || bias == nullptr || k_.GemmAddsBias()) {
+      gemm(lo, hi, bias, 0.0f);
     } else {
       FillRows(dst, ld, n.width, bias, lo, hi);
       gemm(lo, hi, nullptr, 1.0f);
@@ -584,7 +590,7 @@ void Recorder::Loss() {
 }
 
 int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cls,
-                  bool gemm_then_program) {
+                  bool gemm_then_program, bool gemm_adds_bias) {
   const std::vector<Step>& steps = s.steps[static_cast<int>(cls)];
   int launches = 0;
   for (size_t i = 0; i < steps.size();) {
@@ -597,6 +603,13 @@ int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cl
     const bool merged = gemm_then_program && steps[i].fused && i > 0 && !steps[i - 1].fused &&
                         p.nodes[steps[i - 1].nodes[0]].kind == OpKind::kMatMul;
     if (!merged) ++launches;
+    // A term that starts a folded sum with its bias fills the bias first where the GEMM
+    // cannot add it (Recorder::MatMul, the rows no earlier term wrote).
+    const int id = steps[i].nodes[0];
+    if (!steps[i].fused && p.nodes[id].kind == OpKind::kMatMul && !gemm_adds_bias &&
+        s.gemm[id].sum >= 0 && s.gemm[id].bias >= 0) {
+      ++launches;
+    }
     ++i;
   }
   return launches;
@@ -614,16 +627,23 @@ absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Comp
     }
   }
   auto mark = [&](Phase p) { phase_at[static_cast<int>(p)] = b.launches.size(); };
+  // Commands recorded since `launches` launches and `programs` joined GEMMs.
+  auto commands_since = [&b](size_t launches, int64_t programs) {
+    return static_cast<int64_t>(b.launches.size() - launches) + (b.gemm_programs - programs);
+  };
   auto round = [&](bool bwd, int r) {
     return rec.Program(bwd, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]);
   };
   mark(Phase::kBeforeRounds);
   CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kBeforeRounds, 0, n));
   mark(Phase::kRounds);
+  const int64_t programs_before_rounds = b.gemm_programs;
   for (int r = 0; r < plan.num_rounds; ++r) {
     CAVS_RETURN_IF_ERROR(round(false, r));
     rec.Progress();
   }
+  b.forward_round_commands =
+      commands_since(phase_at[static_cast<int>(Phase::kRounds)], programs_before_rounds);
   mark(Phase::kAfterRounds);
   CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kAfterRounds, 0, n));
   rec.Loss();
@@ -633,10 +653,13 @@ absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Comp
     // The output layer's weight gradients are final now: they run (and can be sent) before
     // the backward rounds.
     CAVS_RETURN_IF_ERROR(rec.WeightGrads(early, n));
+    const size_t launches_before_rounds = b.launches.size();
+    const int64_t programs_before = b.gemm_programs;
     for (int r = plan.num_rounds - 1; r >= 0; --r) {
       CAVS_RETURN_IF_ERROR(round(true, r));
       rec.Progress();
     }
+    b.backward_round_commands = commands_since(launches_before_rounds, programs_before);
     CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kAfterRounds, 0, n));
   }
   mark(Phase::kWeightGrad);

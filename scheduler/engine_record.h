@@ -39,6 +39,9 @@ struct Batch {
   float* stats = nullptr;             // 2 floats: loss sum, correct
   int64_t gemm_flops = 0;             // of the recorded GEMMs
   int64_t gemm_programs = 0;  // launches that are a GEMM and a program (GemmThenElementwise)
+  // Commands recorded in the forward and in the backward rounds (a GEMM with its program
+  // counted as two), as EngineStats::commands.
+  int64_t forward_round_commands = 0, backward_round_commands = 0;
   // Weights packed for the device's packed GEMM, by (value, transposed), and their bytes.
   absl::flat_hash_map<std::pair<const float*, bool>, const float*> packed;
   int64_t pack_bytes = 0;
@@ -137,9 +140,11 @@ class Recorder {
 
 // Launches per call of a class's steps: runs of Gathers (GatherGrads) share one launch per
 // kMaxRowCopies, as Recorder::Program records them; with `gemm_then_program` (the device's
-// Kernels::FusesGemmThenElementwise), a fused step right after a MatMul step shares its launch.
+// Kernels::FusesGemmThenElementwise), a fused step right after a MatMul step shares its launch;
+// without `gemm_adds_bias` (Kernels::GemmAddsBias), a MatMul that starts a folded sum with a
+// bias takes one more (the fill of the bias).
 int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, vertex::OpClass cls,
-                  bool gemm_then_program);
+                  bool gemm_then_program, bool gemm_adds_bias);
 
 // Records the whole schedule; phase_at[p] is the index of phase p's first launch.
 absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Compiled& c,

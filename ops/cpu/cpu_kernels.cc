@@ -29,6 +29,19 @@ absl::Status CpuKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, 
   return cpu::Gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+absl::Status CpuKernels::GemmBias(const GemmCall& g) {
+  core::ScopedFlushDenormal flush;
+  CAVS_RETURN_IF_ERROR(cpu::Gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
+                                 g.ldb, g.beta, g.c, g.ldc));
+  if (g.bias == nullptr) return absl::OkStatus();
+  // c was just written (and its sizes checked): the rows are in cache.
+  for (int64_t i = 0; i < g.m; ++i) {
+    float* row = g.c + i * g.ldc;
+    for (int64_t j = 0; j < g.n; ++j) row[j] += g.bias[j];
+  }
+  return absl::OkStatus();
+}
+
 int64_t CpuKernels::PackedGemmBytes(int64_t k, int64_t n) const {
   return cpu::PackedGemmBytes(k, n);
 }

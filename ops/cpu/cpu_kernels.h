@@ -37,6 +37,9 @@ class CpuKernels final : public Kernels {
   absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) override;
+  // Gemm, then the bias added to every row of c.
+  bool GemmAddsBias() const override { return true; }
+  absl::Status GemmBias(const GemmCall& g) override;
   // Packed weights: ops/cpu/cpu_packed_gemm.h (AVX-512 CPUs; 0 bytes elsewhere).
   int64_t PackedGemmBytes(int64_t k, int64_t n) const override;
   absl::Status PackGemmB(bool trans_b, int64_t k, int64_t n, const float* b, int64_t ldb,

@@ -71,7 +71,7 @@ absl::StatusOr<small_gemm::Args> SmallGemmArgs(const SmallGemmSetup& setup, bool
                                                bool trans_b, int64_t m, int64_t n, int64_t k,
                                                float alpha, const float* a, int64_t lda,
                                                const float* b, int64_t ldb, float beta, float* c,
-                                               int64_t ldc) {
+                                               int64_t ldc, const float* bias) {
   CAVS_RETURN_IF_ERROR(CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc));
   const int splits = std::max(setup.splits, 1);
   if (splits > 1 && (setup.partial == nullptr || setup.arrivals == nullptr)) {
@@ -95,7 +95,8 @@ absl::StatusOr<small_gemm::Args> SmallGemmArgs(const SmallGemmSetup& setup, bool
                      c,
                      ldc,
                      trans_b,
-                     chunk};
+                     chunk,
+                     bias};
   if (splits > 1) {
     g.splits = splits;
     g.split_k = static_cast<int>(split_k);
@@ -108,12 +109,12 @@ absl::StatusOr<small_gemm::Args> SmallGemmArgs(const SmallGemmSetup& setup, bool
 absl::Status SmallGemmRowMajor(cudaStream_t stream, const SmallGemmSetup& setup, bool trans_a,
                                bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                                const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                               float* c, int64_t ldc) {
+                               float* c, int64_t ldc, const float* bias) {
   if (m == 0 || n == 0) {
     return CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc);  // nothing to compute
   }
   CAVS_ASSIGN_OR_RETURN(small_gemm::Args g, SmallGemmArgs(setup, trans_a, trans_b, m, n, k, alpha,
-                                                          a, lda, b, ldb, beta, c, ldc));
+                                                          a, lda, b, ldb, beta, c, ldc, bias));
   CAVS_CUDA_RETURN_IF_ERROR(LaunchSmallGemm(stream, g, setup.tile));
   return absl::OkStatus();
 }
@@ -214,7 +215,8 @@ absl::StatusOr<CublasLtGemm::Choice> CublasLtGemm::Tune(const Problem& p, Plan& 
       reinterpret_cast<float*>(static_cast<char*>(scratch_) + (p.align_c < 256 ? p.align_c : 0));
   // From zeros: with beta != 0 the candidates read it too.
   CAVS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch_, 0, bytes, x.stream));
-  const int count = found + (sgemm_ != nullptr ? 1 : 0);  // the last one: cublasSgemm
+  // The last one: cublasSgemm (not with a bias: it would need a second launch).
+  const int count = found + (sgemm_ != nullptr && !p.bias ? 1 : 0);
   auto run = [&](int i) {
     if (i < found) {
       return cublasLtMatmul(handle_, &plan.op, &x.alpha, x.b, &plan.a, x.a, &plan.b, &x.beta, out,
@@ -398,14 +400,21 @@ absl::StatusOr<std::unique_ptr<CublasLtGemm::Plan>> CublasLtGemm::MakePlan(const
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutInit(&plan->b, CUDA_R_32F, p.trans_a ? p.m : p.k,
                                                        p.trans_a ? p.k : p.m, p.lda));
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutInit(&plan->c, CUDA_R_32F, p.n, p.m, p.ldc));
+  if (p.bias) {  // the bias pointer is set on each call (Run); here for the tuning runs
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    CAVS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        &plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    CAVS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        &plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &x.bias, sizeof(x.bias)));
+  }
 
   // A class tuned before: its choice, where the algorithm takes this problem. A class is the
-  // transposes, TF32 and the sizes rounded up (rows vary from round to round, and so does the
-  // summed dimension of a weight gradient); strides and alignment are left out, and
+  // transposes, TF32, the bias epilogue and the sizes rounded up (rows vary from round to round,
+  // and so does the summed dimension of a weight gradient); strides and alignment are left out, and
   // cublasLtMatmulAlgoCheck says whether the class's algorithm takes this problem's.
   const Problem cls{
       p.trans_a, p.trans_b, p.tf32, RoundRows(p.m), RoundRows(p.n), RoundRows(p.k), 0, 0, 0,
-      0,         0,         0};
+      0,         0,         0,      p.bias};
   const auto it = choices_.find(cls);
   if (it != choices_.end()) {
     if (it->second.sgemm) {
@@ -478,13 +487,14 @@ absl::StatusOr<std::unique_ptr<CublasLtGemm::Plan>> CublasLtGemm::MakePlan(const
 absl::Status CublasLtGemm::Run(cudaStream_t stream, bool allow_tf32, bool trans_a, bool trans_b,
                                int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                                int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                               int64_t ldc) {
+                               int64_t ldc, const float* bias) {
   // Returned for every call left to cublasSgemm: a copy, not a new message each time.
   static const absl::Status* const kUseSgemm =
       new absl::Status(absl::NotFoundError("cublasSgemm: no cuBLASLt algorithm, or it was faster"));
   CAVS_RETURN_IF_ERROR(CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc));
   if (m == 0 || n == 0) return absl::OkStatus();
-  if (k == 0) return *kUseSgemm;
+  // k == 0, or a bias the epilogue may not take (it reads it in 16-byte pieces).
+  if (k == 0 || reinterpret_cast<uintptr_t>(bias) % 16 != 0) return *kUseSgemm;
   const Problem p{trans_a,
                   trans_b,
                   allow_tf32,
@@ -496,12 +506,13 @@ absl::Status CublasLtGemm::Run(cudaStream_t stream, bool allow_tf32, bool trans_
                   ldc,
                   RowAlignment(a, lda),
                   RowAlignment(b, ldb),
-                  RowAlignment(c, ldc)};
+                  RowAlignment(c, ldc),
+                  bias != nullptr};
   auto it = plans_.find(p);
   if (it == plans_.end()) {
     if (plans_.size() >= kMaxProblems) plans_.clear();
     CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
-                          MakePlan(p, Operands{stream, alpha, beta, a, b}));
+                          MakePlan(p, Operands{stream, alpha, beta, a, b, bias}));
     ++planned_;
     unsupported_ += plan->use == Use::kUnsupported ? 1 : 0;
     to_sgemm_ += plan->use == Use::kSgemm ? 1 : 0;
@@ -509,6 +520,10 @@ absl::Status CublasLtGemm::Run(cudaStream_t stream, bool allow_tf32, bool trans_
   }
   Plan& plan = *it->second;
   if (plan.use != Use::kLt) return *kUseSgemm;
+  if (bias != nullptr) {
+    CAVS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        &plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
   if (cublasLtMatmul(handle_, &plan.op, &alpha, b, &plan.a, a, &plan.b, &beta, c, &plan.c, c,
                      &plan.c, &plan.algo, workspace_, plan.workspace,
                      stream) != CUBLAS_STATUS_SUCCESS) {

@@ -44,21 +44,20 @@ struct SmallGemmSetup {
 
 // The same GEMM through the small-GEMM kernel (small_gemm.h; one launch) as `setup` says, where
 // it applies: a not transposed, 0 < m <= small_gemm::kMaxRows, k > 0, and a chunk's shared
-// memory within setup.shared_bytes. NotFound elsewhere (the caller then uses cuBLAS).
+// memory within setup.shared_bytes. NotFound elsewhere (the caller then uses cuBLAS). `bias`
+// (or null): one row of n added to every row of c (Kernels::GemmBias), in the kernel's store.
 [[nodiscard]] absl::Status SmallGemmRowMajor(cudaStream_t stream, const SmallGemmSetup& setup,
                                              bool trans_a, bool trans_b, int64_t m, int64_t n,
                                              int64_t k, float alpha, const float* a, int64_t lda,
                                              const float* b, int64_t ldb, float beta, float* c,
-                                             int64_t ldc);
+                                             int64_t ldc, const float* bias = nullptr);
 
 // SmallGemmRowMajor's checks, and the kernel's arguments where it applies (NotFound elsewhere,
 // m or n 0 included), for kernels that run the small GEMM with other work (cuda_fused.h).
-[[nodiscard]] absl::StatusOr<small_gemm::Args> SmallGemmArgs(const SmallGemmSetup& setup,
-                                                             bool trans_a, bool trans_b, int64_t m,
-                                                             int64_t n, int64_t k, float alpha,
-                                                             const float* a, int64_t lda,
-                                                             const float* b, int64_t ldb,
-                                                             float beta, float* c, int64_t ldc);
+[[nodiscard]] absl::StatusOr<small_gemm::Args> SmallGemmArgs(
+    const SmallGemmSetup& setup, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+    float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+    int64_t ldc, const float* bias = nullptr);
 
 // The same GEMM through cuBLASLt, with the descriptors and the algorithm chosen once per problem
 // (transposes, sizes, row strides, the operands' alignment, TF32) and reused: a call of a known
@@ -95,6 +94,13 @@ struct SmallGemmSetup {
 // passes row offsets into its buffers; each problem records the alignment its pointers and row
 // strides guarantee, and the algorithm is chosen for that.
 //
+// Bias: a problem with a bias row (Kernels::GemmBias) is planned with cuBLASLt's bias epilogue
+// (CUBLASLT_EPILOGUE_BIAS: D = alpha A B + beta C + bias, the bias one value per row of the
+// column-major D, one per column of our row-major c), its pointer set on each call; autotuning
+// does not time cublasSgemm for it (which would need a second launch for the bias). A bias
+// that is not 16-byte aligned is left to the caller (NotFound), as are problems cuBLASLt has no
+// algorithm with the epilogue for.
+//
 // Thread-safety: one caller at a time (as ops::Kernels).
 class CublasLtGemm {
  public:
@@ -116,10 +122,11 @@ class CublasLtGemm {
   // instead: cuBLASLt has no algorithm for the problem, cublasSgemm was timed faster, or
   // cublasLtMatmul refused the problem's plan (from then on); k == 0 is the caller's too
   // (cublasSgemm scales C).
+  // With `bias` (or null), c = alpha op(a) op(b) + beta c + bias (see Bias above).
   [[nodiscard]] absl::Status Run(cudaStream_t stream, bool allow_tf32, bool trans_a, bool trans_b,
                                  int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                                  int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                                 int64_t ldc);
+                                 int64_t ldc, const float* bias = nullptr);
 
   // Autotuning on (CAVS_GEMM_AUTOTUNE=1) or off (the default: the heuristic's first
   // algorithm). Switching drops the plans and the tuned choices.
@@ -140,15 +147,16 @@ class CublasLtGemm {
     bool trans_a, trans_b, tf32;
     int64_t m, n, k, lda, ldb, ldc;
     uint32_t align_a, align_b, align_c;
+    bool bias = false;  // with the bias epilogue
     bool operator==(const Problem& o) const {
       return trans_a == o.trans_a && trans_b == o.trans_b && tf32 == o.tf32 && m == o.m &&
              n == o.n && k == o.k && lda == o.lda && ldb == o.ldb && ldc == o.ldc &&
-             align_a == o.align_a && align_b == o.align_b && align_c == o.align_c;
+             align_a == o.align_a && align_b == o.align_b && align_c == o.align_c && bias == o.bias;
     }
     template <typename H>
     friend H AbslHashValue(H h, const Problem& p) {
       return H::combine(std::move(h), p.trans_a, p.trans_b, p.tf32, p.m, p.n, p.k, p.lda, p.ldb,
-                        p.ldc, p.align_a, p.align_b, p.align_c);
+                        p.ldc, p.align_a, p.align_b, p.align_c, p.bias);
     }
   };
   enum class Use { kLt, kSgemm, kUnsupported };
@@ -170,6 +178,7 @@ class CublasLtGemm {
     cudaStream_t stream;
     float alpha, beta;
     const float *a, *b;  // c is not needed: the candidates write a scratch matrix
+    const float* bias;   // or null
   };
 
   CublasLtGemm(cublasLtHandle_t handle, void* workspace, cublasHandle_t sgemm)

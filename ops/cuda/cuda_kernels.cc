@@ -231,22 +231,38 @@ absl::StatusOr<SmallGemmSetup> CudaKernels::SetupFor(const SmallGemmChoice& choi
 absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                float alpha, const float* a, int64_t lda, const float* b,
                                int64_t ldb, float beta, float* c, int64_t ldc) {
-  CAVS_RETURN_IF_ERROR(CheckGemmArgs(m, n, k, a, b, c));
+  return RunGemm(GemmCall{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
+}
+
+absl::Status CudaKernels::GemmBias(const GemmCall& g) {
+  if (g.bias == nullptr) return absl::InvalidArgumentError("GemmBias: no bias");
+  return RunGemm(g);
+}
+
+absl::Status CudaKernels::RunGemm(const GemmCall& g) {
+  CAVS_RETURN_IF_ERROR(CheckGemmArgs(g.m, g.n, g.k, g.a, g.b, g.c));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  if (const std::optional<SmallGemmChoice> choice = SmallGemmFor(trans_a, trans_b, m, n, k)) {
+  if (const std::optional<SmallGemmChoice> choice =
+          SmallGemmFor(g.trans_a, g.trans_b, g.m, g.n, g.k)) {
     CAVS_ASSIGN_OR_RETURN(const SmallGemmSetup setup, SetupFor(*choice));
-    const absl::Status s = SmallGemmRowMajor(backend_->stream(), setup, trans_a, trans_b, m, n, k,
-                                             alpha, a, lda, b, ldb, beta, c, ldc);
+    const absl::Status s =
+        SmallGemmRowMajor(backend_->stream(), setup, g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha,
+                          g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, g.bias);
     if (!absl::IsNotFound(s)) return s;  // NotFound where it cannot: cuBLAS
   }
-  if (lt_ != nullptr && k > 0) {
-    const absl::Status s = lt_->Run(backend_->stream(), allow_tf32_, trans_a, trans_b, m, n, k,
-                                    alpha, a, lda, b, ldb, beta, c, ldc);
+  if (lt_ != nullptr && g.k > 0) {
+    const absl::Status s =
+        lt_->Run(backend_->stream(), allow_tf32_, g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, g.a,
+                 g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, g.bias);
     if (!absl::IsNotFound(s)) return s;  // NotFound: no cuBLASLt algorithm, use cublasSgemm
   }
-  return CublasGemmRowMajor(cublas_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                            ldc);
+  CAVS_RETURN_IF_ERROR(CublasGemmRowMajor(cublas_, g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha,
+                                          g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc));
+  if (g.bias != nullptr) {  // checked by the call above: then the bias onto what it wrote
+    CAVS_CUDA_RETURN_IF_ERROR(LaunchBiasRows(stream(), g.m, g.n, g.bias, 1.0f, g.c, g.ldc));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaKernels::GemmThenElementwise(const GemmCall& g, const EwInstr* host,
@@ -262,7 +278,7 @@ absl::Status CudaKernels::GemmThenElementwise(const GemmCall& g, const EwInstr* 
     const size_t gemm_bytes = small_gemm_shared_bytes_[static_cast<int>(choice->tile)];
     absl::StatusOr<small_gemm::Args> args =
         SmallGemmArgs(SmallGemmSetup{choice->tile, gemm_bytes}, g.trans_a, g.trans_b, g.m, g.n, g.k,
-                      g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc);
+                      g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, g.bias);
     if (!args.ok() && !absl::IsNotFound(args.status())) return args.status();
     if (args.ok()) {
       CudaDeviceGuard guard;

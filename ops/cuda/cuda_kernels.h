@@ -3,12 +3,13 @@
 // Every method queues its work on the device backend's stream (cuda_backend.h) and returns;
 // errors in the arguments it can see (negative sizes, missing pointers) and launch errors are
 // Statuses, faults inside a kernel surface at the next synchronizing call. Launches per call:
-// Gemm one cuBLAS or cuBLASLt call or small-GEMM kernel; Elementwise one kernel for the whole
-// program; GemmThenElementwise one kernel for both where the fused round applies (below), else
-// the two; GatherRows, ScatterAddRows, SegmentReduce(Grad), SoftmaxCrossEntropy, ColumnSum,
-// ColumnDot one kernel each; Fill one kernel or memset. The op families live in cuda_gemm,
-// cuda_small_gemm, cuda_fused (generated element-wise kernels) and cuda_elementwise (the
-// interpreter), cuda_gather, cuda_softmax and cuda_reduce.
+// Gemm one cuBLAS or cuBLASLt call or small-GEMM kernel, GemmBias the same (the bias in the
+// small GEMM's store or cuBLASLt's epilogue; on cublasSgemm a second kernel adds it);
+// Elementwise one kernel for the whole program; GemmThenElementwise one kernel for both where
+// the fused round applies (below), else the two; GatherRows, ScatterAddRows, SegmentReduce(Grad),
+// SoftmaxCrossEntropy, ColumnSum, ColumnDot one kernel each; Fill one kernel or memset. The op
+// families live in cuda_gemm, cuda_small_gemm, cuda_fused (generated element-wise kernels) and
+// cuda_elementwise (the interpreter), cuda_gather, cuda_softmax and cuda_reduce.
 //
 // TF32: Gemm computes in full fp32 by default (CUBLAS_DEFAULT_MATH), so results match the CPU
 // up to summation order. SetAllowTf32(true) lets cuBLAS use TF32 tensor cores (about 10 bits of
@@ -60,6 +61,8 @@ class CudaKernels final : public Kernels {
   absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) override;
+  bool GemmAddsBias() const override { return true; }
+  absl::Status GemmBias(const GemmCall& g) override;
   // Generated kernels (cuda_fused.h) take scratch operands; the interpreter does not.
   bool ElementwiseScratch() const override { return fused_ != nullptr; }
   using Kernels::Elementwise;
@@ -160,6 +163,8 @@ class CudaKernels final : public Kernels {
 
  private:
   CudaKernels(CudaBackend* backend, cublasHandle_t cublas, int num_sms, int arch);
+  // Gemm and GemmBias (g.bias null or not).
+  absl::Status RunGemm(const GemmCall& g);
   // Elementwise's checks of a program before anything is queued (the CPU's; scratch operands
   // only for generated kernels).
   absl::Status CheckProgram(const EwInstr* host, const EwInstr* device, int count,

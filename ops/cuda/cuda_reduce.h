@@ -1,4 +1,5 @@
-// Column reductions and fills on CUDA: ColumnSum, ColumnDot and Fill (ops/kernels.h).
+// Column reductions and fills on CUDA: ColumnSum, ColumnDot, Fill (ops/kernels.h) and the
+// bias rows of a GEMM that cannot add its bias itself (Kernels::GemmBias on cublasSgemm).
 //
 // ColumnSum/ColumnDot: one launch over a 2-D grid; a block owns 32 columns and a chunk of rows,
 // reduces its partial sums in shared memory and adds them to dst with one atomicAdd per column
@@ -19,5 +20,10 @@ cudaError_t LaunchColumnReduce(cudaStream_t stream, const float* x, int64_t x_ld
 
 // dst: [n] = value.
 cudaError_t LaunchFill(cudaStream_t stream, float* dst, int64_t n, float value);
+
+// c: [m, n] (row stride ldc) = beta * c + bias, bias one row of n added to every row; beta 0
+// does not read c.
+cudaError_t LaunchBiasRows(cudaStream_t stream, int64_t m, int64_t n, const float* bias, float beta,
+                           float* c, int64_t ldc);
 
 }  // namespace cavs::ops

@@ -1,5 +1,6 @@
 // A GEMM for the engine's rounds, whose few rows leave cuBLAS's tiles on a few multiprocessors:
-// C[m, n] = alpha * A[m, k] op(B) + beta * C, row-major, op(B) = B [k, n] or B^T (B [n, k]).
+// C[m, n] = alpha * A[m, k] op(B) + beta * C (+ a bias row), row-major, op(B) = B [k, n] or B^T
+// (B [n, k]).
 //
 // A block of kThreads threads owns a tile of C, so the work spreads over the chip
 // (docs/gpu_performance.md, "Next steps for inference"). There are two tiles (Tile<Rows, Cols>):
@@ -144,6 +145,7 @@ struct Args {
   int64_t ldc;
   bool trans_b;
   int chunk;  // inputs per fill: min(k, kMaxChunk), or min(split_k, kMaxChunk) with splits
+  const float* bias = nullptr;  // one row of n added to every row of C, or none
   // Splits of k (RunSplitTile; 0 or 1: none): split z takes inputs z * split_k onwards. Its
   // tile's sums go to partial[(tile * splits + z) * kOutputs ...] (tiles numbered along the rows
   // of tiles), and arrivals[tile], zero before and after a launch, counts the tile's splits done.
@@ -282,18 +284,25 @@ CAVS_HOST_DEVICE inline float SumSlices(const float* partials, int o) {
   return sum;
 }
 
+// C's element (row, col) from its sum: alpha * sum + beta * C + bias[col] (C not read when beta
+// is 0, so garbage there does not leak through; no bias where g.bias is null).
+CAVS_HOST_DEVICE inline void Output(const Args& g, int row, int col, float sum) {
+  float* out = g.c + row * g.ldc + col;
+  float v = g.beta == 0.0f ? g.alpha * sum : g.alpha * sum + g.beta * *out;
+  if (g.bias != nullptr) v += g.bias[col];
+  *out = v;
+}
+
 // Phase 4: thread `tid` adds outputs tid, tid + kThreads, ... of the tile over the slices and
-// writes them inside C: alpha * sum + beta * C (C not read when beta is 0, so garbage there does
-// not leak through). Consecutive threads write consecutive columns, 16 or 32 of a row.
+// writes them inside C (Output). Consecutive threads write consecutive columns, 16 or 32 of a
+// row.
 template <typename T>
 CAVS_HOST_DEVICE inline void Store(const Args& g, int bx, int by, int tid, const float* partials) {
   for (int i = 0; i < T::kOutputs / kThreads; ++i) {
     const int o = tid + i * kThreads;
     const int row = by * T::kRows + OutputRow<T>(o), col = bx * T::kCols + OutputCol<T>(o);
     if (row >= g.m || col >= g.n) continue;
-    const float sum = SumSlices<T>(partials, o);
-    float* out = g.c + row * g.ldc + col;
-    *out = g.beta == 0.0f ? g.alpha * sum : g.alpha * sum + g.beta * *out;
+    Output(g, row, col, SumSlices<T>(partials, o));
   }
 }
 
@@ -345,8 +354,7 @@ CAVS_HOST_DEVICE inline void StoreSplits(const Args& g, int bx, int by, int tid)
     if (row >= g.m || col >= g.n) continue;
     float sum = 0.0f;
     for (int z = 0; z < g.splits; ++z) sum += LoadL2(in + z * T::kOutputs + o);
-    float* out = g.c + row * g.ldc + col;
-    *out = g.beta == 0.0f ? g.alpha * sum : g.alpha * sum + g.beta * *out;
+    Output(g, row, col, sum);
   }
 }
 

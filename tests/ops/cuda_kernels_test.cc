@@ -83,8 +83,14 @@ class CudaKernelsTest : public ::testing::Test {
       bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const std::vector<float>& a,
       int64_t lda, const std::vector<float>& b, int64_t ldb, float beta,
       const std::vector<float>& c_gpu, std::vector<float> c_cpu, int64_t ldc, int64_t offset,
-      std::optional<CudaKernels::SmallGemmChoice> direct = std::nullopt) {
+      std::optional<CudaKernels::SmallGemmChoice> direct = std::nullopt,
+      const std::vector<float>& bias = {}, int64_t bias_offset = 0) {
     DeviceArray<float> da(a), db(b), dc(c_gpu);
+    // With a bias (bias_offset floats into `bias`): Kernels::GemmBias, on both devices.
+    std::optional<DeviceArray<float>> dbias;
+    if (!bias.empty()) dbias.emplace(bias);
+    const float* gpu_bias = dbias.has_value() ? dbias->get() + bias_offset : nullptr;
+    const float* cpu_bias = dbias.has_value() ? bias.data() + bias_offset : nullptr;
     absl::Status s;
     std::optional<DeviceArray<unsigned>> arrivals;
     std::optional<DeviceArray<float>> partial;
@@ -103,14 +109,16 @@ class CudaKernelsTest : public ::testing::Test {
       absl::StatusOr<CudaKernels*> kernels = GetCudaKernels(0);
       if (!kernels.ok()) return ::testing::AssertionFailure() << kernels.status();
       s = SmallGemmRowMajor((*kernels)->stream(), setup, ta, tb, m, n, k, alpha, da.get() + offset,
-                            lda, db.get() + offset, ldb, beta, dc.get() + offset, ldc);
+                            lda, db.get() + offset, ldb, beta, dc.get() + offset, ldc, gpu_bias);
     } else {
-      s = cuda_->Gemm(ta, tb, m, n, k, alpha, da.get() + offset, lda, db.get() + offset, ldb, beta,
-                      dc.get() + offset, ldc);
+      s = cuda_->Gemm(Kernels::GemmCall{ta, tb, m, n, k, alpha, da.get() + offset, lda,
+                                        db.get() + offset, ldb, beta, dc.get() + offset, ldc,
+                                        gpu_bias});
     }
     if (!s.ok()) return ::testing::AssertionFailure() << "GPU Gemm: " << s;
-    s = cpu_->Gemm(ta, tb, m, n, k, alpha, a.data() + offset, lda, b.data() + offset, ldb, beta,
-                   c_cpu.data() + offset, ldc);
+    s = cpu_->Gemm(Kernels::GemmCall{ta, tb, m, n, k, alpha, a.data() + offset, lda,
+                                     b.data() + offset, ldb, beta, c_cpu.data() + offset, ldc,
+                                     cpu_bias});
     if (!s.ok()) return ::testing::AssertionFailure() << "CPU Gemm: " << s;
     if (arrivals.has_value()) {
       const std::vector<unsigned> counts = arrivals->Download();
@@ -329,6 +337,15 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
         std::vector<float> c = RandomFloats(m * ldc, 18);
         EXPECT_TRUE(GemmMatches(ta, tb, m, n, k, 0.75f, a, lda, b, ldb, 0.5f, c, c, ldc, 0))
             << "ta=" << ta << " tb=" << tb << " cuBLASLt " << lt;
+        // With a bias row (GemmBias): cuBLASLt's epilogue where the bias is 16-byte aligned,
+        // else (offset by a float) and on cublasSgemm the GEMM and a kernel adding the bias.
+        const std::vector<float> bias = RandomFloats(n + 1, 24);
+        for (int64_t bias_offset : {0, 1}) {
+          EXPECT_TRUE(GemmMatches(ta, tb, m, n, k, 0.75f, a, lda, b, ldb, 0.5f, c, c, ldc, 0,
+                                  std::nullopt, bias, bias_offset))
+              << "ta=" << ta << " tb=" << tb << " cuBLASLt " << lt << " bias offset "
+              << bias_offset;
+        }
       }
     }
   }
@@ -367,21 +384,27 @@ TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
                : std::nullopt;
       for (bool tb : {false, true}) {
         for (float beta : {0.0f, 1.0f}) {
-          const int64_t offset = cs.m % 3, lda = cs.k + 1, ldb = (tb ? cs.k : cs.n) + 3,
-                        ldc = cs.n + 2;
-          std::vector<float> a = RandomFloats(cs.m * lda + offset, 41);
-          std::vector<float> b = RandomFloats((tb ? cs.n : cs.k) * ldb + offset, 42);
-          std::vector<float> c = RandomFloats(cs.m * ldc + offset, 43), c_gpu = c;
-          if (beta == 0.0f) {  // NaNs where the GPU must not read, zeros for the CPU
-            for (int64_t r = 0; r < cs.m; ++r) {
-              c_gpu[offset + r * ldc] = std::nanf("");
-              c[offset + r * ldc] = 0.0f;
+          for (bool with_bias : {false, true}) {
+            const int64_t offset = cs.m % 3, lda = cs.k + 1, ldb = (tb ? cs.k : cs.n) + 3,
+                          ldc = cs.n + 2;
+            std::vector<float> a = RandomFloats(cs.m * lda + offset, 41);
+            std::vector<float> b = RandomFloats((tb ? cs.n : cs.k) * ldb + offset, 42);
+            std::vector<float> c = RandomFloats(cs.m * ldc + offset, 43), c_gpu = c;
+            if (beta == 0.0f) {  // NaNs where the GPU must not read, zeros for the CPU
+              for (int64_t r = 0; r < cs.m; ++r) {
+                c_gpu[offset + r * ldc] = std::nanf("");
+                c[offset + r * ldc] = 0.0f;
+              }
             }
+            // A bias row at any float offset: the kernel adds it in its store.
+            const std::vector<float> bias =
+                with_bias ? RandomFloats(cs.n + 1, 47) : std::vector<float>();
+            EXPECT_TRUE(GemmMatches(false, tb, cs.m, cs.n, cs.k, 0.5f, a, lda, b, ldb, beta, c_gpu,
+                                    c, ldc, offset, direct, bias, cs.m % 2))
+                << (tall ? "64 x 16" : "16 x 32") << " m=" << cs.m << " n=" << cs.n << " k=" << cs.k
+                << " splits=" << cs.splits << " tb=" << tb << " beta=" << beta << " bias "
+                << with_bias;
           }
-          EXPECT_TRUE(GemmMatches(false, tb, cs.m, cs.n, cs.k, 0.5f, a, lda, b, ldb, beta, c_gpu, c,
-                                  ldc, offset, direct))
-              << (tall ? "64 x 16" : "16 x 32") << " m=" << cs.m << " n=" << cs.n << " k=" << cs.k
-              << " splits=" << cs.splits << " tb=" << tb << " beta=" << beta;
         }
       }
     }
@@ -503,6 +526,36 @@ TEST_P(CublasLtTest, MatchesTheCpu) {
   } else {
     EXPECT_EQ(lt_->lt_classes_tuned(), tuned);
   }
+}
+
+// A bias row in cuBLASLt's epilogue (GemmBias): cuBLASLt plans these problems, a forward
+// round's GEMM and the x W of a batch's leaves among them, with the heuristic and autotuned
+// (which does not time cublasSgemm for them), beta 0 and 1, each twice (the second call reuses
+// the plan and sets the bias pointer again, here another bias).
+TEST_P(CublasLtTest, BiasInTheEpilogue) {
+  const testing::KeepGemmSettings keep(lt_);
+  lt_->SetSmallGemm(CudaKernels::SmallGemm::kOff);  // else it takes the 64-row round
+  const int64_t unsupported = lt_->lt_problems_unsupported();
+  const int64_t to_sgemm = lt_->lt_problems_to_sgemm();
+  struct Case {
+    int64_t m, n, k;
+  };
+  for (const Case cs :
+       {Case{64, 750, 300}, Case{300, 750, 300}, Case{4800, 750, 300}, Case{7, 45, 150}}) {
+    for (float beta : {0.0f, 1.0f}) {
+      std::vector<float> a = RandomFloats(cs.m * cs.k, 34), b = RandomFloats(cs.k * cs.n, 35);
+      const std::vector<float> c = RandomFloats(cs.m * cs.n, 36);
+      for (int call = 0; call < 2; ++call) {
+        EXPECT_TRUE(GemmMatches(false, false, cs.m, cs.n, cs.k, 1.0f, a, cs.k, b, cs.n, beta, c, c,
+                                cs.n, 0, std::nullopt, RandomFloats(cs.n, 37 + call)))
+            << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " beta=" << beta << " call "
+            << call;
+      }
+    }
+  }
+  // Every one of them in cuBLASLt: none without an algorithm, none left to cublasSgemm.
+  EXPECT_EQ(lt_->lt_problems_unsupported(), unsupported);
+  EXPECT_EQ(lt_->lt_problems_to_sgemm(), to_sgemm);
 }
 
 // A class first planned (and tuned) on operands whose rows are 16-byte aligned, then the same

@@ -265,8 +265,8 @@ extern "C" void cavs_emu_run_split(const cavs::ops::small_gemm::Args* g, long lo
 )";
 
 // The split kernel on host threads against the CPU's GEMM: B transposed or not, a split past
-// the end of k; the counts are back at zero after each launch, and the same workspace serves
-// the next.
+// the end of k, with and without a bias row (added once, by the last split); the counts are
+// back at zero after each launch, and the same workspace serves the next.
 TEST_F(EwEmulationTest, SplitKernel) {
   absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
   ASSERT_TRUE(cpu.ok());
@@ -281,10 +281,10 @@ TEST_F(EwEmulationTest, SplitKernel) {
   std::vector<unsigned> arrivals(2, 0);
   struct Case {
     int m, n, k, splits;
-    bool trans_b;
+    bool trans_b, bias;
   };
-  for (const Case& c :
-       {Case{70, 16, 600, 3, true}, Case{64, 30, 300, 4, false}, Case{3, 5, 130, 4, true}}) {
+  for (const Case& c : {Case{70, 16, 600, 3, true, false}, Case{64, 30, 300, 4, false, true},
+                        Case{3, 5, 130, 4, true, true}}) {
     const std::string what = std::to_string(c.m) + " x " + std::to_string(c.n) + " x " +
                              std::to_string(c.k) + " in " + std::to_string(c.splits) + " splits";
     ASSERT_LE(small_gemm::Blocks<T>(c.m, c.n) * c.splits, 8) << what;
@@ -293,20 +293,24 @@ TEST_F(EwEmulationTest, SplitKernel) {
     for (float& x : b) x = rng.Uniform(-1.0f, 1.0f);
     for (float& x : got) x = rng.Uniform(-1.0f, 1.0f);
     want = got;
+    std::vector<float> bias_row(c.n);
+    for (float& x : bias_row) x = rng.Uniform(-1.0f, 1.0f);
+    const float* bias = c.bias ? bias_row.data() : nullptr;
     const int split_k = (c.k + c.splits - 1) / c.splits;
     small_gemm::Args g{
-        c.m,        c.n, c.k,       0.5f,   1.0f, a.data(), c.k, b.data(), c.trans_b ? c.k : c.n,
-        got.data(), c.n, c.trans_b, split_k};
+        c.m,        c.n, c.k,       0.5f,    1.0f, a.data(), c.k, b.data(), c.trans_b ? c.k : c.n,
+        got.data(), c.n, c.trans_b, split_k, bias};
     g.splits = c.splits;
     g.split_k = split_k;
     g.partial = partial.data();
     g.arrivals = arrivals.data();
     run(&g, small_gemm::SharedFloats<T>(split_k));
-    ASSERT_TRUE((*cpu)
-                    ->Gemm(false, c.trans_b, c.m, c.n, c.k, 0.5f, a.data(), c.k, b.data(),
-                           c.trans_b ? c.k : c.n, 1.0f, want.data(), c.n)
-                    .ok());
-    EXPECT_TRUE(AllClose(got, want, 1e-5, 1e-5)) << what;
+    ASSERT_TRUE(
+        (*cpu)
+            ->Gemm(Kernels::GemmCall{false, c.trans_b, c.m, c.n, c.k, 0.5f, a.data(), c.k, b.data(),
+                                     c.trans_b ? c.k : c.n, 1.0f, want.data(), c.n, bias})
+            .ok());
+    EXPECT_TRUE(AllClose(got, want, 1e-5, 1e-5)) << what << (c.bias ? ", bias" : "");
     EXPECT_EQ(arrivals, std::vector<unsigned>(2, 0)) << what;
   }
 }
@@ -324,16 +328,18 @@ TEST_F(EwEmulationTest, RoundKernels) {
     int64_t rows, k;
     float beta;
     unsigned max_grid;  // the blocks "resident at once"
+    bool bias;          // a bias row in the GEMM (x W + b starting the gates)
   };
-  for (const Case& c : {Case{5, 24, 0.0f, 8}, Case{37, 40, 1.0f, 12}, Case{37, 40, 0.0f, 3},
-                        Case{20, 600, 1.0f, 4}}) {
+  for (const Case& c : {Case{5, 24, 0.0f, 8, true}, Case{37, 40, 1.0f, 12, false},
+                        Case{37, 40, 0.0f, 3, true}, Case{20, 600, 1.0f, 4, true}}) {
     const std::string what = "rows " + std::to_string(c.rows) + ", k " + std::to_string(c.k) +
                              ", beta " + std::to_string(c.beta) + ", at most " +
-                             std::to_string(c.max_grid) + " blocks";
+                             std::to_string(c.max_grid) + " blocks" + (c.bias ? ", bias" : "");
     EwProgram p = testing::TreeLstmForward(20, c.rows, 70 + c.rows);
     float* gates = p.buffers[0]->data();
     const float* x = p.Buffer(c.rows * c.k, rng);
     const float* w = p.Buffer(c.k * 100, rng);
+    const float* bias = c.bias ? p.Buffer(100, rng) : nullptr;
     const int count = static_cast<int>(p.instrs.size());
     const EwKernelPlan plan = PlanEwKernel(p.instrs.data(), count, p.rows);
     const std::string name = EwKernelName(plan) + "_round";
@@ -348,7 +354,7 @@ TEST_F(EwEmulationTest, RoundKernels) {
     ASSERT_NE(run, nullptr);
 
     const Kernels::GemmCall g{false, false, c.rows, 100,    c.k,   0.75f, x,
-                              c.k,   w,     100,    c.beta, gates, 100};
+                              c.k,   w,     100,    c.beta, gates, 100,   bias};
     const std::vector<std::vector<float>> want = Expected(p, [&] {
       return (*cpu)->GemmThenElementwise(g, p.instrs.data(), p.instrs.data(), count, p.rows, 0);
     });
@@ -366,7 +372,8 @@ TEST_F(EwEmulationTest, RoundKernels) {
                                 gates,
                                 100,
                                 false,
-                                chunk};
+                                chunk,
+                                bias};
     const int64_t tiles = small_gemm::Blocks<small_gemm::RoundTile>(c.rows, 100);
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, c.max_grid));
     const int64_t gemm_floats = small_gemm::SharedFloats<small_gemm::RoundTile>(chunk);

@@ -112,6 +112,42 @@ TEST_P(KernelsEquivalenceTest, Gemm) {
   }
 }
 
+// Gemm with a bias row (Kernels::GemmBias), beta 0 and 0.5, sizes that take the device's
+// GEMM paths by default (on CUDA a forward round's small GEMM and cuBLASLt's epilogue).
+TEST_P(KernelsEquivalenceTest, GemmBias) {
+  ASSERT_TRUE(dev_->GemmAddsBias());
+  for (const int64_t m : {64, 131}) {
+    for (bool tb : {false, true}) {
+      for (float beta : {0.0f, 0.5f}) {
+        const int64_t n = 750, k = 300, lda = k, ldb = tb ? k : n, ldc = n;
+        const std::vector<float> a = RandomFloats(m * lda, 4), b = RandomFloats(k * n, 5);
+        const std::vector<float> c0 = RandomFloats(m * ldc, 6), bias = RandomFloats(n, 7);
+        std::vector<double> scale(c0.size(), 1e-30);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            for (int64_t p = 0; p < k; ++p) {
+              scale[i * ldc + j] +=
+                  std::fabs(a[i * lda + p] * (tb ? b[j * ldb + p] : b[p * ldb + j]));
+            }
+            scale[i * ldc + j] += std::fabs(beta * c0[i * ldc + j]) + std::fabs(bias[j]);
+          }
+        }
+        std::vector<float> c = c0;
+        ASSERT_TRUE(cpu_->Gemm(Kernels::GemmCall{false, tb, m, n, k, 1.0f, a.data(), lda, b.data(),
+                                                 ldb, beta, c.data(), ldc, bias.data()})
+                        .ok());
+        Tensor da = Up(a), db = Up(b), dc = Up(c0), dbias = Up(bias);
+        ASSERT_TRUE(dev_->Gemm(Kernels::GemmCall{false, tb, m, n, k, 1.0f, F(da), lda, F(db), ldb,
+                                                 beta, F(dc), ldc, F(dbias)})
+                        .ok());
+        EXPECT_TRUE(AllClose(Down<float>(dc), std::vector<double>(c.begin(), c.end()),
+                             kReductionTol, 0.0, &scale))
+            << "m " << m << " trans_b " << tb << " beta " << beta;
+      }
+    }
+  }
+}
+
 // One instruction over operands held in three buffers (a, b, dst) and the uids; built twice,
 // with host and with device pointers.
 struct EwCase {

@@ -85,7 +85,8 @@ struct Case {
 };
 
 // The emulated kernel in tiles of T against the CPU's GEMM on `cases`, both layouts of B, beta
-// 0 and 1; with splits, the workspace's counts back at zero afterwards.
+// 0 and 1, with a bias row (at an odd float offset) for half of those, each layout and beta
+// with and without; with splits, the workspace's counts back at zero afterwards.
 template <typename T>
 void ExpectEmulationMatches(absl::Span<const Case> cases) {
   absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
@@ -94,10 +95,14 @@ void ExpectEmulationMatches(absl::Span<const Case> cases) {
   for (const Case& cs : cases) {
     for (bool trans_b : {false, true}) {
       for (float beta : {0.0f, 1.0f}) {
+        const bool with_bias = trans_b != (beta == 0.0f);
         SCOPED_TRACE("tile " + std::to_string(T::kRows) + " x " + std::to_string(T::kCols) +
                      " m=" + std::to_string(cs.m) + " n=" + std::to_string(cs.n) +
                      " k=" + std::to_string(cs.k) + " splits=" + std::to_string(cs.splits) +
-                     " trans_b=" + std::to_string(trans_b) + " beta=" + std::to_string(beta));
+                     " trans_b=" + std::to_string(trans_b) + " beta=" + std::to_string(beta) +
+                     " bias=" + std::to_string(with_bias));
+        const std::vector<float> bias_row = Random(rng, cs.n + 1);
+        const float* bias = with_bias ? bias_row.data() + 1 : nullptr;
         const int64_t lda = cs.k + 3, ldb = (trans_b ? cs.k : cs.n) + 1, ldc = cs.n + 2;
         const std::vector<float> a = Random(rng, cs.m * lda);
         const std::vector<float> b = Random(rng, (trans_b ? cs.n : cs.k) * ldb);
@@ -124,7 +129,8 @@ void ExpectEmulationMatches(absl::Span<const Case> cases) {
                    got.data(),
                    ldc,
                    trans_b,
-                   std::min(split_k, sg::kMaxChunk)};
+                   std::min(split_k, sg::kMaxChunk),
+                   bias};
         if (cs.splits > 1) {
           g.splits = cs.splits;
           g.split_k = split_k;
@@ -139,11 +145,24 @@ void ExpectEmulationMatches(absl::Span<const Case> cases) {
           }
         }
         ASSERT_TRUE((*cpu)
-                        ->Gemm(false, trans_b, cs.m, cs.n, cs.k, 0.75f, a.data(), lda, b.data(),
-                               ldb, beta, want.data(), ldc)
+                        ->Gemm(Kernels::GemmCall{false, trans_b, cs.m, cs.n, cs.k, 0.75f, a.data(),
+                                                 lda, b.data(), ldb, beta, want.data(), ldc, bias})
                         .ok());
-        // The padding columns of C keep their values (NaN where poisoned), as in want.
-        EXPECT_TRUE(testing::AllClose(got, want, 1e-4, 1e-5));
+        // Within 1e-4 of the sum of the terms' magnitudes (terms cancel over long k). The padding
+        // columns of C keep their values (NaN where poisoned), as in want.
+        std::vector<double> scale(want.size(), 0.0);
+        for (int64_t r = 0; r < cs.m; ++r) {
+          for (int64_t j = 0; j < cs.n; ++j) {
+            double& s = scale[r * ldc + j];
+            for (int64_t p = 0; p < cs.k; ++p) {
+              s += std::fabs(0.75 * a[r * lda + p] * (trans_b ? b[j * ldb + p] : b[p * ldb + j]));
+            }
+            s += beta == 0.0f ? 0.0 : std::fabs(c[r * ldc + j]);
+            s += bias != nullptr ? std::fabs(bias[j]) : 0.0;
+          }
+        }
+        EXPECT_TRUE(testing::AllClose(got, std::vector<double>(want.begin(), want.end()), 1e-4,
+                                      1e-6, &scale));
       }
     }
   }

@@ -83,6 +83,7 @@ void ExpectMatchesReferenceOn(core::Device device, const vertex::Function& f,
   EngineOptions eo;
   eo.device = device;
   eo.plan = plan;
+  eo.poison_buffers = true;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(&f, &store, eo);
   ASSERT_TRUE(engine.ok()) << engine.status();
   ASSERT_TRUE(store.ZeroGrad().ok());
@@ -560,6 +561,33 @@ TEST(EngineTest, LaunchesPerRound) {
   // children pull their gradients from the parents' rows instead of a scatter-add launch.
   EXPECT_EQ((*engine)->ForwardLaunchesPerRound(), 2);
   EXPECT_EQ((*engine)->BackwardLaunchesPerRound(), 2);
+}
+
+// The rounds record what ForwardLaunchesPerRound and BackwardLaunchesPerRound count: with every
+// leaf in round 0 (no GEMM there: no children) the forward rounds after it are one GEMM and one
+// fused program each, the GEMM adding the bias of x W + h U + b itself (Kernels::GemmAddsBias;
+// not a fill of the bias and a GEMM onto it, one launch more a round on a device without it).
+// Below 128 rows the CPU takes that GEMM, not the packed one.
+TEST(EngineTest, RoundsRecordTheLaunchesCounted) {
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  core::Rng rng(17);
+  const std::vector<Graph> graphs = Trees(rng, 4, 12);
+  core::ParameterStore store(1);
+  auto engine = Engine::Create(&*f, &store);
+  ASSERT_TRUE(engine.ok());
+  for (bool train : {false, true}) {
+    SCOPED_TRACE(train ? "training" : "inference");
+    RunOptions o = Options();
+    o.backward = train;
+    ASSERT_TRUE((*engine)->Run(graphs, o).ok());
+    const EngineStats& s = (*engine)->stats();
+    ASSERT_LT(s.rows, 128);
+    ASSERT_GT(s.rounds, 2);
+    EXPECT_EQ(s.forward_round_commands, 1 + (s.rounds - 1) * (*engine)->ForwardLaunchesPerRound());
+    EXPECT_EQ(s.backward_round_commands,
+              train ? 1 + (s.rounds - 1) * (*engine)->BackwardLaunchesPerRound() : 0);
+  }
 }
 
 // A new engine's stats after inference over `graphs` with `f`, then after training.
