@@ -151,32 +151,46 @@ void BM_Engine(benchmark::State& state, bool train) {
   state.counters["round_kernels"] = round_commands / rounds;
 }
 
+// A hidden-150 engine with the SST batches of `batch` trees and every batch's plan, built before
+// the timing; null, with the benchmark skipped, where setup fails.
+struct PlannedEngine {
+  std::unique_ptr<CpuEngine> e;
+  std::vector<std::vector<scheduler::Graph>> batches;
+  std::vector<scheduler::Plan> plans;
+};
+std::unique_ptr<PlannedEngine> MakePlannedEngine(benchmark::State& state, int batch) {
+  auto p = std::make_unique<PlannedEngine>();
+  p->e = MakeEngine(state, 150);
+  if (p->e == nullptr) return nullptr;
+  p->batches = Batches(batch);
+  for (const auto& b : p->batches) {
+    absl::StatusOr<scheduler::Plan> plan = p->e->engine->PlanBatch(b);
+    if (!plan.ok()) {
+      state.SkipWithError(plan.status().ToString().c_str());
+      return nullptr;
+    }
+    p->plans.push_back(*std::move(plan));
+  }
+  return p;
+}
+
 // The host's part of a batch after the device's: Engine::Finish, which hands the results back
 // per graph (inference at `batch`, the kernels run untimed in Submit). On a GPU it runs on the
 // host between queueing one batch and the next, so it counts against a host-bound step.
 void BM_Finish(benchmark::State& state) {
   const int batch = static_cast<int>(state.range(0));
-  std::unique_ptr<CpuEngine> e = MakeEngine(state, 150);
-  if (e == nullptr) return;
-  scheduler::Engine* engine = e->engine.get();
-  const auto batches = Batches(batch);
-  std::vector<scheduler::Plan> plans;
-  for (const auto& b : batches) {
-    absl::StatusOr<scheduler::Plan> p = engine->PlanBatch(b);
-    if (!p.ok()) {
-      state.SkipWithError(p.status().ToString().c_str());
-      return;
-    }
-    plans.push_back(*std::move(p));
-  }
+  const std::unique_ptr<PlannedEngine> p = MakePlannedEngine(state, batch);
+  if (p == nullptr) return;
+  scheduler::Engine* engine = p->e->engine.get();
   scheduler::RunOptions ro;
   ro.training = false;
   ro.backward = false;
   size_t i = 0;
   for (auto _ : state) {
-    const size_t at = i++ % batches.size();
+    const size_t at = i++ % p->batches.size();
     state.PauseTiming();
-    absl::StatusOr<scheduler::PendingRun> pending = engine->Submit(batches[at], ro, plans[at]);
+    absl::StatusOr<scheduler::PendingRun> pending =
+        engine->Submit(p->batches[at], ro, p->plans[at]);
     state.ResumeTiming();
     if (!pending.ok()) {
       state.SkipWithError(pending.status().ToString().c_str());
@@ -190,6 +204,36 @@ void BM_Finish(benchmark::State& state) {
     benchmark::DoNotOptimize(r->predictions.data());
   }
   state.SetItemsProcessed(state.iterations() * batch);
+}
+
+// The host's part of Engine::Submit before anything runs: recording the batch's launches from
+// a built plan (EngineStats::plan_seconds with a prebuilt plan), timed manually around the
+// kernels the CPU runs in Submit. On a GPU this is on the submitting thread of a pipelined
+// step, with the queueing and Finish. Range 0: the batch; range 1: 1 training, 0 inference.
+void BM_Record(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0));
+  const bool train = state.range(1) != 0;
+  const std::unique_ptr<PlannedEngine> p = MakePlannedEngine(state, batch);
+  if (p == nullptr) return;
+  scheduler::Engine* engine = p->e->engine.get();
+  scheduler::RunOptions ro;
+  ro.training = train;
+  ro.backward = train;
+  size_t i = 0;
+  double commands = 0;
+  for (auto _ : state) {
+    const size_t at = i++ % p->batches.size();
+    if (train) (void)p->e->store.ZeroGrad();
+    absl::StatusOr<scheduler::PendingRun> pending =
+        engine->Submit(p->batches[at], ro, p->plans[at]);
+    if (!pending.ok()) return state.SkipWithError(pending.status().ToString().c_str());
+    state.SetIterationTime(engine->stats().plan_seconds);
+    commands += static_cast<double>(engine->stats().commands);
+    absl::StatusOr<scheduler::RunResult> r = engine->Finish(*std::move(pending));
+    if (!r.ok()) return state.SkipWithError(r.status().ToString().c_str());
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+  state.counters["kernels_per_batch"] = commands / static_cast<double>(state.iterations());
 }
 
 // The host's part of a batch that needs no device: validating the batch and building its plan
@@ -360,6 +404,8 @@ BENCHMARK(BM_Plan)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_Finish)->Arg(256)->Iterations(300)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Record)->Args({256, 0})->Args({256, 1})->Iterations(200)->UseManualTime()->Unit(
+    benchmark::kMicrosecond);
 BENCHMARK(BM_EwKernelPlan)->DenseRange(0, 5)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_Reference)->Args({150, 25})->Args({150, 64})->Apply(bench::Timed);
 

@@ -564,20 +564,19 @@ TEST(EngineTest, LaunchesPerRound) {
 }
 
 // The rounds record what ForwardLaunchesPerRound and BackwardLaunchesPerRound count: with every
-// leaf in round 0 (no GEMM there: no children) the forward rounds after it are one GEMM and one
-// fused program each, the GEMM adding the bias of x W + h U + b itself (Kernels::GemmAddsBias;
-// not a fill of the bias and a GEMM onto it, one launch more a round on a device without it).
-// Below 128 rows the CPU takes that GEMM, not the packed one.
-TEST(EngineTest, RoundsRecordTheLaunchesCounted) {
-  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
-  ASSERT_TRUE(f.ok());
-  core::Rng rng(17);
-  const std::vector<Graph> graphs = Trees(rng, 4, 12);
+// vertex without children in round 0 (no GEMM there) the rounds after it are one GEMM and one
+// fused program each, forward and backward. A tree's internal vertex has no token: its round's
+// GEMM starts its gates with the bias of x W + h U + b (Kernels::GemmAddsBias; not a fill of the
+// bias and a GEMM onto it, one launch more a round on a device without it). Below 128 rows the
+// CPU takes that GEMM, not the packed one.
+void ExpectRoundsRecordTheLaunchesCounted(const vertex::Function& f,
+                                          const std::vector<Graph>& graphs,
+                                          const std::string& what) {
   core::ParameterStore store(1);
-  auto engine = Engine::Create(&*f, &store);
+  auto engine = Engine::Create(&f, &store);
   ASSERT_TRUE(engine.ok());
   for (bool train : {false, true}) {
-    SCOPED_TRACE(train ? "training" : "inference");
+    SCOPED_TRACE(what + (train ? ", training" : ", inference"));
     RunOptions o = Options();
     o.backward = train;
     ASSERT_TRUE((*engine)->Run(graphs, o).ok());
@@ -587,6 +586,19 @@ TEST(EngineTest, RoundsRecordTheLaunchesCounted) {
     EXPECT_EQ(s.forward_round_commands, 1 + (s.rounds - 1) * (*engine)->ForwardLaunchesPerRound());
     EXPECT_EQ(s.backward_round_commands,
               train ? 1 + (s.rounds - 1) * (*engine)->BackwardLaunchesPerRound() : 0);
+  }
+}
+
+TEST(EngineTest, RoundsRecordTheLaunchesCounted) {
+  core::Rng rng(17);
+  for (bool chains : {false, true}) {
+    // The sequence LSTM's chains: every vertex has a token, so x W + b starts every row in the
+    // pre-ops and the rounds' h U accumulates onto it.
+    absl::StatusOr<vertex::Function> f =
+        chains ? vertex::models::Lstm(Cell()) : vertex::models::BinaryTreeLstm(Cell());
+    ASSERT_TRUE(f.ok());
+    const std::vector<Graph> graphs = chains ? Chains(rng, 4, 12) : Trees(rng, 4, 12);
+    ExpectRoundsRecordTheLaunchesCounted(*f, graphs, chains ? "LSTM chains" : "Tree-LSTM trees");
   }
 }
 
