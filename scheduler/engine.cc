@@ -105,11 +105,13 @@ int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward) 
   return total;
 }
 
-// Where a batch's buffers go: the arena ([rows, width] per buffer, 16-float aligned, then the
-// 2 loss statistics) and the upload region (ints and predictions | features | fused programs).
+// Where a batch's buffers go: the arena ([rows, width] per buffer, 16-float aligned: first the
+// buffers zeroed before each batch and the 2 loss statistics, so that one fill zeroes them all,
+// then the others) and the upload region (ints and predictions | features | fused programs).
 struct Layout {
   std::vector<int64_t> offsets;  // per buffer: floats into the arena, -1 if not allocated
   int64_t arena_floats = 0, stats_at = 0;
+  int64_t zero_floats = 0;  // the arena's first floats, zeroed before each batch
   int64_t feat_at = 0, instr_at = 0, instr_count = 0, upload_bytes = 0;
 };
 
@@ -117,15 +119,21 @@ Layout LayOut(const Compiled& c, const Plan& plan, bool backward) {
   Layout l;
   const int64_t n = plan.num_rows;
   l.offsets.assign(c.buffers.size(), -1);
-  for (size_t i = 0; i < c.buffers.size(); ++i) {
-    if ((c.buffers[i].backward_only && !backward) || c.buffers[i].features || c.buffers[i].unused) {
-      continue;
+  auto place = [&](bool zero) {
+    for (size_t i = 0; i < c.buffers.size(); ++i) {
+      const internal::Buffer& buf = c.buffers[i];
+      if ((buf.backward_only && !backward) || buf.features || buf.unused || buf.zero != zero) {
+        continue;
+      }
+      l.offsets[i] = l.arena_floats;
+      l.arena_floats += (n * buf.width + 15) / 16 * 16;
     }
-    l.offsets[i] = l.arena_floats;
-    l.arena_floats += (n * c.buffers[i].width + 15) / 16 * 16;
-  }
+  };
+  place(true);
   l.stats_at = l.arena_floats;
   l.arena_floats += 16;
+  l.zero_floats = l.arena_floats;
+  place(false);
   l.instr_count = CountInstrs(c, n, plan.num_rounds, backward);
   const int64_t ints_bytes = static_cast<int64_t>(plan.ints.size() + n) * 4;  // + predictions
   l.feat_at = (ints_bytes + 63) / 64 * 64;
@@ -289,12 +297,9 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
     CAVS_RETURN_IF_ERROR(kernels_->Fill(arena.data<float>(), l.arena_floats,
                                         std::numeric_limits<float>::quiet_NaN()));
   }
-  for (size_t i = 0; i < c.buffers.size(); ++i) {
-    if (l.offsets[i] >= 0 && c.buffers[i].zero) {
-      CAVS_RETURN_IF_ERROR(kernels_->Fill(b.buffer_base[i], n * c.buffers[i].width, 0.0f));
-    }
-  }
-  CAVS_RETURN_IF_ERROR(kernels_->Fill(b.stats, 2, 0.0f));
+  // The gradient accumulators, the gathered rows children push into and the loss statistics:
+  // one fill.
+  CAVS_RETURN_IF_ERROR(kernels_->Fill(arena.data<float>(), l.zero_floats, 0.0f));
   CAVS_RETURN_IF_ERROR(Replay(b.launches, phase_at, timer));
   const double t_queued = Seconds();
   // Results: the loss statistics, the predictions and (if kept) push 0's rows, copied back

@@ -20,7 +20,7 @@ struct View {
 
 struct Buffer {
   int64_t width = 0;
-  bool zero = false;           // zeroed before each batch (gradient accumulators)
+  bool zero = false;  // zeroed before each batch (gradient accumulators, rows children push into)
   bool backward_only = false;  // not allocated in inference
   bool features = false;       // the pulled features, uploaded with the plan
   bool unused = false;         // its node became a per-row temporary: not allocated
