@@ -144,7 +144,8 @@ inline constexpr int kEwKernelThreads = 256;
 
 // A forward round in one launch (Kernels::GemmThenElementwise, ops/cuda/cuda_fused.h): the
 // CUDA source of the kernel that runs the small GEMM (ops/cuda/small_gemm_tile.cuh, in
-// RoundTiles) over its grid's blocks, a grid-wide barrier (small_gemm::GridBarrier), then
+// RoundTiles, with g's bias row if it has one) over its grid's blocks, a grid-wide barrier
+// (small_gemm::GridBarrier), then
 // `plan`'s program (EmitEwBodyCuda, small_gemm::kThreads threads a block), grid-strided over
 // both:
 //   extern "C" __global__ void <name>(small_gemm::Args g, const unsigned char* program,

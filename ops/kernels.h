@@ -207,10 +207,10 @@ class Kernels {
                 g.ldc);
   }
   // c = alpha * op(a) op(b) + beta * c + g.bias (one row of n, on the device, added to every
-  // row; beta == 0 does not read c), in one call: where the device can, one launch (the bias
-  // in the GEMM's epilogue), so that a GEMM that starts a sum with its bias (x W + b, the
-  // first term of a vertex's gates) is not a fill of the bias and a GEMM with beta 1. A device
-  // that returns GemmAddsBias() false has no GemmBias; the engine fills and accumulates then.
+  // row; beta == 0 does not read c; a null bias adds nothing), in one call: where the device
+  // can, one launch (the bias in the GEMM's epilogue), so that a GEMM that starts a sum with its
+  // bias (h U + b, the first term of an internal vertex's gates) is not a fill of the bias and a
+  // GEMM with beta 1. Where GemmAddsBias() is false the engine fills and accumulates instead.
   virtual bool GemmAddsBias() const { return false; }
   [[nodiscard]] virtual absl::Status GemmBias(const GemmCall& g) {
     (void)g;

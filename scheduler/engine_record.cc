@@ -603,8 +603,8 @@ int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cl
     const bool merged = gemm_then_program && steps[i].fused && i > 0 && !steps[i - 1].fused &&
                         p.nodes[steps[i - 1].nodes[0]].kind == OpKind::kMatMul;
     if (!merged) ++launches;
-    // A term that starts a folded sum with its bias fills the bias first where the GEMM
-    // cannot add it (Recorder::MatMul, the rows no earlier term wrote).
+    // A term of a folded sum with a bias fills the bias first where the GEMM cannot add it
+    // (Recorder::MatMul; only over rows no earlier term wrote, so at most).
     const int id = steps[i].nodes[0];
     if (!steps[i].fused && p.nodes[id].kind == OpKind::kMatMul && !gemm_adds_bias &&
         s.gemm[id].sum >= 0 && s.gemm[id].bias >= 0) {

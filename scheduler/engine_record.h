@@ -141,8 +141,10 @@ class Recorder {
 // Launches per call of a class's steps: runs of Gathers (GatherGrads) share one launch per
 // kMaxRowCopies, as Recorder::Program records them; with `gemm_then_program` (the device's
 // Kernels::FusesGemmThenElementwise), a fused step right after a MatMul step shares its launch;
-// without `gemm_adds_bias` (Kernels::GemmAddsBias), a MatMul that starts a folded sum with a
-// bias takes one more (the fill of the bias).
+// without `gemm_adds_bias` (Kernels::GemmAddsBias), a MatMul that is a term of a folded sum
+// with a bias takes one more: the fill of the bias before it, where no earlier term wrote its
+// rows (a tree's internal vertices, every round); where one did (x W + b for every row of the
+// LSTM), an upper bound.
 int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, vertex::OpClass cls,
                   bool gemm_then_program, bool gemm_adds_bias);
 

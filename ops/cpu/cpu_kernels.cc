@@ -6,6 +6,7 @@
 #include "ops/cpu/cpu_gather.h"
 #include "ops/cpu/cpu_gemm.h"
 #include "ops/cpu/cpu_packed_gemm.h"
+#include "ops/cpu/cpu_parallel.h"
 #include "ops/cpu/cpu_reduce.h"
 #include "ops/cpu/cpu_softmax.h"
 
@@ -34,11 +35,13 @@ absl::Status CpuKernels::GemmBias(const GemmCall& g) {
   CAVS_RETURN_IF_ERROR(cpu::Gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
                                  g.ldb, g.beta, g.c, g.ldc));
   if (g.bias == nullptr) return absl::OkStatus();
-  // c was just written (and its sizes checked): the rows are in cache.
-  for (int64_t i = 0; i < g.m; ++i) {
-    float* row = g.c + i * g.ldc;
-    for (int64_t j = 0; j < g.n; ++j) row[j] += g.bias[j];
-  }
+  // The sizes are checked by now: the bias onto the rows, split over the threads.
+  cpu::ParallelFor(g.m, g.n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* row = g.c + i * g.ldc;
+      for (int64_t j = 0; j < g.n; ++j) row[j] += g.bias[j];
+    }
+  });
   return absl::OkStatus();
 }
 

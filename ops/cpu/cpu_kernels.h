@@ -37,8 +37,11 @@ class CpuKernels final : public Kernels {
   absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) override;
-  // Gemm, then the bias added to every row of c.
-  bool GemmAddsBias() const override { return true; }
+  // Gemm, then the bias added to every row of c. SetGemmAddsBias(false) makes GemmAddsBias say
+  // false (GemmBias still works), so that tests can run the engine's path for devices without
+  // it: a fill of the bias and a GEMM onto it. On by default.
+  bool GemmAddsBias() const override { return gemm_adds_bias_; }
+  void SetGemmAddsBias(bool on) { gemm_adds_bias_ = on; }
   absl::Status GemmBias(const GemmCall& g) override;
   // Packed weights: ops/cpu/cpu_packed_gemm.h (AVX-512 CPUs; 0 bytes elsewhere).
   int64_t PackedGemmBytes(int64_t k, int64_t n) const override;
@@ -77,6 +80,7 @@ class CpuKernels final : public Kernels {
   // CAVS_CPU_EW_AS_PLANNED=1: Elementwise runs programs as a generated CUDA kernel would
   // (RunEwPlanOnHost, single-threaded), to check the plans of real programs without a GPU.
   bool as_planned_ = false;
+  bool gemm_adds_bias_ = true;
 };
 
 }  // namespace cavs::ops

@@ -60,8 +60,8 @@ struct SmallGemmSetup {
     int64_t ldc, const float* bias = nullptr);
 
 // The same GEMM through cuBLASLt, with the descriptors and the algorithm chosen once per problem
-// (transposes, sizes, row strides, the operands' alignment, TF32) and reused: a call of a known
-// problem is one cublasLtMatmul with no heuristic query, which cuBLAS's cublasSgemm makes on
+// (transposes, sizes, row strides, the operands' alignment, TF32, a bias) and reused: a call of a
+// known problem is one cublasLtMatmul with no heuristic query, which cuBLAS's cublasSgemm makes on
 // every call. That query is host time, and a round of the engine is launch-bound on the host
 // (docs/gpu_performance.md); NVIDIA's RAFT measured its GEMM launch latency halved this way
 // (10 to 5 us). The plans are kept for up to kMaxProblems problems, then dropped and rebuilt.

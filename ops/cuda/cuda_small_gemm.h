@@ -16,8 +16,9 @@ namespace cavs::ops {
 // launch.
 cudaError_t PrepareSmallGemm(small_gemm::TileShape tile, size_t* shared_bytes);
 
-// c: [m, n] = alpha * a [m, k] op(b) + beta * c, row-major, as `g` says (small_gemm::Args;
-// op(b) = b [k, n] or, with g.trans_b, b^T), in tiles of `tile`. REQUIRES: PrepareSmallGemm of
+// c: [m, n] = alpha * a [m, k] op(b) + beta * c (+ g.bias, one row of n, where not null),
+// row-major, as `g` says (small_gemm::Args; op(b) = b [k, n] or, with g.trans_b, b^T), in tiles
+// of `tile`. REQUIRES: PrepareSmallGemm of
 // `tile` on the current device, a chunk's shared memory (small_gemm::SharedFloats(tile,
 // g.chunk) floats) within what it returned, 0 < g.m <= small_gemm::kMaxRows, g.n > 0, g.k > 0,
 // g.chunk = min(g.k, small_gemm::kMaxChunk), or with g.splits > 1 min(g.split_k,

@@ -204,6 +204,7 @@ class CudaFusedTest : public ::testing::Test {
       g.a = ToDevice(p, dev, g.a);
       g.b = ToDevice(p, dev, g.b);
       g.c = ToDevice(p, dev, g.c);
+      g.bias = ToDevice(p, dev, g.bias);
       *ok = cuda_->GemmThenElementwise(g, program.data(), dev_program.get(), count, p.rows, 0).ok();
     } else {
       *ok = cuda_->Elementwise(program.data(), dev_program.get(), count, p.rows).ok();
@@ -365,13 +366,15 @@ TEST_F(CudaFusedTest, RoundKernelMatchesTheCpu) {
   int64_t expected = cuda_->rounds_fused();
   for (int64_t rows : {1, 16, 37, 64, 80, 512}) {
     for (float beta : {0.0f, 1.0f}) {
+      // With beta 0 the GEMM starts the gates with their bias (an internal vertex's h U + b).
       const std::string what = "rows " + std::to_string(rows) + ", beta " + std::to_string(beta);
       EwProgram p = TreeLstmForward(150, rows, 40 + rows);
       float* gates = p.buffers[0]->data();
       const float* x = p.Buffer(rows * 300, rng);
       const float* w = p.Buffer(300 * 750, rng);
+      const float* bias = beta == 0.0f ? p.Buffer(750, rng) : nullptr;
       const Kernels::GemmCall g{false, false, rows, 750,  300,   1.0f, x,
-                                300,   w,     750,  beta, gates, 750};
+                                300,   w,     750,  beta, gates, 750,  bias};
       Compare(p, what, 1e-4, &g);
       if (rows <= 80) ++expected;  // one block per multiprocessor on an H100 or H200 (132)
       EXPECT_EQ(cuda_->rounds_fused(), expected) << what;

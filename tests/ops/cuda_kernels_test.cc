@@ -531,7 +531,8 @@ TEST_P(CublasLtTest, MatchesTheCpu) {
 // A bias row in cuBLASLt's epilogue (GemmBias): cuBLASLt plans these problems, a forward
 // round's GEMM and the x W of a batch's leaves among them, with the heuristic and autotuned
 // (which does not time cublasSgemm for them), beta 0 and 1, each twice (the second call reuses
-// the plan and sets the bias pointer again, here another bias).
+// the plan and sets the bias pointer again: another bias, 4 floats further into its array, so
+// that a pointer left from the first call would show).
 TEST_P(CublasLtTest, BiasInTheEpilogue) {
   const testing::KeepGemmSettings keep(lt_);
   lt_->SetSmallGemm(CudaKernels::SmallGemm::kOff);  // else it takes the 64-row round
@@ -547,7 +548,7 @@ TEST_P(CublasLtTest, BiasInTheEpilogue) {
       const std::vector<float> c = RandomFloats(cs.m * cs.n, 36);
       for (int call = 0; call < 2; ++call) {
         EXPECT_TRUE(GemmMatches(false, false, cs.m, cs.n, cs.k, 1.0f, a, cs.k, b, cs.n, beta, c, c,
-                                cs.n, 0, std::nullopt, RandomFloats(cs.n, 37 + call)))
+                                cs.n, 0, std::nullopt, RandomFloats(cs.n + 4, 37 + call), 4 * call))
             << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " beta=" << beta << " call "
             << call;
       }

@@ -16,6 +16,7 @@
 #include "core/optimizer.h"
 #include "core/random.h"
 #include "core/status.h"
+#include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/cpu_packed_gemm.h"
 #include "scheduler/engine_compile.h"
 #include "scheduler/reference_executor.h"
@@ -600,6 +601,28 @@ TEST(EngineTest, RoundsRecordTheLaunchesCounted) {
     const std::vector<Graph> graphs = chains ? Chains(rng, 4, 12) : Trees(rng, 4, 12);
     ExpectRoundsRecordTheLaunchesCounted(*f, graphs, chains ? "LSTM chains" : "Tree-LSTM trees");
   }
+}
+
+// On a device whose GEMM does not add a bias (here the CPU told to say so), the engine fills the
+// bias and runs the GEMM onto it: the results are the same (on NaN-poisoned buffers), and the
+// forward rounds record one launch more, as ForwardLaunchesPerRound counts.
+TEST(EngineTest, WithoutGemmBiasAFillStartsTheSum) {
+  ops::CpuKernels* cpu = ops::CpuKernels::Get();
+  struct Restore {
+    ops::CpuKernels* k;
+    ~Restore() { k->SetGemmAddsBias(true); }
+  } restore{cpu};
+  cpu->SetGemmAddsBias(false);
+  core::Rng rng(19);
+  const std::vector<Graph> graphs = Trees(rng, 4, 12);
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  ExpectMatchesReferenceOn(core::Device::Cpu(), *f, graphs, {}, Options(), "without GemmBias");
+  core::ParameterStore store(1);
+  auto engine = Engine::Create(&*f, &store);
+  ASSERT_TRUE(engine.ok());
+  EXPECT_EQ((*engine)->ForwardLaunchesPerRound(), 3);
+  ExpectRoundsRecordTheLaunchesCounted(*f, graphs, "Tree-LSTM trees without GemmBias");
 }
 
 // A new engine's stats after inference over `graphs` with `f`, then after training.
