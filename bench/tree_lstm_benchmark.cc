@@ -151,18 +151,18 @@ void BM_Engine(benchmark::State& state, bool train) {
   state.counters["round_kernels"] = round_commands / rounds;
 }
 
-// A hidden-150 engine with the SST batches of `batch` trees and every batch's plan, built before
-// the timing; null, with the benchmark skipped, where setup fails.
+// A hidden-150 engine with the SST batches of state.range(0) trees and every batch's plan, built
+// before the timing; null, with the benchmark skipped, where setup fails.
 struct PlannedEngine {
   std::unique_ptr<CpuEngine> e;
   std::vector<std::vector<scheduler::Graph>> batches;
   std::vector<scheduler::Plan> plans;
 };
-std::unique_ptr<PlannedEngine> MakePlannedEngine(benchmark::State& state, int batch) {
+std::unique_ptr<PlannedEngine> MakePlannedEngine(benchmark::State& state) {
   auto p = std::make_unique<PlannedEngine>();
   p->e = MakeEngine(state, 150);
   if (p->e == nullptr) return nullptr;
-  p->batches = Batches(batch);
+  p->batches = Batches(static_cast<int>(state.range(0)));
   for (const auto& b : p->batches) {
     absl::StatusOr<scheduler::Plan> plan = p->e->engine->PlanBatch(b);
     if (!plan.ok()) {
@@ -178,8 +178,7 @@ std::unique_ptr<PlannedEngine> MakePlannedEngine(benchmark::State& state, int ba
 // per graph (inference at `batch`, the kernels run untimed in Submit). On a GPU it runs on the
 // host between queueing one batch and the next, so it counts against a host-bound step.
 void BM_Finish(benchmark::State& state) {
-  const int batch = static_cast<int>(state.range(0));
-  const std::unique_ptr<PlannedEngine> p = MakePlannedEngine(state, batch);
+  const std::unique_ptr<PlannedEngine> p = MakePlannedEngine(state);
   if (p == nullptr) return;
   scheduler::Engine* engine = p->e->engine.get();
   scheduler::RunOptions ro;
@@ -203,7 +202,7 @@ void BM_Finish(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(r->predictions.data());
   }
-  state.SetItemsProcessed(state.iterations() * batch);
+  state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
 // The host's part of Engine::Submit before anything runs: recording the batch's launches from
@@ -211,9 +210,8 @@ void BM_Finish(benchmark::State& state) {
 // kernels the CPU runs in Submit. On a GPU this is on the submitting thread of a pipelined
 // step, with the queueing and Finish. Range 0: the batch; range 1: 1 training, 0 inference.
 void BM_Record(benchmark::State& state) {
-  const int batch = static_cast<int>(state.range(0));
   const bool train = state.range(1) != 0;
-  const std::unique_ptr<PlannedEngine> p = MakePlannedEngine(state, batch);
+  const std::unique_ptr<PlannedEngine> p = MakePlannedEngine(state);
   if (p == nullptr) return;
   scheduler::Engine* engine = p->e->engine.get();
   scheduler::RunOptions ro;
@@ -232,7 +230,7 @@ void BM_Record(benchmark::State& state) {
     absl::StatusOr<scheduler::RunResult> r = engine->Finish(*std::move(pending));
     if (!r.ok()) return state.SkipWithError(r.status().ToString().c_str());
   }
-  state.SetItemsProcessed(state.iterations() * batch);
+  state.SetItemsProcessed(state.iterations() * state.range(0));
   state.counters["kernels_per_batch"] = commands / static_cast<double>(state.iterations());
 }
 

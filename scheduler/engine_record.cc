@@ -627,23 +627,20 @@ absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Comp
     }
   }
   auto mark = [&](Phase p) { phase_at[static_cast<int>(p)] = b.launches.size(); };
-  // Commands recorded since `launches` launches and `programs` joined GEMMs.
-  auto commands_since = [&b](size_t launches, int64_t programs) {
-    return static_cast<int64_t>(b.launches.size() - launches) + (b.gemm_programs - programs);
-  };
+  // Commands recorded so far (a GEMM joined to its program counted as two).
+  auto commands = [&b] { return static_cast<int64_t>(b.launches.size()) + b.gemm_programs; };
   auto round = [&](bool bwd, int r) {
     return rec.Program(bwd, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]);
   };
   mark(Phase::kBeforeRounds);
   CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kBeforeRounds, 0, n));
   mark(Phase::kRounds);
-  const int64_t programs_before_rounds = b.gemm_programs;
+  const int64_t before_rounds = commands();
   for (int r = 0; r < plan.num_rounds; ++r) {
     CAVS_RETURN_IF_ERROR(round(false, r));
     rec.Progress();
   }
-  b.forward_round_commands =
-      commands_since(phase_at[static_cast<int>(Phase::kRounds)], programs_before_rounds);
+  b.forward_round_commands = commands() - before_rounds;
   mark(Phase::kAfterRounds);
   CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kAfterRounds, 0, n));
   rec.Loss();
@@ -653,13 +650,12 @@ absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Comp
     // The output layer's weight gradients are final now: they run (and can be sent) before
     // the backward rounds.
     CAVS_RETURN_IF_ERROR(rec.WeightGrads(early, n));
-    const size_t launches_before_rounds = b.launches.size();
-    const int64_t programs_before = b.gemm_programs;
+    const int64_t before_backward_rounds = commands();
     for (int r = plan.num_rounds - 1; r >= 0; --r) {
       CAVS_RETURN_IF_ERROR(round(true, r));
       rec.Progress();
     }
-    b.backward_round_commands = commands_since(launches_before_rounds, programs_before);
+    b.backward_round_commands = commands() - before_backward_rounds;
     CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kAfterRounds, 0, n));
   }
   mark(Phase::kWeightGrad);

@@ -231,12 +231,10 @@ absl::StatusOr<SmallGemmSetup> CudaKernels::SetupFor(const SmallGemmChoice& choi
 absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                float alpha, const float* a, int64_t lda, const float* b,
                                int64_t ldb, float beta, float* c, int64_t ldc) {
-  return RunGemm(GemmCall{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
+  return GemmBias(GemmCall{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
 }
 
-absl::Status CudaKernels::GemmBias(const GemmCall& g) { return RunGemm(g); }
-
-absl::Status CudaKernels::RunGemm(const GemmCall& g) {
+absl::Status CudaKernels::GemmBias(const GemmCall& g) {
   CAVS_RETURN_IF_ERROR(CheckGemmArgs(g.m, g.n, g.k, g.a, g.b, g.c));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
@@ -257,7 +255,7 @@ absl::Status CudaKernels::RunGemm(const GemmCall& g) {
   CAVS_RETURN_IF_ERROR(CublasGemmRowMajor(cublas_, g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha,
                                           g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc));
   if (g.bias != nullptr) {  // checked by the call above: then the bias onto what it wrote
-    CAVS_CUDA_RETURN_IF_ERROR(LaunchBiasRows(stream(), g.m, g.n, g.bias, 1.0f, g.c, g.ldc));
+    CAVS_CUDA_RETURN_IF_ERROR(LaunchBiasRows(stream(), g.m, g.n, g.bias, g.c, g.ldc));
   }
   return absl::OkStatus();
 }

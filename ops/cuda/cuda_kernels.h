@@ -62,6 +62,7 @@ class CudaKernels final : public Kernels {
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) override;
   bool GemmAddsBias() const override { return true; }
+  // Gemm's implementation too (g.bias null).
   absl::Status GemmBias(const GemmCall& g) override;
   // Generated kernels (cuda_fused.h) take scratch operands; the interpreter does not.
   bool ElementwiseScratch() const override { return fused_ != nullptr; }
@@ -163,8 +164,6 @@ class CudaKernels final : public Kernels {
 
  private:
   CudaKernels(CudaBackend* backend, cublasHandle_t cublas, int num_sms, int arch);
-  // Gemm and GemmBias (g.bias null or not).
-  absl::Status RunGemm(const GemmCall& g);
   // Elementwise's checks of a program before anything is queued (the CPU's; scratch operands
   // only for generated kernels).
   absl::Status CheckProgram(const EwInstr* host, const EwInstr* device, int count,

@@ -42,13 +42,11 @@ __global__ void FillKernel(float* __restrict__ dst, int64_t n, float value) {
   }
 }
 
-__global__ void BiasRowsKernel(int64_t m, int64_t n, const float* __restrict__ bias, float beta,
+__global__ void BiasRowsKernel(int64_t m, int64_t n, const float* __restrict__ bias,
                                float* __restrict__ c, int64_t ldc) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m * n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t row = i / n, col = i % n;
-    float* out = c + row * ldc + col;
-    *out = beta == 0.0f ? bias[col] : beta * *out + bias[col];
+    c[(i / n) * ldc + i % n] += bias[i % n];
   }
 }
 
@@ -88,12 +86,12 @@ cudaError_t LaunchFill(cudaStream_t stream, float* dst, int64_t n, float value) 
   return cudaGetLastError();
 }
 
-cudaError_t LaunchBiasRows(cudaStream_t stream, int64_t m, int64_t n, const float* bias, float beta,
-                           float* c, int64_t ldc) {
+cudaError_t LaunchBiasRows(cudaStream_t stream, int64_t m, int64_t n, const float* bias, float* c,
+                           int64_t ldc) {
   if (m <= 0 || n <= 0) return cudaSuccess;
   constexpr int kThreads = 256;
   const int64_t blocks = std::min<int64_t>((m * n + kThreads - 1) / kThreads, 4096);
-  BiasRowsKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(m, n, bias, beta, c, ldc);
+  BiasRowsKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(m, n, bias, c, ldc);
   return cudaGetLastError();
 }
 

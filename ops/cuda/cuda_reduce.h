@@ -21,9 +21,8 @@ cudaError_t LaunchColumnReduce(cudaStream_t stream, const float* x, int64_t x_ld
 // dst: [n] = value.
 cudaError_t LaunchFill(cudaStream_t stream, float* dst, int64_t n, float value);
 
-// c: [m, n] (row stride ldc) = beta * c + bias, bias one row of n added to every row; beta 0
-// does not read c.
-cudaError_t LaunchBiasRows(cudaStream_t stream, int64_t m, int64_t n, const float* bias, float beta,
-                           float* c, int64_t ldc);
+// c: [m, n] (row stride ldc) += bias, one row of n added to every row.
+cudaError_t LaunchBiasRows(cudaStream_t stream, int64_t m, int64_t n, const float* bias, float* c,
+                           int64_t ldc);
 
 }  // namespace cavs::ops

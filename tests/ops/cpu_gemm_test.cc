@@ -1,5 +1,6 @@
 // CpuKernels::Gemm against a triple-loop GEMM in double precision: every transpose combination,
 // odd sizes and leading dimensions, alpha/beta, the row- and column-split parallel paths.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -54,6 +55,16 @@ GemmData MakeData(const GemmCase& g, uint32_t seed) {
   return d;
 }
 
+// Adds a bias row to the reference result (and its magnitude to the scale).
+void AddBias(const GemmCase& g, const std::vector<float>& bias, GemmData& d) {
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t j = 0; j < g.n; ++j) {
+      d.want[i * g.ldc + j] += bias[j];
+      d.scale[i * g.ldc + j] += std::fabs(bias[j]);
+    }
+  }
+}
+
 absl::Status RunGemm(const GemmCase& g, GemmData& d) {
   return CpuKernels::Get()->Gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, d.a.data(), g.lda,
                                  d.b.data(), g.ldb, g.beta, d.c.data(), g.ldc);
@@ -99,6 +110,36 @@ TEST_P(CpuGemmTransposeTest, LargeProductsSplitOverThreadsMatchNaive) {
     EXPECT_TRUE(AllClose(d.c, serial.c, 1e-5, 1e-6));
   }
   SetCpuThreads(0);
+}
+
+// Gemm with a bias row (Kernels::GemmBias, through Gemm(GemmCall)): beta 0 over NaNs (c not
+// read) and 0.5; bad sizes fail and write nothing.
+TEST_P(CpuGemmTransposeTest, GemmBiasAddsTheBiasToEveryRow) {
+  const auto [ta, tb] = GetParam();
+  Kernels* k = CpuKernels::Get();
+  ASSERT_TRUE(k->GemmAddsBias());
+  for (float beta : {0.0f, 0.5f}) {
+    const GemmCase g = OddCase(ta, tb, -0.5f, beta);
+    GemmData d = MakeData(g, 13);
+    const std::vector<float> bias = RandomFloats(static_cast<size_t>(g.n), 17);
+    AddBias(g, bias, d);
+    if (beta == 0.0f) {
+      for (int64_t i = 0; i < g.m; ++i) {
+        std::fill_n(d.c.begin() + i * g.ldc, g.n, std::numeric_limits<float>::quiet_NaN());
+      }
+    }
+    ASSERT_TRUE(
+        k->Gemm(Kernels::GemmCall{ta, tb, g.m, g.n, g.k, g.alpha, d.a.data(), g.lda, d.b.data(),
+                                  g.ldb, g.beta, d.c.data(), g.ldc, bias.data()})
+            .ok());
+    EXPECT_TRUE(AllClose(d.c, d.want, 1e-5, 0.0, &d.scale)) << "beta " << beta;
+  }
+  std::vector<float> c(4, 1.0f), bias(4, 2.0f), a(4, 1.0f);
+  EXPECT_EQ(k->Gemm(Kernels::GemmCall{false, false, 2, 4, 1, 1.0f, a.data(), 1, a.data(), 4, 0.0f,
+                                      c.data(), 3, bias.data()})
+                .code(),
+            absl::StatusCode::kInvalidArgument);  // ldc 3 < n 4
+  EXPECT_EQ(c, std::vector<float>(4, 1.0f));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransposes, CpuGemmTransposeTest,
@@ -167,14 +208,7 @@ TEST(CpuPackedGemmTest, MatchesNaive) {
             GemmCase g{false, tb, m, n, kk, kk + 3, (tb ? kk : n) + 2, n + 5, 1.0f, beta};
             GemmData d = MakeData(g, 19);
             const std::vector<float> bias = RandomFloats(static_cast<size_t>(n), 23);
-            if (with_bias) {
-              for (int64_t i = 0; i < m; ++i) {
-                for (int64_t j = 0; j < n; ++j) {
-                  d.want[i * g.ldc + j] += bias[j];
-                  d.scale[i * g.ldc + j] += std::fabs(bias[j]);
-                }
-              }
-            }
+            if (with_bias) AddBias(g, bias, d);
             std::vector<float> packed(k->PackedGemmBytes(g.k, g.n) / sizeof(float), -1.0f);
             ASSERT_TRUE(k->PackGemmB(tb, g.k, g.n, d.b.data(), g.ldb, packed.data()).ok());
             ASSERT_TRUE(k->GemmPackedB(g.m, g.n, g.k, d.a.data(), g.lda, packed.data(),

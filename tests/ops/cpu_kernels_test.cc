@@ -2,7 +2,6 @@
 // (GEMM, element-wise, gather/segment and softmax have their own files beside this one.)
 #include "ops/cpu/cpu_kernels.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -150,56 +149,6 @@ TEST(CpuFlushDenormalTest, KernelsFlushSubnormalsAndKeepTheCallersMode) {
   volatile float v = tiny;  // and subnormals still work on the caller's thread
   const float half = v * 0.5f;
   EXPECT_EQ(std::fpclassify(half), FP_SUBNORMAL);
-}
-
-// Gemm with a bias row (Kernels::GemmBias) against a naive product in doubles: every
-// transpose, strided rows, beta 0 over NaNs (c not read) and 0.5; bad sizes fail and write
-// nothing.
-TEST(CpuGemmBiasTest, AddsTheBiasToEveryRow) {
-  Kernels* k = CpuKernels::Get();
-  ASSERT_TRUE(k->GemmAddsBias());
-  const int64_t m = 37, n = 29, kk = 41;
-  for (bool ta : {false, true}) {
-    for (bool tb : {false, true}) {
-      for (float beta : {0.0f, 0.5f}) {
-        const int64_t lda = (ta ? m : kk) + 2, ldb = (tb ? kk : n) + 1, ldc = n + 3;
-        const std::vector<float> a = RandomFloats((ta ? kk : m) * lda, 11);
-        const std::vector<float> b = RandomFloats((tb ? n : kk) * ldb, 12);
-        const std::vector<float> bias = RandomFloats(n, 13);
-        std::vector<float> c = RandomFloats(m * ldc, 14);
-        std::vector<double> want(c.begin(), c.end());
-        if (beta == 0.0f) std::fill(c.begin(), c.end(), std::nanf(""));
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t j = 0; j < n; ++j) {
-            double sum = 0.0;
-            for (int64_t p = 0; p < kk; ++p) {
-              sum += static_cast<double>(ta ? a[p * lda + i] : a[i * lda + p]) *
-                     (tb ? b[j * ldb + p] : b[p * ldb + j]);
-            }
-            want[i * ldc + j] = -0.5 * sum + beta * want[i * ldc + j] + bias[j];
-          }
-        }
-        ASSERT_TRUE(k->Gemm(Kernels::GemmCall{ta, tb, m, n, kk, -0.5f, a.data(), lda, b.data(), ldb,
-                                              beta, c.data(), ldc, bias.data()})
-                        .ok());
-        std::vector<float> got_rows, want_rows;
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t j = 0; j < n; ++j) {
-            got_rows.push_back(c[i * ldc + j]);
-            want_rows.push_back(static_cast<float>(want[i * ldc + j]));
-          }
-        }
-        EXPECT_TRUE(AllClose(got_rows, want_rows, 1e-5, 1e-5))
-            << "ta " << ta << " tb " << tb << " beta " << beta;
-      }
-    }
-  }
-  std::vector<float> c(4, 1.0f), bias(4, 2.0f), a(4, 1.0f);
-  EXPECT_EQ(k->Gemm(Kernels::GemmCall{false, false, 2, 4, 1, 1.0f, a.data(), 1, a.data(), 4, 0.0f,
-                                      c.data(), 3, bias.data()})
-                .code(),
-            absl::StatusCode::kInvalidArgument);  // ldc 3 < n 4
-  EXPECT_EQ(c, std::vector<float>(4, 1.0f));
 }
 
 TEST(CpuColumnTest, ColumnSumAndDotMatchNaive) {

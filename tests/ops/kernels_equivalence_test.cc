@@ -28,6 +28,7 @@ namespace {
 using core::DType;
 using core::Tensor;
 using testing::AllClose;
+using testing::GemmScale;
 using testing::RandomFloats;
 using testing::RandomInts;
 
@@ -87,21 +88,11 @@ TEST_P(KernelsEquivalenceTest, Gemm) {
       const std::vector<float> a = RandomFloats((ta ? k : m) * lda, 1);
       const std::vector<float> b = RandomFloats((tb ? n : k) * ldb, 2);
       const std::vector<float> c0 = RandomFloats(m * ldc, 3);
-      std::vector<double> scale(c0.size(), 1e-30);
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < n; ++j) {
-          for (int64_t p = 0; p < k; ++p) {
-            const float av = ta ? a[p * lda + i] : a[i * lda + p];
-            const float bv = tb ? b[j * ldb + p] : b[p * ldb + j];
-            scale[i * ldc + j] += std::fabs(0.75 * av * bv);
-          }
-          scale[i * ldc + j] += std::fabs(0.5 * c0[i * ldc + j]);
-        }
-      }
       std::vector<float> c = c0;
-      ASSERT_TRUE(
-          cpu_->Gemm(ta, tb, m, n, k, 0.75f, a.data(), lda, b.data(), ldb, 0.5f, c.data(), ldc)
-              .ok());
+      const Kernels::GemmCall on_cpu{ta,  tb,       m,   n,    k,        0.75f, a.data(),
+                                     lda, b.data(), ldb, 0.5f, c.data(), ldc};
+      const std::vector<double> scale = GemmScale(on_cpu);
+      ASSERT_TRUE(cpu_->Gemm(on_cpu).ok());
       Tensor da = Up(a), db = Up(b), dc = Up(c0);
       ASSERT_TRUE(
           dev_->Gemm(ta, tb, m, n, k, 0.75f, F(da), lda, F(db), ldb, 0.5f, F(dc), ldc).ok());
@@ -122,20 +113,11 @@ TEST_P(KernelsEquivalenceTest, GemmBias) {
         const int64_t n = 750, k = 300, lda = k, ldb = tb ? k : n, ldc = n;
         const std::vector<float> a = RandomFloats(m * lda, 4), b = RandomFloats(k * n, 5);
         const std::vector<float> c0 = RandomFloats(m * ldc, 6), bias = RandomFloats(n, 7);
-        std::vector<double> scale(c0.size(), 1e-30);
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t j = 0; j < n; ++j) {
-            for (int64_t p = 0; p < k; ++p) {
-              scale[i * ldc + j] +=
-                  std::fabs(a[i * lda + p] * (tb ? b[j * ldb + p] : b[p * ldb + j]));
-            }
-            scale[i * ldc + j] += std::fabs(beta * c0[i * ldc + j]) + std::fabs(bias[j]);
-          }
-        }
         std::vector<float> c = c0;
-        ASSERT_TRUE(cpu_->Gemm(Kernels::GemmCall{false, tb, m, n, k, 1.0f, a.data(), lda, b.data(),
-                                                 ldb, beta, c.data(), ldc, bias.data()})
-                        .ok());
+        const Kernels::GemmCall on_cpu{false, tb,       m,   n,    k,        1.0f, a.data(),
+                                       lda,   b.data(), ldb, beta, c.data(), ldc,  bias.data()};
+        const std::vector<double> scale = GemmScale(on_cpu);
+        ASSERT_TRUE(cpu_->Gemm(on_cpu).ok());
         Tensor da = Up(a), db = Up(b), dc = Up(c0), dbias = Up(bias);
         ASSERT_TRUE(dev_->Gemm(Kernels::GemmCall{false, tb, m, n, k, 1.0f, F(da), lda, F(db), ldb,
                                                  beta, F(dc), ldc, F(dbias)})

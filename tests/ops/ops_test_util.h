@@ -1,5 +1,5 @@
-// Helpers shared by the ops tests: seeded random inputs and element-wise comparisons that
-// report the first few mismatches.
+// Helpers shared by the ops tests: seeded random inputs, element-wise comparisons that report
+// the first few mismatches, and the scales a GEMM's comparison needs.
 #pragma once
 
 #include <cmath>
@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "ops/kernels.h"
 
 namespace cavs::ops::testing {
 
@@ -63,6 +64,26 @@ inline ::testing::AssertionResult AllClose(const std::vector<float>& got,
                                            const std::vector<float>& want, double rtol,
                                            double atol) {
   return AllClose(got, std::vector<double>(want.begin(), want.end()), rtol, atol);
+}
+
+// AllClose's scales for the GEMM `g` (host pointers; call it before `g` runs, while g.c holds
+// the C it starts from): per element of C's [m, ldc], Σ|alpha a b| + |beta c| (c not read where
+// beta is 0) + |bias|, at least 1e-30.
+inline std::vector<double> GemmScale(const Kernels::GemmCall& g) {
+  std::vector<double> scale(static_cast<size_t>(g.m * g.ldc), 1e-30);
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t j = 0; j < g.n; ++j) {
+      double& s = scale[i * g.ldc + j];
+      for (int64_t p = 0; p < g.k; ++p) {
+        const float av = g.trans_a ? g.a[p * g.lda + i] : g.a[i * g.lda + p];
+        const float bv = g.trans_b ? g.b[j * g.ldb + p] : g.b[p * g.ldb + j];
+        s += std::fabs(static_cast<double>(g.alpha) * av * bv);
+      }
+      if (g.beta != 0.0f) s += std::fabs(static_cast<double>(g.beta) * g.c[i * g.ldc + j]);
+      if (g.bias != nullptr) s += std::fabs(g.bias[j]);
+    }
+  }
+  return scale;
 }
 
 }  // namespace cavs::ops::testing

@@ -150,17 +150,9 @@ void ExpectEmulationMatches(absl::Span<const Case> cases) {
                         .ok());
         // Within 1e-4 of the sum of the terms' magnitudes (terms cancel over long k). The padding
         // columns of C keep their values (NaN where poisoned), as in want.
-        std::vector<double> scale(want.size(), 0.0);
-        for (int64_t r = 0; r < cs.m; ++r) {
-          for (int64_t j = 0; j < cs.n; ++j) {
-            double& s = scale[r * ldc + j];
-            for (int64_t p = 0; p < cs.k; ++p) {
-              s += std::fabs(0.75 * a[r * lda + p] * (trans_b ? b[j * ldb + p] : b[p * ldb + j]));
-            }
-            s += beta == 0.0f ? 0.0 : std::fabs(c[r * ldc + j]);
-            s += bias != nullptr ? std::fabs(bias[j]) : 0.0;
-          }
-        }
+        const std::vector<double> scale =
+            testing::GemmScale(Kernels::GemmCall{false, trans_b, cs.m, cs.n, cs.k, 0.75f, a.data(),
+                                                 lda, b.data(), ldb, beta, c.data(), ldc, bias});
         EXPECT_TRUE(testing::AllClose(got, std::vector<double>(want.begin(), want.end()), 1e-4,
                                       1e-6, &scale));
       }
