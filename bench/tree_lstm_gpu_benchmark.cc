@@ -50,6 +50,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -775,6 +776,50 @@ void BM_GemmCall(benchmark::State& state) {
                               " n=", g.n, " k=", g.k));
 }
 
+// The floor of a launch's host time on this machine: what a round pays per kernel before any
+// of the engine's own work. range(0): 0 a bare kernel launch (one thread that returns at once,
+// the runtime API's <<<>>>), 1 cudaMemsetAsync of 4 bytes, 2 Kernels::Fill of one float (the
+// argument checks, the device guard and a fill kernel: the wrapper every engine call goes
+// through), 3 the same Fill called through a std::function, as Engine::Submit replays its
+// recorded calls. host_us and device_us per call as BM_GemmCall's. Mode 0 against 2 and 3 is
+// the part of a launch's host time that is ours.
+void BM_LaunchFloor(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));
+  absl::StatusOr<ops::CudaKernels*> kernels = ops::GetCudaKernels(0);
+  if (!kernels.ok()) {
+    state.SkipWithError(kernels.status().ToString().c_str());
+    return;
+  }
+  absl::StatusOr<core::Tensor> buf = RandomDevice(1);
+  if (!buf.ok()) {
+    state.SkipWithError(buf.status().ToString().c_str());
+    return;
+  }
+  float* dst = static_cast<float*>(buf->raw_data());
+  cudaStream_t stream = (*kernels)->stream();
+  const std::function<absl::Status()> replayed = [&]() { return (*kernels)->Fill(dst, 1, 0.0f); };
+  const CallTimes t = TimeCalls(state, stream, [&]() -> absl::Status {
+    switch (mode) {
+      case 0:
+        return CAVS_CUDA_STATUS(ops::LaunchDelay(stream, 0));
+      case 1:
+        return CAVS_CUDA_STATUS(cudaMemsetAsync(dst, 0, sizeof(float), stream));
+      case 2:
+        return (*kernels)->Fill(dst, 1, 0.0f);
+      default:
+        return replayed();
+    }
+  });
+  if (!t.ok) state.SkipWithError("a CUDA call failed");
+  if (t.calls > 0) {
+    state.counters["host_us"] = t.host_us;
+    state.counters["device_us"] = t.device_us;
+  }
+  static const char* kWhat[] = {"bare kernel launch (<<<>>>)", "cudaMemsetAsync, 4 bytes",
+                                "Kernels::Fill, 1 float", "Kernels::Fill through std::function"};
+  state.SetLabel(kWhat[mode]);
+}
+
 BENCHMARK(BM_DeviceCeilings)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmCall)
     ->ArgsProduct({{0, 1, 2, 3}, {64, 512, 4096}, {0}})
@@ -785,6 +830,7 @@ BENCHMARK(BM_GemmCall)
     ->ArgsProduct({{1, 3, 4}, {100}, {0}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LaunchFloor)->DenseRange(0, 3)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FusedRound)
     ->ArgsProduct({{0, 1}, {0, 1}, {64, 4096}})
     ->ArgsProduct({{0}, {2, 3}, {16, 64, 80}})

@@ -98,7 +98,7 @@ fi
 tabular=--benchmark_counters_tabular=true
 if want bench all; then
   part bench_tree tree_gpu_bench 240 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
-    --benchmark_filter='^(BM_DeviceCeilings|BM_GemmCall|BM_FusedRound|BM_TreeLstm/)'
+    --benchmark_filter='^(BM_DeviceCeilings|BM_LaunchFloor|BM_GemmCall|BM_FusedRound|BM_TreeLstm/)'
   CAVS_FUSED_ROUND=1 part bench_tree tree_gpu_bench_fused_round 120 \
     "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter='^BM_TreeLstm/(infer|infer_pipelined|train_pipelined)/256'
@@ -132,7 +132,7 @@ if want round; then
   sanitize memcheck memcheck_round 'CudaFusedTest.Round*'
   sanitize racecheck racecheck_round 'CudaFusedTest.Round*'
   part bench_tree fused_round_calls 60 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
-    --benchmark_filter='^BM_FusedRound/0/[23]/'
+    --benchmark_filter='^(BM_LaunchFloor|BM_FusedRound/0/[23]/)'
   part bench_paths paths_round 240 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter='^BM_TreeLstmPaths/[567]/' --benchmark_enable_random_interleaving=true \
     --benchmark_report_aggregates_only=true
