@@ -350,7 +350,7 @@ class TreeLstmRun {
     t->round_commands += static_cast<double>(s.forward_round_commands + s.backward_round_commands);
     t->flops += MatMulFlops(*f_, s.rows, train_);
     t->bytes += MinBytes(*store_, s, train_, train_ ? TouchedRows(*store_) : 0);
-    t->plan_bytes = std::max<double>(t->plan_bytes, s.arena_bytes + s.upload_bytes);
+    t->plan_bytes = std::max<double>(t->plan_bytes, s.arena_bytes + s.upload_region_bytes);
   }
 
   const bool train_;

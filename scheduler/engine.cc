@@ -61,20 +61,25 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const vertex::Function* f
 
 namespace {
 
-// Fills the host side of the plan's upload: each part's bytes at its offset, in the backend's
-// pinned staging buffer where it has one, else in `fallback` (kept across batches: no page
-// faults per step).
+// One part of the plan's upload: `bytes` from `src`, at `at` in the upload.
+struct UploadPart {
+  const void* src;
+  int64_t at, bytes;
+};
+
+// Fills the host side of the plan's upload (`bytes` in all): each part at its offset, in the
+// backend's pinned staging buffer where it has one, else in `fallback` (kept across batches: no
+// page faults per step).
 absl::StatusOr<char*> Stage(core::Backend& backend, int64_t bytes,
-                            const std::array<std::pair<const void*, int64_t>, 3>& parts,
-                            const std::array<int64_t, 3>& sizes, std::vector<char>* fallback) {
+                            const std::vector<UploadPart>& parts, std::vector<char>* fallback) {
   CAVS_ASSIGN_OR_RETURN(void* pinned, backend.HostStaging(bytes));
   char* staging = static_cast<char*>(pinned);
   if (staging == nullptr) {
     if (static_cast<int64_t>(fallback->size()) < bytes) fallback->resize(bytes);
     staging = fallback->data();
   }
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (sizes[i] > 0) std::memcpy(staging + parts[i].second, parts[i].first, sizes[i]);
+  for (const UploadPart& p : parts) {
+    if (p.bytes > 0) std::memcpy(staging + p.at, p.src, p.bytes);
   }
   return staging;
 }
@@ -107,12 +112,14 @@ int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward) 
 
 // Where a batch's buffers go: the arena ([rows, width] per buffer, 16-float aligned: first the
 // buffers zeroed before each batch and the 2 loss statistics, so that one fill zeroes them all,
-// then the others) and the upload region (ints and predictions | features | fused programs).
+// then the others) and the upload region (fused programs | features | the index arrays the run
+// reads, packed (Batch::Ints; room for all of them) | predictions, written on the device). Only
+// the bytes up to the last packed array are copied.
 struct Layout {
   std::vector<int64_t> offsets;  // per buffer: floats into the arena, -1 if not allocated
   int64_t arena_floats = 0, stats_at = 0;
   int64_t zero_floats = 0;  // the arena's first floats, zeroed before each batch
-  int64_t feat_at = 0, instr_at = 0, instr_count = 0, upload_bytes = 0;
+  int64_t instr_count = 0, feat_at = 0, ints_at = 0, pred_at = 0, region_bytes = 0;
 };
 
 Layout LayOut(const Compiled& c, const Plan& plan, bool backward) {
@@ -135,10 +142,11 @@ Layout LayOut(const Compiled& c, const Plan& plan, bool backward) {
   l.zero_floats = l.arena_floats;
   place(false);
   l.instr_count = CountInstrs(c, n, plan.num_rounds, backward);
-  const int64_t ints_bytes = static_cast<int64_t>(plan.ints.size() + n) * 4;  // + predictions
-  l.feat_at = (ints_bytes + 63) / 64 * 64;
-  l.instr_at = (l.feat_at + static_cast<int64_t>(plan.features.size()) * 4 + 63) / 64 * 64;
-  l.upload_bytes = l.instr_at + l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr));
+  auto aligned = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
+  l.feat_at = aligned(l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr)));
+  l.ints_at = aligned(l.feat_at + static_cast<int64_t>(plan.features.size()) * 4);
+  l.pred_at = aligned(l.ints_at + static_cast<int64_t>(plan.ints.size()) * 4);
+  l.region_bytes = l.pred_at + n * 4;
   return l;
 }
 
@@ -252,14 +260,14 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
                                                                 core::DType::kFloat32, dev));
   CAVS_ASSIGN_OR_RETURN(
       core::Tensor upload,
-      core::Tensor::Empty(core::Shape({(l.upload_bytes + 3) / 4}), core::DType::kFloat32, dev));
+      core::Tensor::Empty(core::Shape({(l.region_bytes + 3) / 4}), core::DType::kFloat32, dev));
   char* up = static_cast<char*>(upload.raw_data());
   Batch b;
   b.plan = &plan;
   b.options = &options;
-  b.ints = reinterpret_cast<const int32_t*>(up);
-  b.pred = reinterpret_cast<int32_t*>(up) + plan.ints.size();
-  b.dev_instrs = reinterpret_cast<const ops::EwInstr*>(up + l.instr_at);
+  b.ints = reinterpret_cast<const int32_t*>(up + l.ints_at);
+  b.pred = reinterpret_cast<int32_t*>(up + l.pred_at);
+  b.dev_instrs = reinterpret_cast<const ops::EwInstr*>(up);
   b.instrs.reserve(l.instr_count);
   b.stats = arena.data<float>() + l.stats_at;
   b.sum_written.assign(c.fwd.num_sums, {});
@@ -280,19 +288,18 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   const double t_plan = Seconds();
   PhaseTimer* timer = options_.phase_timer;
   if (timer != nullptr) timer->Begin(Phase::kUpload);
-  // One transfer: the plan's ints, its features and every fused program, from pinned memory
-  // where the backend has it (then the copy is queued, not waited for).
+  // One transfer: every fused program, the features and the index arrays the launches read,
+  // from pinned memory where the backend has it (then the copy is queued, not waited for).
   CAVS_ASSIGN_OR_RETURN(core::Backend * backend, core::GetBackend(dev));
-  const std::array<std::pair<const void*, int64_t>, 3> parts = {{
-      {plan.ints.data(), 0},
-      {plan.features.data(), l.feat_at},
-      {b.instrs.data(), l.instr_at},
-  }};
-  const std::array<int64_t, 3> sizes = {static_cast<int64_t>(plan.ints.size()) * 4,
-                                        static_cast<int64_t>(plan.features.size()) * 4,
-                                        l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr))};
-  CAVS_ASSIGN_OR_RETURN(char* staging, Stage(*backend, l.upload_bytes, parts, sizes, &staging_));
-  CAVS_RETURN_IF_ERROR(backend->CopyFromHost(up, staging, l.upload_bytes));
+  std::vector<UploadPart> parts = {
+      {b.instrs.data(), 0, l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr))},
+      {plan.features.data(), l.feat_at, static_cast<int64_t>(plan.features.size()) * 4}};
+  for (const Batch::IntsArray& a : b.ints_arrays) {
+    parts.push_back({plan.Ints(a.plan_at), l.ints_at + a.packed_at * 4, a.count * 4});
+  }
+  const int64_t upload_bytes = l.ints_at + b.ints_packed * 4;
+  CAVS_ASSIGN_OR_RETURN(char* staging, Stage(*backend, upload_bytes, parts, &staging_));
+  CAVS_RETURN_IF_ERROR(backend->CopyFromHost(up, staging, upload_bytes));
   if (options_.poison_buffers) {
     CAVS_RETURN_IF_ERROR(kernels_->Fill(arena.data<float>(), l.arena_floats,
                                         std::numeric_limits<float>::quiet_NaN()));
@@ -348,7 +355,9 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   stats_.gemm_flops = b.gemm_flops;
   stats_.pack_bytes = b.pack_bytes;
   stats_.arena_bytes = l.arena_floats * 4;
-  stats_.upload_bytes = l.upload_bytes;
+  stats_.upload_bytes = upload_bytes;
+  stats_.upload_index_bytes = b.ints_packed * 4;
+  stats_.upload_region_bytes = l.region_bytes;
   stats_.host_syncs = dev.type == core::DeviceType::kCpu ? 0 : syncs;
   return pending;
 }

@@ -86,8 +86,10 @@ struct EngineStats {
   int64_t gemm_flops = 0;    // 2·m·n·k over the batch's GEMMs (rows known zero are skipped)
   int64_t arena_bytes = 0;   // the batch's buffers (the plan's memory estimate)
   int64_t pack_bytes = 0;    // weights packed for the device's packed GEMM (if it has one)
-  int64_t upload_bytes = 0;  // index arrays, features and fused programs
-  int64_t host_syncs = 0;    // waits for the device (read-backs) in the last Run
+  int64_t upload_bytes = 0;  // copied to the device: programs, features, the index arrays read
+  int64_t upload_index_bytes = 0;   // of which the plan's index arrays
+  int64_t upload_region_bytes = 0;  // the device region it lands in, predictions included
+  int64_t host_syncs = 0;           // waits for the device (read-backs) in the last Run
 };
 
 // A batch whose work Engine::Submit queued and whose results Engine::Finish reads. Movable;

@@ -140,6 +140,16 @@ void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int
   b_.instrs.push_back(in);
 }
 
+const int32_t* Batch::Ints(int64_t plan_offset) {
+  CAVS_CHECK(plan_offset >= 0, "an index array the plan does not have");
+  for (const IntsArray& a : ints_arrays) {
+    if (a.plan_at == plan_offset) return ints + a.packed_at;
+  }
+  ints_arrays.push_back({plan_offset, plan->ArrayLength(plan_offset), ints_packed});
+  ints_packed += ints_arrays.back().count;
+  return ints + ints_arrays.back().packed_at;
+}
+
 void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
                      int64_t r1) {
   const size_t first = b_.instrs.size();

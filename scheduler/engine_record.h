@@ -30,8 +30,19 @@ namespace cavs::scheduler::internal {
 struct Batch {
   const Plan* plan = nullptr;
   const RunOptions* options = nullptr;
-  std::vector<float*> buffer_base;   // per buffer: row 0 (nullptr if not allocated)
-  const int32_t* ints = nullptr;     // device copy of plan.ints
+  std::vector<float*> buffer_base;  // per buffer: row 0 (nullptr if not allocated)
+  // The plan's index arrays that the recorded launches read, each uploaded once from `ints` on,
+  // back to back in the order first asked for (Ints). Only these are uploaded: an inference
+  // batch of trees reads neither its child rows (children push into their parents' rows), its
+  // uids (no dropout) nor its token slots (no embedding gradient).
+  struct IntsArray {
+    int64_t plan_at = 0, count = 0, packed_at = 0;  // offsets and count in ints
+  };
+  const int32_t* ints = nullptr;  // the packed arrays' device copy
+  std::vector<IntsArray> ints_arrays;
+  int64_t ints_packed = 0;  // ints packed so far
+  // The device copy of the plan's index array at `plan_offset` (an array's start in plan.ints).
+  const int32_t* Ints(int64_t plan_offset);
   std::vector<ops::EwInstr> instrs;  // host copy of every fused program
   const ops::EwInstr* dev_instrs = nullptr;
   std::vector<std::function<absl::Status()>> launches;
@@ -84,7 +95,7 @@ class Recorder {
   float* ParamGrad(const std::string& name) const {
     return static_cast<float*>(store_.Find(name)->grad.raw_data());
   }
-  const int32_t* Ints(int64_t offset) const { return b_.ints + offset; }
+  const int32_t* Ints(int64_t offset) const { return b_.Ints(offset); }
   // Per row from r0: the row of its parent through child slot `slot` (-1: none there).
   const int32_t* ParentRows(int64_t slot, int64_t r0) const {
     return Ints(b_.plan->parent_of_slot[static_cast<size_t>(slot)]) + r0;

@@ -347,4 +347,15 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
   return plan;
 }
 
+int64_t Plan::ArrayLength(int64_t offset) const {
+  int64_t end = static_cast<int64_t>(ints.size());
+  auto below = [&](int64_t start) {
+    if (start > offset && start < end) end = start;
+  };
+  for (int64_t start : child_rows) below(start);
+  for (int64_t start : parent_of_slot) below(start);
+  for (int64_t start : {reduce_offsets, reduce_ids, tokens, labels, uids, token_slot}) below(start);
+  return end - offset;
+}
+
 }  // namespace cavs::scheduler

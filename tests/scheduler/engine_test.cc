@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/allocator.h"
 #include "core/optimizer.h"
 #include "core/random.h"
@@ -95,7 +96,7 @@ void ExpectMatchesReferenceOn(core::Device device, const vertex::Function& f,
   const int64_t peak = core::CpuAllocator::Global()->stats().peak_bytes_in_use - before;
   const EngineStats& st = (*engine)->stats();
   if (device.is_cpu()) {
-    EXPECT_LE(peak, 2 * (st.arena_bytes + st.upload_bytes + st.pack_bytes) + 65536)
+    EXPECT_LE(peak, 2 * (st.arena_bytes + st.upload_region_bytes + st.pack_bytes) + 65536)
         << "memory beyond the plan";
   }
   absl::StatusOr<ReferenceResult> want =
@@ -638,6 +639,36 @@ std::pair<EngineStats, EngineStats> InferThenTrain(const vertex::Function& f,
   CAVS_CHECK(store.ZeroGrad().ok());
   CAVS_CHECK((*engine)->Run(graphs, RunOptions()).ok());
   return {after_infer, (*engine)->stats()};
+}
+
+// A run uploads only the index arrays its launches read. On trees (every child has one parent,
+// so children push into their parents' gathered rows) inference reads each slot's parent rows,
+// the tokens and the labels; training also reads the token slots (the embedding's gradient),
+// and with dropout the uids (its mask). The child rows are not uploaded.
+TEST(EngineTest, RunsUploadOnlyTheIndexArraysTheyRead) {
+  core::Rng rng(23);
+  const std::vector<Graph> graphs = Trees(rng, 6, 12);
+  for (float dropout : {0.0f, 0.5f}) {
+    vertex::models::CellConfig c = Cell();
+    c.dropout = dropout;
+    absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(c);
+    ASSERT_TRUE(f.ok());
+    SCOPED_TRACE(absl::StrCat("dropout ", dropout));
+    core::ParameterStore store(5);
+    auto engine = Engine::Create(&*f, &store);
+    ASSERT_TRUE(engine.ok());
+    RunOptions infer;
+    infer.training = false;
+    infer.backward = false;
+    ASSERT_TRUE((*engine)->Run(graphs, infer).ok());
+    const EngineStats st = (*engine)->stats();
+    const int64_t row_bytes = st.rows * 4;  // one int per row
+    EXPECT_EQ(st.upload_index_bytes, (2 + 1 + 1) * row_bytes);
+    EXPECT_LT(st.upload_bytes, st.upload_region_bytes);
+    ASSERT_TRUE(store.ZeroGrad().ok());
+    ASSERT_TRUE((*engine)->Run(graphs, RunOptions()).ok());
+    EXPECT_EQ((*engine)->stats().upload_index_bytes, (dropout > 0 ? 6 : 5) * row_bytes);
+  }
 }
 
 // GEMMs run only over rows that can be nonzero and are read: with every leaf in round 0 and

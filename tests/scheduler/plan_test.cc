@@ -229,6 +229,19 @@ void ExpectArraysMatch(const vertex::Function& f, const std::vector<Graph>& gs, 
     }
   }
   if (reduces) EXPECT_EQ(p.Ints(p.reduce_offsets)[0], 0);
+  // Each array's length (what the engine uploads of it, Batch::Ints): one int per row, the
+  // reductions' CSR offsets one more, their ids one per edge.
+  for (int k = 0; k <= max_slot; ++k) {
+    EXPECT_EQ(p.ArrayLength(p.child_rows[k]), p.num_rows) << "slot " << k;
+    EXPECT_EQ(p.ArrayLength(p.parent_of_slot[k]), p.num_rows) << "slot " << k;
+  }
+  for (int64_t at : {p.uids, p.tokens, p.labels, p.token_slot}) {
+    EXPECT_EQ(p.ArrayLength(at), p.num_rows);
+  }
+  if (reduces) {
+    EXPECT_EQ(p.ArrayLength(p.reduce_offsets), p.num_rows + 1);
+    EXPECT_EQ(p.ArrayLength(p.reduce_ids), p.Ints(p.reduce_offsets)[p.num_rows]);
+  }
   for (int k = 0; k <= max_slot; ++k) {
     EXPECT_EQ(
         std::vector<int32_t>(p.Ints(p.parent_of_slot[k]), p.Ints(p.parent_of_slot[k]) + p.num_rows),
