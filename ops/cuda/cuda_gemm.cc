@@ -507,7 +507,8 @@ absl::Status CublasLtGemm::Run(cudaStream_t stream, bool allow_tf32, bool trans_
                   RowAlignment(a, lda),
                   RowAlignment(b, ldb),
                   RowAlignment(c, ldc),
-                  bias != nullptr};
+                  bias != nullptr,
+                  bias != nullptr ? RowAlignment(bias, 0) : 0};
   auto it = plans_.find(p);
   if (it == plans_.end()) {
     if (plans_.size() >= kMaxProblems) plans_.clear();

@@ -96,7 +96,8 @@ struct SmallGemmSetup {
 //
 // Bias: a problem with a bias row (Kernels::GemmBias) is planned with cuBLASLt's bias epilogue
 // (CUBLASLT_EPILOGUE_BIAS: D = alpha A B + beta C + bias, the bias one value per row of the
-// column-major D, one per column of our row-major c), its pointer set on each call; autotuning
+// column-major D, one per column of our row-major c), its pointer set on each call (its
+// alignment is part of the problem, as the operands'); autotuning
 // does not time cublasSgemm for it (which would need a second launch for the bias). A bias
 // that is not 16-byte aligned is left to the caller (NotFound), as are problems cuBLASLt has no
 // algorithm with the epilogue for.
@@ -148,15 +149,19 @@ class CublasLtGemm {
     int64_t m, n, k, lda, ldb, ldc;
     uint32_t align_a, align_b, align_c;
     bool bias = false;  // with the bias epilogue
+    // The bias pointer's alignment (up to 256): cuBLASLt's heuristic reads the pointer to
+    // choose, so a plan is reused only for biases aligned as the one it was chosen with.
+    uint32_t align_bias = 0;
     bool operator==(const Problem& o) const {
       return trans_a == o.trans_a && trans_b == o.trans_b && tf32 == o.tf32 && m == o.m &&
              n == o.n && k == o.k && lda == o.lda && ldb == o.ldb && ldc == o.ldc &&
-             align_a == o.align_a && align_b == o.align_b && align_c == o.align_c && bias == o.bias;
+             align_a == o.align_a && align_b == o.align_b && align_c == o.align_c &&
+             bias == o.bias && align_bias == o.align_bias;
     }
     template <typename H>
     friend H AbslHashValue(H h, const Problem& p) {
       return H::combine(std::move(h), p.trans_a, p.trans_b, p.tf32, p.m, p.n, p.k, p.lda, p.ldb,
-                        p.ldc, p.align_a, p.align_b, p.align_c, p.bias);
+                        p.ldc, p.align_a, p.align_b, p.align_c, p.bias, p.align_bias);
     }
   };
   enum class Use { kLt, kSgemm, kUnsupported };

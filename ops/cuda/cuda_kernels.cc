@@ -113,6 +113,8 @@ CudaKernels::~CudaKernels() {
     if (fused_ != nullptr) (void)backend_->Synchronize();  // no launch of a kernel unloaded
     fused_.reset();
     lt_.reset();
+    cudaFree(split_partial_);  // cudaFree waits for the kernels queued before it
+    cudaFree(split_arrivals_);
     cublasDestroy(cublas_);
   }
 }
@@ -215,6 +217,7 @@ absl::StatusOr<SmallGemmSetup> CudaKernels::SetupFor(const SmallGemmChoice& choi
         err = cudaMemsetAsync(arrivals, 0, num_sms_ * sizeof(unsigned), stream());
       }
       if (err != cudaSuccess) {
+        (void)cudaGetLastError();  // else the next launch's check would report it as its own
         cudaFree(arrivals);
         cudaFree(partial);
         return CudaStatus(err, "cudaMalloc (the small GEMM's split workspace)", __FILE__, __LINE__);
@@ -240,11 +243,14 @@ absl::Status CudaKernels::GemmBias(const GemmCall& g) {
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
   if (const std::optional<SmallGemmChoice> choice =
           SmallGemmFor(g.trans_a, g.trans_b, g.m, g.n, g.k)) {
-    CAVS_ASSIGN_OR_RETURN(const SmallGemmSetup setup, SetupFor(*choice));
-    const absl::Status s =
-        SmallGemmRowMajor(backend_->stream(), setup, g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha,
-                          g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, g.bias);
-    if (!absl::IsNotFound(s)) return s;  // NotFound where it cannot: cuBLAS
+    // Without its split workspace (no device memory for it), cuBLAS takes the GEMM.
+    if (const absl::StatusOr<SmallGemmSetup> setup = SetupFor(*choice); setup.ok()) {
+      const absl::Status s =
+          SmallGemmRowMajor(backend_->stream(), *setup, g.trans_a, g.trans_b, g.m, g.n, g.k,
+                            g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, g.bias);
+      if (s.ok()) ++small_gemms_[static_cast<int>(choice->tile)];
+      if (!absl::IsNotFound(s)) return s;  // NotFound where it cannot: cuBLAS
+    }
   }
   if (lt_ != nullptr && g.k > 0) {
     const absl::Status s =

@@ -147,6 +147,10 @@ class CudaKernels final : public Kernels {
   };
   std::optional<SmallGemmChoice> SmallGemmFor(bool trans_a, bool trans_b, int64_t m, int64_t n,
                                               int64_t k) const;
+  // The GEMMs that Gemm ran on the small GEMM so far, by tile (small_gemm::TileShape).
+  int64_t small_gemms(small_gemm::TileShape tile) const {
+    return small_gemms_[static_cast<int>(tile)];
+  }
 
   // Forward rounds in one launch (GemmThenElementwise; off unless CAVS_FUSED_ROUND=1: not yet
   // measured on a GPU), and the rounds so launched.
@@ -159,6 +163,7 @@ class CudaKernels final : public Kernels {
   bool allow_tf32() const { return allow_tf32_; }
 
   CudaBackend* backend() const { return backend_; }
+  int num_sms() const { return num_sms_; }  // the device's multiprocessors
   cudaStream_t stream() const { return backend_->stream(); }
   cublasHandle_t cublas() const { return cublas_; }
 
@@ -183,6 +188,7 @@ class CudaKernels final : public Kernels {
   // PrepareSmallGemm's shared memory for this device, by small_gemm::TileShape (0: none).
   std::array<size_t, 2> small_gemm_shared_bytes_{};
   bool tall_tile_ = false;
+  std::array<int64_t, 2> small_gemms_{};  // by small_gemm::TileShape
   // The workspace of small GEMMs split over k, made on first use: a partial tile for each of at
   // most num_sms_ blocks, a count for each of at most num_sms_ tiles (small_gemm::TallSplits).
   float* split_partial_ = nullptr;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <vector>
 
@@ -323,8 +324,8 @@ TEST_F(CudaKernelsTest, ColumnReductionsAndFillMatchTheCpu) {
 TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
   absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
+  const testing::KeepGemmSettings keep(*cuda);  // cuBLASLt's setting too
   const bool was_lt = (*cuda)->cublas_lt();
-  const testing::KeepGemmSettings keep(*cuda);
   (*cuda)->SetSmallGemm(CudaKernels::SmallGemm::kOff);
   for (bool lt : {false, true}) {
     ASSERT_TRUE((*cuda)->SetCublasLt(lt).ok());
@@ -413,8 +414,8 @@ TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
 
 // With the 64 x 16 tiles on, Gemm takes them, in small_gemm::TallSplits' splits of k, exactly
 // where that says on this device (on an H100: the LSTM's recurrent GEMM, its backward to h, the
-// Tree-LSTM's backward to the children), in both small-GEMM settings, and matches the CPU
-// there, one workspace serving every call.
+// Tree-LSTM's backward to the children), in both small-GEMM settings, runs them there (its
+// count) and matches the CPU, one workspace serving every call.
 TEST_F(CudaKernelsTest, TallTilesWhereTallSplitsSays) {
   absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
@@ -449,8 +450,12 @@ TEST_F(CudaKernelsTest, TallTilesWhereTallSplitsSays) {
       EXPECT_FALSE(is_tall((*cuda)->SmallGemmFor(true, cs.tb, cs.m, cs.n, cs.k))) << what;
       std::vector<float> a = RandomFloats(cs.m * cs.k, 44), b = RandomFloats(cs.k * cs.n, 45),
                          c = RandomFloats(cs.m * cs.n, 46);
+      const int64_t tall_before = (*cuda)->small_gemms(TileShape::kTall);
       EXPECT_TRUE(GemmMatches(false, cs.tb, cs.m, cs.n, cs.k, 1.0f, a, cs.k, b, cs.tb ? cs.k : cs.n,
                               1.0f, c, c, cs.n, 0))
+          << what;
+      // The tall kernel ran it (not cuBLAS after the small GEMM declined) where it was chosen.
+      EXPECT_EQ((*cuda)->small_gemms(TileShape::kTall) - tall_before, is_tall(choice) ? 1 : 0)
           << what;
     }
   }
@@ -530,25 +535,29 @@ TEST_P(CublasLtTest, MatchesTheCpu) {
 
 // A bias row in cuBLASLt's epilogue (GemmBias): cuBLASLt plans these problems, a forward
 // round's GEMM and the x W of a batch's leaves among them, with the heuristic and autotuned
-// (which does not time cublasSgemm for them), beta 0 and 1, each twice (the second call reuses
-// the plan and sets the bias pointer again: another bias, 4 floats further into its array, so
-// that a pointer left from the first call would show).
+// (which does not time cublasSgemm for them), beta 0 and 1, each three times: the bias's
+// alignment is part of a plan, and a plan reused sets the bias pointer again.
 TEST_P(CublasLtTest, BiasInTheEpilogue) {
   const testing::KeepGemmSettings keep(lt_);
   lt_->SetSmallGemm(CudaKernels::SmallGemm::kOff);  // else it takes the 64-row round
   const int64_t unsupported = lt_->lt_problems_unsupported();
   const int64_t to_sgemm = lt_->lt_problems_to_sgemm();
+  const int64_t planned = lt_->lt_problems_planned();
   struct Case {
     int64_t m, n, k;
   };
-  for (const Case cs :
-       {Case{64, 750, 300}, Case{300, 750, 300}, Case{4800, 750, 300}, Case{7, 45, 150}}) {
+  const Case cases[] = {{64, 750, 300}, {300, 750, 300}, {4800, 750, 300}, {7, 45, 150}};
+  for (const Case cs : cases) {
     for (float beta : {0.0f, 1.0f}) {
       std::vector<float> a = RandomFloats(cs.m * cs.k, 34), b = RandomFloats(cs.k * cs.n, 35);
       const std::vector<float> c = RandomFloats(cs.m * cs.n, 36);
-      for (int call = 0; call < 2; ++call) {
+      // The bias 256-byte aligned, then twice 16-byte aligned at other addresses (4 and 68
+      // floats in): the third call reuses the second's plan, so a pointer left from an earlier
+      // call would show.
+      for (int call = 0; call < 3; ++call) {
+        const int64_t offset = call == 0 ? 0 : call == 1 ? 4 : 68;
         EXPECT_TRUE(GemmMatches(false, false, cs.m, cs.n, cs.k, 1.0f, a, cs.k, b, cs.n, beta, c, c,
-                                cs.n, 0, std::nullopt, RandomFloats(cs.n + 4, 37 + call), 4 * call))
+                                cs.n, 0, std::nullopt, RandomFloats(cs.n + 68, 37 + call), offset))
             << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " beta=" << beta << " call "
             << call;
       }
@@ -557,6 +566,8 @@ TEST_P(CublasLtTest, BiasInTheEpilogue) {
   // Every one of them in cuBLASLt: none without an algorithm, none left to cublasSgemm.
   EXPECT_EQ(lt_->lt_problems_unsupported(), unsupported);
   EXPECT_EQ(lt_->lt_problems_to_sgemm(), to_sgemm);
+  // At most one plan a shape and bias alignment (beta is not part of a plan), not one a call.
+  EXPECT_LE(lt_->lt_problems_planned() - planned, 2 * static_cast<int64_t>(std::size(cases)));
 }
 
 // A class first planned (and tuned) on operands whose rows are 16-byte aligned, then the same

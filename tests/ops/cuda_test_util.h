@@ -63,16 +63,21 @@ class DeviceArray {
   T* ptr_ = nullptr;
 };
 
-// The small-GEMM and one-launch-round settings of `k` as they were, put back when this goes out
-// of scope (also after a failed ASSERT).
+// The small-GEMM, one-launch-round and cuBLASLt settings of `k` as they were, put back when
+// this goes out of scope (also after a failed ASSERT).
 class KeepGemmSettings {
  public:
   explicit KeepGemmSettings(CudaKernels* k)
-      : k_(k), small_(k->small_gemm()), tall_(k->tall_tile()), round_(k->fused_round()) {}
+      : k_(k),
+        small_(k->small_gemm()),
+        tall_(k->tall_tile()),
+        round_(k->fused_round()),
+        lt_(k->cublas_lt()) {}
   ~KeepGemmSettings() {
     k_->SetSmallGemm(small_);
     k_->SetTallTile(tall_);
     k_->SetFusedRound(round_);
+    EXPECT_TRUE(k_->SetCublasLt(lt_).ok());
   }
   KeepGemmSettings(const KeepGemmSettings&) = delete;
   KeepGemmSettings& operator=(const KeepGemmSettings&) = delete;
@@ -80,7 +85,7 @@ class KeepGemmSettings {
  private:
   CudaKernels* k_;
   CudaKernels::SmallGemm small_;
-  bool tall_, round_;
+  bool tall_, round_, lt_;
 };
 
 }  // namespace cavs::ops::testing
