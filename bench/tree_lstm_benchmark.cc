@@ -208,7 +208,8 @@ void BM_Finish(benchmark::State& state) {
 // The host's part of Engine::Submit before anything runs: recording the batch's launches from
 // a built plan (EngineStats::plan_seconds with a prebuilt plan), timed manually around the
 // kernels the CPU runs in Submit. On a GPU this is on the submitting thread of a pipelined
-// step, with the queueing and Finish. upload_KiB: the bytes a batch copies to the device.
+// step, with the queueing and Finish. upload_KiB: the bytes a batch copies to the device;
+// zeroed_KiB: the bytes its one fill zeroes.
 // Range 0: the batch; range 1: 1 training, 0 inference.
 void BM_Record(benchmark::State& state) {
   const bool train = state.range(1) != 0;
@@ -219,7 +220,7 @@ void BM_Record(benchmark::State& state) {
   ro.training = train;
   ro.backward = train;
   size_t i = 0;
-  double commands = 0, upload = 0;
+  double commands = 0, upload = 0, zeroed = 0;
   for (auto _ : state) {
     const size_t at = i++ % p->batches.size();
     if (train) (void)p->e->store.ZeroGrad();
@@ -229,12 +230,14 @@ void BM_Record(benchmark::State& state) {
     state.SetIterationTime(engine->stats().plan_seconds);
     commands += static_cast<double>(engine->stats().commands);
     upload += static_cast<double>(engine->stats().upload_bytes);
+    zeroed += static_cast<double>(engine->stats().zeroed_bytes);
     absl::StatusOr<scheduler::RunResult> r = engine->Finish(*std::move(pending));
     if (!r.ok()) return state.SkipWithError(r.status().ToString().c_str());
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));
   state.counters["kernels_per_batch"] = commands / static_cast<double>(state.iterations());
   state.counters["upload_KiB"] = upload / 1024 / static_cast<double>(state.iterations());
+  state.counters["zeroed_KiB"] = zeroed / 1024 / static_cast<double>(state.iterations());
 }
 
 // The host's part of a batch that needs no device: validating the batch and building its plan

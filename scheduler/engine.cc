@@ -111,10 +111,11 @@ int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward) 
 }
 
 // Where a batch's buffers go: the arena ([rows, width] per buffer, 16-float aligned: first the
-// buffers zeroed before each batch and the 2 loss statistics, so that one fill zeroes them all,
-// then the others) and the upload region (fused programs | features | the index arrays the run
-// reads, packed (Batch::Ints; room for all of them) | predictions, written on the device). Only
-// the bytes up to the last packed array are copied.
+// buffers zeroed before each batch, the 2 loss statistics and the rows children push into, so
+// that one fill zeroes them all, up to the last row with an empty slot; then the others) and the
+// upload region (fused programs | features | the index arrays the run reads, packed (Batch::Ints;
+// room for all of them) | predictions, written on the device). Only the bytes up to the last packed
+// array are copied.
 struct Layout {
   std::vector<int64_t> offsets;  // per buffer: floats into the arena, -1 if not allocated
   int64_t arena_floats = 0, stats_at = 0;
@@ -126,21 +127,30 @@ Layout LayOut(const Compiled& c, const Plan& plan, bool backward) {
   Layout l;
   const int64_t n = plan.num_rows;
   l.offsets.assign(c.buffers.size(), -1);
-  auto place = [&](bool zero) {
+  auto place = [&](size_t i) {
+    l.offsets[i] = l.arena_floats;
+    l.arena_floats += (n * c.buffers[i].width + 15) / 16 * 16;
+  };
+  auto place_all = [&](bool zero) {
     for (size_t i = 0; i < c.buffers.size(); ++i) {
       const internal::Buffer& buf = c.buffers[i];
-      if ((buf.backward_only && !backward) || buf.features || buf.unused || buf.zero != zero) {
+      if ((buf.backward_only && !backward) || buf.features || buf.unused || buf.zero != zero ||
+          static_cast<int>(i) == c.pushed_rows) {
         continue;
       }
-      l.offsets[i] = l.arena_floats;
-      l.arena_floats += (n * buf.width + 15) / 16 * 16;
+      place(i);
     }
   };
-  place(true);
+  place_all(true);
   l.stats_at = l.arena_floats;
   l.arena_floats += 16;
   l.zero_floats = l.arena_floats;
-  place(false);
+  if (c.pushed_rows >= 0) {  // last of the zeroed buffers: only its rows with an empty slot
+    place(c.pushed_rows);
+    const int64_t rows = plan.unique_parents ? plan.slots_full_from : n;
+    l.zero_floats += rows * c.buffers[c.pushed_rows].width;
+  }
+  place_all(false);
   l.instr_count = CountInstrs(c, n, plan.num_rounds, backward);
   auto aligned = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
   l.feat_at = aligned(l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr)));
@@ -357,6 +367,7 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   stats_.arena_bytes = l.arena_floats * 4;
   stats_.upload_bytes = upload_bytes;
   stats_.upload_index_bytes = b.ints_packed * 4;
+  stats_.zeroed_bytes = l.zero_floats * 4;
   stats_.upload_region_bytes = l.region_bytes;
   stats_.host_syncs = dev.type == core::DeviceType::kCpu ? 0 : syncs;
   return pending;

@@ -87,7 +87,8 @@ struct EngineStats {
   int64_t arena_bytes = 0;   // the batch's buffers (the plan's memory estimate)
   int64_t pack_bytes = 0;    // weights packed for the device's packed GEMM (if it has one)
   int64_t upload_bytes = 0;  // copied to the device: programs, features, the index arrays read
-  int64_t upload_index_bytes = 0;   // of which the plan's index arrays
+  int64_t upload_index_bytes = 0;  // of which the plan's index arrays
+  int64_t zeroed_bytes = 0;        // the one fill before the batch (accumulators, pushed-into rows)
   int64_t upload_region_bytes = 0;  // the device region it lands in, predictions included
   int64_t host_syncs = 0;           // waits for the device (read-backs) in the last Run
 };

@@ -378,6 +378,38 @@ void MarkPushes(Compiled& c, const vertex::Function& f) {
   }
 }
 
+// The buffers of the pushed Gathers become column ranges of one buffer (Compiled::pushed_rows),
+// so that the rows a batch must zero (those with an empty slot: the leaves, in round 0 on trees)
+// are one range, at the end of the arena's zeroed region (engine.cc, LayOut). A row with a
+// child in every slot is written by the pushes before it is read.
+void MergePushedRows(Compiled& c) {
+  std::vector<int> pushed;  // buffer ids, in first-push order
+  for (const Step& st : c.fwd.steps[static_cast<int>(OpClass::kInRounds)]) {
+    for (const Push& push : st.pushes) {
+      const int b = c.fwd.views[push.gather].buffer;
+      if (std::find(pushed.begin(), pushed.end(), b) == pushed.end()) pushed.push_back(b);
+    }
+  }
+  if (pushed.empty()) return;
+  std::vector<int64_t> base(c.buffers.size(), -1);  // column of each merged buffer
+  int64_t width = 0;
+  for (int b : pushed) {
+    base[b] = width;
+    width += c.buffers[b].width;
+    c.buffers[b].unused = true;
+  }
+  const int merged = NewBuffer(c, width, false, true);
+  for (ProgramSchedule* s : {&c.fwd, &c.bwd}) {
+    for (View& v : s->views) {
+      if (v.buffer < 0 || base[v.buffer] < 0) continue;
+      CAVS_CHECK(v.ld == c.buffers[v.buffer].width,
+                 "a view of a pushed buffer with its own stride");
+      v = {merged, base[v.buffer] + v.col, width};
+    }
+  }
+  c.pushed_rows = merged;
+}
+
 // A backward GatherGrad in the rounds is pulled by the first step of the rounds that reads its
 // field's gradient (the kScatterGrad node, or a view of it such as a Slice where a Concat's
 // backward splits it: any input in the field's gradient buffer), if that step is fused: the
@@ -470,6 +502,7 @@ Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
   }
   SplitEarlyWeightGrads(bp, c.bwd);
   MarkPushes(c, f);
+  MergePushedRows(c);
   MarkPulls(c, f);
   NameShapes(c);
   return c;

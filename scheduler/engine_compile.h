@@ -95,6 +95,9 @@ struct Compiled {
   ProgramSchedule fwd, bwd;
   int dlogits = -1;             // buffer of d loss / d push 0
   std::vector<int> field_grad;  // scatter field -> its gradient accumulator buffer
+  // The one buffer every pushed Gather's rows live in (MergePushedRows), or -1. Only its rows
+  // with an empty slot must start at zero: a batch zeroes its first Plan::slots_full_from rows.
+  int pushed_rows = -1;
 };
 
 // Builds views and steps for `f` (forward and backward). `elementwise_scratch`: the device's

@@ -274,6 +274,7 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
   if (feat > 0) plan.features.assign(n * feat, 0.0f);
   std::vector<uint8_t> has_parent(n, 0);
   uint8_t shared = 0;
+  int64_t slots_full_from = 0;
   Hull token_rows, parent_rows;
   std::vector<Hull> slot_rows(max_slot + 1);
   // One pass in uid order: reads each graph in order, writes each vertex's row.
@@ -299,11 +300,13 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
         plan.labelled += lab[v] >= 0;
       }
       int32_t children = 0;
+      if (off[v + 1] - off[v] <= max_slot) slots_full_from = std::max(slots_full_from, row + 1);
       for (int32_t j = off[v]; j < off[v + 1]; ++j) {
         const int k = j - off[v];
         const int32_t c = ids[j];
         const int32_t crow = c < 0 ? -1 : static_cast<int32_t>(rows[c]);
         if (k <= max_slot) child_rows[k][row] = crow;
+        if (k <= max_slot && crow < 0) slots_full_from = std::max(slots_full_from, row + 1);
         if (crow < 0) continue;
         ++children;
         shared |= has_parent[crow];
@@ -322,6 +325,7 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
     }
   }
   plan.unique_parents = shared == 0;
+  plan.slots_full_from = slots_full_from;
   plan.token_rows = token_rows.Range();
   plan.parent_rows = parent_rows.Range();
   for (const Hull& h : slot_rows) plan.child_slot_rows.push_back(h.Range());

@@ -62,6 +62,10 @@ struct Plan {
   std::vector<int64_t> graph_offsets;  // uid of each graph's vertex 0; size graphs + 1
   int64_t labelled = 0;                // rows with a label
   bool unique_parents = true;          // no vertex is a child of two slots (trees, chains)
+  // The first row from which every row has a child in every gather slot (0 to max slot): the
+  // rows before it are those the engine zeroes in the rows children push into (on trees of
+  // leaves and full internal vertices, round 0's rows).
+  int64_t slots_full_from = 0;
   // Hulls of the rows that carry a token, that have child slot k, that have any child: where
   // embeddings, gathers and reductions can be nonzero (scheduler/row_support.h).
   RowRange token_rows{0, 0};

@@ -343,7 +343,11 @@ TEST(EngineTest, TreeLstmTemporariesLiveInScratch) {
   EXPECT_EQ(count(without.bwd), 0);
   int unused = 0;
   for (const internal::Buffer& b : with.buffers) unused += b.unused ? 1 : 0;
-  EXPECT_EQ(unused, 13);
+  // The 13, and the 3 buffers of the pushed Gathers ([h_l, h_r], c_l, c_r), which became column
+  // ranges of one (MergePushedRows).
+  EXPECT_EQ(unused, 13 + 3);
+  ASSERT_GE(with.pushed_rows, 0);
+  EXPECT_EQ(with.buffers[with.pushed_rows].width, 4 * Cell().hidden);
 }
 
 // A one-input Concat emits one instruction but writes a column range of its own buffer: it must
@@ -669,6 +673,40 @@ TEST(EngineTest, RunsUploadOnlyTheIndexArraysTheyRead) {
     ASSERT_TRUE((*engine)->Run(graphs, RunOptions()).ok());
     EXPECT_EQ((*engine)->stats().upload_index_bytes, (dropout > 0 ? 6 : 5) * row_bytes);
   }
+}
+
+// Of the rows children push into, a batch zeroes only those with an empty slot: on full binary
+// trees the leaves (round 0), where the Tree-LSTM reads c_l and c_r as zero; an inference batch
+// zeroes nothing else but the 2 loss statistics (16 floats). Training zeroes the gradient
+// accumulators too. (The engine suite runs on NaN-poisoned buffers: a row read before written
+// shows there.)
+TEST(EngineTest, OnlyRowsWithAnEmptySlotStartAtZero) {
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  core::Rng rng(29);
+  const std::vector<Graph> graphs = Trees(rng, 8, 12);
+  int64_t leaves = 0;
+  for (const Graph& g : graphs) {
+    for (int v = 0; v < g.num_vertices(); ++v) {
+      ASSERT_TRUE(g.num_children(v) == 0 || g.num_children(v) == 2) << "a full binary tree";
+      leaves += g.num_children(v) == 0;
+    }
+  }
+  core::ParameterStore store(5);
+  auto engine = Engine::Create(&*f, &store);
+  ASSERT_TRUE(engine.ok());
+  absl::StatusOr<Plan> plan = (*engine)->PlanBatch(graphs);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->slots_full_from, leaves);
+  RunOptions infer;
+  infer.training = false;
+  infer.backward = false;
+  ASSERT_TRUE((*engine)->Run(graphs, infer, *plan).ok());
+  const int64_t pushed_width = 4 * Cell().hidden;  // [h_l, h_r], c_l, c_r
+  EXPECT_EQ((*engine)->stats().zeroed_bytes, 4 * (16 + leaves * pushed_width));
+  ASSERT_TRUE(store.ZeroGrad().ok());
+  ASSERT_TRUE((*engine)->Run(graphs, RunOptions(), *plan).ok());
+  EXPECT_GT((*engine)->stats().zeroed_bytes, 4 * (16 + leaves * pushed_width));
 }
 
 // GEMMs run only over rows that can be nonzero and are read: with every leaf in round 0 and

@@ -185,7 +185,7 @@ void ExpectArraysMatch(const vertex::Function& f, const std::vector<Graph>& gs, 
     r.first = r.first >= r.second ? row : std::min(r.first, row);
     r.second = std::max(r.second, row + 1);
   };
-  int64_t labelled = 0;
+  int64_t labelled = 0, slots_full_from = 0;
   for (size_t gi = 0; gi < gs.size(); ++gi) {
     const Graph& g = gs[gi];
     ASSERT_EQ(p.graph_offsets[gi + 1] - p.graph_offsets[gi], g.num_vertices());
@@ -205,6 +205,7 @@ void ExpectArraysMatch(const vertex::Function& f, const std::vector<Graph>& gs, 
             c < 0 ? -1 : static_cast<int32_t>(p.row_of_uid[p.graph_offsets[gi] + c]);
         if (k <= max_slot) {
           EXPECT_EQ(p.Ints(p.child_rows[k])[row], crow) << "sample " << gi << " vertex " << v;
+          if (crow < 0) slots_full_from = std::max<int64_t>(slots_full_from, row + 1);
         }
         if (crow < 0) continue;
         ++parents[crow];
@@ -252,6 +253,7 @@ void ExpectArraysMatch(const vertex::Function& f, const std::vector<Graph>& gs, 
   EXPECT_EQ(p.token_rows, token_rows);
   EXPECT_EQ(p.parent_rows, parent_rows);
   EXPECT_EQ(p.labelled, labelled);
+  EXPECT_EQ(p.slots_full_from, slots_full_from);
   EXPECT_EQ(p.unique_parents,
             std::all_of(parents.begin(), parents.end(), [](int n) { return n <= 1; }));
 }
