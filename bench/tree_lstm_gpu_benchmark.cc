@@ -35,6 +35,8 @@
 // queued, so the host never waits for the device with nothing queued behind the wait; they
 // report no device phases (consecutive batches' events would interleave), and their
 // run_wall_ms is Submit's host time, not a whole Run's.
+// CAVS_BENCH_FOLDED=1 runs the inference rows with the embeddings' input projections folded
+// (Engine::FoldInputProjections: the leaves' x W gathered from E W + b, not multiplied).
 // BM_TreeLstmPaths runs the overlapped and pipelined rows at batch 256 for each element-wise and
 // GEMM path in one process, 3 repetitions each (for --benchmark_enable_random_interleaving).
 //   floor_ms: max(GEMM FLOPs / sgemm rate, minimum bytes / bandwidth) per batch;
@@ -59,6 +61,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bench_common.h"
 #include "core/backend.h"
+#include "core/env.h"
 #include "core/optimizer.h"
 #include "core/parameter.h"
 #include "examples/data/sst_reader.h"
@@ -239,6 +242,9 @@ class TreeLstmRun {
     eo.device = core::Device::Cuda(0);
     eo.phase_timer = timer_.get();
     CAVS_ASSIGN_OR_RETURN(engine_, scheduler::Engine::Create(f_.get(), store_.get(), eo));
+    // CAVS_BENCH_FOLDED=1: inference with the input projections folded (FoldInputProjections).
+    folded_ = !train_ && core::EnvFlag("CAVS_BENCH_FOLDED", false);
+    if (folded_) CAVS_RETURN_IF_ERROR(engine_->FoldInputProjections());
     core::OptimizerConfig oc;
     oc.kind = core::OptimizerKind::kAdagrad;
     oc.lr = 0.05f;
@@ -257,6 +263,7 @@ class TreeLstmRun {
     scheduler::RunOptions ro;
     ro.training = train_;
     ro.backward = train_;
+    ro.folded_projections = folded_;
     if (train_) CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
     CAVS_ASSIGN_OR_RETURN(scheduler::PendingRun next, engine_->Submit(graphs, ro, plan));
     CountHost(t);
@@ -279,6 +286,7 @@ class TreeLstmRun {
     scheduler::RunOptions ro;
     ro.training = train_;
     ro.backward = train_;
+    ro.folded_projections = folded_;
     if (train_) CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
     absl::StatusOr<scheduler::RunResult> r =
         plan != nullptr ? engine_->Run(graphs, ro, *plan) : engine_->Run(graphs, ro);
@@ -363,6 +371,7 @@ class TreeLstmRun {
   std::unique_ptr<core::Optimizer> opt_;
   cudaEvent_t opt_begin_ = nullptr, opt_end_ = nullptr;
   bool opt_pending_ = false;  // the events hold an optimizer step not yet counted
+  bool folded_ = false;       // inference with folded input projections
   std::optional<scheduler::PendingRun> pending_;  // PipelinedStep's last Submit
 };
 

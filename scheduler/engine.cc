@@ -196,6 +196,56 @@ int Engine::BackwardLaunchesPerRound() const {
                                  kernels_->FusesGemmThenElementwise(), kernels_->GemmAddsBias());
 }
 
+int Engine::foldable_projections() const {
+  const vertex::Program& p = f_->forward();
+  int count = 0;
+  for (int id = 0; id < static_cast<int>(p.nodes.size()); ++id) {
+    count += internal::ProjectedEmbed(p, id) >= 0 ? 1 : 0;
+  }
+  return count;
+}
+
+absl::Status Engine::FoldInputProjections() {
+  const vertex::Program& p = f_->forward();
+  std::vector<core::Tensor> folded(p.nodes.size());
+  for (int id = 0; id < static_cast<int>(p.nodes.size()); ++id) {
+    const int embed = internal::ProjectedEmbed(p, id);
+    if (embed < 0) continue;
+    const vertex::Node& n = p.nodes[id];
+    const vertex::Node& table = p.nodes[p.nodes[embed].inputs[0]];
+    const vertex::Node& w = p.nodes[n.inputs[1]];
+    const int64_t vocab = table.param_shape[0], dim = table.param_shape[1];
+    // The bias of the sum this term starts (x W + h U + b), as Recorder::MatMul adds it.
+    const internal::GemmWrite gw = compiled_->fwd.gemm[id];
+    const float* bias = nullptr;
+    if (gw.sum >= 0 && gw.bias >= 0) {
+      bias = static_cast<const float*>(store_->Find(p.nodes[gw.bias].name)->value.raw_data());
+    }
+    CAVS_ASSIGN_OR_RETURN(
+        core::Tensor t,
+        core::Tensor::Empty(core::Shape({vocab, n.width}), core::DType::kFloat32, options_.device));
+    const ops::Kernels::GemmCall g{
+        false,
+        n.transpose,
+        vocab,
+        n.width,
+        dim,
+        1.0f,
+        static_cast<const float*>(store_->Find(table.name)->value.raw_data()),
+        dim,
+        static_cast<const float*>(store_->Find(w.name)->value.raw_data()),
+        w.param_shape[1],
+        0.0f,
+        t.data<float>(),
+        n.width,
+        bias};
+    CAVS_RETURN_IF_ERROR(kernels_->Gemm(g));  // GemmBias where there is a bias
+    folded[id] = std::move(t);
+  }
+  folded_ = std::move(folded);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Plan> Engine::PlanBatch(const std::vector<Graph>& graphs) const {
   CAVS_RETURN_IF_ERROR(ValidateBatch(*f_, graphs));
   return BuildPlan(*f_, graphs, options_.plan);
@@ -265,6 +315,16 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   const Compiled& c = *compiled_;
   const core::Device dev = options_.device;
   const int64_t n = plan.num_rows;
+  if (options.folded_projections) {
+    if (options.training || options.backward) {
+      return absl::InvalidArgumentError(
+          "RunOptions::folded_projections is for inference: training and backward must be off");
+    }
+    if (folded_.empty() && foldable_projections() > 0) {
+      return absl::FailedPreconditionError(
+          "RunOptions::folded_projections before Engine::FoldInputProjections");
+    }
+  }
   const Layout l = LayOut(c, plan, options.backward);
   CAVS_ASSIGN_OR_RETURN(core::Tensor arena, core::Tensor::Empty(core::Shape({l.arena_floats}),
                                                                 core::DType::kFloat32, dev));
@@ -280,6 +340,7 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   b.dev_instrs = reinterpret_cast<const ops::EwInstr*>(up);
   b.instrs.reserve(l.instr_count);
   b.stats = arena.data<float>() + l.stats_at;
+  if (options.folded_projections && !folded_.empty()) b.folded = &folded_;
   b.sum_written.assign(c.fwd.num_sums, {});
   b.buffer_base.assign(c.buffers.size(), nullptr);
   for (size_t i = 0; i < c.buffers.size(); ++i) {

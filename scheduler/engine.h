@@ -141,6 +141,19 @@ class Engine {
                                                   const RunOptions& options, const Plan& plan);
   [[nodiscard]] absl::StatusOr<RunResult> Finish(PendingRun pending);
 
+  // Inference with the embeddings' input projections precomputed. For every MatMul of an
+  // embedding's rows by a weight (x W, the gates' input term of the Tree-LSTM and the LSTM;
+  // through a dropout too, a copy in inference), makes the table's product E op(W), plus the
+  // bias where x W starts a sum with one (x W + h U + b), from the parameters as they are now:
+  // [vocab, out] floats each, on the engine's device. Runs with RunOptions::folded_projections
+  // then gather those rows by token instead of multiplying the embedded rows: on SST the
+  // leaves' x W, about half of an inference batch's FLOPs, becomes a row copy. Results equal
+  // the plain run's up to rounding. The tables do not follow the parameters: call it again
+  // after they change (a training step, a checkpoint load).
+  [[nodiscard]] absl::Status FoldInputProjections();
+  // The MatMuls FoldInputProjections folds (0 where the function has none).
+  int foldable_projections() const;
+
   const EngineStats& stats() const { return stats_; }
   // Kernel launches one round makes, forward and backward (per the compiled steps, for a batch
   // whose vertices have one parent each: a DAG batch adds the gathers its pushes replace). Where
@@ -166,6 +179,8 @@ class Engine {
   std::unique_ptr<Compiled> compiled_;
   EngineStats stats_;
   std::vector<char> staging_;  // host side of the per-batch upload
+  // Per forward node: E op(W) (+ bias) where FoldInputProjections folded it, else undefined.
+  std::vector<core::Tensor> folded_;
 };
 
 }  // namespace cavs::scheduler

@@ -458,6 +458,14 @@ void NameShapes(Compiled& c) {
   }
 }
 
+int ProjectedEmbed(const vertex::Program& p, int id) {
+  const Node& n = p.nodes[id];
+  if (n.kind != OpKind::kMatMul || !p.nodes[n.inputs[1]].is_static()) return -1;
+  int x = n.inputs[0];
+  if (p.nodes[x].kind == OpKind::kDropout) x = p.nodes[x].inputs[0];
+  return p.nodes[x].kind == OpKind::kEmbed ? x : -1;
+}
+
 Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
   Compiled c;
   const vertex::Program& fp = f.forward();

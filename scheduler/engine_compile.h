@@ -108,4 +108,8 @@ Compiled Compile(const vertex::Function& f, bool elementwise_scratch = false);
 // Instructions the fused step's node emits (Concat: one per input; PadSlice: two; else one).
 int InstrCount(const vertex::Node& n);
 
+// The Embed node whose rows MatMul node `id` multiplies by a weight (directly or through a
+// Dropout), or -1: the input projections Engine::FoldInputProjections precomputes.
+int ProjectedEmbed(const vertex::Program& p, int id);
+
 }  // namespace cavs::scheduler::internal

@@ -254,7 +254,18 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
   const float* wv = ParamValue(w.name);
   const int64_t in = n.transpose ? w.param_shape[1] : w.param_shape[0];
   const int64_t wld = w.param_shape[1];
-  CAVS_ASSIGN_OR_RETURN(const float* packed, PackedWeight(wv, n.transpose, in, n.width, wld));
+  // An input projection folded for this inference run (Engine::FoldInputProjections): the rows
+  // this GEMM would start are rows of E op(W) (+ the sum's bias) gathered by token, where every
+  // row of the support has a token (else a row without one would read zeros, not the bias).
+  // Rows an earlier term of the sum wrote still take the GEMM (unpacked).
+  const core::Tensor* folded =
+      !backward && b_.folded != nullptr && b_.plan->tokens_dense && (*b_.folded)[id].defined()
+          ? &(*b_.folded)[id]
+          : nullptr;
+  const float* packed = nullptr;
+  if (folded == nullptr) {
+    CAVS_ASSIGN_OR_RETURN(packed, PackedWeight(wv, n.transpose, in, n.width, wld));
+  }
   ops::Kernels* k = &k_;
   // The GEMM over rows [lo, hi) (relative to r0): + bias (packed, or where the device's Gemm
   // adds one), + beta * the old rows.
@@ -273,6 +284,15 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
       b_.launches.push_back([k, g]() { return k->Gemm(g); });
       last_gemm_.emplace(b_.launches.size() - 1, g);
     }
+  };
+  auto gather = [&](int64_t lo, int64_t hi) {
+    const int64_t mm = hi - lo;
+    if (mm <= 0) return;
+    const float* table = folded->data<float>();
+    const int32_t* tok = Ints(b_.plan->tokens) + r0 + lo;
+    float* ds = dst + lo * ld;
+    const int64_t w = n.width;
+    b_.launches.push_back([=]() { return k->GatherRows(table, w, tok, mm, w, ds, ld); });
   };
   // Rows outside the input's support are zero, rows outside the need unread: only the rest
   // are computed.
@@ -295,7 +315,11 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
         return nt > 0 ? k->Fill(tail, nt, 0.0f) : absl::OkStatus();
       });
     }
-    gemm(rows.first - r0, rows.second - r0, nullptr, 0.0f);
+    if (folded != nullptr) {
+      gather(rows.first - r0, rows.second - r0);
+    } else {
+      gemm(rows.first - r0, rows.second - r0, nullptr, 0.0f);
+    }
     return absl::OkStatus();
   }
   // A term of a folded sum: accumulate where an earlier term wrote, start the rest (with the
@@ -308,6 +332,8 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
     const int64_t lo = piece.first - r0, hi = piece.second - r0;
     if (done) {
       gemm(lo, hi, nullptr, 1.0f);
+    } else if (folded != nullptr) {
+      gather(lo, hi);
     } else if (packed != nullptr || bias == nullptr || k_.GemmAddsBias()) {
       gemm(lo, hi, bias, 0.0f);
     } else {

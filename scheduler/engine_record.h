@@ -59,6 +59,9 @@ struct Batch {
   // Per folded sum: the rows some term has written so far (sorted, disjoint).
   std::vector<std::vector<Interval>> sum_written;
   int32_t* pred = nullptr;  // argmax per row
+  // Per forward node, its folded input projection (Engine::FoldInputProjections), where the
+  // run uses them (RunOptions::folded_projections); else null.
+  const std::vector<core::Tensor>* folded = nullptr;
   core::Tensor embed_rows;  // [unique tokens, dim] gradient of the table
   std::string embed_table;
   absl::flat_hash_map<int, int32_t*> argmax_of;      // forward GatherReduce(max) -> argmax

@@ -23,6 +23,9 @@ struct RunOptions {
   enum class Loss { kMean, kSum } loss = Loss::kMean;
   uint64_t dropout_seed = 0;  // per step: the same seed gives the same masks
   bool keep_outputs = false;  // return push 0's rows (tests, inference)
+  // Inference only (training and backward false): the embeddings' input projections gathered
+  // from the tables Engine::FoldInputProjections made, not multiplied (engine.h).
+  bool folded_projections = false;
   // Hooks for overlapping communication with backward (the distributed trainer). On the CPU,
   // on_gradient_ready(name) runs as soon as the parameter's gradient for this batch is final —
   // the output layer's before the backward rounds, the others as their lazy weight-gradient

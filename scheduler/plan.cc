@@ -274,7 +274,7 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
   if (feat > 0) plan.features.assign(n * feat, 0.0f);
   std::vector<uint8_t> has_parent(n, 0);
   uint8_t shared = 0;
-  int64_t slots_full_from = 0;
+  int64_t slots_full_from = 0, with_token = 0;
   Hull token_rows, parent_rows;
   std::vector<Hull> slot_rows(max_slot + 1);
   // One pass in uid order: reads each graph in order, writes each vertex's row.
@@ -293,7 +293,10 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
       uids[row] = static_cast<int32_t>(base + v);
       if (tok != nullptr) {
         tokens[row] = tok[v];
-        if (tok[v] >= 0) token_rows.Add(row);
+        if (tok[v] >= 0) {
+          token_rows.Add(row);
+          ++with_token;
+        }
       }
       if (lab != nullptr) {
         labels[row] = lab[v];
@@ -327,6 +330,7 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
   plan.unique_parents = shared == 0;
   plan.slots_full_from = slots_full_from;
   plan.token_rows = token_rows.Range();
+  plan.tokens_dense = with_token == plan.token_rows.second - plan.token_rows.first;
   plan.parent_rows = parent_rows.Range();
   for (const Hull& h : slot_rows) plan.child_slot_rows.push_back(h.Range());
   if (reduces) {

@@ -69,6 +69,7 @@ struct Plan {
   // Hulls of the rows that carry a token, that have child slot k, that have any child: where
   // embeddings, gathers and reductions can be nonzero (scheduler/row_support.h).
   RowRange token_rows{0, 0};
+  bool tokens_dense = true;  // every row of token_rows has a token
   std::vector<RowRange> child_slot_rows;
   RowRange parent_rows{0, 0};
 

@@ -102,6 +102,8 @@ if want bench all; then
   CAVS_FUSED_ROUND=1 part bench_tree tree_gpu_bench_fused_round 120 \
     "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter='^BM_TreeLstm/(infer|infer_pipelined|train_pipelined)/256'
+  CAVS_BENCH_FOLDED=1 part bench_tree tree_gpu_bench_folded 90 "$bin/tree_lstm_gpu_benchmark" \
+    "$tabular" --benchmark_filter='^BM_TreeLstm/(infer|infer_pipelined)/256'
   part bench_lstm lstm_gpu_bench 120 "$bin/lstm_gpu_benchmark" "$tabular"
   CAVS_GEMM_AUTOTUNE=1 part bench_lstm lstm_gpu_bench_autotuned 90 \
     "$bin/lstm_gpu_benchmark" "$tabular"

@@ -709,6 +709,99 @@ TEST(EngineTest, OnlyRowsWithAnEmptySlotStartAtZero) {
   EXPECT_GT((*engine)->stats().zeroed_bytes, 4 * (16 + leaves * pushed_width));
 }
 
+// Inference with the embeddings' input projections folded (Engine::FoldInputProjections): the
+// same loss, predictions and outputs as the plain inference run, on trees (x W starts the gates'
+// sum with its bias), chains (every vertex has a token), through a dropout (a copy in
+// inference), and on trees whose tokens leave gaps in their rows (internal vertices with and
+// without one: the GEMM then runs, as a gap must read the bias, not zeros). Where folded, the
+// leaves' GEMM is gone from the FLOPs; after the parameters change, folding again follows them.
+TEST(EngineTest, FoldedInputProjectionsMatchThePlainRun) {
+  core::Rng rng(31);
+  struct Case {
+    std::string what;
+    absl::StatusOr<vertex::Function> f;
+    std::vector<Graph> graphs;
+    bool folds;  // every row of the token rows has a token
+  };
+  vertex::models::CellConfig with_dropout = Cell();
+  with_dropout.dropout = 0.5f;
+  std::vector<Graph> gappy;
+  for (int i = 0; i < 6; ++i) {
+    gappy.push_back(
+        RandomTree(rng, 2 + static_cast<int>(rng.UniformInt(10)),
+                   {.vocab = 50, .classes = 5, .token_prob = 0.7, .internal_tokens = true}));
+  }
+  std::vector<Case> cases;
+  cases.push_back(
+      {"Tree-LSTM trees", vertex::models::BinaryTreeLstm(Cell()), Trees(rng, 6, 12), true});
+  cases.push_back({"LSTM chains", vertex::models::Lstm(Cell()), Chains(rng, 6, 12), true});
+  cases.push_back({"Tree-LSTM with dropout", vertex::models::BinaryTreeLstm(with_dropout),
+                   Trees(rng, 6, 12), true});
+  cases.push_back({"tokens with gaps", vertex::models::BinaryTreeLstm(Cell()), gappy, false});
+  for (const core::Device device : Devices()) {
+    for (Case& cs : cases) {
+      SCOPED_TRACE(cs.what + " on " + device.DebugString());
+      ASSERT_TRUE(cs.f.ok()) << cs.f.status();
+      core::ParameterStore store(7, device);
+      EngineOptions eo;
+      eo.device = device;
+      auto engine = Engine::Create(&*cs.f, &store, eo);
+      ASSERT_TRUE(engine.ok());
+      EXPECT_EQ((*engine)->foldable_projections(), 1);
+      RunOptions plain;
+      plain.training = false;
+      plain.backward = false;
+      plain.keep_outputs = true;
+      RunOptions folded = plain;
+      folded.folded_projections = true;
+      EXPECT_EQ((*engine)->Run(cs.graphs, folded).status().code(),
+                absl::StatusCode::kFailedPrecondition)
+          << "before FoldInputProjections";
+      for (int step = 0; step < 2; ++step) {
+        absl::StatusOr<RunResult> want = (*engine)->Run(cs.graphs, plain);
+        ASSERT_TRUE(want.ok()) << want.status();
+        const int64_t plain_flops = (*engine)->stats().gemm_flops;
+        ASSERT_TRUE((*engine)->FoldInputProjections().ok());
+        absl::StatusOr<RunResult> got = (*engine)->Run(cs.graphs, folded);
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_NEAR(got->loss_sum, want->loss_sum, kTolerance * std::max(1.0, want->loss_sum));
+        EXPECT_EQ(got->predictions, want->predictions);
+        ASSERT_EQ(got->outputs.size(), want->outputs.size());
+        for (size_t g = 0; g < got->outputs.size(); ++g) {
+          const std::vector<double> w(want->outputs[g].begin(), want->outputs[g].end());
+          EXPECT_LT(RelErr(got->outputs[g], w), kTolerance) << "graph " << g;
+        }
+        if (cs.folds) {
+          EXPECT_LT((*engine)->stats().gemm_flops, plain_flops);
+        } else {
+          EXPECT_EQ((*engine)->stats().gemm_flops, plain_flops);
+        }
+        // A training step moves the parameters: the next pass folds them again.
+        RunOptions train;
+        ASSERT_TRUE(store.ZeroGrad().ok());
+        ASSERT_TRUE((*engine)->Run(cs.graphs, train).ok());
+        for (const auto& p : store.parameters()) {
+          if (p->sparse_grad) continue;
+          std::vector<float> v = p->value.ToVector(), g = p->grad.ToVector();
+          for (size_t i = 0; i < v.size(); ++i) v[i] -= 0.5f * g[i];
+          ASSERT_TRUE(p->value.CopyFrom(core::Tensor::FromVector(v, p->value.shape())).ok());
+        }
+      }
+    }
+  }
+  // Training or a backward with folded projections is an error.
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  core::ParameterStore store(7);
+  auto engine = Engine::Create(&*f, &store);
+  ASSERT_TRUE(engine.ok());
+  ASSERT_TRUE((*engine)->FoldInputProjections().ok());
+  RunOptions bad;
+  bad.folded_projections = true;
+  EXPECT_EQ((*engine)->Run(Trees(rng, 2, 4), bad).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // GEMMs run only over rows that can be nonzero and are read: with every leaf in round 0 and
 // tokens only on leaves, x W runs over the leaves alone and [h_l, h_r] U over the internal
 // vertices alone (round 0 has no children, so its h U is skipped outright), forward and backward.
