@@ -243,6 +243,7 @@ absl::Status Engine::FoldInputProjections() {
     folded[id] = std::move(t);
   }
   folded_ = std::move(folded);
+  folded_unread_ = internal::FoldedEmbedsUnread(p, compiled_->fwd);
   return absl::OkStatus();
 }
 
@@ -340,7 +341,10 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   b.dev_instrs = reinterpret_cast<const ops::EwInstr*>(up);
   b.instrs.reserve(l.instr_count);
   b.stats = arena.data<float>() + l.stats_at;
-  if (options.folded_projections && !folded_.empty()) b.folded = &folded_;
+  if (options.folded_projections && !folded_.empty()) {
+    b.folded = &folded_;
+    b.folded_unread = &folded_unread_;
+  }
   b.sum_written.assign(c.fwd.num_sums, {});
   b.buffer_base.assign(c.buffers.size(), nullptr);
   for (size_t i = 0; i < c.buffers.size(); ++i) {

@@ -466,6 +466,44 @@ int ProjectedEmbed(const vertex::Program& p, int id) {
   return p.nodes[x].kind == OpKind::kEmbed ? x : -1;
 }
 
+std::vector<char> FoldedEmbedsUnread(const vertex::Program& p, const ProgramSchedule& s) {
+  const int nodes = static_cast<int>(p.nodes.size());
+  std::vector<std::vector<int>> readers(nodes);
+  for (int id = 0; id < nodes; ++id) {
+    for (int in : p.nodes[id].inputs) readers[in].push_back(id);
+  }
+  // A MatMul whose folded gather writes every row it would have started.
+  auto starts = [&](int id) {
+    if (ProjectedEmbed(p, id) < 0 || p.nodes[id].op_class != vertex::OpClass::kBeforeRounds) {
+      return false;
+    }
+    const int sum = s.gemm[id].sum;
+    if (sum < 0) return true;
+    for (int other = 0; other < nodes; ++other) {
+      if (other != id && s.gemm[other].sum == sum &&
+          p.nodes[other].op_class == vertex::OpClass::kBeforeRounds) {
+        return false;
+      }
+    }
+    return true;
+  };
+  std::vector<char> unread(nodes, 0);
+  for (int e = 0; e < nodes; ++e) {
+    if (p.nodes[e].kind != OpKind::kEmbed || readers[e].empty()) continue;
+    bool ok = true;
+    for (int r : readers[e]) {
+      if (p.nodes[r].kind == OpKind::kDropout) {
+        for (int rr : readers[r]) ok = ok && starts(rr);
+        ok = ok && !readers[r].empty();
+      } else {
+        ok = ok && starts(r);
+      }
+    }
+    unread[e] = ok ? 1 : 0;
+  }
+  return unread;
+}
+
 Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
   Compiled c;
   const vertex::Program& fp = f.forward();

@@ -363,6 +363,11 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
   const int64_t ld = vertex::IsSink(n.kind) ? 0 : Ld(s, id);
   switch (n.kind) {
     case OpKind::kEmbed: {
+      // Nothing reads its rows in a folded run (each MatMul reading them gathers E op(W)).
+      if (!backward && b_.folded_unread != nullptr && b_.plan->tokens_dense &&
+          (*b_.folded_unread)[id]) {
+        return absl::OkStatus();
+      }
       const float* table = ParamValue(p.nodes[n.inputs[0]].name);
       const int32_t* tok = Ints(b_.plan->tokens) + r0;
       b_.launches.push_back(

@@ -62,7 +62,8 @@ struct Batch {
   // Per forward node, its folded input projection (Engine::FoldInputProjections), where the
   // run uses them (RunOptions::folded_projections); else null.
   const std::vector<core::Tensor>* folded = nullptr;
-  core::Tensor embed_rows;  // [unique tokens, dim] gradient of the table
+  const std::vector<char>* folded_unread = nullptr;  // Embeds not gathered then
+  core::Tensor embed_rows;                           // [unique tokens, dim] gradient of the table
   std::string embed_table;
   absl::flat_hash_map<int, int32_t*> argmax_of;      // forward GatherReduce(max) -> argmax
   absl::flat_hash_map<std::string, int> sinks_left;  // parameter -> weight-gradient steps to go

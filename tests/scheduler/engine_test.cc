@@ -714,7 +714,8 @@ TEST(EngineTest, OnlyRowsWithAnEmptySlotStartAtZero) {
 // sum with its bias), chains (every vertex has a token), through a dropout (a copy in
 // inference), and on trees whose tokens leave gaps in their rows (internal vertices with and
 // without one: the GEMM then runs, as a gap must read the bias, not zeros). Where folded, the
-// leaves' GEMM is gone from the FLOPs; after the parameters change, folding again follows them.
+// leaves' GEMM is gone from the FLOPs and the embedding's gather from the launches; after the
+// parameters change, folding again follows them.
 TEST(EngineTest, FoldedInputProjectionsMatchThePlainRun) {
   core::Rng rng(31);
   struct Case {
@@ -761,6 +762,7 @@ TEST(EngineTest, FoldedInputProjectionsMatchThePlainRun) {
         absl::StatusOr<RunResult> want = (*engine)->Run(cs.graphs, plain);
         ASSERT_TRUE(want.ok()) << want.status();
         const int64_t plain_flops = (*engine)->stats().gemm_flops;
+        const int64_t plain_commands = (*engine)->stats().commands;
         ASSERT_TRUE((*engine)->FoldInputProjections().ok());
         absl::StatusOr<RunResult> got = (*engine)->Run(cs.graphs, folded);
         ASSERT_TRUE(got.ok()) << got.status();
@@ -771,10 +773,13 @@ TEST(EngineTest, FoldedInputProjectionsMatchThePlainRun) {
           const std::vector<double> w(want->outputs[g].begin(), want->outputs[g].end());
           EXPECT_LT(RelErr(got->outputs[g], w), kTolerance) << "graph " << g;
         }
+        // Folded, the embedding's gather goes too: nothing else reads its rows.
         if (cs.folds) {
           EXPECT_LT((*engine)->stats().gemm_flops, plain_flops);
+          EXPECT_EQ((*engine)->stats().commands, plain_commands - 1);
         } else {
           EXPECT_EQ((*engine)->stats().gemm_flops, plain_flops);
+          EXPECT_EQ((*engine)->stats().commands, plain_commands);
         }
         // A training step moves the parameters: the next pass folds them again.
         RunOptions train;
