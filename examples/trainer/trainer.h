@@ -107,6 +107,10 @@ class Trainer {
   [[nodiscard]] absl::StatusOr<double> TrainEpoch(int epoch, double* trees_per_sec);
   [[nodiscard]] absl::StatusOr<EvalMetrics> EvaluateShard(
       const std::vector<scheduler::Graph>& graphs, size_t begin, size_t end);
+  // Whether evaluating graphs [begin, end) folds the input projections (--fold-eval), folded
+  // from the current parameters if so.
+  [[nodiscard]] absl::StatusOr<bool> FoldForEval(const std::vector<scheduler::Graph>& graphs,
+                                                 size_t begin, size_t end);
   // Host threads that plan batches ahead: --plan-threads, where -1 means none on the CPU (its
   // cores run the step) and min(4, cores - 1) on a GPU.
   int PlanThreads() const;

@@ -126,6 +126,10 @@ const std::vector<FlagSpec>& Flags() {
        Int("plan-threads", &C::plan_threads)},
       {"policy", "NAME", "batching policy: height | depth | agenda (default height)",
        Text(&C::policy)},
+      {"fold-eval", "WHEN",
+       "evaluate with the embeddings' input projections precomputed (x W gathered from E W): "
+       "auto (where a set's tokens outnumber the vocabulary 4 times), on or off (default auto)",
+       Text(&C::fold_eval)},
       {"checkpoint-dir", "DIR", "write ckpt-<epoch>.cavs here after every epoch",
        Text(&C::checkpoint_dir)},
       {"resume", "", "continue from the latest checkpoint in --checkpoint-dir",
@@ -216,6 +220,9 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
     return bad("--plan-threads must be in [-1, 64]");
   }
   if (c.max_train < 0 || c.max_dev < 0) return bad("--max-train and --max-dev must be >= 0");
+  if (c.fold_eval != "auto" && c.fold_eval != "on" && c.fold_eval != "off") {
+    return bad(absl::StrCat("--fold-eval: '", c.fold_eval, "' is not one of auto, on, off"));
+  }
   if (c.resume && c.checkpoint_dir.empty()) return bad("--resume needs --checkpoint-dir");
   if (!c.strategy.empty() && !c.strategy_file.empty()) {
     return bad("--strategy and --strategy-file exclude each other");

@@ -41,6 +41,10 @@ struct TrainerConfig {
   // -1 picks (none on the CPU, whose cores run the step; on a GPU up to 4), 0 plans in the step.
   int plan_threads = -1;
   std::string policy = "height";
+  // Evaluation with the embeddings' input projections folded (scheduler::Engine::
+  // FoldInputProjections): auto where an evaluated set's tokens outnumber the vocabulary four
+  // times (the fold then costs less than the GEMMs it replaces), on, or off.
+  std::string fold_eval = "auto";
   std::string checkpoint_dir;
   bool resume = false;
   std::string log_json;

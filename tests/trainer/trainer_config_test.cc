@@ -82,6 +82,7 @@ TEST(TrainerFlagsTest, ErrorsNameTheFlag) {
   ExpectError({"--strategy=ps", "--strategy-file=s.txt"}, "exclude each other");
   ExpectError({"--comm-timeout=0"}, "--comm-timeout must be positive");
   ExpectError({"--plan-threads=-2"}, "--plan-threads must be in [-1, 64]");
+  ExpectError({"--fold-eval=maybe"}, "--fold-eval: 'maybe' is not one of auto, on, off");
 }
 
 }  // namespace

@@ -121,6 +121,29 @@ TEST(TrainerTest, PlanningAheadGivesTheSameParameters) {
   }
 }
 
+// Evaluation with the input projections folded (--fold-eval=on) gives the plain evaluation's
+// metrics, after training moved the parameters (each evaluation folds them as they are then).
+TEST(TrainerTest, FoldedEvaluationMatchesThePlainOne) {
+  TrainerConfig c = Small();
+  c.max_train = 150;
+  c.epochs = 1;
+  c.dropout = 0.3;
+  std::vector<EvalMetrics> dev;
+  for (const char* fold : {"off", "on"}) {
+    c.fold_eval = fold;
+    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c);
+    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_TRUE((*t)->Run().ok());
+    absl::StatusOr<EvalMetrics> m = (*t)->Evaluate((*t)->data().dev);
+    ASSERT_TRUE(m.ok()) << m.status();
+    dev.push_back(*m);
+  }
+  EXPECT_NEAR(dev[0].loss_sum, dev[1].loss_sum, 1e-5 * dev[0].loss_sum);
+  EXPECT_EQ(dev[0].labelled, dev[1].labelled);
+  EXPECT_EQ(dev[0].correct, dev[1].correct);
+  EXPECT_EQ(dev[0].root_correct, dev[1].root_correct);
+}
+
 TEST(TrainerTest, ResumeRejectsAnotherConfig) {
   TrainerConfig c = Small();
   c.max_train = 50;
