@@ -205,7 +205,13 @@ int Engine::foldable_projections() const {
   return count;
 }
 
+void Engine::ClearFoldedProjections() {
+  folded_.clear();
+  folded_unread_.clear();
+}
+
 absl::Status Engine::FoldInputProjections() {
+  ClearFoldedProjections();  // a failure below leaves none (not the last ones, now stale)
   const vertex::Program& p = f_->forward();
   std::vector<core::Tensor> folded(p.nodes.size());
   for (int id = 0; id < static_cast<int>(p.nodes.size()); ++id) {
@@ -243,7 +249,7 @@ absl::Status Engine::FoldInputProjections() {
     folded[id] = std::move(t);
   }
   folded_ = std::move(folded);
-  folded_unread_ = internal::FoldedEmbedsUnread(p, compiled_->fwd);
+  folded_unread_ = internal::FoldedEmbedsUnread(*f_, compiled_->fwd);
   return absl::OkStatus();
 }
 

@@ -147,10 +147,16 @@ class Engine {
   // bias where x W starts a sum with one (x W + h U + b), from the parameters as they are now:
   // [vocab, out] floats each, on the engine's device. Runs with RunOptions::folded_projections
   // then gather those rows by token instead of multiplying the embedded rows: on SST the
-  // leaves' x W, about half of an inference batch's FLOPs, becomes a row copy. Results equal
-  // the plain run's up to rounding. The tables do not follow the parameters: call it again
-  // after they change (a training step, a checkpoint load).
+  // leaves' x W, about half of an inference batch's FLOPs, becomes a row copy, and the
+  // embedding's own gather goes where nothing else reads its rows. Only in batches whose token
+  // rows all have a token (Plan::tokens_dense: trees with tokens on the leaves and chains
+  // under the height policy; the depth policy or a capped agenda may interleave them with
+  // other rows, and then the GEMMs run as usual). Results equal the plain run's up to
+  // rounding. The tables do not follow the parameters: call it again after they change (a
+  // training step, a checkpoint load); a fold that fails leaves none.
   [[nodiscard]] absl::Status FoldInputProjections();
+  // Frees the tables (runs with RunOptions::folded_projections then fail until the next fold).
+  void ClearFoldedProjections();
   // The MatMuls FoldInputProjections folds (0 where the function has none).
   int foldable_projections() const;
 

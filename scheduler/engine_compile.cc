@@ -466,15 +466,20 @@ int ProjectedEmbed(const vertex::Program& p, int id) {
   return p.nodes[x].kind == OpKind::kEmbed ? x : -1;
 }
 
-std::vector<char> FoldedEmbedsUnread(const vertex::Program& p, const ProgramSchedule& s) {
+std::vector<char> FoldedEmbedsUnread(const vertex::Function& f, const ProgramSchedule& s) {
+  const vertex::Program& p = f.forward();
   const int nodes = static_cast<int>(p.nodes.size());
   std::vector<std::vector<int>> readers(nodes);
   for (int id = 0; id < nodes; ++id) {
     for (int in : p.nodes[id].inputs) readers[in].push_back(id);
   }
+  // Read outside the program: the fields the parents gather, the pushes (-1: not a MatMul).
+  for (const vertex::ScatterField& field : f.scatter()) readers[field.node].push_back(-1);
+  for (int push : f.pushes()) readers[push].push_back(-1);
   // A MatMul whose folded gather writes every row it would have started.
   auto starts = [&](int id) {
-    if (ProjectedEmbed(p, id) < 0 || p.nodes[id].op_class != vertex::OpClass::kBeforeRounds) {
+    if (id < 0 || ProjectedEmbed(p, id) < 0 ||
+        p.nodes[id].op_class != vertex::OpClass::kBeforeRounds) {
       return false;
     }
     const int sum = s.gemm[id].sum;
@@ -492,7 +497,7 @@ std::vector<char> FoldedEmbedsUnread(const vertex::Program& p, const ProgramSche
     if (p.nodes[e].kind != OpKind::kEmbed || readers[e].empty()) continue;
     bool ok = true;
     for (int r : readers[e]) {
-      if (p.nodes[r].kind == OpKind::kDropout) {
+      if (r >= 0 && p.nodes[r].kind == OpKind::kDropout) {
         for (int rr : readers[r]) ok = ok && starts(rr);
         ok = ok && !readers[r].empty();
       } else {

@@ -115,7 +115,8 @@ int ProjectedEmbed(const vertex::Program& p, int id);
 // Per forward node: 1 for an Embed whose rows nothing reads where its projections are folded:
 // every reader is a MatMul by a weight in the pre-ops that starts the rows it writes (a plain
 // GEMM, or a sum with no other term in the pre-ops), directly or through a Dropout that only
-// such MatMuls read. A folded run skips its gather (the GEMM it feeds is a gather of E op(W)).
-std::vector<char> FoldedEmbedsUnread(const vertex::Program& p, const ProgramSchedule& s);
+// such MatMuls read, and neither is a field the parents gather nor a push. A folded run skips
+// its gather (the GEMM it feeds is a gather of E op(W)).
+std::vector<char> FoldedEmbedsUnread(const vertex::Function& f, const ProgramSchedule& s);
 
 }  // namespace cavs::scheduler::internal

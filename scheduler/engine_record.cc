@@ -145,7 +145,9 @@ const int32_t* Batch::Ints(int64_t plan_offset) {
   for (const IntsArray& a : ints_arrays) {
     if (a.plan_at == plan_offset) return ints + a.packed_at;
   }
-  ints_arrays.push_back({plan_offset, plan->ArrayLength(plan_offset), ints_packed});
+  const int64_t count = plan->ArrayLength(plan_offset);
+  CAVS_CHECK(count >= 0, "no index array starts at ", plan_offset);
+  ints_arrays.push_back({plan_offset, count, ints_packed});
   ints_packed += ints_arrays.back().count;
   return ints + ints_arrays.back().packed_at;
 }

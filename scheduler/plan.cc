@@ -357,13 +357,15 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
 
 int64_t Plan::ArrayLength(int64_t offset) const {
   int64_t end = static_cast<int64_t>(ints.size());
+  bool start_of_one = false;
   auto below = [&](int64_t start) {
+    start_of_one |= start == offset;
     if (start > offset && start < end) end = start;
   };
   for (int64_t start : child_rows) below(start);
   for (int64_t start : parent_of_slot) below(start);
   for (int64_t start : {reduce_offsets, reduce_ids, tokens, labels, uids, token_slot}) below(start);
-  return end - offset;
+  return start_of_one ? end - offset : -1;
 }
 
 }  // namespace cavs::scheduler

@@ -74,7 +74,7 @@ struct Plan {
   RowRange parent_rows{0, 0};
 
   const int32_t* Ints(int64_t offset) const { return ints.data() + offset; }
-  // The length of the index array that starts at `offset` (one of the offsets above).
+  // The length of the index array that starts at `offset`, or -1 where no array starts there.
   int64_t ArrayLength(int64_t offset) const;
   int64_t RoundRows(int r) const { return round_offsets[r + 1] - round_offsets[r]; }
 };

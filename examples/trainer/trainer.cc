@@ -192,6 +192,7 @@ absl::StatusOr<bool> Trainer::FoldForEval(const std::vector<scheduler::Graph>& g
     if (tokens <= 4 * vocab) return false;
   }
   CAVS_RETURN_IF_ERROR(engine_->FoldInputProjections());  // from the parameters as they are now
+  ++evaluations_folded_;
   return true;
 }
 
@@ -226,6 +227,7 @@ absl::StatusOr<EvalMetrics> Trainer::EvaluateShard(const std::vector<scheduler::
     pending_batch = planned.graphs;
   }
   CAVS_RETURN_IF_ERROR(finish());
+  engine_->ClearFoldedProjections();  // the tables (55 MB on SST) are not kept for training
   return m;
 }
 

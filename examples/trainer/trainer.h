@@ -88,6 +88,9 @@ class Trainer {
   const TraceRecorder& trace() const { return trace_; }
 
   const core::ParameterStore& store() const { return *store_; }
+  // Evaluations (or, distributed, this rank's shares of them) run with the input projections
+  // folded (--fold-eval).
+  int64_t evaluations_folded() const { return evaluations_folded_; }
   const std::vector<EpochRecord>& curve() const { return curve_; }
   const Dataset& data() const { return data_; }
   int epochs_done() const { return epochs_done_; }
@@ -144,6 +147,7 @@ class Trainer {
   Dataset data_;
   std::unique_ptr<vertex::Function> function_;
   std::unique_ptr<core::ParameterStore> store_;
+  int64_t evaluations_folded_ = 0;
   std::unique_ptr<scheduler::Engine> engine_;
   std::unique_ptr<core::Optimizer> optimizer_;
   std::unique_ptr<distributed::Communicator> owned_comm_;

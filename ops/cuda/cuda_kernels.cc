@@ -206,6 +206,9 @@ absl::StatusOr<SmallGemmSetup> CudaKernels::SetupFor(const SmallGemmChoice& choi
   SmallGemmSetup setup{choice.tile, small_gemm_shared_bytes_[static_cast<int>(choice.tile)],
                        choice.splits};
   if (choice.splits > 1) {
+    if (split_failed_) {  // no memory for it before: not tried again on every GEMM
+      return absl::ResourceExhaustedError("the small GEMM's split workspace");
+    }
     if (split_partial_ == nullptr) {  // once; the device is current
       const size_t floats =
           static_cast<size_t>(num_sms_) * static_cast<size_t>(small_gemm::TallTile::kOutputs);
@@ -220,6 +223,7 @@ absl::StatusOr<SmallGemmSetup> CudaKernels::SetupFor(const SmallGemmChoice& choi
         (void)cudaGetLastError();  // else the next launch's check would report it as its own
         cudaFree(arrivals);
         cudaFree(partial);
+        split_failed_ = true;
         return CudaStatus(err, "cudaMalloc (the small GEMM's split workspace)", __FILE__, __LINE__);
       }
       split_arrivals_ = static_cast<unsigned*>(arrivals);

@@ -193,6 +193,7 @@ class CudaKernels final : public Kernels {
   // most num_sms_ blocks, a count for each of at most num_sms_ tiles (small_gemm::TallSplits).
   float* split_partial_ = nullptr;
   unsigned* split_arrivals_ = nullptr;
+  bool split_failed_ = false;  // its allocation failed: cuBLAS takes those GEMMs
   bool fused_round_ = false;
 };
 

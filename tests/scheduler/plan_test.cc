@@ -239,6 +239,7 @@ void ExpectArraysMatch(const vertex::Function& f, const std::vector<Graph>& gs, 
   for (int64_t at : {p.uids, p.tokens, p.labels, p.token_slot}) {
     EXPECT_EQ(p.ArrayLength(at), p.num_rows);
   }
+  if (p.num_rows > 1) EXPECT_EQ(p.ArrayLength(p.tokens + 1), -1);  // not an array's start
   if (reduces) {
     EXPECT_EQ(p.ArrayLength(p.reduce_offsets), p.num_rows + 1);
     EXPECT_EQ(p.ArrayLength(p.reduce_ids), p.Ints(p.reduce_offsets)[p.num_rows]);

@@ -47,6 +47,31 @@ inline absl::StatusOr<vertex::Function> GemmSums(int64_t classes) {
   });
 }
 
+// An embedding x that a folded run (Engine::FoldInputProjections) must still gather: x W, a
+// projection the engine folds, starts the gates' sum, and x is read besides: `which` 0, as a
+// field the parents gather; 1, as a Concat input; 2, x W comes after another term in the
+// pre-ops (a pull's projection); 3, by a second projection in the same sum. `classes` logits.
+inline absl::StatusOr<vertex::Function> EmbedReadBesidesAFold(int which, int64_t classes) {
+  using namespace vertex;
+  return Define("embed_read_besides_a_fold", [which, classes](Vertex& v) {
+    Expr x = v.embed("emb", 50, 4);
+    State c0 = v.gather(0);
+    Expr g =
+        MatMul(x, v.param("W", {4, 6})) + MatMul(c0["h"], v.param("U", {6, 6})) + v.param("b", {6});
+    if (which == 0) g = g + MatMul(c0["x"], v.param("V", {4, 6}));
+    if (which == 1) g = g + MatMul(Concat({x, c0["h"]}), v.param("V", {10, 6}));
+    if (which == 2) g = MatMul(v.pull(3), v.param("P", {3, 6})) + g;
+    if (which == 3) g = g + MatMul(x, v.param("W2", {4, 6}));
+    Expr h = Tanh(g);
+    if (which == 0) {
+      v.scatter({{"h", h}, {"x", x}});
+    } else {
+      v.scatter({{"h", h}});
+    }
+    v.push(MatMul(h, v.param("out", {6, classes})));
+  });
+}
+
 // One-input Concats whose only readers sit in the same fused step, next to plain temporaries:
 // the Concat of a pull and of a slice of a gathered child (neither aliasable into the Concat's
 // columns); the slice's gradient is a PadSlice in the backward. `classes` logits.

@@ -137,6 +137,8 @@ TEST(TrainerTest, FoldedEvaluationMatchesThePlainOne) {
     absl::StatusOr<EvalMetrics> m = (*t)->Evaluate((*t)->data().dev);
     ASSERT_TRUE(m.ok()) << m.status();
     dev.push_back(*m);
+    // The epoch's dev pass, the test set's at the end, and this one.
+    EXPECT_EQ((*t)->evaluations_folded(), std::string(fold) == "on" ? 3 : 0);
   }
   EXPECT_NEAR(dev[0].loss_sum, dev[1].loss_sum, 1e-5 * dev[0].loss_sum);
   EXPECT_EQ(dev[0].labelled, dev[1].labelled);
