@@ -185,7 +185,7 @@ void ExpectArraysMatch(const vertex::Function& f, const std::vector<Graph>& gs, 
     r.first = r.first >= r.second ? row : std::min(r.first, row);
     r.second = std::max(r.second, row + 1);
   };
-  int64_t labelled = 0, slots_full_from = 0;
+  int64_t labelled = 0, slots_full_from = 0, with_token = 0;
   for (size_t gi = 0; gi < gs.size(); ++gi) {
     const Graph& g = gs[gi];
     ASSERT_EQ(p.graph_offsets[gi + 1] - p.graph_offsets[gi], g.num_vertices());
@@ -198,6 +198,7 @@ void ExpectArraysMatch(const vertex::Function& f, const std::vector<Graph>& gs, 
       EXPECT_EQ(p.Ints(p.labels)[row], label);
       labelled += label >= 0;
       if (token >= 0) extend(token_rows, row);
+      with_token += token >= 0 ? 1 : 0;
       std::vector<int32_t> reduced;
       for (int k = 0; k < std::max(g.num_children(v), max_slot + 1); ++k) {
         const int32_t c = g.child(v, k);
@@ -252,6 +253,7 @@ void ExpectArraysMatch(const vertex::Function& f, const std::vector<Graph>& gs, 
     EXPECT_EQ(p.child_slot_rows[k], slot_rows[k]) << "slot " << k;
   }
   EXPECT_EQ(p.token_rows, token_rows);
+  EXPECT_EQ(p.tokens_dense, with_token == token_rows.second - token_rows.first);
   EXPECT_EQ(p.parent_rows, parent_rows);
   EXPECT_EQ(p.labelled, labelled);
   EXPECT_EQ(p.slots_full_from, slots_full_from);
