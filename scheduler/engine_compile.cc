@@ -450,7 +450,7 @@ void NameShapes(Compiled& c) {
     auto& classes = program == 0 ? c.fwd.steps : c.bwd.steps;
     for (size_t cls = 0; cls < classes.size(); ++cls) {
       for (size_t i = 0; i < classes[cls].size(); ++i) {
-        for (int kind = 0; kind < 4; ++kind) {
+        for (int kind = 0; kind < 8; ++kind) {
           classes[cls][i].shapes[kind] = absl::HashOf(serial, program, cls, i, kind) | 1;
         }
       }
@@ -498,8 +498,10 @@ std::vector<char> FoldedEmbedsUnread(const vertex::Function& f, const ProgramSch
     bool ok = true;
     for (int r : readers[e]) {
       if (r >= 0 && p.nodes[r].kind == OpKind::kDropout) {
-        for (int rr : readers[r]) ok = ok && starts(rr);
-        ok = ok && !readers[r].empty();
+        bool dropout_unread = !readers[r].empty();
+        for (int rr : readers[r]) dropout_unread = dropout_unread && starts(rr);
+        unread[r] = dropout_unread ? 1 : 0;
+        ok = ok && dropout_unread;
       } else {
         ok = ok && starts(r);
       }

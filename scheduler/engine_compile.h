@@ -66,8 +66,10 @@ struct Step {
   // Kernels::Elementwise's `shape` for a fused step's launches, unique in the process: every
   // round reads and writes the same views at other rows, so one shape per step, with one-row
   // launches apart (row strides stop mattering there) and training apart (dropout is a copy in
-  // inference, so that switching does not plan the step again). Index: 2 * (one row) + training.
-  std::array<uint64_t, 4> shapes{};
+  // inference, so that switching does not plan the step again) and a folded run's program
+  // with an emptied Dropout apart (Recorder::EmitInstr). Index: 4 * (emptied) + 2 * (one row)
+  // + training.
+  std::array<uint64_t, 8> shapes{};
 };
 
 struct ProgramSchedule {
@@ -116,7 +118,8 @@ int ProjectedEmbed(const vertex::Program& p, int id);
 // every reader is a MatMul by a weight in the pre-ops that starts the rows it writes (a plain
 // GEMM, or a sum with no other term in the pre-ops), directly or through a Dropout that only
 // such MatMuls read, and neither is a field the parents gather nor a push. A folded run skips
-// its gather (the GEMM it feeds is a gather of E op(W)).
+// its gather (the GEMM it feeds is a gather of E op(W)). 1 also for a Dropout of an Embed that
+// only such MatMuls read (a folded run empties its instruction).
 std::vector<char> FoldedEmbedsUnread(const vertex::Function& f, const ProgramSchedule& s);
 
 }  // namespace cavs::scheduler::internal

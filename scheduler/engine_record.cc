@@ -52,6 +52,11 @@ void AddWritten(Interval rows, std::vector<Interval>& written) {
 
 void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0) {
   const Node& n = p.nodes[id];
+  // A Dropout of an Embed that only folded projections read: an empty instruction.
+  if (&p == &f_.forward() && FoldedRun() && (*b_.folded_unread)[id]) {
+    b_.instrs.emplace_back();
+    return;
+  }
   ops::EwInstr in;
   in.width = n.width;
   in.dst = Arg(p, s, id, r0);
@@ -185,7 +190,18 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
   }
   const int count = static_cast<int>(b_.instrs.size() - first);
   CAVS_CHECK(count == st.instrs, "instruction count");
-  const uint64_t shape = st.shapes[(r1 - r0 == 1 ? 2 : 0) + (b_.options->training ? 1 : 0)];
+  if (std::all_of(b_.instrs.begin() + static_cast<std::ptrdiff_t>(first), b_.instrs.end(),
+                  [](const ops::EwInstr& in) { return in.width == 0; })) {
+    last_gemm_.reset();  // nothing to run (a folded run's Dropout nothing reads)
+    return;
+  }
+  // A program with an emptied Dropout (above) is another shape than the plain run's.
+  bool emptied = false;
+  if (&p == &f_.forward() && FoldedRun()) {
+    for (int id : st.nodes) emptied = emptied || (*b_.folded_unread)[id];
+  }
+  const uint64_t shape =
+      st.shapes[(emptied ? 4 : 0) + (r1 - r0 == 1 ? 2 : 0) + (b_.options->training ? 1 : 0)];
   // The GEMM recorded just before joins this program's call (Kernels::GemmThenElementwise).
   std::optional<ops::Kernels::GemmCall> gemm;
   if (last_gemm_.has_value() && last_gemm_->first + 1 == b_.launches.size()) {
@@ -366,8 +382,7 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
   switch (n.kind) {
     case OpKind::kEmbed: {
       // Nothing reads its rows in a folded run (each MatMul reading them gathers E op(W)).
-      if (!backward && b_.folded_unread != nullptr && b_.plan->tokens_dense &&
-          (*b_.folded_unread)[id]) {
+      if (!backward && FoldedRun() && (*b_.folded_unread)[id]) {
         return absl::OkStatus();
       }
       const float* table = ParamValue(p.nodes[n.inputs[0]].name);

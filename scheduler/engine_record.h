@@ -100,6 +100,10 @@ class Recorder {
     return static_cast<float*>(store_.Find(name)->grad.raw_data());
   }
   const int32_t* Ints(int64_t offset) const { return b_.Ints(offset); }
+  // Whether this run gathers folded projections where it can (RunOptions::folded_projections,
+  // a batch whose token rows all have a token): then the Embeds and Dropouts FoldedEmbedsUnread
+  // marks are not run.
+  bool FoldedRun() const { return b_.folded_unread != nullptr && b_.plan->tokens_dense; }
   // Per row from r0: the row of its parent through child slot `slot` (-1: none there).
   const int32_t* ParentRows(int64_t slot, int64_t r0) const {
     return Ints(b_.plan->parent_of_slot[static_cast<size_t>(slot)]) + r0;

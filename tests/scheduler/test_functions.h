@@ -50,11 +50,15 @@ inline absl::StatusOr<vertex::Function> GemmSums(int64_t classes) {
 // An embedding x that a folded run (Engine::FoldInputProjections) must still gather: x W, a
 // projection the engine folds, starts the gates' sum, and x is read besides: `which` 0, as a
 // field the parents gather; 1, as a Concat input; 2, x W comes after another term in the
-// pre-ops (a pull's projection); 3, by a second projection in the same sum. `classes` logits.
-inline absl::StatusOr<vertex::Function> EmbedReadBesidesAFold(int which, int64_t classes) {
+// pre-ops (a pull's projection); 3, by a second projection in the same sum. With `dropout`, x
+// is the embedding's Dropout (a copy in inference, which a folded run must then still make).
+// `classes` logits.
+inline absl::StatusOr<vertex::Function> EmbedReadBesidesAFold(int which, int64_t classes,
+                                                              bool dropout = false) {
   using namespace vertex;
-  return Define("embed_read_besides_a_fold", [which, classes](Vertex& v) {
+  return Define("embed_read_besides_a_fold", [which, classes, dropout](Vertex& v) {
     Expr x = v.embed("emb", 50, 4);
+    if (dropout) x = Dropout(x, 0.5f, 3);
     State c0 = v.gather(0);
     Expr g =
         MatMul(x, v.param("W", {4, 6})) + MatMul(c0["h"], v.param("U", {6, 6})) + v.param("b", {6});
@@ -68,6 +72,23 @@ inline absl::StatusOr<vertex::Function> EmbedReadBesidesAFold(int which, int64_t
     } else {
       v.scatter({{"h", h}});
     }
+    v.push(MatMul(h, v.param("out", {6, classes})));
+  });
+}
+
+// The embedding's Dropout in a fused step with other work (a pull's Tanh): a folded run empties
+// the Dropout's instruction there and still runs the step, a program of another shape than the
+// plain run's. `classes` logits.
+inline absl::StatusOr<vertex::Function> FoldedDropoutBesideOtherWork(int64_t classes) {
+  using namespace vertex;
+  return Define("folded_dropout_beside_other_work", [classes](Vertex& v) {
+    Expr x = Dropout(v.embed("emb", 50, 4), 0.5f, 3);
+    Expr t = Tanh(v.pull(3));
+    State c0 = v.gather(0);
+    Expr g =
+        MatMul(x, v.param("W", {4, 6})) + MatMul(c0["h"], v.param("U", {6, 6})) + v.param("b", {6});
+    Expr h = Tanh(g) * Sigmoid(MatMul(t, v.param("T", {3, 6})));
+    v.scatter({{"h", h}});
     v.push(MatMul(h, v.param("out", {6, classes})));
   });
 }
