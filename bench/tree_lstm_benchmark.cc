@@ -165,6 +165,12 @@ struct PlannedEngine {
   std::unique_ptr<CpuEngine> e;
   std::vector<std::vector<scheduler::Graph>> batches;
   std::vector<scheduler::Plan> plans;
+  size_t next = 0;
+  // Engine::Submit of the next batch with its plan, the batches in turn.
+  absl::StatusOr<scheduler::PendingRun> SubmitNext(const scheduler::RunOptions& ro) {
+    const size_t at = next++ % batches.size();
+    return e->engine->Submit(batches[at], ro, plans[at]);
+  }
 };
 std::unique_ptr<PlannedEngine> MakePlannedEngine(benchmark::State& state) {
   auto p = std::make_unique<PlannedEngine>();
@@ -192,12 +198,9 @@ void BM_Finish(benchmark::State& state) {
   scheduler::RunOptions ro;
   ro.training = false;
   ro.backward = false;
-  size_t i = 0;
   for (auto _ : state) {
-    const size_t at = i++ % p->batches.size();
     state.PauseTiming();
-    absl::StatusOr<scheduler::PendingRun> pending =
-        engine->Submit(p->batches[at], ro, p->plans[at]);
+    absl::StatusOr<scheduler::PendingRun> pending = p->SubmitNext(ro);
     state.ResumeTiming();
     if (!pending.ok()) {
       state.SkipWithError(pending.status().ToString().c_str());
@@ -227,13 +230,10 @@ void BM_Record(benchmark::State& state) {
   scheduler::RunOptions ro;
   ro.training = train;
   ro.backward = train;
-  size_t i = 0;
   double commands = 0, upload = 0, zeroed = 0;
   for (auto _ : state) {
-    const size_t at = i++ % p->batches.size();
     if (train) (void)p->e->store.ZeroGrad();
-    absl::StatusOr<scheduler::PendingRun> pending =
-        engine->Submit(p->batches[at], ro, p->plans[at]);
+    absl::StatusOr<scheduler::PendingRun> pending = p->SubmitNext(ro);
     if (!pending.ok()) return state.SkipWithError(pending.status().ToString().c_str());
     state.SetIterationTime(engine->stats().plan_seconds);
     commands += static_cast<double>(engine->stats().commands);

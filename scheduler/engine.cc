@@ -205,10 +205,7 @@ int Engine::foldable_projections() const {
   return count;
 }
 
-void Engine::ClearFoldedProjections() {
-  folded_.clear();
-  folded_unread_.clear();
-}
+void Engine::ClearFoldedProjections() { folded_.clear(); }
 
 absl::Status Engine::FoldInputProjections() {
   ClearFoldedProjections();  // a failure below leaves none (not the last ones, now stale)
@@ -249,7 +246,6 @@ absl::Status Engine::FoldInputProjections() {
     folded[id] = std::move(t);
   }
   folded_ = std::move(folded);
-  folded_unread_ = internal::FoldedEmbedsUnread(*f_, compiled_->fwd);
   return absl::OkStatus();
 }
 
@@ -349,7 +345,7 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   b.stats = arena.data<float>() + l.stats_at;
   if (options.folded_projections && !folded_.empty()) {
     b.folded = &folded_;
-    b.folded_unread = &folded_unread_;
+    b.folded_unread = &c.fold_unread;
   }
   b.sum_written.assign(c.fwd.num_sums, {});
   b.buffer_base.assign(c.buffers.size(), nullptr);

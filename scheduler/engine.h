@@ -185,10 +185,8 @@ class Engine {
   std::unique_ptr<Compiled> compiled_;
   EngineStats stats_;
   std::vector<char> staging_;  // host side of the per-batch upload
-  // Per forward node: E op(W) (+ bias) where FoldInputProjections folded it, else undefined;
-  // and the Embeds a folded run need not gather (internal::FoldedEmbedsUnread).
+  // Per forward node: E op(W) (+ bias) where FoldInputProjections folded it, else undefined.
   std::vector<core::Tensor> folded_;
-  std::vector<char> folded_unread_;
 };
 
 }  // namespace cavs::scheduler

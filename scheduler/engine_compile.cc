@@ -558,6 +558,7 @@ Compiled Compile(const vertex::Function& f, bool elementwise_scratch) {
   MergePushedRows(c);
   MarkPulls(c, f);
   NameShapes(c);
+  c.fold_unread = FoldedEmbedsUnread(f, c.fwd);
   return c;
 }
 

@@ -100,6 +100,8 @@ struct Compiled {
   // The one buffer every pushed Gather's rows live in (MergePushedRows), or -1. Only its rows
   // with an empty slot must start at zero: a batch zeroes its first Plan::slots_full_from rows.
   int pushed_rows = -1;
+  // Per forward node: FoldedEmbedsUnread's, the Embeds and Dropouts a folded run skips.
+  std::vector<char> fold_unread;
 };
 
 // Builds views and steps for `f` (forward and backward). `elementwise_scratch`: the device's

@@ -190,15 +190,18 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
   }
   const int count = static_cast<int>(b_.instrs.size() - first);
   CAVS_CHECK(count == st.instrs, "instruction count");
-  if (std::all_of(b_.instrs.begin() + static_cast<std::ptrdiff_t>(first), b_.instrs.end(),
-                  [](const ops::EwInstr& in) { return in.width == 0; })) {
-    last_gemm_.reset();  // nothing to run (a folded run's Dropout nothing reads)
-    return;
-  }
-  // A program with an emptied Dropout (above) is another shape than the plain run's.
+  // A program with a Dropout emptied by EmitInstr (a folded run's pre-ops only) is another
+  // shape than the plain run's, and with nothing else in it, no launch.
   bool emptied = false;
-  if (&p == &f_.forward() && FoldedRun()) {
+  if (&p == &f_.forward() && FoldedRun() &&
+      p.nodes[st.nodes[0]].op_class == OpClass::kBeforeRounds) {
     for (int id : st.nodes) emptied = emptied || (*b_.folded_unread)[id];
+  }
+  if (emptied &&
+      std::all_of(b_.instrs.begin() + static_cast<std::ptrdiff_t>(first), b_.instrs.end(),
+                  [](const ops::EwInstr& in) { return in.width == 0; })) {
+    last_gemm_.reset();
+    return;
   }
   const uint64_t shape =
       st.shapes[(emptied ? 4 : 0) + (r1 - r0 == 1 ? 2 : 0) + (b_.options->training ? 1 : 0)];
