@@ -485,12 +485,19 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
       return absl::OkStatus();
     }
     case OpKind::kEmbedGrad: {
-      if (!b_.embed_rows.defined()) {
-        CAVS_ASSIGN_OR_RETURN(
-            b_.embed_rows,
-            core::Tensor::Zeros(
-                core::Shape({static_cast<int64_t>(b_.plan->unique_tokens.size()), w}),
-                core::DType::kFloat32, k_.device()));
+      // The first over every row sums each token's rows in row order (the plan's CSR) and
+      // writes every row of the table's gradient: deterministic on every device, nothing to
+      // zero. Any other adds its rows on top.
+      const int64_t slots = static_cast<int64_t>(b_.plan->unique_tokens.size());
+      const bool first = !b_.embed_rows.defined();
+      const bool segments =
+          first && r0 == 0 && r1 == b_.plan->num_rows && b_.plan->token_row_offsets >= 0;
+      if (first) {
+        const core::Shape shape({slots, w});
+        CAVS_ASSIGN_OR_RETURN(b_.embed_rows,
+                              segments
+                                  ? core::Tensor::Empty(shape, core::DType::kFloat32, k_.device())
+                                  : core::Tensor::Zeros(shape, core::DType::kFloat32, k_.device()));
         b_.embed_table = n.name;
       }
       if (b_.embed_table != n.name) {
@@ -498,6 +505,15 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
                                                      "' and '", n.name, "' in one function"));
       }
       float* rows = b_.embed_rows.data<float>();
+      if (segments) {
+        const int32_t* off = Ints(b_.plan->token_row_offsets);
+        const int32_t* ids = Ints(b_.plan->token_row_ids);
+        b_.launches.push_back([=]() {
+          return k->SegmentReduce(ops::ReduceOp::kSum, dy, dld, off, ids, slots, w, rows, w,
+                                  nullptr);
+        });
+        return absl::OkStatus();
+      }
       const int32_t* slot = Ints(b_.plan->token_slot) + r0;
       b_.launches.push_back(
           [=]() { return k->ScatterAddRows(dy, dld, slot, m, w, rows, w, false); });

@@ -209,6 +209,28 @@ void TokenSlots(const vertex::Function& f, Plan& plan) {
   }
 }
 
+// The CSR of each token slot's rows (Plan::token_row_offsets), appended to `ints`: a counting
+// sort of the `tokened` rows with a token by slot, rows ascending within a slot.
+void TokenRows(Plan& plan, int64_t tokened) {
+  const int64_t n = plan.num_rows, slots = static_cast<int64_t>(plan.unique_tokens.size());
+  plan.token_row_offsets = static_cast<int64_t>(plan.ints.size());
+  plan.token_row_ids = plan.token_row_offsets + slots + 1;
+  plan.ints.resize(plan.token_row_ids + tokened, 0);
+  const int32_t* slot = plan.ints.data() + plan.token_slot;
+  int32_t* offsets = plan.ints.data() + plan.token_row_offsets;
+  for (int64_t row = 0; row < n; ++row) {
+    if (slot[row] >= 0) ++offsets[slot[row] + 1];
+  }
+  for (int64_t s = 0; s < slots; ++s) offsets[s + 1] += offsets[s];
+  // offsets[s] is now the next free place of slot s; it ends at slot s + 1's start.
+  int32_t* ids = plan.ints.data() + plan.token_row_ids;
+  for (int64_t row = 0; row < n; ++row) {
+    if (slot[row] >= 0) ids[offsets[slot[row]]++] = static_cast<int32_t>(row);
+  }
+  for (int64_t s = slots; s > 0; --s) offsets[s] = offsets[s - 1];
+  offsets[0] = 0;
+}
+
 }  // namespace
 
 absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Graph>& graphs,
@@ -352,6 +374,7 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
     plan.ints.resize(plan.reduce_ids + offsets[n]);
   }
   TokenSlots(f, plan);
+  if (f.uses_tokens()) TokenRows(plan, with_token);
   return plan;
 }
 
@@ -364,7 +387,10 @@ int64_t Plan::ArrayLength(int64_t offset) const {
   };
   for (int64_t start : child_rows) below(start);
   for (int64_t start : parent_of_slot) below(start);
-  for (int64_t start : {reduce_offsets, reduce_ids, tokens, labels, uids, token_slot}) below(start);
+  for (int64_t start : {reduce_offsets, reduce_ids, tokens, labels, uids, token_slot,
+                        token_row_offsets, token_row_ids}) {
+    below(start);
+  }
   return start_of_one ? end - offset : -1;
 }
 

@@ -57,6 +57,11 @@ struct Plan {
   int64_t uids = -1;                   // uid per row
   int64_t token_slot = -1;             // per row: index into unique_tokens, or -1
   std::vector<int64_t> unique_tokens;  // sorted distinct tokens of the batch
+  // The rows of each distinct token, a CSR (where the function has tokens): token_row_offsets
+  // (unique_tokens.size() + 1) into token_row_ids, each token's rows ascending. The embedding
+  // gradient sums its rows per token with it, in a fixed order (no atomics, nothing zeroed).
+  int64_t token_row_offsets = -1;
+  int64_t token_row_ids = -1;
   std::vector<float> features;         // [num_rows, feature width] row-major, or empty
   std::vector<int64_t> row_of_uid;     // uid -> row
   std::vector<int64_t> graph_offsets;  // uid of each graph's vertex 0; size graphs + 1

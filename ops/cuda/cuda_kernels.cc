@@ -113,8 +113,8 @@ CudaKernels::~CudaKernels() {
     if (fused_ != nullptr) (void)backend_->Synchronize();  // no launch of a kernel unloaded
     fused_.reset();
     lt_.reset();
-    cudaFree(split_partial_);  // cudaFree waits for the kernels queued before it
-    cudaFree(split_arrivals_);
+    cudaFree(workspace_.partial);  // cudaFree waits for the kernels queued before it
+    cudaFree(workspace_.arrivals);
     cublasDestroy(cublas_);
   }
 }
@@ -202,35 +202,40 @@ std::optional<CudaKernels::SmallGemmChoice> CudaKernels::SmallGemmFor(bool trans
   return std::nullopt;
 }
 
+absl::StatusOr<ReduceWorkspace> CudaKernels::Workspace() {
+  if (workspace_failed_) {  // no memory for it before: not tried again on every call
+    return absl::ResourceExhaustedError("the reductions' workspace");
+  }
+  if (workspace_.partial == nullptr) {  // once; the device is current
+    const size_t floats =
+        static_cast<size_t>(num_sms_) * static_cast<size_t>(small_gemm::TallTile::kOutputs);
+    void* arrivals = nullptr;
+    void* partial = nullptr;
+    cudaError_t err = cudaMalloc(&arrivals, num_sms_ * sizeof(unsigned));
+    if (err == cudaSuccess) err = cudaMalloc(&partial, floats * sizeof(float));
+    if (err == cudaSuccess) {  // zero before the first kernel that counts on the stream
+      err = cudaMemsetAsync(arrivals, 0, num_sms_ * sizeof(unsigned), stream());
+    }
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();  // else the next launch's check would report it as its own
+      cudaFree(arrivals);
+      cudaFree(partial);
+      workspace_failed_ = true;
+      return CudaStatus(err, "cudaMalloc (the reductions' workspace)", __FILE__, __LINE__);
+    }
+    workspace_ = ReduceWorkspace{static_cast<float*>(partial), static_cast<int64_t>(floats),
+                                 static_cast<unsigned*>(arrivals), num_sms_};
+  }
+  return workspace_;
+}
+
 absl::StatusOr<SmallGemmSetup> CudaKernels::SetupFor(const SmallGemmChoice& choice) {
   SmallGemmSetup setup{choice.tile, small_gemm_shared_bytes_[static_cast<int>(choice.tile)],
                        choice.splits};
   if (choice.splits > 1) {
-    if (split_failed_) {  // no memory for it before: not tried again on every GEMM
-      return absl::ResourceExhaustedError("the small GEMM's split workspace");
-    }
-    if (split_partial_ == nullptr) {  // once; the device is current
-      const size_t floats =
-          static_cast<size_t>(num_sms_) * static_cast<size_t>(small_gemm::TallTile::kOutputs);
-      void* arrivals = nullptr;
-      void* partial = nullptr;
-      cudaError_t err = cudaMalloc(&arrivals, num_sms_ * sizeof(unsigned));
-      if (err == cudaSuccess) err = cudaMalloc(&partial, floats * sizeof(float));
-      if (err == cudaSuccess) {  // zero before the first split kernel on the stream
-        err = cudaMemsetAsync(arrivals, 0, num_sms_ * sizeof(unsigned), stream());
-      }
-      if (err != cudaSuccess) {
-        (void)cudaGetLastError();  // else the next launch's check would report it as its own
-        cudaFree(arrivals);
-        cudaFree(partial);
-        split_failed_ = true;
-        return CudaStatus(err, "cudaMalloc (the small GEMM's split workspace)", __FILE__, __LINE__);
-      }
-      split_arrivals_ = static_cast<unsigned*>(arrivals);
-      split_partial_ = static_cast<float*>(partial);
-    }
-    setup.partial = split_partial_;
-    setup.arrivals = split_arrivals_;
+    CAVS_ASSIGN_OR_RETURN(const ReduceWorkspace w, Workspace());
+    setup.partial = w.partial;
+    setup.arrivals = w.arrivals;
   }
   return setup;
 }
@@ -400,8 +405,9 @@ absl::Status CudaKernels::SoftmaxCrossEntropy(const float* logits, int64_t ld, i
   }
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  CAVS_CUDA_RETURN_IF_ERROR(
-      LaunchSoftmaxCrossEntropy(stream(), logits, ld, n, c, labels, scale, dlogits, stats, pred));
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchSoftmaxCrossEntropy(stream(), logits, ld, n, c, labels, scale,
+                                                      dlogits, stats, pred,
+                                                      Workspace().value_or(ReduceWorkspace{})));
   return absl::OkStatus();
 }
 
@@ -410,8 +416,8 @@ absl::Status CudaKernels::ColumnSum(const float* src, int64_t ld, int64_t m, int
   CAVS_RETURN_IF_ERROR(CheckArgs("ColumnSum", m, w, {src, dst}));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  CAVS_CUDA_RETURN_IF_ERROR(
-      LaunchColumnReduce(stream(), src, ld, nullptr, 0, m, w, alpha, dst, num_sms_));
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchColumnReduce(stream(), src, ld, nullptr, 0, m, w, alpha, dst,
+                                               num_sms_, Workspace().value_or(ReduceWorkspace{})));
   return absl::OkStatus();
 }
 
@@ -420,8 +426,8 @@ absl::Status CudaKernels::ColumnDot(const float* x, int64_t x_ld, const float* y
   CAVS_RETURN_IF_ERROR(CheckArgs("ColumnDot", m, w, {x, y, dst}));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  CAVS_CUDA_RETURN_IF_ERROR(
-      LaunchColumnReduce(stream(), x, x_ld, y, y_ld, m, w, 1.0f, dst, num_sms_));
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchColumnReduce(stream(), x, x_ld, y, y_ld, m, w, 1.0f, dst,
+                                               num_sms_, Workspace().value_or(ReduceWorkspace{})));
   return absl::OkStatus();
 }
 

@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/cuda_gemm.h"
+#include "ops/cuda/cuda_reduce.h"
 #include "ops/cuda/small_gemm.h"
 #include "ops/kernels.h"
 
@@ -173,8 +174,9 @@ class CudaKernels final : public Kernels {
   // only for generated kernels).
   absl::Status CheckProgram(const EwInstr* host, const EwInstr* device, int count,
                             int64_t rows) const;
-  // The setup of the small GEMM for `choice`, the split workspace made if it needs one and there
-  // is none yet.
+  // The reductions' workspace (workspace_), made if there is none yet.
+  absl::StatusOr<ReduceWorkspace> Workspace();
+  // The setup of the small GEMM for `choice`, with the workspace where it needs one.
   absl::StatusOr<SmallGemmSetup> SetupFor(const SmallGemmChoice& choice);
 
   CudaBackend* backend_;
@@ -189,11 +191,13 @@ class CudaKernels final : public Kernels {
   std::array<size_t, 2> small_gemm_shared_bytes_{};
   bool tall_tile_ = false;
   std::array<int64_t, 2> small_gemms_{};  // by small_gemm::TileShape
-  // The workspace of small GEMMs split over k, made on first use: a partial tile for each of at
-  // most num_sms_ blocks, a count for each of at most num_sms_ tiles (small_gemm::TallSplits).
-  float* split_partial_ = nullptr;
-  unsigned* split_arrivals_ = nullptr;
-  bool split_failed_ = false;  // its allocation failed: cuBLAS takes those GEMMs
+  // Where the blocks of a reduction split over blocks meet, made on first use: small GEMMs split
+  // over k (a partial tile for each of at most num_sms_ blocks, a count for each of at most
+  // num_sms_ tiles; small_gemm::TallSplits) and column sums over row chunks (ColumnSum,
+  // ColumnDot). Kernels on the one stream take turns with it.
+  ReduceWorkspace workspace_;
+  bool workspace_failed_ = false;  // its allocation failed: cuBLAS takes split GEMMs, column
+                                   // sums run in one chunk
   bool fused_round_ = false;
 };
 

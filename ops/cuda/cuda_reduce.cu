@@ -1,38 +1,19 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/cuda/column_reduce.cuh"
 #include "ops/cuda/cuda_reduce.h"
 
 namespace cavs::ops {
 
 namespace {
 
-constexpr int kColumns = 32;  // per block, one per lane
-constexpr int kRowThreads = 8;
-constexpr int kMinRowsPerChunk = 64;
+namespace cr = column_reduce;
 
-// Block (32, 8): lanes over columns, threadIdx.y over the chunk's rows.
 template <bool kDot>
-__global__ void ColumnReduceKernel(const float* __restrict__ x, int64_t x_ld,
-                                   const float* __restrict__ y, int64_t y_ld, int64_t m, int64_t w,
-                                   int64_t rows_per_chunk, float alpha, float* __restrict__ dst) {
-  __shared__ float partial[kRowThreads][kColumns + 1];
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColumns + threadIdx.x;
-  const int64_t begin = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
-  const int64_t end = min(begin + rows_per_chunk, m);
-  float sum = 0.0f;
-  if (c < w) {
-    for (int64_t r = begin + threadIdx.y; r < end; r += kRowThreads) {
-      const float v = x[r * x_ld + c];
-      sum += kDot ? v * y[r * y_ld + c] : v;
-    }
-  }
-  partial[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < w) {
-    for (int i = 1; i < kRowThreads; ++i) sum += partial[i][threadIdx.x];
-    atomicAdd(&dst[c], alpha * sum);
-  }
+__global__ void __launch_bounds__(cr::kThreads) ColumnReduceKernel(cr::Args g) {
+  __shared__ float shared[cr::kSharedFloats];
+  cr::ReduceColumns<kDot>(g, blockIdx.x, blockIdx.y, threadIdx.x, shared);
 }
 
 __global__ void FillKernel(float* __restrict__ dst, int64_t n, float value) {
@@ -54,23 +35,24 @@ __global__ void BiasRowsKernel(int64_t m, int64_t n, const float* __restrict__ b
 
 cudaError_t LaunchColumnReduce(cudaStream_t stream, const float* x, int64_t x_ld, const float* y,
                                int64_t y_ld, int64_t m, int64_t w, float alpha, float* dst,
-                               int num_sms) {
+                               int num_sms, const ReduceWorkspace& workspace) {
   if (m <= 0 || w <= 0) return cudaSuccess;
-  const int64_t column_blocks = (w + kColumns - 1) / kColumns;
+  const int64_t column_blocks = (w + cr::kColumns - 1) / cr::kColumns;
   if (column_blocks >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
-  // Enough row chunks for about four blocks per multiprocessor, each at least 64 rows long.
-  const int64_t target = std::max<int64_t>(1, 4 * static_cast<int64_t>(num_sms) / column_blocks);
-  const int64_t chunks = std::clamp<int64_t>((m + kMinRowsPerChunk - 1) / kMinRowsPerChunk, 1,
-                                             std::min<int64_t>(target, 65535));
-  const int64_t rows_per_chunk = (m + chunks - 1) / chunks;
+  const bool has_workspace = workspace.partial != nullptr && workspace.arrivals != nullptr;
+  const int64_t chunks =
+      has_workspace ? cr::Chunks(m, w, num_sms, workspace.floats, workspace.counts) : 1;
+  cr::Args g{x,     x_ld, y, y_ld, m, w, (m + chunks - 1) / chunks, static_cast<int>(chunks),
+             alpha, dst};
+  if (chunks > 1) {
+    g.partial = workspace.partial;
+    g.arrivals = workspace.arrivals;
+  }
   const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(chunks));
-  const dim3 block(kColumns, kRowThreads);
   if (y != nullptr) {
-    ColumnReduceKernel<true>
-        <<<grid, block, 0, stream>>>(x, x_ld, y, y_ld, m, w, rows_per_chunk, alpha, dst);
+    ColumnReduceKernel<true><<<grid, cr::kThreads, 0, stream>>>(g);
   } else {
-    ColumnReduceKernel<false>
-        <<<grid, block, 0, stream>>>(x, x_ld, nullptr, 0, m, w, rows_per_chunk, alpha, dst);
+    ColumnReduceKernel<false><<<grid, cr::kThreads, 0, stream>>>(g);
   }
   return cudaGetLastError();
 }

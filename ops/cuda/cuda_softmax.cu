@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cfloat>
 
+#include "ops/cuda/block_meet.cuh"
 #include "ops/cuda/cuda_softmax.h"
 
 namespace cavs::ops {
@@ -65,18 +66,19 @@ struct Group {
   }
 };
 
-// Rows are walked by groups; stats are gathered per block and added once per block.
+// Rows are walked by groups. The statistics are summed in a fixed order: each group's rows in
+// row order, the block's warps in warp order, the blocks in block order where they meet in the
+// workspace (block_meet.cuh); so the loss has the same bits from run to run.
 template <bool kBlock>
 __global__ void __launch_bounds__(kThreads)
     SoftmaxXentKernel(const float* __restrict__ logits, int64_t ld, int64_t n, int64_t c,
                       const int32_t* __restrict__ labels, float scale, float* __restrict__ dlogits,
-                      float* stats, int32_t* __restrict__ pred) {
+                      float* stats, int32_t* __restrict__ pred, float* partial, unsigned* arrival) {
   using G = Group<kBlock>;
   __shared__ float sum_scratch[kWarps];
   __shared__ ArgMax max_scratch[kWarps];
-  __shared__ float block_stats[2];
-  if (threadIdx.x < 2) block_stats[threadIdx.x] = 0.0f;
-  __syncthreads();
+  __shared__ float meet[block_meet::kSharedFloats<kThreads>];
+  float loss = 0.0f, correct = 0.0f;  // the group's rows (its rank 0 only)
   const int groups_per_block = kBlock ? 1 : kWarps;
   const int64_t first =
       static_cast<int64_t>(blockIdx.x) * groups_per_block + (kBlock ? 0 : threadIdx.x >> 5);
@@ -94,8 +96,8 @@ __global__ void __launch_bounds__(kThreads)
     if (G::Rank() == 0) {
       if (pred != nullptr) pred[row] = static_cast<int32_t>(best.index);
       if (labelled) {
-        atomicAdd(&block_stats[0], logf(sum) + best.value - x[label]);
-        if (best.index == label) atomicAdd(&block_stats[1], 1.0f);
+        loss += logf(sum) + best.value - x[label];
+        if (best.index == label) correct += 1.0f;
       }
     }
     if (dlogits == nullptr) continue;
@@ -105,27 +107,54 @@ __global__ void __launch_bounds__(kThreads)
       d[j] = labelled ? scale * (expf(x[j] - best.value) * inv - (j == label ? 1.0f : 0.0f)) : 0.0f;
     }
   }
-  __syncthreads();
-  if (stats != nullptr && threadIdx.x < 2 && block_stats[threadIdx.x] != 0.0f) {
-    atomicAdd(&stats[threadIdx.x], block_stats[threadIdx.x]);
+  if (stats == nullptr) return;
+  const int warp = threadIdx.x >> 5;
+  if ((threadIdx.x & 31) == 0) {
+    meet[2 * warp] = loss;
+    meet[2 * warp + 1] = correct;
   }
+  __syncthreads();
+  float block_sum = 0.0f;  // statistic threadIdx.x (0: loss, 1: correct) over the block's warps
+  if (threadIdx.x < 2) {
+    for (int w = 0; w < kWarps; ++w) block_sum += meet[2 * w + threadIdx.x];
+  }
+  __syncthreads();                             // meet is read: block_meet may take it
+  if (gridDim.x == 1 || partial == nullptr) {  // one block adds alone; else (no workspace) atomics
+    if (threadIdx.x < 2 && block_sum != 0.0f) {
+      if (gridDim.x == 1) {
+        stats[threadIdx.x] += block_sum;
+      } else {
+        atomicAdd(&stats[threadIdx.x], block_sum);
+      }
+    }
+    return;
+  }
+  block_meet::Meet<2, kThreads>(block_sum, blockIdx.x, gridDim.x, threadIdx.x, partial, 2, arrival,
+                                meet, [&](int i, float total) { stats[i] += total; });
 }
 
 }  // namespace
 
 cudaError_t LaunchSoftmaxCrossEntropy(cudaStream_t stream, const float* logits, int64_t ld,
                                       int64_t n, int64_t c, const int32_t* labels, float scale,
-                                      float* dlogits, float* stats, int32_t* pred) {
+                                      float* dlogits, float* stats, int32_t* pred,
+                                      const ReduceWorkspace& workspace) {
   if (n <= 0 || c <= 0) return cudaSuccess;
-  constexpr int64_t kMaxBlocks = int64_t{1} << 16;
+  const bool meet = workspace.partial != nullptr && workspace.arrivals != nullptr &&
+                    workspace.counts > 0 && workspace.floats >= 2;
+  // Rows are strided over the blocks, so fewer blocks than rows only lengthen the loop; with the
+  // workspace, each block's 2 statistics must fit in it.
+  const int64_t max_blocks = std::min<int64_t>(int64_t{1} << 16, meet ? workspace.floats / 2 : n);
+  float* partial = meet ? workspace.partial : nullptr;
+  unsigned* arrival = meet ? workspace.arrivals : nullptr;
   if (c <= kSoftmaxWarpMaxClasses) {
-    const int64_t blocks = std::min((n + kWarps - 1) / kWarps, kMaxBlocks);
+    const int64_t blocks = std::min((n + kWarps - 1) / kWarps, max_blocks);
     SoftmaxXentKernel<false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        logits, ld, n, c, labels, scale, dlogits, stats, pred);
+        logits, ld, n, c, labels, scale, dlogits, stats, pred, partial, arrival);
   } else {
-    const int64_t blocks = std::min(n, kMaxBlocks);
+    const int64_t blocks = std::min(n, max_blocks);
     SoftmaxXentKernel<true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        logits, ld, n, c, labels, scale, dlogits, stats, pred);
+        logits, ld, n, c, labels, scale, dlogits, stats, pred, partial, arrival);
   }
   return cudaGetLastError();
 }

@@ -3,12 +3,16 @@
 // One launch: a warp per row for up to kSoftmaxWarpMaxClasses classes, a 256-thread block per
 // row beyond. Each row is read three times (max and argmax, sum of exponentials, gradient) and
 // is numerically stable (exponentials of x - max). The loss and accuracy statistics are summed
-// per block in shared memory and added to `stats` with one atomic per block and statistic.
+// in a fixed order (rows, warps, then blocks meeting in the reductions' workspace,
+// block_meet.cuh), so they have the same bits from run to run; without a workspace the blocks
+// add theirs with atomics.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "ops/cuda/cuda_reduce.h"  // ReduceWorkspace
 
 namespace cavs::ops {
 
@@ -18,6 +22,7 @@ inline constexpr int64_t kSoftmaxWarpMaxClasses = 1024;
 // stats: [2] accumulated (may be null); pred: [n] (may be null).
 cudaError_t LaunchSoftmaxCrossEntropy(cudaStream_t stream, const float* logits, int64_t ld,
                                       int64_t n, int64_t c, const int32_t* labels, float scale,
-                                      float* dlogits, float* stats, int32_t* pred);
+                                      float* dlogits, float* stats, int32_t* pred,
+                                      const ReduceWorkspace& workspace);
 
 }  // namespace cavs::ops

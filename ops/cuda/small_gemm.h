@@ -306,8 +306,9 @@ CAVS_HOST_DEVICE inline void Store(const Args& g, int bx, int by, int tid, const
   }
 }
 
-// A float of the split workspace, through L2 only on the GPU (other blocks write and read it
-// within one launch, and L1 is not coherent between multiprocessors).
+// A float of a workspace where blocks meet (split GEMMs, column sums), through L2 only on the GPU
+// (other blocks write and read it within one launch, and L1 is not coherent between
+// multiprocessors).
 CAVS_HOST_DEVICE inline void StoreL2(float* p, float v) {
 #if defined(__CUDA_ARCH__)
   __stcg(p, v);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ops/cuda/column_reduce.h"
 #include "ops/cuda/cuda_gemm.h"
 #include "ops/cuda/cuda_small_gemm.h"
 #include "ops/cuda/small_gemm.h"
@@ -274,9 +275,15 @@ TEST_F(CudaKernelsTest, SegmentReductionsMatchTheCpu) {
   }
 }
 
+// Against the CPU, a warp per row and a block per row, over one block and many; the statistics
+// have the same bits every time (the blocks meet in a workspace, not through atomic adds).
 TEST_F(CudaKernelsTest, SoftmaxCrossEntropyMatchesTheCpu) {
-  for (int64_t c : {5, 1000, 3000}) {  // warp per row, and block per row
-    const int64_t n = 777, ld = c + 3;
+  struct Case {
+    int64_t c, n;
+  };
+  for (const Case& k : {Case{5, 777}, Case{1000, 777}, Case{3000, 777}, Case{5, 6}, Case{5, 20000},
+                        Case{3000, 1}}) {
+    const int64_t c = k.c, n = k.n, ld = c + 3;
     std::vector<float> logits = RandomFloats(n * ld, 10, -4.0f, 4.0f);
     std::vector<int32_t> labels = RandomInts(n, 11, -1, c - 1);
     std::vector<float> dl(n * c, 9.0f), stats = {1.0f, 2.0f};
@@ -290,24 +297,54 @@ TEST_F(CudaKernelsTest, SoftmaxCrossEntropyMatchesTheCpu) {
     ASSERT_TRUE(cpu_->SoftmaxCrossEntropy(logits.data(), ld, n, c, labels.data(), 0.5f, dl.data(),
                                           stats.data(), pred.data())
                     .ok());
-    EXPECT_TRUE(AllClose(ddl.Download(), dl, 1e-4, 1e-7)) << "c=" << c;
-    EXPECT_TRUE(AllClose(dstats.Download(), stats, 1e-4, 1e-3)) << "c=" << c;
-    EXPECT_EQ(dpred.Download(), pred) << "c=" << c;
+    const std::string what = "c=" + std::to_string(c) + " n=" + std::to_string(n);
+    EXPECT_TRUE(AllClose(ddl.Download(), dl, 1e-4, 1e-7)) << what;
+    const std::vector<float> got = dstats.Download();
+    EXPECT_TRUE(AllClose(got, stats, 1e-4, 1e-3)) << what;
+    EXPECT_EQ(dpred.Download(), pred) << what;
+    for (int again = 0; again < 3; ++again) {
+      DeviceArray<float> dstats2(std::vector<float>{1.0f, 2.0f});
+      ASSERT_TRUE(cuda_
+                      ->SoftmaxCrossEntropy(dlogits.get(), ld, n, c, dlabels.get(), 0.5f, nullptr,
+                                            dstats2.get(), nullptr)
+                      .ok());
+      EXPECT_EQ(dstats2.Download(), got) << what << ": not the same bits again";
+    }
   }
 }
 
+// Against the CPU, in one chunk of rows and in several (column_reduce.cuh), and the same bits
+// every time: the chunks meet in a workspace, not through atomic adds.
 TEST_F(CudaKernelsTest, ColumnReductionsAndFillMatchTheCpu) {
-  for (int64_t m : {1, 100, 20000}) {
-    const int64_t w = 37, ld = 40;
+  struct Case {
+    int64_t m, w, ld;
+  };
+  for (const Case& c : {Case{1, 37, 40}, Case{100, 37, 40}, Case{20000, 37, 40},
+                        Case{10000, 750, 750}, Case{3000, 5000, 5000}}) {
+    const int64_t m = c.m, w = c.w, ld = c.ld;
+    const int sms = static_cast<CudaKernels*>(cuda_)->num_sms();
+    const std::string what = "m=" + std::to_string(m) + " w=" + std::to_string(w) + ", " +
+                             std::to_string(column_reduce::Chunks(
+                                 m, w, sms, sms * small_gemm::TallTile::kOutputs, sms)) +
+                             " chunks";
     std::vector<float> x = RandomFloats(m * ld, 12), y = RandomFloats(m * ld, 13);
-    std::vector<float> sum = RandomFloats(w, 14), dot = RandomFloats(w, 15);
+    const std::vector<float> sum0 = RandomFloats(w, 14), dot0 = RandomFloats(w, 15);
+    std::vector<float> sum = sum0, dot = dot0;
     DeviceArray<float> dx(x), dy(y), dsum(sum), ddot(dot);
     ASSERT_TRUE(cuda_->ColumnSum(dx.get(), ld, m, w, -0.5f, dsum.get()).ok());
     ASSERT_TRUE(cpu_->ColumnSum(x.data(), ld, m, w, -0.5f, sum.data()).ok());
     ASSERT_TRUE(cuda_->ColumnDot(dx.get(), ld, dy.get(), ld, m, w, ddot.get()).ok());
     ASSERT_TRUE(cpu_->ColumnDot(x.data(), ld, y.data(), ld, m, w, dot.data()).ok());
-    EXPECT_TRUE(AllClose(dsum.Download(), sum, 1e-4, 1e-3)) << "m=" << m;
-    EXPECT_TRUE(AllClose(ddot.Download(), dot, 1e-4, 1e-3)) << "m=" << m;
+    const std::vector<float> got_sum = dsum.Download(), got_dot = ddot.Download();
+    EXPECT_TRUE(AllClose(got_sum, sum, 1e-4, 1e-3)) << what;
+    EXPECT_TRUE(AllClose(got_dot, dot, 1e-4, 1e-3)) << what;
+    for (int again = 0; again < 3; ++again) {
+      DeviceArray<float> dsum2(sum0), ddot2(dot0);
+      ASSERT_TRUE(cuda_->ColumnSum(dx.get(), ld, m, w, -0.5f, dsum2.get()).ok());
+      ASSERT_TRUE(cuda_->ColumnDot(dx.get(), ld, dy.get(), ld, m, w, ddot2.get()).ok());
+      EXPECT_EQ(dsum2.Download(), got_sum) << what << ": not the same bits again";
+      EXPECT_EQ(ddot2.Download(), got_dot) << what << ": not the same bits again";
+    }
   }
   DeviceArray<float> buf(1001);
   ASSERT_TRUE(cuda_->Fill(buf.get(), 1001, 2.5f).ok());

@@ -27,6 +27,7 @@
 #include "core/random.h"
 #include "gtest/gtest.h"
 #include "ops/cpu/cpu_elementwise.h"
+#include "ops/cuda/column_reduce.h"
 #include "ops/cuda/small_gemm.h"
 #include "ops/ew_codegen.h"
 #include "tests/ops/ew_programs.h"
@@ -312,6 +313,117 @@ TEST_F(EwEmulationTest, SplitKernel) {
             .ok());
     EXPECT_TRUE(AllClose(got, want, 1e-5, 1e-5)) << what << (c.bias ? ", bias" : "");
     EXPECT_EQ(arrivals, std::vector<unsigned>(2, 0)) << what;
+  }
+}
+
+// Runs a column reduction (column_reduce.cuh), 256 threads a block: every block of its grid
+// (column blocks x chunks of rows) at once, so the chunks of a column block race to count
+// themselves in as they do on the device; or, with `order`, one block after another in that
+// order (block b is column block b % column blocks, chunk b / column blocks), so that a test
+// chooses which chunk arrives last.
+constexpr const char* kColumnReduceRunner = R"(
+#include "ops/cuda/column_reduce.cuh"
+extern "C" void cavs_emu_run_column_reduce(const cavs::ops::column_reduce::Args* g,
+                                           const int* order) {
+  namespace cr = cavs::ops::column_reduce;
+  const unsigned columns = static_cast<unsigned>((g->w + cr::kColumns - 1) / cr::kColumns);
+  auto block = [g](unsigned bx, unsigned by) {
+    if (g->y != nullptr) {
+      cr::ReduceColumns<true>(*g, bx, by, threadIdx.x, cavs_emu_shared);
+    } else {
+      cr::ReduceColumns<false>(*g, bx, by, threadIdx.x, cavs_emu_shared);
+    }
+  };
+  if (order == nullptr) {
+    CavsEmuRunGrid(CavsEmuDim{columns, static_cast<unsigned>(g->chunks), 1}, cr::kThreads,
+                   cr::kSharedFloats, [&] { block(blockIdx.x, blockIdx.y); });
+    return;
+  }
+  for (unsigned i = 0; i < columns * static_cast<unsigned>(g->chunks); ++i) {
+    const unsigned b = static_cast<unsigned>(order[i]);
+    CavsEmuRunGrid(CavsEmuDim{1, 1, 1}, cr::kThreads, cr::kSharedFloats,
+                   [&] { block(b % columns, b / columns); });
+  }
+}
+)";
+
+// How many chunks of rows a column reduction takes: about four blocks per multiprocessor, at
+// least 64 rows each, within the workspace, and one where a column block would have no count.
+// The figures are an H100's 132 multiprocessors and the workspace CudaKernels makes there.
+TEST(ColumnReduceTest, ChunksFillTheChipWithinTheWorkspace) {
+  const int64_t floats = 132 * small_gemm::TallTile::kOutputs;
+  EXPECT_EQ(column_reduce::Chunks(10000, 750, 132, floats, 132), 22);  // 24 column blocks
+  EXPECT_EQ(column_reduce::Chunks(100, 750, 132, floats, 132), 2);     // 64 rows a chunk at least
+  EXPECT_EQ(column_reduce::Chunks(10000, 5000, 132, floats, 132), 1);  // 157 column blocks
+  EXPECT_EQ(column_reduce::Chunks(1000000, 5, 132, floats, 132), 528);
+  EXPECT_EQ(column_reduce::Chunks(1000000, 5, 132, 1000, 132), 31);  // 32 floats a chunk
+  EXPECT_EQ(column_reduce::Chunks(1, 5, 132, floats, 132), 1);
+  EXPECT_EQ(column_reduce::Chunks(10000, 750, 132, floats, 0), 1);  // no workspace
+}
+
+// ColumnSum and ColumnDot's kernel on host threads against the CPU: one chunk of rows, and
+// several meeting in the workspace, columns past a block's edge. The same bits whichever chunk
+// arrives last: every block at once (the order varies on host threads), then one block after
+// another in order, in reverse and in random orders. The counts are back at zero after each
+// launch.
+TEST_F(EwEmulationTest, ColumnReduceKernel) {
+  absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
+  ASSERT_TRUE(cpu.ok());
+  void* so = Build("column_reduce", "", kColumnReduceRunner, "the column reduction");
+  if (so == nullptr) return;
+  using Run = void (*)(const column_reduce::Args*, const int*);
+  auto run = reinterpret_cast<Run>(dlsym(so, "cavs_emu_run_column_reduce"));
+  ASSERT_NE(run, nullptr);
+  core::Rng rng(14);
+  struct Case {
+    int64_t m, w;
+    int chunks;
+    bool dot;
+  };
+  std::vector<float> partial(4096);
+  std::vector<unsigned> arrivals(4, 0);
+  for (const Case& c : {Case{50, 5, 1, false}, Case{300, 70, 4, false}, Case{130, 33, 3, true},
+                        Case{7, 40, 5, true}}) {
+    const std::string what = std::to_string(c.m) + " x " + std::to_string(c.w) + " in " +
+                             std::to_string(c.chunks) + " chunks" + (c.dot ? ", dot" : "");
+    const int64_t ld = c.w + 3;
+    std::vector<float> x(c.m * ld), y(c.m * ld), dst0(c.w);
+    for (float& v : x) v = rng.Uniform(-1.0f, 1.0f);
+    for (float& v : y) v = rng.Uniform(-1.0f, 1.0f);
+    for (float& v : dst0) v = rng.Uniform(-1.0f, 1.0f);
+    std::vector<float> want = dst0;
+    const float alpha = c.dot ? 1.0f : -0.5f;
+    ASSERT_TRUE((c.dot ? (*cpu)->ColumnDot(x.data(), ld, y.data(), ld, c.m, c.w, want.data())
+                       : (*cpu)->ColumnSum(x.data(), ld, c.m, c.w, alpha, want.data()))
+                    .ok());
+    ASSERT_LE(c.chunks * column_reduce::PaddedWidth(c.w), static_cast<int64_t>(partial.size()))
+        << what;
+    const int blocks =
+        static_cast<int>((c.w + column_reduce::kColumns - 1) / column_reduce::kColumns) * c.chunks;
+    std::vector<std::vector<int>> orders(4, std::vector<int>(blocks));
+    for (int b = 0; b < blocks; ++b) orders[0][b] = b;
+    orders[1].assign(orders[0].rbegin(), orders[0].rend());
+    for (int o : {2, 3}) {
+      orders[o] = orders[0];
+      rng.Shuffle(orders[o]);
+    }
+    std::vector<float> first;
+    for (int launch = 0; launch < 6; ++launch) {
+      std::vector<float> got = dst0;
+      column_reduce::Args g{x.data(), ld,        c.dot ? y.data() : nullptr,      ld,
+                            c.m,      c.w,       (c.m + c.chunks - 1) / c.chunks, c.chunks,
+                            alpha,    got.data()};
+      g.partial = partial.data();
+      g.arrivals = arrivals.data();
+      run(&g, launch < 2 ? nullptr : orders[launch - 2].data());
+      EXPECT_EQ(arrivals, std::vector<unsigned>(4, 0)) << what << ", launch " << launch;
+      if (launch == 0) {
+        EXPECT_TRUE(AllClose(got, want, 1e-5, 1e-5)) << what;
+        first = got;
+      } else {
+        EXPECT_EQ(got, first) << what << ", launch " << launch << ": not the same bits";
+      }
+    }
   }
 }
 

@@ -132,6 +132,30 @@ TEST(PlanTest, DepthAndCappedAgendaRespectChildren) {
   }
 }
 
+// The CSR of each token's rows (Plan::token_row_offsets) against the token slots: every row
+// with a token once, under its slot, rows ascending; no empty slot.
+void ExpectTokenRows(const Plan& p) {
+  const int64_t slots = static_cast<int64_t>(p.unique_tokens.size());
+  ASSERT_GE(p.token_row_offsets, 0);
+  ASSERT_EQ(p.ArrayLength(p.token_row_offsets), slots + 1);
+  const int32_t* off = p.Ints(p.token_row_offsets);
+  const int32_t* ids = p.Ints(p.token_row_ids);
+  std::vector<std::vector<int32_t>> want(slots);
+  for (int64_t row = 0; row < p.num_rows; ++row) {
+    const int32_t slot = p.Ints(p.token_slot)[row];
+    if (slot >= 0) want[slot].push_back(static_cast<int32_t>(row));
+  }
+  EXPECT_EQ(off[0], 0);
+  int64_t total = 0;
+  for (int64_t s = 0; s < slots; ++s) {
+    EXPECT_FALSE(want[s].empty()) << "slot " << s;
+    EXPECT_EQ(std::vector<int32_t>(ids + off[s], ids + off[s + 1]), want[s]) << "slot " << s;
+    total += static_cast<int64_t>(want[s].size());
+  }
+  EXPECT_EQ(off[slots], total);
+  EXPECT_EQ(p.ArrayLength(p.token_row_ids), total);
+}
+
 // The distinct tokens come out sorted with each row's slot, whether found by marks in a
 // vocabulary-sized table (small vocabulary) or by sorting (a vocabulary far larger than the
 // batch).
@@ -160,6 +184,7 @@ TEST(PlanTest, UniqueTokensAndSlots) {
         EXPECT_EQ(p->unique_tokens[slot], t);
       }
     }
+    ExpectTokenRows(*p);
   }
 }
 
@@ -240,6 +265,7 @@ void ExpectArraysMatch(const vertex::Function& f, const std::vector<Graph>& gs, 
   for (int64_t at : {p.uids, p.tokens, p.labels, p.token_slot}) {
     EXPECT_EQ(p.ArrayLength(at), p.num_rows);
   }
+  if (f.uses_tokens()) ExpectTokenRows(p);
   if (p.num_rows > 1) EXPECT_EQ(p.ArrayLength(p.tokens + 1), -1);  // not an array's start
   if (reduces) {
     EXPECT_EQ(p.ArrayLength(p.reduce_offsets), p.num_rows + 1);
