@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 
@@ -649,26 +650,42 @@ int64_t StepOfFileName(absl::string_view name) {
 
 }  // namespace
 
-absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
+absl::StatusOr<std::vector<std::string>> ListCheckpoints(const std::string& dir) {
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec);
-  if (ec) {
-    return absl::NotFoundError(absl::StrCat("no checkpoint directory ", dir, ": ", ec.message()));
+  if (ec == std::errc::no_such_file_or_directory) return std::vector<std::string>{};
+  if (ec == std::errc::not_a_directory) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint directory ", dir, " is not a directory"));
   }
-  std::vector<std::pair<int64_t, std::string>> candidates;
+  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  std::vector<std::pair<int64_t, std::string>> found;
   for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
     if (ec) break;
     const int64_t step = StepOfFileName(it->path().filename().string());
-    if (step >= 0 && it->is_regular_file(ec)) candidates.emplace_back(step, it->path().string());
+    std::error_code type_error;  // a file removed meanwhile is simply not listed
+    if (step >= 0 && it->is_regular_file(type_error)) found.emplace_back(step, it->path().string());
   }
-  if (ec) {
-    return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  std::sort(found.rbegin(), found.rend());
+  std::vector<std::string> paths;
+  for (auto& [step, path] : found) paths.push_back(std::move(path));
+  return paths;
+}
+
+absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir,
+                                             std::vector<absl::Status>* skipped) {
+  CAVS_ASSIGN_OR_RETURN(std::vector<std::string> paths, ListCheckpoints(dir));
+  if (paths.empty()) return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir));
+  std::vector<std::string> reasons;
+  for (const std::string& path : paths) {
+    absl::Status verified = ReadCheckpointMetadata(path).status();
+    if (verified.ok()) return path;  // newest one that verifies
+    if (skipped != nullptr) skipped->push_back(verified);
+    reasons.emplace_back(verified.message());
   }
-  std::sort(candidates.rbegin(), candidates.rend());
-  for (const auto& [step, path] : candidates) {
-    if (ReadCheckpointMetadata(path).ok()) return path;  // newest one that verifies
-  }
-  return absl::NotFoundError(absl::StrCat("no complete checkpoint in ", dir));
+  return absl::DataLossError(absl::StrCat("no checkpoint in ", dir, " loads (", paths.size(),
+                                          " file(s)): ", absl::StrJoin(reasons, "; ")));
 }
 
 }  // namespace cavs::core

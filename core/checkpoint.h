@@ -82,8 +82,18 @@ struct CheckpointInfo {
 std::string CheckpointFileName(int64_t step);
 std::string CheckpointPath(const std::string& dir, int64_t step);
 
-// The path of the complete, verified checkpoint with the highest step among the files of `dir`
-// named like CheckpointFileName; temporary and corrupt files are skipped. NotFound if none.
-[[nodiscard]] absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);
+// The regular files of `dir` named like CheckpointFileName, newest step first, verified or not
+// (temporary files are not listed). A missing `dir` has none; a `dir` that is not a directory is
+// an InvalidArgument, one that cannot be listed an Internal error.
+[[nodiscard]] absl::StatusOr<std::vector<std::string>> ListCheckpoints(const std::string& dir);
+
+// The path of the complete, verified checkpoint with the highest step among
+// ListCheckpoints(dir). Newer files that fail to verify are skipped, and their errors (each
+// naming its file and what is wrong with it) appended to `skipped` if not null, so that a caller
+// can say why it fell back to an older file. NotFound if `dir` holds no checkpoint file; DataLoss
+// naming every file and its error if it holds some but none verifies (a caller must not take
+// that for an empty directory and write over them).
+[[nodiscard]] absl::StatusOr<std::string> LatestCheckpoint(
+    const std::string& dir, std::vector<absl::Status>* skipped = nullptr);
 
 }  // namespace cavs::core

@@ -1,10 +1,13 @@
 // cavs-gen-treebank: writes the synthetic SST-like treebank (train.txt, dev.txt, test.txt) into
 // a folder. With no options but --out_dir it reproduces the shipped data/synthetic/ files:
 //   cavs-gen-treebank --out_dir data/synthetic
+// Exit status: 0 on success, 2 on a bad option (one line naming it, then the usage), 1 when a
+// file cannot be written.
 #include <cstdio>
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "examples/data/line_reader.h"
@@ -26,8 +29,13 @@ constexpr const char* kUsage =
     "usage: cavs-gen-treebank --out_dir DIR [--seed N] [--content_words N]\n"
     "                         [--train N] [--dev N] [--test N]\n";
 
-// Parses "--name=value" or "--name value"; returns false on an unknown or bad option.
-bool ParseArgs(int argc, char** argv, Args* args) {
+absl::Status Usage(const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(what, "\n", kUsage));
+}
+
+// Parses "--name=value" or "--name value", then checks the values (CheckSyntheticOptions), so
+// that a bad one is an error naming the flag, never an internal check failing mid-generation.
+absl::Status ParseArgs(int argc, char** argv, Args* args) {
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i], value;
     const size_t eq = arg.find('=');
@@ -37,7 +45,7 @@ bool ParseArgs(int argc, char** argv, Args* args) {
     } else if (i + 1 < argc) {
       value = argv[++i];
     } else {
-      return false;
+      return Usage(absl::StrCat(AbslView(arg), " needs a value"));
     }
     int* size = arg == "--train"           ? &args->sizes[0]
                 : arg == "--dev"           ? &args->sizes[1]
@@ -47,12 +55,18 @@ bool ParseArgs(int argc, char** argv, Args* args) {
     if (arg == "--out_dir") {
       args->out_dir = std::string(value);
     } else if (arg == "--seed") {
-      if (!absl::SimpleAtoi(AbslView(value), &args->seed)) return false;
-    } else if (size == nullptr || !absl::SimpleAtoi(AbslView(value), size) || *size < 0) {
-      return false;
+      if (!absl::SimpleAtoi(AbslView(value), &args->seed)) {
+        return Usage(absl::StrCat("--seed: '", AbslView(value), "' is not a non-negative integer"));
+      }
+    } else if (size == nullptr) {
+      return Usage(absl::StrCat("unknown option ", AbslView(arg)));
+    } else if (!absl::SimpleAtoi(AbslView(value), size)) {
+      return Usage(
+          absl::StrCat(AbslView(arg), ": '", AbslView(value), "' is not an integer in range"));
     }
   }
-  return !args->out_dir.empty() && args->content_words > 0;
+  if (args->out_dir.empty()) return Usage("--out_dir is required");
+  return cavs::examples::CheckSyntheticOptions(args->seed, args->content_words, args->sizes);
 }
 
 bool WriteFile(const std::string& path, const std::string& text) {
@@ -66,8 +80,8 @@ bool WriteFile(const std::string& path, const std::string& text) {
 
 int main(int argc, char** argv) {
   Args args;
-  if (!ParseArgs(argc, argv, &args)) {
-    std::fputs(kUsage, stderr);
+  if (absl::Status parsed = ParseArgs(argc, argv, &args); !parsed.ok()) {
+    std::fprintf(stderr, "cavs-gen-treebank: error: %s\n", std::string(parsed.message()).c_str());
     return 2;
   }
   const char* names[3] = {"train", "dev", "test"};

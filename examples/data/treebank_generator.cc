@@ -4,6 +4,7 @@
 #include <array>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "core/status.h"
 
 namespace cavs::examples {
@@ -67,26 +68,84 @@ void Lexicon::Add(std::string word, WordClass c, int score) {
   entries_.push_back({std::move(word), c, score});
 }
 
-Lexicon Lexicon::Make(uint64_t seed, int num_content_words) {
+Lexicon Lexicon::Fixed() {
   Lexicon lex;
   for (auto w : kFunctionWords) lex.Add(std::string(w), WordClass::kNeutral, 0);
   for (auto w : kNegators) lex.Add(std::string(w), WordClass::kNegator, 0);
   for (auto w : kIntensifiers) lex.Add(std::string(w), WordClass::kIntensifier, 0);
   for (auto w : kDiminishers) lex.Add(std::string(w), WordClass::kDiminisher, 0);
   for (auto w : kContrasts) lex.Add(std::string(w), WordClass::kContrast, 0);
+  return lex;
+}
+
+void Lexicon::AddContentWord(SplitMix64& rng) {
+  std::string word = PseudoWord(rng);
+  const uint64_t r = rng.Uniform(100);
+  if (r < 80) {
+    Add(std::move(word), WordClass::kNeutral, 0);
+  } else {  // 20% carry sentiment: either polarity, three strengths
+    const int strength = kStrengths[r % 3];
+    Add(std::move(word), WordClass::kSentiment, r % 2 == 0 ? strength : -strength);
+  }
+}
+
+Lexicon Lexicon::Make(uint64_t seed, int num_content_words) {
+  Lexicon lex = Fixed();
   const size_t target = lex.entries_.size() + num_content_words;
   SplitMix64 rng(seed);
-  while (lex.entries_.size() < target) {
-    std::string word = PseudoWord(rng);
-    const uint64_t r = rng.Uniform(100);
-    if (r < 80) {
-      lex.Add(std::move(word), WordClass::kNeutral, 0);
-    } else {  // 20% carry sentiment: either polarity, three strengths
-      const int strength = kStrengths[r % 3];
-      lex.Add(std::move(word), WordClass::kSentiment, r % 2 == 0 ? strength : -strength);
+  while (lex.entries_.size() < target) lex.AddContentWord(rng);
+  return lex;
+}
+
+int Lexicon::MinContentWords(uint64_t seed) {
+  // The same draws as Make, stopped as soon as every class has a word.
+  Lexicon lex = Fixed();
+  const size_t fixed = lex.entries_.size();
+  SplitMix64 rng(seed);
+  while (!lex.Complete()) {
+    if (lex.entries_.size() - fixed >= static_cast<size_t>(kMaxSyntheticContentWords)) return -1;
+    lex.AddContentWord(rng);
+  }
+  return static_cast<int>(lex.entries_.size() - fixed);
+}
+
+bool Lexicon::Complete() const {
+  // PickWord draws plain words from the neutral entries after the function words.
+  if (OfClass(WordClass::kNeutral).size() <= kFunctionWords.size()) return false;
+  for (int strength : kStrengths) {
+    if (OfClass(WordClass::kSentiment, strength).empty() ||
+        OfClass(WordClass::kSentiment, -strength).empty()) {
+      return false;
     }
   }
-  return lex;
+  return true;
+}
+
+absl::Status CheckSyntheticOptions(uint64_t seed, int content_words, const int sizes[3]) {
+  const char* flags[3] = {"--train", "--dev", "--test"};
+  for (int split = 0; split < 3; ++split) {
+    if (sizes[split] < 0 || sizes[split] > kMaxSyntheticSentences) {
+      return absl::InvalidArgumentError(absl::StrCat(flags[split], "=", sizes[split],
+                                                     ": the number of trees must be in [0, ",
+                                                     kMaxSyntheticSentences, "]"));
+    }
+  }
+  if (content_words < 1 || content_words > kMaxSyntheticContentWords) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--content_words=", content_words, ": must be in [1, ", kMaxSyntheticContentWords, "]"));
+  }
+  const int min = Lexicon::MinContentWords(seed);
+  if (min < 0) {  // no seed tried has come near; a word class would stay empty
+    return absl::InvalidArgumentError(
+        absl::StrCat("--seed=", seed, ": gives no complete lexicon; try another seed"));
+  }
+  if (content_words < min) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--content_words=", content_words, ": too few for seed ", seed,
+        " to give every word class (neutral, and each sentiment polarity and strength) a word; ",
+        "use at least ", min));
+  }
+  return absl::OkStatus();
 }
 
 const LexiconEntry* Lexicon::Find(std::string_view word) const {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "examples/data/sst_reader.h"
 
 namespace cavs::examples {
@@ -57,8 +58,15 @@ struct LexiconEntry {
 // are pseudo-words ("drelon", "skavi") so that no prior knowledge of English helps.
 class Lexicon {
  public:
-  // `num_content_words` pseudo-words (about 20% of them carry sentiment) from `seed`.
+  // `num_content_words` pseudo-words (about 20% of them carry sentiment) from `seed`. The words
+  // come in a fixed order per seed, so a smaller lexicon is a prefix of a larger one.
   static Lexicon Make(uint64_t seed, int num_content_words);
+  // The fewest content words with which Make(seed, n) has a word in every class the generator
+  // draws from (neutral content words and the six sentiment scores); n below it leaves a class
+  // empty. Searched up to kMaxSyntheticContentWords; -1 if not reached there.
+  static int MinContentWords(uint64_t seed);
+  // Whether every class the generator draws from has a word.
+  bool Complete() const;
   // The entry for `word`, or null (an unknown word is neutral).
   const LexiconEntry* Find(std::string_view word) const;
   const std::vector<LexiconEntry>& entries() const { return entries_; }
@@ -67,6 +75,10 @@ class Lexicon {
 
  private:
   void Add(std::string word, WordClass c, int score);
+  // The fixed English words of every lexicon.
+  static Lexicon Fixed();
+  // Draws one content word (a duplicate of an earlier word adds nothing).
+  void AddContentWord(SplitMix64& rng);
 
   std::vector<LexiconEntry> entries_;
   absl::flat_hash_map<std::string, int> index_;
@@ -97,8 +109,20 @@ inline constexpr uint64_t kSyntheticSeed = 20180711;  // Cavs at USENIX ATC '18
 inline constexpr int kSyntheticContentWords = 3000;
 inline constexpr int kSyntheticTrain = 4000, kSyntheticDev = 500, kSyntheticTest = 500;
 
+// Bounds of cavs-gen-treebank's flags: beyond them the generator would only use up memory
+// (the pseudo-words run out near 2e8, and the lexicon loop would never end).
+inline constexpr int kMaxSyntheticContentWords = 1000000;
+inline constexpr int kMaxSyntheticSentences = 1000000;  // per split
+
+// Checks cavs-gen-treebank's settings: content_words in [Lexicon::MinContentWords(seed),
+// kMaxSyntheticContentWords] (fewer would leave a word class empty), every split size in
+// [0, kMaxSyntheticSentences]. InvalidArgument naming the flag and the bound.
+[[nodiscard]] absl::Status CheckSyntheticOptions(uint64_t seed, int content_words,
+                                                 const int sizes[3]);
+
 // One split of the synthetic treebank in SST format, one tree per line, each ending in '\n'.
 // split: 0 train, 1 dev, 2 test (each split draws from its own seeded stream).
+// REQUIRES: CheckSyntheticOptions(seed, content_words, ...).ok().
 std::string SyntheticSplitText(uint64_t seed, int content_words, int split, int num_sentences);
 
 }  // namespace cavs::examples

@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -153,6 +155,25 @@ absl::StatusOr<Dataset> LoadLanguage(const TrainerConfig& c, const Paths& p) {
   return d;
 }
 
+// An input file that can be read: NotFound where there is none, InvalidArgument naming the flag
+// where the path cannot even be looked at (a symlink loop, a name too long, no permission) or
+// is a directory. The error_code overloads: the throwing ones would abort the binary.
+absl::Status CheckInputFile(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (st.type() == std::filesystem::file_type::not_found) {
+    return absl::NotFoundError(absl::StrCat(flag, ": ", path, ": no such file"));
+  }
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": cannot open ", path, ": ", ec.message()));
+  }
+  if (std::filesystem::is_directory(st)) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is a directory"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 scheduler::Graph SentenceChain(const std::vector<int32_t>& ids, int32_t begin, int32_t end) {
@@ -164,14 +185,22 @@ scheduler::Graph SentenceChain(const std::vector<int32_t>& ids, int32_t begin, i
   return g;
 }
 
+std::vector<std::pair<std::string, std::string>> InputFiles(const TrainerConfig& config) {
+  const Paths p = ResolvePaths(config);
+  std::vector<std::pair<std::string, std::string>> out = {{"--train", p.train}};
+  if (!p.dev.empty() && config.dev_fraction <= 0) out.emplace_back("--dev", p.dev);
+  if (!p.test.empty()) out.emplace_back("--test", p.test);
+  return out;
+}
+
 absl::StatusOr<Dataset> LoadDataset(const TrainerConfig& config) {
   CAVS_ASSIGN_OR_RETURN(ModelKind kind, ParseModelKind(config.model));
   Paths paths = ResolvePaths(config);
-  if (!std::filesystem::exists(paths.train)) {
-    return absl::NotFoundError(absl::StrCat(paths.train, ": no such training file"));
-  }
   if (paths.dev.empty() && config.dev_fraction <= 0) {
     return absl::InvalidArgumentError("no dev set: give --dev or --dev-fraction");
+  }
+  for (const auto& [flag, path] : InputFiles(config)) {
+    CAVS_RETURN_IF_ERROR(CheckInputFile(flag, path));
   }
   Dataset d;
   if (IsLanguageModel(kind)) {
@@ -185,7 +214,18 @@ absl::StatusOr<Dataset> LoadDataset(const TrainerConfig& config) {
     CAVS_ASSIGN_OR_RETURN(d, LoadSentiment(config, paths));
   }
   if (d.train.empty()) return absl::InvalidArgumentError(paths.train + ": no training samples");
-  if (d.dev.empty()) return absl::InvalidArgumentError("the dev set is empty");
+  if (d.dev.empty()) {
+    return absl::InvalidArgumentError(
+        config.dev_fraction > 0
+            ? absl::StrCat("the dev set is empty: --dev-fraction=", config.dev_fraction, " of ",
+                           paths.train, " holds no sample")
+            : absl::StrCat("the dev set is empty: ", paths.dev, " (--dev) has no samples"));
+  }
+  // An empty test file is a mistake as much as an empty dev file; ignoring it would hide it.
+  if (!paths.test.empty() && d.test.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the test set is empty: ", paths.test, " (--test) has no samples"));
+  }
   return d;
 }
 

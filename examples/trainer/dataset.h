@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,9 +26,14 @@ struct Dataset {
 };
 
 // Loads the files named by `config` (the bundled synthetic treebank where none are given).
-// Errors: a missing file (NotFound), a malformed line (InvalidArgument "file:line:col: ..."),
-// an empty training or dev set.
+// Errors: a missing file (NotFound), a path that cannot be looked at or is a directory
+// (InvalidArgument naming the flag), a malformed line (InvalidArgument "file:line:col: ..."),
+// an empty training, dev or test set (naming the file).
 [[nodiscard]] absl::StatusOr<Dataset> LoadDataset(const TrainerConfig& config);
+
+// The input files `config` reads, as (flag, path): --train (the bundled file when none is
+// given), --dev unless --dev-fraction replaces it, --test if any.
+std::vector<std::pair<std::string, std::string>> InputFiles(const TrainerConfig& config);
 
 // A language-model chain for `ids`: vertex 0 reads `begin`, vertex t reads ids[t-1] and every
 // vertex is labelled with the next token (`end` after the last word).

@@ -1,14 +1,26 @@
 #include "examples/trainer/report.h"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
+#include <memory>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "core/status.h"
+
+extern char** environ;
 
 namespace cavs::trainer {
 namespace {
@@ -17,8 +29,53 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-bool OnPath(const std::string& binary) {
-  return std::system(absl::StrCat("command -v ", binary, " >/dev/null 2>&1").c_str()) == 0;
+// The executable `binary` in a folder of $PATH, or "" if there is none. Searched here rather
+// than by a shell, so that no path of the user's ever reaches a shell.
+std::string FindOnPath(const std::string& binary) {
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path != nullptr ? path : "", ':')) {
+    std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", binary);
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// Runs `argv` (argv[0] a path) without a shell, its output discarded, and waits for it.
+absl::Status RunQuietly(const std::vector<std::string>& argv) {
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  // The child starts with default signal actions: cavs-train ignores SIGXFSZ (train_main.cc),
+  // which gnuplot should not inherit.
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGXFSZ);
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int error = posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (error != 0) {
+    return absl::InternalError(absl::StrCat("cannot run ", argv[0], ": ", std::strerror(error)));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      return absl::InternalError(absl::StrCat("waiting for ", argv[0], ": ", std::strerror(errno)));
+    }
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  return absl::InternalError(
+      WIFEXITED(status) ? absl::StrCat(argv[0], " exited with status ", WEXITSTATUS(status))
+                        : absl::StrCat(argv[0], " was killed by signal ", WTERMSIG(status)));
 }
 
 }  // namespace
@@ -69,16 +126,22 @@ std::string EpochLine(const EpochRecord& r, int epochs, bool language_model) {
                          r.train_loss, dev, r.trees_per_sec, FormatDuration(r.seconds));
 }
 
+std::string JsonNumber(double x) {
+  // JSON has no NaN or infinity; a diverged run's loss must not make the line unparseable.
+  return std::isfinite(x) ? absl::StrFormat("%.6g", x) : std::string("null");
+}
+
 std::string EpochJson(const EpochRecord& r, const std::string& model, bool language_model) {
-  std::string dev =
-      language_model
-          ? absl::StrFormat("\"dev_perplexity\":%.6g", r.dev_perplexity)
-          : absl::StrFormat("\"dev_root_acc\":%.6g,\"dev_binary_acc\":%.6g,\"dev_all_acc\":%.6g",
-                            r.dev_root_acc, r.dev_binary_acc, r.dev_all_acc);
-  return absl::StrFormat(
-      "{\"model\":\"%s\",\"epoch\":%d,\"train_loss\":%.6g,\"dev_loss\":%.6g,%s,"
-      "\"trees_per_sec\":%.6g,\"seconds\":%.6g}",
-      model, r.epoch, r.train_loss, r.dev_loss, dev, r.trees_per_sec, r.seconds);
+  std::string dev = language_model
+                        ? absl::StrCat("\"dev_perplexity\":", JsonNumber(r.dev_perplexity))
+                        : absl::StrCat("\"dev_root_acc\":", JsonNumber(r.dev_root_acc),
+                                       ",\"dev_binary_acc\":", JsonNumber(r.dev_binary_acc),
+                                       ",\"dev_all_acc\":", JsonNumber(r.dev_all_acc));
+  return absl::StrCat("{\"model\":\"", model, "\",\"epoch\":", r.epoch,
+                      ",\"train_loss\":", JsonNumber(r.train_loss),
+                      ",\"dev_loss\":", JsonNumber(r.dev_loss), ",", dev,
+                      ",\"trees_per_sec\":", JsonNumber(r.trees_per_sec),
+                      ",\"seconds\":", JsonNumber(r.seconds), "}");
 }
 
 const EpochRecord& BestEpoch(const std::vector<EpochRecord>& curve, bool language_model) {
@@ -143,40 +206,73 @@ absl::StatusOr<std::vector<EpochRecord>> ParseCsvRows(const std::string& rows,
   return out;
 }
 
-absl::Status WriteCsv(const std::string& path, const std::vector<EpochRecord>& records,
-                      bool language_model) {
-  std::ofstream out(path, std::ios::trunc);
-  if (!out) return absl::InvalidArgumentError(absl::StrCat("--csv: cannot write ", path));
-  out << CsvHeader(language_model) << "\n";
-  for (const EpochRecord& r : records) out << CsvRow(r, language_model) << "\n";
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("--csv: write to ", path, " failed"));
+absl::Status WriteTextFile(const std::string& flag, const std::string& path,
+                           const std::string& text) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "wb"),
+                                                       &std::fclose);
+  if (file == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": cannot write ", path, ": ", std::strerror(errno)));
+  }
+  // A full disk shows only when the buffer is flushed, so every step is checked, the close too.
+  bool ok = std::fwrite(text.data(), 1, text.size(), file.get()) == text.size() &&
+            std::fflush(file.get()) == 0;
+  int error = ok ? 0 : errno;
+  if (std::fclose(file.release()) != 0 && ok) {
+    ok = false;
+    error = errno;
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": writing ", path, " failed: ", std::strerror(error)));
+  }
   return absl::OkStatus();
+}
+
+absl::Status WriteCsv(const std::string& flag, const std::string& path,
+                      const std::vector<EpochRecord>& records, bool language_model) {
+  std::string text = CsvHeader(language_model) + "\n";
+  for (const EpochRecord& r : records) absl::StrAppend(&text, CsvRow(r, language_model), "\n");
+  return WriteTextFile(flag, path, text);
+}
+
+std::string GnuplotQuote(absl::string_view text) {
+  // In a single-quoted gnuplot string nothing is special (no backquote substitution, no
+  // macros, no escapes) except the quote itself, written twice.
+  return absl::StrCat("'", absl::StrReplaceAll(text, {{"'", "''"}}), "'");
 }
 
 absl::StatusOr<std::string> PlotCurve(const std::string& csv_path, const std::string& png_path,
                                       bool language_model, const std::string& title) {
-  if (!OnPath("gnuplot")) {
-    return absl::StrCat("no gnuplot on PATH: wrote only ", csv_path,
+  for (const std::string* path : {&csv_path, &png_path, &title}) {
+    // A line break would end the script's command, and the rest would run as gnuplot commands.
+    if (path->find_first_of("\n\r") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--plot: '", *path, "' contains a line break, which gnuplot cannot take"));
+    }
+  }
+  const std::string script_path = png_path + ".gp";
+  const std::string metric = language_model ? "dev perplexity" : "dev root accuracy";
+  const std::string script = absl::StrCat(
+      "set terminal pngcairo size 800,500 noenhanced\n", "set output ", GnuplotQuote(png_path),
+      "\nset datafile separator ','\nset key autotitle columnhead\n", "set title ",
+      GnuplotQuote(title), "\nset xlabel 'epoch'\nset ylabel 'train loss'\n", "set y2label ",
+      GnuplotQuote(metric), "\nset ytics nomirror\nset y2tics\nset grid\n", "plot ",
+      GnuplotQuote(csv_path), " using 1:2 with linespoints title 'train loss', '' using 1:4 title ",
+      GnuplotQuote(metric), " axes x1y2 with linespoints\n");
+  CAVS_RETURN_IF_ERROR(WriteTextFile("--plot", script_path, script));
+  const std::string gnuplot = FindOnPath("gnuplot");
+  if (gnuplot.empty()) {
+    return absl::StrCat("no gnuplot on PATH: wrote only ", csv_path, " and ", script_path,
                         " (apt-get install gnuplot-nox for --plot)");
   }
-  std::string script_path = png_path + ".gp";
-  std::ofstream gp(script_path, std::ios::trunc);
-  if (!gp) return absl::InvalidArgumentError(absl::StrCat("--plot: cannot write ", script_path));
-  std::string metric = language_model ? "4 title 'dev perplexity'" : "4 title 'dev root accuracy'";
-  gp << "set terminal pngcairo size 800,500 noenhanced\n"
-     << "set output '" << png_path << "'\n"
-     << "set datafile separator ','\nset key autotitle columnhead\n"
-     << "set title '" << title << "'\nset xlabel 'epoch'\nset ylabel 'train loss'\n"
-     << "set y2label '" << (language_model ? "dev perplexity" : "dev root accuracy") << "'\n"
-     << "set ytics nomirror\nset y2tics\nset grid\n"
-     << "plot '" << csv_path
-     << "' using 1:2 with linespoints title 'train loss', '' using 1:" << metric
-     << " axes x1y2 with linespoints\n";
-  gp.close();
-  std::string cmd = absl::StrCat("gnuplot '", script_path, "' >/dev/null 2>&1");
-  if (std::system(cmd.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("gnuplot failed on ", script_path));
+  // "./" before a relative path, which gnuplot would otherwise read as an option if it began
+  // with '-'.
+  absl::Status ran =
+      RunQuietly({gnuplot, script_path[0] == '/' ? script_path : "./" + script_path});
+  if (!ran.ok()) {
+    return absl::InternalError(
+        absl::StrCat("--plot: gnuplot failed on ", script_path, ": ", ran.message()));
   }
   return absl::StrCat("plot written to ", png_path);
 }

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace cavs::trainer {
 
@@ -52,6 +53,8 @@ std::string FormatDuration(double seconds);
 
 // The human line of one epoch.
 std::string EpochLine(const EpochRecord& r, int epochs, bool language_model);
+// `x` as a JSON number ("%.6g"), or null where it is not finite (JSON has no NaN).
+std::string JsonNumber(double x);
 // One JSON object (no newline) for --log-json and the SUMMARY line.
 std::string EpochJson(const EpochRecord& r, const std::string& model, bool language_model);
 
@@ -68,13 +71,25 @@ std::string CsvRow(const EpochRecord& r, bool language_model);
 [[nodiscard]] absl::StatusOr<std::vector<EpochRecord>> ParseCsvRows(const std::string& rows,
                                                                     bool language_model);
 
-// Writes the header and `records` to `path`, atomically enough for a log (truncate + write).
-[[nodiscard]] absl::Status WriteCsv(const std::string& path,
+// Writes `text` to `path` (truncate + write: atomic enough for a log), checking the write, the
+// flush and the close, so that a full disk is an error. Errors are InvalidArgument naming `flag`
+// (the flag that named the path), the path and the reason.
+[[nodiscard]] absl::Status WriteTextFile(const std::string& flag, const std::string& path,
+                                         const std::string& text);
+
+// Writes the header and `records` to `path` (WriteTextFile; `flag` names the path in errors).
+[[nodiscard]] absl::Status WriteCsv(const std::string& flag, const std::string& path,
                                     const std::vector<EpochRecord>& records, bool language_model);
 
-// Plots `csv_path` into `png_path` with the gnuplot binary: train loss on the left axis, the
+// `text` as a single-quoted gnuplot string: inside one only the quote is special, written twice.
+std::string GnuplotQuote(absl::string_view text);
+
+// Plots `csv_path` into `png_path` with the gnuplot binary: writes the script `png_path`.gp
+// (every path in it quoted with GnuplotQuote; a path with a line break is an InvalidArgument),
+// then runs gnuplot on it without a shell and waits for it. Train loss on the left axis, the
 // dev metric (root accuracy, or perplexity) on the right. Returns a note on what happened
-// (written, or why not: no gnuplot on PATH); an error only if gnuplot itself failed.
+// (written, or why not: no gnuplot on PATH); an error if the script cannot be written or
+// gnuplot fails.
 [[nodiscard]] absl::StatusOr<std::string> PlotCurve(const std::string& csv_path,
                                                     const std::string& png_path,
                                                     bool language_model, const std::string& title);

@@ -1,7 +1,7 @@
 #include "examples/trainer/trainer.h"
 
 #include <algorithm>
-#include <fstream>
+#include <cmath>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status.h"
+#include "examples/trainer/output_files.h"
 #include "ops/cpu/cpu_parallel.h"
 #include "scheduler/plan.h"
 #include "scheduler/plan_queue.h"
@@ -41,6 +42,8 @@ uint64_t StepDropoutSeed(uint64_t seed, int64_t step) {
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerConfig& config,
                                                          const TrainOptions& options) {
   CAVS_RETURN_IF_ERROR(ValidateConfig(config));
+  // Before the data loads, so that a misconfigured output fails at once, not after an epoch.
+  CAVS_RETURN_IF_ERROR(CheckOutputs(config));
   std::unique_ptr<Trainer> t(new Trainer(config, options));
   CAVS_RETURN_IF_ERROR(t->Build());
   if (config.resume) CAVS_RETURN_IF_ERROR(t->Resume());
@@ -259,23 +262,37 @@ absl::Status Trainer::RunEpochs() {
 }
 
 absl::Status Trainer::FinishEpoch(EpochRecord record) {
+  if (!std::isfinite(record.train_loss)) {
+    // Nothing of this epoch is kept: its parameters are garbage, and a checkpoint of them would
+    // only be resumed into the same wall.
+    return absl::OutOfRangeError(absl::StrFormat(
+        "training diverged in epoch %d: the training loss is %s; try a lower --lr (this run has "
+        "--lr=%g)%s",
+        record.epoch, std::isnan(record.train_loss) ? "NaN" : "infinite", config_.lr,
+        config_.clip > 0 ? "" : " or --clip"));
+  }
   epochs_done_ = record.epoch;
   record.seconds = Elapsed();
   curve_.push_back(record);
   Say(EpochLine(record, config_.epochs, data_.language_model));
   if (!is_chief()) return absl::OkStatus();  // rank 0 alone writes files
-  if (!config_.log_json.empty()) {
-    std::ofstream log(config_.log_json, record.epoch == 1 ? std::ios::trunc : std::ios::app);
-    log << EpochJson(record, config_.model, data_.language_model) << "\n";
-    if (!log) return absl::InvalidArgumentError("--log-json: cannot write " + config_.log_json);
-  }
-  if (!config_.csv.empty()) {
-    CAVS_RETURN_IF_ERROR(WriteCsv(config_.csv, curve_, data_.language_model));
-  }
+  // The checkpoint first, then the logs, each rewritten whole from the curve (which the
+  // checkpoint holds): a failure in between leaves logs that the resumed run rewrites, never a
+  // line twice or a checkpoint lost to a log's error.
   if (!config_.checkpoint_dir.empty()) {
     const int64_t t0 = TraceRecorder::Now();
     CAVS_RETURN_IF_ERROR(SaveEpochCheckpoint());
     trace_.Span("checkpoint", t0, {{"epoch", record.epoch}});
+  }
+  if (!config_.log_json.empty()) {
+    std::string lines;
+    for (const EpochRecord& r : curve_) {
+      absl::StrAppend(&lines, EpochJson(r, config_.model, data_.language_model), "\n");
+    }
+    CAVS_RETURN_IF_ERROR(WriteTextFile("--log-json", config_.log_json, lines));
+  }
+  if (!config_.csv.empty()) {
+    CAVS_RETURN_IF_ERROR(WriteCsv("--csv", config_.csv, curve_, data_.language_model));
   }
   return absl::OkStatus();
 }
@@ -285,7 +302,7 @@ absl::Status Trainer::WriteOutputs(const EvalMetrics* test) {
   if (!config_.plot.empty() && is_chief()) {
     if (csv.empty()) {
       csv = config_.plot + ".csv";
-      CAVS_RETURN_IF_ERROR(WriteCsv(csv, curve_, data_.language_model));
+      CAVS_RETURN_IF_ERROR(WriteCsv("--plot", csv, curve_, data_.language_model));
     }
     CAVS_ASSIGN_OR_RETURN(std::string note, PlotCurve(csv, config_.plot, data_.language_model,
                                                       absl::StrCat("cavs-train ", config_.model)));
@@ -299,10 +316,10 @@ absl::Status Trainer::WriteOutputs(const EvalMetrics* test) {
     Say(BestLine(best, data_.language_model));
     absl::StrAppendFormat(&json, ",\"best_epoch\":%d", best.epoch);
     if (data_.language_model) {
-      absl::StrAppendFormat(&json, ",\"best_dev_perplexity\":%.6g", best.dev_perplexity);
+      absl::StrAppend(&json, ",\"best_dev_perplexity\":", JsonNumber(best.dev_perplexity));
     } else {
-      absl::StrAppendFormat(&json, ",\"best_dev_root_acc\":%.6g,\"best_dev_binary_acc\":%.6g",
-                            best.dev_root_acc, best.dev_binary_acc);
+      absl::StrAppend(&json, ",\"best_dev_root_acc\":", JsonNumber(best.dev_root_acc),
+                      ",\"best_dev_binary_acc\":", JsonNumber(best.dev_binary_acc));
     }
   }
   absl::StrAppendFormat(&json, ",\"epochs\":%d,\"train_samples\":%d,\"dev_samples\":%d",
@@ -311,10 +328,10 @@ absl::Status Trainer::WriteOutputs(const EvalMetrics* test) {
                         config_.hidden, config_.embed, data_.vocab_size, store_->NumElements());
   if (test != nullptr) {
     if (data_.language_model) {
-      absl::StrAppendFormat(&json, ",\"test_perplexity\":%.6g", test->Perplexity());
+      absl::StrAppend(&json, ",\"test_perplexity\":", JsonNumber(test->Perplexity()));
     } else {
-      absl::StrAppendFormat(&json, ",\"test_root_acc\":%.6g,\"test_binary_acc\":%.6g",
-                            test->RootAccuracy(), test->BinaryAccuracy());
+      absl::StrAppend(&json, ",\"test_root_acc\":", JsonNumber(test->RootAccuracy()),
+                      ",\"test_binary_acc\":", JsonNumber(test->BinaryAccuracy()));
     }
   }
   summary_json_ = json + "}";

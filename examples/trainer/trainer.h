@@ -3,8 +3,11 @@
 // One run: load the data (dataset.h), build the model's vertex function (model_registry.h),
 // the parameter store, the batched Engine and the optimizer; then per epoch shuffle the
 // training samples (core::Rng), take one optimizer step per batch, evaluate the dev set in a
-// fixed order (training=false, backward=false), print the epoch line, append to the JSON log
-// and the CSV, and write ckpt-<epoch>.cavs atomically.
+// fixed order (training=false, backward=false), print the epoch line, write ckpt-<epoch>.cavs
+// atomically, then rewrite the JSON log and the CSV from the learning curve (which the
+// checkpoint holds, so a resumed run never logs an epoch twice). A non-finite training loss
+// stops the run before anything of its epoch is written. Every output path is checked before
+// the data loads (output_files.h).
 //
 // Reproducibility: parameters are initialized from --seed; the shuffle order comes from an Rng
 // whose state is saved in every checkpoint; each step's dropout seed is a function of --seed
@@ -65,9 +68,11 @@ struct TrainOptions {
 
 class Trainer {
  public:
-  // Loads the data and builds the model, store, engine and optimizer. With config.resume,
-  // restores the latest checkpoint of config.checkpoint_dir (none there: a fresh start);
-  // a checkpoint written with other settings is a FailedPrecondition naming the setting.
+  // Checks the outputs (CheckOutputs), loads the data and builds the model, store, engine and
+  // optimizer. With config.resume, restores the latest checkpoint of config.checkpoint_dir that
+  // loads (none there: a fresh start), warning on `out` about newer files that do not; files of
+  // which none loads are a DataLoss, a checkpoint written with other settings a
+  // FailedPrecondition naming the setting.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Trainer>> Create(
       const TrainerConfig& config, const TrainOptions& options = {});
 

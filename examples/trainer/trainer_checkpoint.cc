@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -68,12 +69,22 @@ absl::Status Trainer::SaveEpochCheckpoint() const {
 }
 
 absl::Status Trainer::Resume() {
-  absl::StatusOr<std::string> path = core::LatestCheckpoint(config_.checkpoint_dir);
+  std::vector<absl::Status> skipped;
+  absl::StatusOr<std::string> path = core::LatestCheckpoint(config_.checkpoint_dir, &skipped);
   if (absl::IsNotFound(path.status())) {
     Say(absl::StrCat("no checkpoint in ", config_.checkpoint_dir, ": starting from scratch"));
     return absl::OkStatus();
   }
-  CAVS_RETURN_IF_ERROR(path.status());
+  // Files there but none that loads (DataLoss): an error, so that nothing overwrites them.
+  if (!path.ok()) {
+    return absl::Status(path.status().code(), absl::StrCat("--resume: ", path.status().message(),
+                                                           " (move them away to start afresh)"));
+  }
+  // A newer file that does not load is worth knowing about before training resumes from an
+  // older one (and, epoch by epoch, writes over it).
+  for (const absl::Status& s : skipped) {
+    Say(absl::StrCat("warning: --resume: skipping ", s.message()));
+  }
   CAVS_ASSIGN_OR_RETURN(core::CheckpointInfo info, core::ReadCheckpointMetadata(*path));
   auto ranks = info.metadata.find(kWorldSizeKey);
   const std::string written = ranks == info.metadata.end() ? "1" : ranks->second;

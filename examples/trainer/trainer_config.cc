@@ -3,8 +3,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -56,7 +58,19 @@ std::function<absl::Status(TrainerConfig&, const std::string&)> Real(const char*
   return [name, field](TrainerConfig& c, const std::string& v) {
     double x = 0;
     if (!absl::SimpleAtod(v, &x)) return BadValue(name, v, "a number");
+    if (!std::isfinite(x)) return BadValue(name, v, "a finite number");
     c.*field = x;
+    return absl::OkStatus();
+  };
+}
+
+// A file or folder: an empty value (`--train=`, a shell variable that was not set) is an
+// error rather than the default, which would silently use other data or drop an output.
+std::function<absl::Status(TrainerConfig&, const std::string&)> Path(
+    const char* name, std::string TrainerConfig::*field) {
+  return [name, field](TrainerConfig& c, const std::string& v) {
+    if (v.empty()) return absl::InvalidArgumentError(absl::StrCat("--", name, ": empty path"));
+    c.*field = v;
     return absl::OkStatus();
   };
 }
@@ -89,12 +103,13 @@ const std::vector<FlagSpec>& Flags() {
       {"model", "NAME", "tree-lstm | child-sum-tree-lstm | tree-fc | tree-gru | lstm-lm | gru-lm",
        Text(&C::model)},
       {"train", "FILE", "training data (default: the bundled data/synthetic/train.txt)",
-       Text(&C::train_path)},
-      {"dev", "FILE", "dev data (default: the bundled data/synthetic/dev.txt)", Text(&C::dev_path)},
+       Path("train", &C::train_path)},
+      {"dev", "FILE", "dev data (default: the bundled data/synthetic/dev.txt)",
+       Path("dev", &C::dev_path)},
       {"test", "FILE",
        "test data, evaluated once at the end (default: the bundled test.txt when --train is not "
        "given, else none)",
-       Text(&C::test_path)},
+       Path("test", &C::test_path)},
       {"format", "FMT", "auto | sst (bracketed trees) | text (one sentence per line)",
        Text(&C::format)},
       {"dev-fraction", "F", "> 0: hold out the last fraction F of --train as dev (ignores --dev)",
@@ -131,22 +146,23 @@ const std::vector<FlagSpec>& Flags() {
        "auto (where a set's tokens outnumber the vocabulary 4 times), on or off (default auto)",
        Text(&C::fold_eval)},
       {"checkpoint-dir", "DIR", "write ckpt-<epoch>.cavs here after every epoch",
-       Text(&C::checkpoint_dir)},
+       Path("checkpoint-dir", &C::checkpoint_dir)},
       {"resume", "", "continue from the latest checkpoint in --checkpoint-dir",
        Bool("resume", &C::resume)},
-      {"log-json", "FILE", "write one JSON object per epoch to FILE", Text(&C::log_json)},
-      {"csv", "FILE", "write the learning curve (one row per epoch) to FILE", Text(&C::csv)},
+      {"log-json", "FILE", "write one JSON object per epoch to FILE",
+       Path("log-json", &C::log_json)},
+      {"csv", "FILE", "write the learning curve (one row per epoch) to FILE", Path("csv", &C::csv)},
       {"plot", "FILE.png", "plot the learning curve with gnuplot (needs --csv or writes one)",
-       Text(&C::plot)},
+       Path("plot", &C::plot)},
       {"strategy", "NAME",
        "under mpirun: allreduce | ps | ps-lb | partitioned-ps | hybrid (default allreduce)",
        Text(&C::strategy)},
       {"strategy-file", "FILE", "under mpirun: read the strategy from FILE (docs/distributed.md)",
-       Text(&C::strategy_file)},
+       Path("strategy-file", &C::strategy_file)},
       {"comm-timeout", "SECONDS", "under mpirun: a peer silent this long is an error (default 60)",
        Real("comm-timeout", &C::comm_timeout)},
       {"trace", "FILE", "write a Chrome/Perfetto trace of every step to FILE.rank<N>.json",
-       Text(&C::trace)},
+       Path("trace", &C::trace)},
       {"quiet", "", "no progress bar, even on a terminal", Bool("quiet", &C::quiet)},
       {"help", "", "print this help and exit", Bool("help", &C::help)},
   };
@@ -210,9 +226,24 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   if (c.epochs < 1) return bad("--epochs must be at least 1");
   if (c.batch < 1) return bad("--batch must be at least 1");
   if (c.hidden < 1 || c.embed < 1) return bad("--hidden and --embed must be at least 1");
+  // The optimizer and the model take these as floats: a value that becomes inf, or 0 without
+  // being 0, would fail far from the flag (or train with no effect).
+  for (const auto& [flag, x] : {std::pair<const char*, double>{"--lr", c.lr},
+                                {"--weight-decay", c.weight_decay},
+                                {"--clip", c.clip},
+                                {"--dropout", c.dropout}}) {
+    const float f = static_cast<float>(x);
+    if (!std::isfinite(f) || (x != 0 && f == 0)) {
+      return bad(absl::StrCat(flag, ": ", x,
+                              " is out of range for a float (magnitudes 1.4e-45 to 3.4e38)"));
+    }
+  }
   if (!(c.lr > 0)) return bad("--lr must be positive");
   if (c.weight_decay < 0 || c.clip < 0) return bad("--weight-decay and --clip must be >= 0");
-  if (!(c.dropout >= 0 && c.dropout < 1)) return bad("--dropout must be in [0, 1)");
+  // As a float (what the model gets): 0.99999999999 rounds to 1, which drops everything.
+  if (!(c.dropout >= 0 && static_cast<float>(c.dropout) < 1.0f)) {
+    return bad("--dropout must be in [0, 1) (as a float: below 0.99999994)");
+  }
   if (!(c.dev_fraction >= 0 && c.dev_fraction < 1)) return bad("--dev-fraction must be in [0, 1)");
   if (c.min_count < 1) return bad("--min-count must be at least 1");
   if (c.threads < 0) return bad("--threads must be >= 0");

@@ -455,9 +455,44 @@ TEST_F(CheckpointTest, LatestCheckpointPicksTheNewestCompleteFile) {
   WriteBytes(dir_ + "/ckpt-abc.cavs", newest);
   WriteBytes(dir_ + "/ckpt-300.cavs.bak", newest);
   fs::create_directory(dir_ + "/ckpt-400.cavs");
-  absl::StatusOr<std::string> latest = LatestCheckpoint(dir_);
+  std::vector<absl::Status> skipped;
+  absl::StatusOr<std::string> latest = LatestCheckpoint(dir_, &skipped);
   ASSERT_TRUE(latest.ok()) << latest.status();
   EXPECT_EQ(*latest, CheckpointPath(dir_, 20));  // numeric order: 20 > 5
+  // The torn newest file is reported, with its name and what is wrong with it.
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0].code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(Contains(skipped[0], CheckpointPath(dir_, 100)) && Contains(skipped[0], "truncated"))
+      << skipped[0];
+  absl::StatusOr<std::vector<std::string>> all = ListCheckpoints(dir_);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(*all, (std::vector<std::string>{CheckpointPath(dir_, 100), CheckpointPath(dir_, 20),
+                                            CheckpointPath(dir_, 5)}));
+}
+
+// Checkpoint files that all fail to verify are an error naming each of them, never "no
+// checkpoint" (a trainer would start afresh and write over them).
+TEST_F(CheckpointTest, LatestCheckpointReportsFilesThatAllFailToLoad) {
+  ASSERT_TRUE(SaveCheckpoint(CheckpointPath(dir_, 1), store_, adam_.get(), 1).ok());
+  ASSERT_TRUE(SaveCheckpoint(CheckpointPath(dir_, 2), store_, adam_.get(), 2).ok());
+  WriteBytes(CheckpointPath(dir_, 1), "");  // emptied
+  std::string bytes = ReadBytes(CheckpointPath(dir_, 2));
+  bytes[bytes.size() / 2] ^= 0x10;  // one bit flipped
+  WriteBytes(CheckpointPath(dir_, 2), bytes);
+  std::vector<absl::Status> skipped;
+  absl::StatusOr<std::string> latest = LatestCheckpoint(dir_, &skipped);
+  ASSERT_FALSE(latest.ok());
+  EXPECT_EQ(latest.status().code(), absl::StatusCode::kDataLoss) << latest.status();
+  EXPECT_TRUE(Contains(latest.status(), CheckpointPath(dir_, 1)) &&
+              Contains(latest.status(), CheckpointPath(dir_, 2)) &&
+              Contains(latest.status(), "checksum mismatch") &&
+              Contains(latest.status(), "truncated"))
+      << latest.status();
+  EXPECT_EQ(skipped.size(), 2u);
+  // A file where the directory should be is said to be one.
+  absl::StatusOr<std::vector<std::string>> listed = ListCheckpoints(CheckpointPath(dir_, 1));
+  EXPECT_EQ(listed.status().code(), absl::StatusCode::kInvalidArgument) << listed.status();
+  EXPECT_TRUE(Contains(listed.status(), "is not a directory")) << listed.status();
 }
 
 // The host-memory stand-in "cuda:0" (tests/core/host_memory_device.h) takes the device code

@@ -1,7 +1,10 @@
 #include "examples/data/treebank_generator.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -10,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "tests/examples/data_test_util.h"
 
 namespace cavs::examples {
@@ -96,6 +100,52 @@ TEST(TreebankGeneratorTest, DeterministicAndSeeded) {
   EXPECT_NE(a, SyntheticSplitText(1, 300, 1, 50));
   // A longer run starts with the same trees.
   EXPECT_EQ(SyntheticSplitText(1, 300, 0, 80).substr(0, a.size()), a);
+}
+
+// Below the minimum a word class is empty (the generator used to abort on an internal check);
+// the minimum is exact, and the bounds are errors naming the flag.
+TEST(TreebankGeneratorTest, ContentWordsAreCheckedUpFront) {
+  const int sizes[3] = {5, 1, 1};
+  for (uint64_t seed : {kSyntheticSeed, uint64_t{1}, uint64_t{2}, uint64_t{3}}) {
+    const int min = Lexicon::MinContentWords(seed);
+    ASSERT_GT(min, 7) << seed;  // at least one word per class
+    EXPECT_TRUE(Lexicon::Make(seed, min).Complete()) << seed;
+    EXPECT_FALSE(Lexicon::Make(seed, min - 1).Complete()) << seed;
+    EXPECT_TRUE(CheckSyntheticOptions(seed, min, sizes).ok()) << seed;
+    const std::string text = SyntheticSplitText(seed, min, 0, 200);  // every class drawn from
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 200);
+    absl::Status few = CheckSyntheticOptions(seed, min - 1, sizes);
+    EXPECT_EQ(few.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(testing::Has(
+        few.message(), absl::StrCat("--content_words=", min - 1, ": too few for seed ", seed)));
+    EXPECT_TRUE(testing::Has(few.message(), absl::StrCat("use at least ", min)));
+  }
+  EXPECT_TRUE(testing::Has(CheckSyntheticOptions(1, 1000000000, sizes).message(),
+                           "--content_words=1000000000: must be in [1, 1000000]"));
+  EXPECT_TRUE(testing::Has(CheckSyntheticOptions(1, 0, sizes).message(), "--content_words=0"));
+  const int huge[3] = {5, 2000000, 1};
+  EXPECT_TRUE(testing::Has(CheckSyntheticOptions(1, 3000, huge).message(),
+                           "--dev=2000000: the number of trees must be in [0, 1000000]"));
+}
+
+// The binary: a bad option exits with 2 and one error line naming it, never an abort.
+TEST(TreebankGeneratorTest, BinaryRejectsBadOptions) {
+  const std::string out_dir = ::testing::TempDir() + "cavs_gen_" + std::to_string(getpid());
+  for (const std::string& args :
+       {std::string("--content_words 1"), std::string("--content_words 100"),
+        std::string("--content_words=1000000000"), std::string("--train=-1"),
+        std::string("--content_words=x"), std::string("--bogus=1")}) {
+    const std::string cmd = std::string(CAVS_GEN_TREEBANK_BINARY) + " --out_dir " + out_dir +
+                            " --train 5 --dev 1 --test 1 " + args + " 2>&1";
+    std::FILE* pipe = popen(cmd.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string output;
+    char buffer[512];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;) output.append(buffer, n);
+    const int raw = pclose(pipe);
+    EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 2) << args << ": " << output;
+    EXPECT_EQ(output.rfind("cavs-gen-treebank: error: ", 0), 0u) << output;
+  }
 }
 
 std::string ShippedFile(const std::string& name) {

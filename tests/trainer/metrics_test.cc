@@ -1,6 +1,13 @@
 #include "examples/trainer/metrics.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
 
 #include "examples/trainer/dataset.h"
 #include "examples/trainer/report.h"
@@ -77,6 +84,74 @@ TEST(ReportTest, BestEpochIsTheFirstBest) {
   EXPECT_EQ(BestEpoch(curve, true).epoch, 3);
   EXPECT_EQ(BestLine(curve[1], false),
             "best dev epoch 2: root 45.00%  binary 0.00%  all-nodes 0.00%");
+}
+
+// JSON has no NaN: a diverged run's figures must still give parseable lines.
+TEST(ReportTest, NonFiniteNumbersAreJsonNull) {
+  EpochRecord r{2, std::nan(""), std::numeric_limits<double>::infinity(), 0.5, 0.75, 0.25};
+  const std::string json = EpochJson(r, "tree-lstm", false);
+  EXPECT_NE(json.find("\"train_loss\":null,\"dev_loss\":null,\"dev_root_acc\":0.5,"),
+            std::string::npos)
+      << json;
+  EXPECT_EQ(json.find("nan"), std::string::npos) << json;
+  EXPECT_EQ(json.find("inf"), std::string::npos) << json;
+  EXPECT_EQ(JsonNumber(-std::numeric_limits<double>::infinity()), "null");
+  EXPECT_EQ(JsonNumber(0.125), "0.125");
+}
+
+TEST(ReportTest, WritesReportAFullDisk) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  // The bytes fit in the stdio buffer: only the flush or the close can see the error.
+  absl::Status s = WriteTextFile("--log-json", "/dev/full", "{}\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("--log-json: writing /dev/full failed"), std::string::npos) << s;
+  s = WriteCsv("--csv", "/dev/full", {EpochRecord{}}, false);
+  EXPECT_NE(s.message().find("--csv: writing /dev/full failed"), std::string::npos) << s;
+}
+
+TEST(ReportTest, GnuplotQuoteDoublesSingleQuotes) {
+  EXPECT_EQ(GnuplotQuote("plain.png"), "'plain.png'");
+  EXPECT_EQ(GnuplotQuote("q';touch PWNED;'.png"), "'q'';touch PWNED;''.png'");
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// A plot path with quotes, a semicolon, backquotes and a macro sign reaches neither a shell nor
+// gnuplot's command substitution: the plot is written under that very name (with gnuplot) and
+// nothing else runs.
+TEST(ReportTest, PlotPathsRunNoCommands) {
+  const std::string dir = ::testing::TempDir() + "/cavs_plot_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string old_cwd = std::filesystem::current_path().string();
+  std::filesystem::current_path(dir);  // where `touch PWNED` would land
+  std::vector<EpochRecord> curve = {EpochRecord{1, 1.5, 1.4, 0.3}, EpochRecord{2, 1.2, 1.3, 0.4}};
+  const std::string png = "q';touch PWNED;'`touch PWNED2`@x.png";
+  ASSERT_TRUE(WriteCsv("--csv", "it's.csv", curve, false).ok());
+  absl::StatusOr<std::string> note = PlotCurve("it's.csv", png, false, "cavs-train tree-lstm");
+  std::filesystem::current_path(old_cwd);
+  ASSERT_TRUE(note.ok()) << note.status();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/PWNED"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/PWNED2"));
+  const std::string script = ReadAll(dir + "/" + png + ".gp");
+  EXPECT_NE(script.find("set output " + GnuplotQuote(png) + "\n"), std::string::npos) << script;
+  EXPECT_NE(script.find("plot 'it''s.csv' using 1:2"), std::string::npos) << script;
+  if (note->rfind("plot written to ", 0) == 0) {
+    EXPECT_GT(std::filesystem::file_size(dir + "/" + png), 0u);
+  } else {
+    EXPECT_NE(note->find("no gnuplot on PATH"), std::string::npos) << *note;
+  }
+  // A line break would end gnuplot's command: refused.
+  absl::StatusOr<std::string> broken =
+      PlotCurve(dir + "/it's.csv", dir + "/a\nsystem('touch PWNED').png", false, "t");
+  EXPECT_EQ(broken.status().code(), absl::StatusCode::kInvalidArgument) << broken.status();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/PWNED"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

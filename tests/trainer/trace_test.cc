@@ -56,6 +56,7 @@ TEST(TraceTest, WriteErrorIsAStatus) {
 
 TEST(TraceTest, SingleProcessTrainerWritesRankZero) {
   std::string dir = ::testing::TempDir() + "/cavs_trace_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);  // a fresh run refuses a folder with checkpoints
   std::filesystem::create_directories(dir);
   TrainerConfig c;
   c.hidden = 8;

@@ -1,9 +1,12 @@
 // The cavs-train binary: exit status 2 and one error line for user errors, 0 and a SUMMARY
 // line for a run.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -14,9 +17,10 @@ struct Outcome {
   std::string output;  // stdout and stderr
 };
 
-Outcome RunTrainer(const std::string& flags) {
+// Runs cavs-train with `flags` through /bin/sh, after `prefix` (shell commands such as a ulimit).
+Outcome RunTrainer(const std::string& flags, const std::string& prefix = "") {
   Outcome o;
-  std::string cmd = std::string(CAVS_TRAIN_BINARY) + " " + flags + " 2>&1";
+  std::string cmd = prefix + std::string(CAVS_TRAIN_BINARY) + " " + flags + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return o;
   char buffer[4096];
@@ -27,9 +31,27 @@ Outcome RunTrainer(const std::string& flags) {
   return o;
 }
 
+// `text` as one single-quoted shell word.
+std::string ShellQuote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string FreshDir(const std::string& name) {
+  std::string dir = ::testing::TempDir() + "/cavs_main_" + name + "_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+constexpr char kSmall[] = "--hidden=8 --embed=8 --max-train=50 --max-dev=50 --epochs=1 --quiet ";
+
 TEST(TrainMainTest, UserErrorsExitWithTwoAndOneLine) {
   for (const char* flags :
-       {"--bogus", "--epochs=x", "--model=nope", "--train=/nonexistent/t.txt", "--resume"}) {
+       {"--bogus", "--epochs=x", "--model=nope", "--train=/nonexistent/t.txt", "--resume",
+        "--train=", "--lr=1e40", "--dropout=0.99999999999", "--plot=/nonexistent/x.png",
+        "--log-json=/nonexistent/log.json", "--checkpoint-dir=/dev/null --resume"}) {
     Outcome o = RunTrainer(flags);
     EXPECT_EQ(o.status, 2) << flags << ": " << o.output;
     EXPECT_EQ(o.output.rfind("cavs-train: error: ", 0), 0u) << o.output;
@@ -46,6 +68,61 @@ TEST(TrainMainTest, HelpAndASmallRun) {
   EXPECT_NE(run.output.find("epoch 1/1  train loss "), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("SUMMARY {\"model\":\"tree-lstm\""), std::string::npos);
   EXPECT_EQ(run.output.find('\r'), std::string::npos);  // no progress bar into a pipe
+}
+
+// A symlink loop or an overlong name used to escape as a std::filesystem exception (abort, 134).
+TEST(TrainMainTest, UncheckablePathsExitWithTwo) {
+  const std::string dir = FreshDir("loop");
+  std::filesystem::create_symlink(dir + "/loop1", dir + "/loop2");
+  std::filesystem::create_symlink(dir + "/loop2", dir + "/loop1");
+  for (const std::string& train : {dir + "/loop1", dir + "/" + std::string(300, 'a')}) {
+    Outcome o = RunTrainer(kSmall + std::string("--train=") + train + " --dev=" + train);
+    EXPECT_EQ(o.status, 2) << o.output;
+    EXPECT_EQ(o.output.rfind("cavs-train: error: --train: cannot open " + train, 0), 0u)
+        << o.output;
+  }
+}
+
+// The plot path reaches gnuplot as an argument and inside quotes, never through a shell.
+TEST(TrainMainTest, PlotPathWithQuotesRunsNothing) {
+  const std::string dir = FreshDir("plot");
+  for (const std::string name : {"q';touch PWNED;'.png", "it's.png", "-persist.png"}) {
+    Outcome o =
+        RunTrainer(kSmall + std::string("--plot=") + ShellQuote(name), "cd " + dir + " && ");
+    EXPECT_EQ(o.status, 0) << o.output;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + name + ".gp")) << o.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/PWNED"));
+}
+
+// Past the file size limit a checkpoint write is an error that removes its temporary file
+// (cavs-train ignores SIGXFSZ, which would kill it mid-write).
+TEST(TrainMainTest, FileSizeLimitIsACleanError) {
+  const std::string dir = FreshDir("fsize");
+  // 30 blocks (15-30 KB): the epoch's checkpoint (Adagrad, about 45 KB) does not fit.
+  Outcome o =
+      RunTrainer(kSmall + std::string("--checkpoint-dir=") + dir + "/ckpt", "ulimit -f 30 && ");
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_NE(
+      o.output.find("cavs-train: error: cannot write checkpoint " + dir + "/ckpt/ckpt-1.cavs: "),
+      std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("File too large"), std::string::npos) << o.output;
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/ckpt")) {
+    left.push_back(entry.path().filename().string());
+  }
+  EXPECT_TRUE(left.empty()) << left.front();
+}
+
+TEST(TrainMainTest, LogToAFullDiskFails) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  for (const char* flag : {"--log-json", "--csv"}) {
+    Outcome o = RunTrainer(kSmall + std::string(flag) + "=/dev/full");
+    EXPECT_EQ(o.status, 2) << o.output;
+    EXPECT_NE(o.output.find(std::string(flag) + ": writing /dev/full failed"), std::string::npos)
+        << o.output;
+  }
 }
 
 }  // namespace

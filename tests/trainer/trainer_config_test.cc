@@ -85,5 +85,26 @@ TEST(TrainerFlagsTest, ErrorsNameTheFlag) {
   ExpectError({"--fold-eval=maybe"}, "--fold-eval: 'maybe' is not one of auto, on, off");
 }
 
+// An empty path would silently mean the default (the bundled data, no output).
+TEST(TrainerFlagsTest, EmptyPathsAreErrors) {
+  for (const char* flag : {"train", "dev", "test", "checkpoint-dir", "log-json", "csv", "plot",
+                           "strategy-file", "trace"}) {
+    ExpectError({std::string("--") + flag + "="}, std::string("--") + flag + ": empty path");
+  }
+  ExpectError({"--train", ""}, "--train: empty path");
+}
+
+// Values that the trainer hands on as floats must stay finite and nonzero as floats.
+TEST(TrainerFlagsTest, NumbersMustFitTheirType) {
+  ExpectError({"--lr=1e40"}, "--lr: 1e+40 is out of range for a float");
+  ExpectError({"--lr=1e-50"}, "--lr: 1e-50 is out of range for a float");
+  ExpectError({"--clip=1e-320"}, "--clip: ");
+  ExpectError({"--weight-decay=1e39"}, "--weight-decay: ");
+  ExpectError({"--lr=nan"}, "--lr: 'nan' is not a finite number");
+  ExpectError({"--comm-timeout=inf"}, "--comm-timeout: 'inf' is not a finite number");
+  ExpectError({"--dropout=0.99999999999"}, "--dropout must be in [0, 1)");  // 1.0f as a float
+  EXPECT_TRUE(Parse({"--dropout=0.9999", "--lr=1e-30", "--clip=0"}).ok());
+}
+
 }  // namespace
 }  // namespace cavs::trainer

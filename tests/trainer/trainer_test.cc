@@ -8,7 +8,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/backend.h"
 #include "gtest/gtest.h"
@@ -190,6 +192,228 @@ TEST(TrainerTest, DataErrorsAreClear) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(t.status().message().find("bad.txt:2:"), std::string::npos) << t.status();
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+void WriteAll(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+bool Has(const absl::Status& s, const std::string& text) {
+  return std::string(s.message()).find(text) != std::string::npos;
+}
+
+// Paths the filesystem cannot even look at are errors naming the flag, not exceptions.
+TEST(TrainerTest, UncheckableInputPathsAreClearErrors) {
+  const std::string dir = FreshDir("uncheckable");
+  std::filesystem::create_symlink(dir + "/loop1", dir + "/loop2");
+  std::filesystem::create_symlink(dir + "/loop2", dir + "/loop1");
+  TrainerConfig c = Small();
+  c.dev_path = DefaultDataDir() + "/dev.txt";
+  for (const std::string& train : {dir + "/loop1", dir + "/" + std::string(300, 'a'), dir}) {
+    c.train_path = train;
+    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c);
+    ASSERT_FALSE(t.ok()) << train;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << t.status();
+    EXPECT_TRUE(Has(t.status(), "--train: ") && Has(t.status(), train)) << t.status();
+  }
+  c.train_path = DefaultDataDir() + "/train.txt";
+  c.dev_path = dir + "/loop2";
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c);
+  EXPECT_TRUE(!t.ok() && Has(t.status(), "--dev: ") && Has(t.status(), "symbolic links"))
+      << t.status();
+}
+
+TEST(TrainerTest, EmptyDevAndTestFilesAreErrorsNamingThem) {
+  const std::string dir = FreshDir("emptysets");
+  WriteAll(dir + "/empty.txt", "");
+  TrainerConfig c = Small();
+  c.train_path = DefaultDataDir() + "/train.txt";
+  c.dev_path = dir + "/empty.txt";
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c);
+  EXPECT_TRUE(!t.ok() && Has(t.status(), "the dev set is empty: " + dir + "/empty.txt"))
+      << t.status();
+  c.dev_path = DefaultDataDir() + "/dev.txt";
+  c.test_path = dir + "/empty.txt";
+  t = Trainer::Create(c);
+  EXPECT_TRUE(!t.ok() && Has(t.status(), "the test set is empty: " + dir + "/empty.txt"))
+      << t.status();
+}
+
+// A newest checkpoint that does not load is reported before the run falls back to an older one;
+// files of which none loads are an error, and stay as they were.
+TEST(TrainerTest, ResumeReportsCheckpointsThatDoNotLoad) {
+  TrainerConfig c = Small();
+  c.max_train = 50;
+  c.max_dev = 50;
+  c.checkpoint_dir = FreshDir("corrupt");
+  std::unique_ptr<Trainer> t = MustCreate(c);
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->Run().ok());
+  const std::string ckpt1 = c.checkpoint_dir + "/ckpt-1.cavs";
+  const std::string ckpt2 = c.checkpoint_dir + "/ckpt-2.cavs";
+  std::string bytes = ReadAll(ckpt2);
+  bytes[bytes.size() / 2] ^= 0x01;
+  WriteAll(ckpt2, bytes);
+
+  c.resume = true;
+  c.epochs = 3;
+  std::ostringstream out;
+  absl::StatusOr<std::unique_ptr<Trainer>> resumed = Trainer::Create(c, {.out = &out});
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ((*resumed)->epochs_done(), 1);
+  EXPECT_NE(
+      out.str().find("warning: --resume: skipping checkpoint " + ckpt2 + ": checksum mismatch"),
+      std::string::npos)
+      << out.str();
+
+  WriteAll(ckpt1, "");
+  WriteAll(ckpt2, "");
+  resumed = Trainer::Create(c);
+  ASSERT_FALSE(resumed.ok());
+  EXPECT_EQ(resumed.status().code(), absl::StatusCode::kDataLoss) << resumed.status();
+  EXPECT_TRUE(Has(resumed.status(), ckpt1) && Has(resumed.status(), ckpt2) &&
+              Has(resumed.status(), "truncated"))
+      << resumed.status();
+  EXPECT_EQ(std::filesystem::file_size(ckpt1), 0u);
+  EXPECT_EQ(std::filesystem::file_size(ckpt2), 0u);
+}
+
+// A fresh run would overwrite some of another run's checkpoints and leave the others.
+TEST(TrainerTest, FreshRunRefusesADirectoryWithCheckpoints) {
+  TrainerConfig c = Small();
+  c.max_train = 20;
+  c.max_dev = 20;
+  c.epochs = 1;
+  c.checkpoint_dir = FreshDir("taken");
+  std::unique_ptr<Trainer> t = MustCreate(c);
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->Run().ok());
+  const std::string before = ReadAll(c.checkpoint_dir + "/ckpt-1.cavs");
+  absl::StatusOr<std::unique_ptr<Trainer>> again = Trainer::Create(c);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition) << again.status();
+  EXPECT_TRUE(Has(again.status(), "already holds checkpoints (ckpt-1.cavs)") &&
+              Has(again.status(), "--resume"))
+      << again.status();
+  EXPECT_EQ(ReadAll(c.checkpoint_dir + "/ckpt-1.cavs"), before);
+}
+
+// Every output is checked before the data loads: a bad one fails at once, and an output never
+// replaces an input.
+TEST(TrainerTest, OutputsAreCheckedBeforeTraining) {
+  const std::string dir = FreshDir("outputs");
+  WriteAll(dir + "/afile", "x");
+  const std::string train = dir + "/train.txt";
+  std::filesystem::copy_file(DefaultDataDir() + "/train.txt", train);
+  const std::string train_bytes = ReadAll(train);
+  struct Case {
+    std::string TrainerConfig::*field;
+    std::string value;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {&TrainerConfig::checkpoint_dir, dir + "/afile",
+       "--checkpoint-dir: " + dir + "/afile is not a directory"},
+      {&TrainerConfig::checkpoint_dir, dir + "/afile/sub", "--checkpoint-dir: "},
+      {&TrainerConfig::log_json, dir + "/missing/log.json", "--log-json: cannot write"},
+      {&TrainerConfig::csv, dir, "--csv: " + dir + " is a directory"},
+      {&TrainerConfig::plot, dir + "/missing/x.png", "--plot: cannot write"},
+      {&TrainerConfig::trace, dir + "/missing/run", "--trace: cannot write"},
+      {&TrainerConfig::csv, train, "--csv: " + train + " is the input file --train"},
+      {&TrainerConfig::log_json,
+       dir + "/../" + std::filesystem::path(dir).filename().string() + "/train.txt",
+       "is the input file --train"},
+  };
+  for (bool resume : {false, true}) {
+    for (const Case& k : cases) {
+      TrainerConfig c = Small();
+      c.train_path = train;
+      c.dev_path = DefaultDataDir() + "/dev.txt";
+      c.resume = resume;
+      if (resume && k.field != &TrainerConfig::checkpoint_dir) c.checkpoint_dir = dir + "/ckpt";
+      c.*(k.field) = k.value;
+      absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c);
+      ASSERT_FALSE(t.ok()) << k.value;
+      EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << t.status();
+      EXPECT_TRUE(Has(t.status(), k.error)) << t.status() << " lacks " << k.error;
+    }
+  }
+  TrainerConfig c = Small();
+  c.log_json = dir + "/same";
+  c.csv = dir + "/./same";
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c);
+  EXPECT_TRUE(!t.ok() && Has(t.status(), "is also the file of --log-json")) << t.status();
+  EXPECT_EQ(ReadAll(train), train_bytes);
+}
+
+// The checkpoint of an epoch is written before its log lines, and the logs are rewritten from
+// the curve: a log that fails loses no checkpoint, and a resumed run logs every epoch once.
+TEST(TrainerTest, ResumeLogsEveryEpochOnce) {
+  const std::string dir = FreshDir("logs");
+  TrainerConfig c = Small();
+  c.max_train = 50;
+  c.max_dev = 50;
+  c.batch = 25;
+  c.epochs = 3;
+  c.checkpoint_dir = dir + "/ckpt";
+  c.log_json = dir + "/log.json";
+  c.csv = dir + "/curve.csv";
+  TrainOptions o;
+  // During epoch 2 (steps 3 and 4), the log becomes unwritable (a directory in its place).
+  o.after_step = [&](int64_t step) {
+    if (step == 3) {
+      std::filesystem::remove(c.log_json);
+      std::filesystem::create_directory(c.log_json);
+    }
+  };
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c, o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  absl::Status run = (*t)->Run();
+  EXPECT_TRUE(Has(run, "--log-json")) << run;
+  EXPECT_TRUE(std::filesystem::exists(c.checkpoint_dir + "/ckpt-2.cavs"));  // not lost
+
+  std::filesystem::remove(c.log_json);
+  c.resume = true;
+  std::unique_ptr<Trainer> resumed = MustCreate(c);
+  ASSERT_NE(resumed, nullptr);
+  EXPECT_EQ(resumed->epochs_done(), 2);
+  ASSERT_TRUE(resumed->Run().ok());
+  std::vector<int> epochs;
+  std::istringstream log(ReadAll(c.log_json));
+  for (std::string line; std::getline(log, line);) {
+    const size_t at = line.find("\"epoch\":");
+    ASSERT_NE(at, std::string::npos) << line;
+    epochs.push_back(std::stoi(line.substr(at + 8)));
+  }
+  EXPECT_EQ(epochs, (std::vector<int>{1, 2, 3}));
+  const std::string csv = ReadAll(c.csv);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;  // the header and 3 rows
+}
+
+// A diverged run stops at the end of the epoch with an error naming it and the flag to change,
+// and keeps nothing of that epoch (no checkpoint, no log line).
+TEST(TrainerTest, DivergenceIsAClearError) {
+  const std::string dir = FreshDir("diverge");
+  TrainerConfig c = Small();
+  c.optimizer = "sgd";
+  c.lr = 3e38;
+  c.max_train = 200;
+  c.checkpoint_dir = dir + "/ckpt";
+  c.log_json = dir + "/log.json";
+  std::unique_ptr<Trainer> t = MustCreate(c);
+  ASSERT_NE(t, nullptr);
+  absl::Status run = t->Run();
+  EXPECT_EQ(run.code(), absl::StatusCode::kOutOfRange) << run;
+  EXPECT_TRUE(Has(run, "training diverged in epoch 1") && Has(run, "lower --lr")) << run;
+  EXPECT_FALSE(std::filesystem::exists(c.checkpoint_dir + "/ckpt-1.cavs"));
+  EXPECT_FALSE(std::filesystem::exists(c.log_json));
 }
 
 TEST(TrainerTest, CudaMatchesCpu) {
