@@ -81,6 +81,10 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   }
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, backend->stream()));
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
+  // The reductions' workspace now, before the caching allocator holds the device's memory: made
+  // later, inside a batch, it could fail, and the column sums and loss statistics would then
+  // run without it (one chunk; atomics) with nothing to say so.
+  CAVS_RETURN_IF_ERROR(kernels->MakeWorkspace());
   CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
   // The small GEMM's shared memory, set once here (the device is current), not per launch. A
   // device that refuses leaves it nowhere to run (NotFound: cuBLAS takes its GEMMs).
@@ -202,40 +206,33 @@ std::optional<CudaKernels::SmallGemmChoice> CudaKernels::SmallGemmFor(bool trans
   return std::nullopt;
 }
 
-absl::StatusOr<ReduceWorkspace> CudaKernels::Workspace() {
-  if (workspace_failed_) {  // no memory for it before: not tried again on every call
-    return absl::ResourceExhaustedError("the reductions' workspace");
+absl::Status CudaKernels::MakeWorkspace() {
+  const size_t floats =
+      static_cast<size_t>(num_sms_) * static_cast<size_t>(small_gemm::TallTile::kOutputs);
+  void* arrivals = nullptr;
+  void* partial = nullptr;
+  cudaError_t err = cudaMalloc(&arrivals, num_sms_ * sizeof(unsigned));
+  if (err == cudaSuccess) err = cudaMalloc(&partial, floats * sizeof(float));
+  if (err == cudaSuccess) {  // zero before the first kernel that counts on the stream
+    err = cudaMemsetAsync(arrivals, 0, num_sms_ * sizeof(unsigned), stream());
   }
-  if (workspace_.partial == nullptr) {  // once; the device is current
-    const size_t floats =
-        static_cast<size_t>(num_sms_) * static_cast<size_t>(small_gemm::TallTile::kOutputs);
-    void* arrivals = nullptr;
-    void* partial = nullptr;
-    cudaError_t err = cudaMalloc(&arrivals, num_sms_ * sizeof(unsigned));
-    if (err == cudaSuccess) err = cudaMalloc(&partial, floats * sizeof(float));
-    if (err == cudaSuccess) {  // zero before the first kernel that counts on the stream
-      err = cudaMemsetAsync(arrivals, 0, num_sms_ * sizeof(unsigned), stream());
-    }
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();  // else the next launch's check would report it as its own
-      cudaFree(arrivals);
-      cudaFree(partial);
-      workspace_failed_ = true;
-      return CudaStatus(err, "cudaMalloc (the reductions' workspace)", __FILE__, __LINE__);
-    }
-    workspace_ = ReduceWorkspace{static_cast<float*>(partial), static_cast<int64_t>(floats),
-                                 static_cast<unsigned*>(arrivals), num_sms_};
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // else the next launch's check would report it as its own
+    cudaFree(arrivals);
+    cudaFree(partial);
+    return CudaStatus(err, "cudaMalloc (the reductions' workspace)", __FILE__, __LINE__);
   }
-  return workspace_;
+  workspace_ = ReduceWorkspace{static_cast<float*>(partial), static_cast<int64_t>(floats),
+                               static_cast<unsigned*>(arrivals), num_sms_};
+  return absl::OkStatus();
 }
 
-absl::StatusOr<SmallGemmSetup> CudaKernels::SetupFor(const SmallGemmChoice& choice) {
+SmallGemmSetup CudaKernels::SetupFor(const SmallGemmChoice& choice) const {
   SmallGemmSetup setup{choice.tile, small_gemm_shared_bytes_[static_cast<int>(choice.tile)],
                        choice.splits};
   if (choice.splits > 1) {
-    CAVS_ASSIGN_OR_RETURN(const ReduceWorkspace w, Workspace());
-    setup.partial = w.partial;
-    setup.arrivals = w.arrivals;
+    setup.partial = workspace_.partial;
+    setup.arrivals = workspace_.arrivals;
   }
   return setup;
 }
@@ -252,14 +249,11 @@ absl::Status CudaKernels::GemmBias(const GemmCall& g) {
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
   if (const std::optional<SmallGemmChoice> choice =
           SmallGemmFor(g.trans_a, g.trans_b, g.m, g.n, g.k)) {
-    // Without its split workspace (no device memory for it), cuBLAS takes the GEMM.
-    if (const absl::StatusOr<SmallGemmSetup> setup = SetupFor(*choice); setup.ok()) {
-      const absl::Status s =
-          SmallGemmRowMajor(backend_->stream(), *setup, g.trans_a, g.trans_b, g.m, g.n, g.k,
-                            g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, g.bias);
-      if (s.ok()) ++small_gemms_[static_cast<int>(choice->tile)];
-      if (!absl::IsNotFound(s)) return s;  // NotFound where it cannot: cuBLAS
-    }
+    const absl::Status s =
+        SmallGemmRowMajor(backend_->stream(), SetupFor(*choice), g.trans_a, g.trans_b, g.m, g.n,
+                          g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, g.bias);
+    if (s.ok()) ++small_gemms_[static_cast<int>(choice->tile)];
+    if (!absl::IsNotFound(s)) return s;  // NotFound where it cannot: cuBLAS
   }
   if (lt_ != nullptr && g.k > 0) {
     const absl::Status s =
@@ -406,8 +400,7 @@ absl::Status CudaKernels::SoftmaxCrossEntropy(const float* logits, int64_t ld, i
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
   CAVS_CUDA_RETURN_IF_ERROR(LaunchSoftmaxCrossEntropy(stream(), logits, ld, n, c, labels, scale,
-                                                      dlogits, stats, pred,
-                                                      Workspace().value_or(ReduceWorkspace{})));
+                                                      dlogits, stats, pred, workspace_));
   return absl::OkStatus();
 }
 
@@ -416,8 +409,8 @@ absl::Status CudaKernels::ColumnSum(const float* src, int64_t ld, int64_t m, int
   CAVS_RETURN_IF_ERROR(CheckArgs("ColumnSum", m, w, {src, dst}));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  CAVS_CUDA_RETURN_IF_ERROR(LaunchColumnReduce(stream(), src, ld, nullptr, 0, m, w, alpha, dst,
-                                               num_sms_, Workspace().value_or(ReduceWorkspace{})));
+  CAVS_CUDA_RETURN_IF_ERROR(
+      LaunchColumnReduce(stream(), src, ld, nullptr, 0, m, w, alpha, dst, num_sms_, workspace_));
   return absl::OkStatus();
 }
 
@@ -426,8 +419,8 @@ absl::Status CudaKernels::ColumnDot(const float* x, int64_t x_ld, const float* y
   CAVS_RETURN_IF_ERROR(CheckArgs("ColumnDot", m, w, {x, y, dst}));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  CAVS_CUDA_RETURN_IF_ERROR(LaunchColumnReduce(stream(), x, x_ld, y, y_ld, m, w, 1.0f, dst,
-                                               num_sms_, Workspace().value_or(ReduceWorkspace{})));
+  CAVS_CUDA_RETURN_IF_ERROR(
+      LaunchColumnReduce(stream(), x, x_ld, y, y_ld, m, w, 1.0f, dst, num_sms_, workspace_));
   return absl::OkStatus();
 }
 

@@ -174,10 +174,10 @@ class CudaKernels final : public Kernels {
   // only for generated kernels).
   absl::Status CheckProgram(const EwInstr* host, const EwInstr* device, int count,
                             int64_t rows) const;
-  // The reductions' workspace (workspace_), made if there is none yet.
-  absl::StatusOr<ReduceWorkspace> Workspace();
+  // Makes the reductions' workspace (workspace_), its counts zeroed on the stream.
+  absl::Status MakeWorkspace();
   // The setup of the small GEMM for `choice`, with the workspace where it needs one.
-  absl::StatusOr<SmallGemmSetup> SetupFor(const SmallGemmChoice& choice);
+  SmallGemmSetup SetupFor(const SmallGemmChoice& choice) const;
 
   CudaBackend* backend_;
   cublasHandle_t cublas_;
@@ -191,13 +191,12 @@ class CudaKernels final : public Kernels {
   std::array<size_t, 2> small_gemm_shared_bytes_{};
   bool tall_tile_ = false;
   std::array<int64_t, 2> small_gemms_{};  // by small_gemm::TileShape
-  // Where the blocks of a reduction split over blocks meet, made on first use: small GEMMs split
+  // Where the blocks of a reduction split over blocks meet, made by Create: small GEMMs split
   // over k (a partial tile for each of at most num_sms_ blocks, a count for each of at most
-  // num_sms_ tiles; small_gemm::TallSplits) and column sums over row chunks (ColumnSum,
-  // ColumnDot). Kernels on the one stream take turns with it.
+  // num_sms_ tiles; small_gemm::TallSplits), column sums over row chunks (ColumnSum,
+  // ColumnDot) and the loss statistics over blocks (SoftmaxCrossEntropy). Kernels on the one
+  // stream take turns with it.
   ReduceWorkspace workspace_;
-  bool workspace_failed_ = false;  // its allocation failed: cuBLAS takes split GEMMs, column
-                                   // sums run in one chunk
   bool fused_round_ = false;
 };
 
