@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -648,7 +650,53 @@ int64_t StepOfFileName(absl::string_view name) {
   return absl::SimpleAtoi(name, &step) ? step : -1;
 }
 
+// The writer's pid in a temporary name ".ckpt-<step>.cavs.tmp-<pid>-<n>" (WriteAtomically's,
+// for a CheckpointFileName), or -1.
+int64_t PidOfTemporaryName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, ".")) return -1;
+  const size_t tmp = name.find(".tmp-");
+  if (tmp == absl::string_view::npos || StepOfFileName(name.substr(0, tmp)) < 0) return -1;
+  name.remove_prefix(tmp + 5);
+  const size_t dash = name.find('-');
+  if (dash == absl::string_view::npos) return -1;
+  const absl::string_view pid = name.substr(0, dash), n = name.substr(dash + 1);
+  auto digits = [](absl::string_view s) {
+    return !s.empty() && s.size() <= 18 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  int64_t value = -1;
+  if (!digits(pid) || !digits(n) || !absl::SimpleAtoi(pid, &value)) return -1;
+  return value > 0 && value <= std::numeric_limits<pid_t>::max() ? value : -1;
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<std::string>> RemoveStaleTemporaryFiles(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec == std::errc::no_such_file_or_directory) return std::vector<std::string>{};
+  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  std::vector<std::string> stale;
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const int64_t pid = PidOfTemporaryName(it->path().filename().string());
+    std::error_code type_error;
+    if (pid < 0 || !it->is_regular_file(type_error)) continue;
+    // ESRCH only: EPERM means a live process of another user.
+    if (::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH) {
+      stale.push_back(it->path().string());
+    }
+  }
+  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  std::sort(stale.begin(), stale.end());
+  for (const std::string& path : stale) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return absl::InternalError(absl::StrCat("cannot remove the stale temporary checkpoint file ",
+                                              path, ": ", ErrnoText(errno)));
+    }
+  }
+  return stale;
+}
 
 absl::StatusOr<std::vector<std::string>> ListCheckpoints(const std::string& dir) {
   std::error_code ec;

@@ -87,6 +87,16 @@ std::string CheckpointPath(const std::string& dir, int64_t step);
 // an InvalidArgument, one that cannot be listed an Internal error.
 [[nodiscard]] absl::StatusOr<std::vector<std::string>> ListCheckpoints(const std::string& dir);
 
+// Removes the temporary files that SaveCheckpoint leaves in `dir` only when its process dies in
+// the middle of a write (SIGKILL, a power cut): names ".ckpt-<step>.cavs.tmp-<pid>-<n>" whose
+// writer, process <pid>, no longer exists on this host (kill(pid, 0) fails with ESRCH). A file
+// of a live process, or of a pid this process may not signal, is kept: it may be a write in
+// progress. Returns the removed paths. A missing `dir` has none; one that cannot be listed,
+// or a file that cannot be removed, is an Internal error naming it.
+// REQUIRES: no process on another host writes checkpoints into `dir` (its pids mean nothing here).
+[[nodiscard]] absl::StatusOr<std::vector<std::string>> RemoveStaleTemporaryFiles(
+    const std::string& dir);
+
 // The path of the complete, verified checkpoint with the highest step among
 // ListCheckpoints(dir). Newer files that fail to verify are skipped, and their errors (each
 // naming its file and what is wrong with it) appended to `skipped` if not null, so that a caller

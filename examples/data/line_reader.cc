@@ -6,6 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "core/status.h"
 
 namespace cavs::examples {
 namespace {
@@ -79,6 +80,40 @@ absl::StatusOr<bool> LineReader::Next(std::string_view* line) {
     scanned = all.size() - pos_;
     absl::Status filled = Fill();  // moves the unread bytes to offset 0
     if (!filled.ok()) return filled;
+  }
+}
+
+absl::StatusOr<std::optional<char>> LineReader::PeekNonBlank() {
+  size_t i = pos_;  // the byte being looked at; pos_ is the start of its line
+  while (true) {
+    const std::string_view all = data();
+    if (i - pos_ > max_line_bytes_) {
+      ++line_number_;
+      return Error(max_line_bytes_ + 1,
+                   absl::StrCat("line longer than ", max_line_bytes_, " bytes"));
+    }
+    // A '\r' is blank only as a line's last byte, so a '\r' at the end of the data needs the
+    // next chunk (or the end of the file) to tell.
+    const bool need_more = i == all.size() || (all[i] == '\r' && i + 1 == all.size());
+    if (need_more && !eof_) {
+      const size_t offset = i - pos_;
+      CAVS_RETURN_IF_ERROR(Fill());  // moves the unread bytes to offset 0
+      i = pos_ + offset;
+      continue;
+    }
+    if (i == all.size()) {
+      pos_ = i;  // only blank lines were left: Next() now ends the file
+      return std::nullopt;
+    }
+    const char c = all[i];
+    if (c == ' ' || c == '\t' || (c == '\r' && (i + 1 == all.size() || all[i + 1] == '\n'))) {
+      ++i;
+    } else if (c == '\n') {
+      pos_ = ++i;  // a blank line, consumed
+      ++line_number_;
+    } else {
+      return c;
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,6 +43,13 @@ class LineReader {
   // Next line into *line (valid until the next call). Returns false at the end of the source,
   // an error for an over-long line or a read failure.
   [[nodiscard]] absl::StatusOr<bool> Next(std::string_view* line);
+
+  // The first byte of the first line that is not blank (only spaces and tabs, and a trailing
+  // '\r'), without consuming it: the blank lines before it are consumed (and counted), so the
+  // next Next() returns its line. std::nullopt where nothing but blank lines remains. This is
+  // how a reader sniffs a file's format: a pipe cannot be opened and read a second time. Over-
+  // long and unreadable lines are the errors Next() would give.
+  [[nodiscard]] absl::StatusOr<std::optional<char>> PeekNonBlank();
 
   // 1-based number of the line last returned by Next (0 before the first).
   int line_number() const { return line_number_; }

@@ -195,6 +195,13 @@ absl::StatusOr<int32_t> TreeParser::EmitNode(const Frame& f, size_t close_pos) {
   return right;
 }
 
+}  // namespace
+
+absl::StatusOr<SstTree> ParseSstTree(std::string_view line, const SstReadOptions& options,
+                                     std::string_view name, int line_number) {
+  return TreeParser(line, options, name, line_number).Parse();
+}
+
 absl::StatusOr<std::vector<SstTree>> ReadSstLines(LineReader& reader,
                                                   const SstReadOptions& options) {
   std::vector<SstTree> trees;
@@ -208,13 +215,6 @@ absl::StatusOr<std::vector<SstTree>> ReadSstLines(LineReader& reader,
     trees.push_back(std::move(tree));
   }
   return trees;
-}
-
-}  // namespace
-
-absl::StatusOr<SstTree> ParseSstTree(std::string_view line, const SstReadOptions& options,
-                                     std::string_view name, int line_number) {
-  return TreeParser(line, options, name, line_number).Parse();
 }
 
 absl::StatusOr<std::vector<SstTree>> ReadSstFile(const std::string& path,

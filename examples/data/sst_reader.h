@@ -53,6 +53,10 @@ struct SstReadOptions {
 // "path:line:column: ..." for the first malformed line.
 [[nodiscard]] absl::StatusOr<std::vector<SstTree>> ReadSstFile(const std::string& path,
                                                                const SstReadOptions& options = {});
+// Reads every remaining tree of `reader` (one opened by the caller, say to sniff its format
+// first with LineReader::PeekNonBlank). options.max_line_bytes is the reader's own.
+[[nodiscard]] absl::StatusOr<std::vector<SstTree>> ReadSstLines(LineReader& reader,
+                                                                const SstReadOptions& options = {});
 // Same for text in memory; `name` stands for the file in error messages.
 [[nodiscard]] absl::StatusOr<std::vector<SstTree>> ReadSstString(
     std::string_view text, std::string_view name = "<string>", const SstReadOptions& options = {});

@@ -78,6 +78,10 @@ absl::StatusOr<std::vector<TextSentence>> ReadSentences(LineReader& reader, cons
 absl::StatusOr<std::vector<std::vector<std::string>>> ReadTextWords(const std::string& path,
                                                                     size_t max_line_bytes) {
   CAVS_ASSIGN_OR_RETURN(LineReader reader, LineReader::OpenFile(path, max_line_bytes));
+  return ReadTextWords(reader);
+}
+
+absl::StatusOr<std::vector<std::vector<std::string>>> ReadTextWords(LineReader& reader) {
   std::vector<std::vector<std::string>> sentences;
   CAVS_RETURN_IF_ERROR(ForEachSentence(reader, [&](const std::vector<std::string_view>& words) {
     sentences.emplace_back(words.begin(), words.end());

@@ -41,6 +41,10 @@ struct TextReadOptions {
 // The words of every non-blank line, validated as ReadTextFile does.
 [[nodiscard]] absl::StatusOr<std::vector<std::vector<std::string>>> ReadTextWords(
     const std::string& path, size_t max_line_bytes = kDefaultMaxLineBytes);
+// The same for the remaining lines of `reader` (opened by the caller, say to sniff its format
+// first with LineReader::PeekNonBlank).
+[[nodiscard]] absl::StatusOr<std::vector<std::vector<std::string>>> ReadTextWords(
+    LineReader& reader);
 
 // "<unk>", "<s>", "</s>", then the words of `path` seen at least `min_count` times.
 [[nodiscard]] absl::StatusOr<Vocabulary> BuildTextVocabulary(const std::string& path,

@@ -1,7 +1,7 @@
 #include "examples/trainer/dataset.h"
 
 #include <filesystem>
-#include <fstream>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -36,16 +36,23 @@ Paths ResolvePaths(const TrainerConfig& c) {
   return p;
 }
 
-// Whether `path` holds SST trees: its first non-blank byte is '('.
-absl::StatusOr<bool> LooksLikeSst(const std::string& path, const std::string& format) {
-  if (format != "auto") return format == "sst";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  char ch;
-  while (in.get(ch)) {
-    if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') return ch == '(';
+// The training file, opened, and whether the run reads SST trees: --format, or with auto the
+// first non-blank byte of the training file ('(' means SST). The byte is sniffed from the
+// reader that then reads the file on, so a pipe (--train=<(...)), which cannot be read twice,
+// loses nothing; dev and test files are read in the same format, never sniffed on their own.
+struct TrainingInput {
+  examples::LineReader reader;
+  bool sst;
+};
+
+absl::StatusOr<TrainingInput> OpenTraining(const std::string& path, const std::string& format) {
+  CAVS_ASSIGN_OR_RETURN(examples::LineReader reader, examples::LineReader::OpenFile(path));
+  bool sst = format == "sst";
+  if (format == "auto") {
+    CAVS_ASSIGN_OR_RETURN(std::optional<char> first, reader.PeekNonBlank());
+    sst = first == '(';
   }
-  return false;
+  return TrainingInput{std::move(reader), sst};
 }
 
 uint64_t HashVocabulary(const examples::Vocabulary& v) {
@@ -74,8 +81,9 @@ absl::StatusOr<std::vector<examples::SstTree>> ReadTrees(const std::string& path
   return examples::ReadSstFile(path);
 }
 
-absl::StatusOr<Dataset> LoadSentiment(const TrainerConfig& c, const Paths& p) {
-  CAVS_ASSIGN_OR_RETURN(auto train, ReadTrees(p.train));
+absl::StatusOr<Dataset> LoadSentiment(const TrainerConfig& c, const Paths& p,
+                                      examples::LineReader& train_reader) {
+  CAVS_ASSIGN_OR_RETURN(auto train, examples::ReadSstLines(train_reader));
   std::vector<examples::SstTree> dev, test;
   if (c.dev_fraction > 0) {
     HoldOut(c.dev_fraction, &train, &dev);
@@ -105,14 +113,19 @@ absl::StatusOr<Dataset> LoadSentiment(const TrainerConfig& c, const Paths& p) {
   return d;
 }
 
-absl::StatusOr<Sentences> ReadSentences(const std::string& path, const std::string& format) {
-  if (path.empty()) return Sentences{};
-  CAVS_ASSIGN_OR_RETURN(bool sst, LooksLikeSst(path, format));
-  if (!sst) return examples::ReadTextWords(path);
-  CAVS_ASSIGN_OR_RETURN(auto trees, examples::ReadSstFile(path));
+// The sentences of `reader`: its lines, or with `sst` the words of its trees.
+absl::StatusOr<Sentences> ReadSentences(examples::LineReader& reader, bool sst) {
+  if (!sst) return examples::ReadTextWords(reader);
+  CAVS_ASSIGN_OR_RETURN(auto trees, examples::ReadSstLines(reader));
   Sentences out;
   for (auto& t : trees) out.push_back(std::move(t.words));
   return out;
+}
+
+absl::StatusOr<Sentences> ReadSentences(const std::string& path, bool sst) {
+  if (path.empty()) return Sentences{};
+  CAVS_ASSIGN_OR_RETURN(examples::LineReader reader, examples::LineReader::OpenFile(path));
+  return ReadSentences(reader, sst);
 }
 
 std::vector<scheduler::Graph> Chains(const Sentences& sentences,
@@ -128,15 +141,15 @@ std::vector<scheduler::Graph> Chains(const Sentences& sentences,
   return out;
 }
 
-absl::StatusOr<Dataset> LoadLanguage(const TrainerConfig& c, const Paths& p) {
-  CAVS_ASSIGN_OR_RETURN(Sentences train, ReadSentences(p.train, c.format));
+absl::StatusOr<Dataset> LoadLanguage(const TrainerConfig& c, const Paths& p, TrainingInput& input) {
+  CAVS_ASSIGN_OR_RETURN(Sentences train, ReadSentences(input.reader, input.sst));
   Sentences dev, test;
   if (c.dev_fraction > 0) {
     HoldOut(c.dev_fraction, &train, &dev);
   } else {
-    CAVS_ASSIGN_OR_RETURN(dev, ReadSentences(p.dev, c.format));
+    CAVS_ASSIGN_OR_RETURN(dev, ReadSentences(p.dev, input.sst));
   }
-  CAVS_ASSIGN_OR_RETURN(test, ReadSentences(p.test, c.format));
+  CAVS_ASSIGN_OR_RETURN(test, ReadSentences(p.test, input.sst));
   Truncate(&train, c.max_train);
   Truncate(&dev, c.max_dev);
   examples::WordCounter counter;
@@ -185,6 +198,29 @@ scheduler::Graph SentenceChain(const std::vector<int32_t>& ids, int32_t begin, i
   return g;
 }
 
+uint64_t HashGraphs(const std::vector<scheduler::Graph>& graphs) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits
+  auto add = [&h](const void* data, size_t bytes) {
+    const unsigned char* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  // Each vector behind its length, so that no two different lists share a byte stream.
+  auto add_vector = [&add](const auto& v) {
+    const uint64_t n = v.size();
+    add(&n, sizeof(n));
+    add(v.data(), v.size() * sizeof(v[0]));
+  };
+  for (const scheduler::Graph& g : graphs) {
+    add_vector(g.child_offsets);
+    add_vector(g.child_ids);
+    add_vector(g.tokens);
+    add_vector(g.labels);
+    add_vector(g.features);
+    add(&g.feature_dim, sizeof(g.feature_dim));
+  }
+  return h;
+}
+
 std::vector<std::pair<std::string, std::string>> InputFiles(const TrainerConfig& config) {
   const Paths p = ResolvePaths(config);
   std::vector<std::pair<std::string, std::string>> out = {{"--train", p.train}};
@@ -202,18 +238,19 @@ absl::StatusOr<Dataset> LoadDataset(const TrainerConfig& config) {
   for (const auto& [flag, path] : InputFiles(config)) {
     CAVS_RETURN_IF_ERROR(CheckInputFile(flag, path));
   }
+  CAVS_ASSIGN_OR_RETURN(TrainingInput input, OpenTraining(paths.train, config.format));
   Dataset d;
   if (IsLanguageModel(kind)) {
-    CAVS_ASSIGN_OR_RETURN(d, LoadLanguage(config, paths));
+    CAVS_ASSIGN_OR_RETURN(d, LoadLanguage(config, paths, input));
   } else {
-    CAVS_ASSIGN_OR_RETURN(bool sst, LooksLikeSst(paths.train, config.format));
-    if (!sst) {
+    if (!input.sst) {
       return absl::InvalidArgumentError(absl::StrCat(paths.train, ": --model=", config.model,
                                                      " needs SST trees (bracketed, one per line)"));
     }
-    CAVS_ASSIGN_OR_RETURN(d, LoadSentiment(config, paths));
+    CAVS_ASSIGN_OR_RETURN(d, LoadSentiment(config, paths, input.reader));
   }
   if (d.train.empty()) return absl::InvalidArgumentError(paths.train + ": no training samples");
+  d.train_hash = HashGraphs(d.train);
   if (d.dev.empty()) {
     return absl::InvalidArgumentError(
         config.dev_fraction > 0

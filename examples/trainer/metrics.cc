@@ -2,12 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
 namespace cavs::trainer {
 
 double EvalMetrics::Perplexity() const { return labelled > 0 ? std::exp(MeanLoss()) : 0.0; }
+
+double EvalMetrics::BinaryAccuracy() const {
+  if (binary_roots == 0) return std::numeric_limits<double>::quiet_NaN();
+  return Ratio(binary_correct, binary_roots);
+}
 
 bool BinaryPositive(const float* logits) {
   float mx = *std::max_element(logits, logits + 5);

@@ -28,7 +28,9 @@ struct EvalMetrics {
   double MeanLoss() const { return labelled > 0 ? loss_sum / labelled : 0.0; }
   double AllNodesAccuracy() const { return Ratio(correct, labelled); }
   double RootAccuracy() const { return Ratio(root_correct, roots); }
-  double BinaryAccuracy() const { return Ratio(binary_correct, binary_roots); }
+  // NaN where no root is non-neutral: there is no binary accuracy to report (shown "n/a",
+  // null in JSON), and 0% would read as a model that gets every sentence wrong.
+  double BinaryAccuracy() const;
   double Perplexity() const;
 
  private:

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "absl/strings/numbers.h"
@@ -116,12 +117,23 @@ std::string FormatDuration(double seconds) {
   return absl::StrFormat("%dh%02dm", s / 3600, (s / 60) % 60);
 }
 
+namespace {
+
+// "45.05%", or "n/a" for a metric that does not exist (NaN: no binary root in the dev set).
+std::string Percent(double x) {
+  return std::isnan(x) ? std::string("n/a") : absl::StrFormat("%.2f%%", 100 * x);
+}
+
+std::string AccuracyFields(const EpochRecord& r) {
+  return absl::StrCat("root ", Percent(r.dev_root_acc), "  binary ", Percent(r.dev_binary_acc),
+                      "  all-nodes ", Percent(r.dev_all_acc));
+}
+
+}  // namespace
+
 std::string EpochLine(const EpochRecord& r, int epochs, bool language_model) {
-  std::string dev =
-      language_model
-          ? absl::StrFormat("dev ppl %.2f", r.dev_perplexity)
-          : absl::StrFormat("dev root %.2f%%  binary %.2f%%  all-nodes %.2f%%",
-                            100 * r.dev_root_acc, 100 * r.dev_binary_acc, 100 * r.dev_all_acc);
+  std::string dev = language_model ? absl::StrFormat("dev ppl %.2f", r.dev_perplexity)
+                                   : absl::StrCat("dev ", AccuracyFields(r));
   return absl::StrFormat("epoch %d/%d  train loss %.4f  %s  %.0f trees/s  %s", r.epoch, epochs,
                          r.train_loss, dev, r.trees_per_sec, FormatDuration(r.seconds));
 }
@@ -145,11 +157,14 @@ std::string EpochJson(const EpochRecord& r, const std::string& model, bool langu
 }
 
 const EpochRecord& BestEpoch(const std::vector<EpochRecord>& curve, bool language_model) {
+  // Higher is better; a NaN (no such metric) is worse than any number.
+  auto score = [language_model](const EpochRecord& r) {
+    const double x = language_model ? -r.dev_perplexity : r.dev_root_acc;
+    return std::isnan(x) ? -std::numeric_limits<double>::infinity() : x;
+  };
   size_t best = 0;
   for (size_t i = 1; i < curve.size(); ++i) {
-    bool better = language_model ? curve[i].dev_perplexity < curve[best].dev_perplexity
-                                 : curve[i].dev_root_acc > curve[best].dev_root_acc;
-    if (better) best = i;
+    if (score(curve[i]) > score(curve[best])) best = i;
   }
   return curve[best];
 }
@@ -158,9 +173,7 @@ std::string BestLine(const EpochRecord& best, bool language_model) {
   if (language_model) {
     return absl::StrFormat("best dev epoch %d: ppl %.2f", best.epoch, best.dev_perplexity);
   }
-  return absl::StrFormat("best dev epoch %d: root %.2f%%  binary %.2f%%  all-nodes %.2f%%",
-                         best.epoch, 100 * best.dev_root_acc, 100 * best.dev_binary_acc,
-                         100 * best.dev_all_acc);
+  return absl::StrCat("best dev epoch ", best.epoch, ": ", AccuracyFields(best));
 }
 
 std::string CsvHeader(bool language_model) {

@@ -46,6 +46,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerConfig& co
   CAVS_RETURN_IF_ERROR(CheckOutputs(config));
   std::unique_ptr<Trainer> t(new Trainer(config, options));
   CAVS_RETURN_IF_ERROR(t->Build());
+  if (!config.checkpoint_dir.empty() && t->is_chief()) {
+    CAVS_RETURN_IF_ERROR(t->RemoveStaleCheckpointFiles());
+  }
   if (config.resume) CAVS_RETURN_IF_ERROR(t->Resume());
   if (t->distributed()) CAVS_RETURN_IF_ERROR(t->CheckSameRun());
   return t;

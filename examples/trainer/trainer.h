@@ -132,6 +132,19 @@ class Trainer {
   // trainer_distributed.cc: the communicator, strategy and synchronizer; one distributed
   // epoch and step; sums over ranks.
   [[nodiscard]] absl::Status SetUpDistributed();
+  // One setting that every rank, and a resumed run, must share: the key a checkpoint stores it
+  // under (trainer.config.<key>), its value, and what sets it, for error messages.
+  struct Setting {
+    std::string key;
+    std::string value;
+    std::string source;  // "--hidden"; "the training data (--train, --max-train, ...)"
+  };
+  // Everything that changes the parameters a run ends with (what a checkpoint records and a
+  // resume must match), in the order errors name them.
+  std::vector<Setting> ResultSettings() const;
+  // Collective: every rank compares `settings` with rank 0's (a hash per setting, allgathered),
+  // and every rank fails with a FailedPrecondition naming the first that differs.
+  [[nodiscard]] absl::Status CheckRanksAgree(const std::vector<Setting>& settings);
   [[nodiscard]] absl::Status CheckSameRun();
   [[nodiscard]] absl::StatusOr<double> TrainEpochDistributed(int epoch, double* trees_per_sec);
   [[nodiscard]] absl::StatusOr<scheduler::RunResult> DistributedStep(scheduler::PlanQueue& queue);
@@ -140,6 +153,9 @@ class Trainer {
   bool is_chief() const { return rank() == 0; }
   [[nodiscard]] absl::Status FinishEpoch(EpochRecord record);
   [[nodiscard]] absl::Status Resume();
+  // Rank 0, with --checkpoint-dir: removes the partial checkpoints of writers that died in the
+  // middle of a write (core::RemoveStaleTemporaryFiles), saying so.
+  [[nodiscard]] absl::Status RemoveStaleCheckpointFiles() const;
   [[nodiscard]] absl::Status SaveEpochCheckpoint() const;
   [[nodiscard]] absl::Status WriteOutputs(const EvalMetrics* test);
   core::CheckpointMetadata ConfigMetadata() const;

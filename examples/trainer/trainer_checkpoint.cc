@@ -1,9 +1,11 @@
 // Trainer's checkpoints: what must match for a resume, what is restored.
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <system_error>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -22,29 +24,110 @@ constexpr char kElapsedKey[] = "trainer.elapsed_seconds";
 constexpr char kWorldSizeKey[] = "trainer.world_size";
 constexpr char kConfigPrefix[] = "trainer.config.";
 
+// What a checkpoint says about where the run stands, checked.
+struct ResumeState {
+  int epoch = 0;
+  double elapsed = 0;
+  core::Rng rng{0, 0};
+  std::vector<EpochRecord> curve;
+};
+
+absl::Status Corrupt(const std::string& path, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", what));
+}
+
+// The trainer's metadata of `info`, the checkpoint at `path`: the epoch (at least 1, the file's
+// step, one learning-curve row each), the elapsed time (finite, >= 0), the shuffling Rng.
+absl::StatusOr<ResumeState> ReadResumeState(const std::string& path, core::CheckpointInfo& info,
+                                            bool language_model) {
+  ResumeState st;
+  const std::string& epoch = info.metadata[kEpochKey];
+  if (!absl::SimpleAtoi(epoch, &st.epoch) || st.epoch < 1 || st.epoch != info.step) {
+    return Corrupt(path, absl::StrCat(kEpochKey, " is '", epoch,
+                                      "', not an epoch >= 1 equal to the file's step ", info.step));
+  }
+  const std::string& elapsed = info.metadata[kElapsedKey];
+  if (!absl::SimpleAtod(elapsed, &st.elapsed) || !std::isfinite(st.elapsed) || st.elapsed < 0) {
+    return Corrupt(path, absl::StrCat(kElapsedKey, " is '", elapsed, "', not a finite time >= 0"));
+  }
+  absl::StatusOr<core::Rng> rng = core::Rng::FromState(info.metadata[kRngKey]);
+  if (!rng.ok()) return Corrupt(path, absl::StrCat(kRngKey, ": ", rng.status().message()));
+  st.rng = *rng;
+  absl::StatusOr<std::vector<EpochRecord>> curve =
+      ParseCsvRows(info.metadata[kCurveKey], language_model);
+  if (!curve.ok()) return Corrupt(path, absl::StrCat(kCurveKey, ": ", curve.status().message()));
+  if (curve->size() != static_cast<size_t>(st.epoch)) {
+    return Corrupt(
+        path, absl::StrCat(kCurveKey, " has ", curve->size(), " rows for ", st.epoch, " epoch(s)"));
+  }
+  st.curve = *std::move(curve);
+  return st;
+}
+
+// The first element of `t` that `bad` rejects, as " (x at element i)", or "" if none.
+std::string FirstBad(const core::Tensor& t, bool (*bad)(float)) {
+  const std::vector<float> v = t.ToVector();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (bad(v[i])) return absl::StrCat(" (", v[i], " at element ", i, ")");
+  }
+  return "";
+}
+
+// The values a checkpoint loaded into `store` and `optimizer`: parameters and optimizer state
+// finite, and the state that is a sum of squares (Adagrad's accumulator, Adam's second moment)
+// not negative, where a square root is taken of it.
+absl::Status CheckLoadedValues(const std::string& path, const core::ParameterStore& store,
+                               const core::Optimizer& optimizer) {
+  auto not_finite = [](float x) { return !std::isfinite(x); };
+  auto negative = [](float x) { return x < 0; };
+  for (const auto& p : store.parameters()) {
+    if (std::string bad = FirstBad(p->value, not_finite); !bad.empty()) {
+      return Corrupt(path, absl::StrCat("parameter '", p->name, "' is not finite", bad));
+    }
+  }
+  for (const auto& [name, tensor] : optimizer.StateTensors()) {
+    if (std::string bad = FirstBad(tensor, not_finite); !bad.empty()) {
+      return Corrupt(path, absl::StrCat("optimizer state '", name, "' is not finite", bad));
+    }
+    const bool squares = absl::EndsWith(name, "/adagrad_accum") || absl::EndsWith(name, "/adam_v");
+    if (std::string bad = squares ? FirstBad(tensor, negative) : ""; !bad.empty()) {
+      return Corrupt(
+          path, absl::StrCat("optimizer state '", name, "', a sum of squares, is negative", bad));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-// Everything that changes the parameters a run ends with; a resume must match all of it.
-core::CheckpointMetadata Trainer::ConfigMetadata() const {
+std::vector<Trainer::Setting> Trainer::ResultSettings() const {
   const TrainerConfig& c = config_;
-  core::CheckpointMetadata m = {
-      {"model", c.model},
-      {"hidden", absl::StrCat(c.hidden)},
-      {"embed", absl::StrCat(c.embed)},
-      {"classes", absl::StrCat(data_.classes)},
-      {"vocab_size", absl::StrCat(data_.vocab_size)},
-      {"vocab_hash", absl::StrFormat("%016x", data_.vocab_hash)},
-      {"train_samples", absl::StrCat(data_.train.size())},
-      {"batch", absl::StrCat(c.batch)},
-      {"optimizer", c.optimizer},
-      {"lr", absl::StrCat(c.lr)},
-      {"weight_decay", absl::StrCat(c.weight_decay)},
-      {"clip", absl::StrCat(c.clip)},
-      {"dropout", absl::StrCat(c.dropout)},
-      {"seed", absl::StrCat(c.seed)},
+  constexpr char kData[] = " (--train, --max-train, --dev-fraction, --min-count, --format)";
+  return {
+      {"model", c.model, "--model"},
+      {"hidden", absl::StrCat(c.hidden), "--hidden"},
+      {"embed", absl::StrCat(c.embed), "--embed"},
+      {"batch", absl::StrCat(c.batch), "--batch"},
+      {"optimizer", c.optimizer, "--optimizer"},
+      {"lr", absl::StrCat(c.lr), "--lr"},
+      {"weight_decay", absl::StrCat(c.weight_decay), "--weight-decay"},
+      {"clip", absl::StrCat(c.clip), "--clip"},
+      {"dropout", absl::StrCat(c.dropout), "--dropout"},
+      {"seed", absl::StrCat(c.seed), "--seed"},
+      {"classes", absl::StrCat(data_.classes), absl::StrCat("the number of classes", kData)},
+      {"vocab_size", absl::StrCat(data_.vocab_size), absl::StrCat("the vocabulary size", kData)},
+      {"vocab_hash", absl::StrFormat("%016x", data_.vocab_hash),
+       absl::StrCat("the vocabulary", kData)},
+      {"train_samples", absl::StrCat(data_.train.size()),
+       absl::StrCat("the number of training samples", kData)},
+      {"train_hash", absl::StrFormat("%016x", data_.train_hash),
+       absl::StrCat("the training data", kData)},
   };
+}
+
+core::CheckpointMetadata Trainer::ConfigMetadata() const {
   core::CheckpointMetadata out;
-  for (auto& [k, v] : m) out[kConfigPrefix + k] = v;
+  for (const Setting& s : ResultSettings()) out[kConfigPrefix + s.key] = s.value;
   return out;
 }
 
@@ -66,6 +149,20 @@ absl::Status Trainer::SaveEpochCheckpoint() const {
   m[kCurveKey] = curve;
   return core::SaveCheckpoint(core::CheckpointPath(config_.checkpoint_dir, epochs_done_), *store_,
                               optimizer_.get(), epochs_done_, m);
+}
+
+absl::Status Trainer::RemoveStaleCheckpointFiles() const {
+  absl::StatusOr<std::vector<std::string>> removed =
+      core::RemoveStaleTemporaryFiles(config_.checkpoint_dir);
+  if (!removed.ok()) {
+    return absl::Status(removed.status().code(),
+                        absl::StrCat("--checkpoint-dir: ", removed.status().message()));
+  }
+  for (const std::string& path : *removed) {
+    Say(absl::StrCat("removed ", path,
+                     ": a partial checkpoint left by a process that died while writing it"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Trainer::Resume() {
@@ -94,33 +191,40 @@ absl::Status Trainer::Resume() {
                      " rank(s), this run has ", world_size(),
                      " (resume with the same number of ranks, or use another --checkpoint-dir)"));
   }
-  for (const auto& [key, want] : ConfigMetadata()) {
-    auto it = info.metadata.find(key);
-    std::string name = key.substr(sizeof(kConfigPrefix) - 1);
+  for (const Setting& s : ResultSettings()) {
+    auto it = info.metadata.find(kConfigPrefix + s.key);
+    if (it == info.metadata.end() && s.key == "train_hash") {
+      // Written before checkpoints recorded the data: the sizes and the vocabulary still match.
+      Say(absl::StrCat(
+          "warning: --resume: ", *path,
+          " does not record its training data; cannot check that --train is the same"));
+      continue;
+    }
     if (it == info.metadata.end()) {
       return absl::FailedPreconditionError(
-          absl::StrCat(*path, ": not a cavs-train checkpoint (no ", name, ")"));
+          absl::StrCat(*path, ": not a cavs-train checkpoint (no ", s.key, ")"));
     }
-    if (it->second != want) {
+    if (it->second != s.value) {
+      // A flag's values say it all; data differs in ways only its flags can hint at.
+      const std::string hint =
+          absl::StartsWith(s.source, "--")
+              ? "use the same flags"
+              : absl::StrCat(s.source, " differs: use the same files and flags");
       return absl::FailedPreconditionError(absl::StrCat(
-          "cannot resume from ", *path, ": it was written with ", name, "=", it->second,
-          ", this run has ", name, "=", want, " (use the same flags or another --checkpoint-dir)"));
+          "cannot resume from ", *path, ": it was written with ", s.key, "=", it->second,
+          ", this run has ", s.key, "=", s.value, " (", hint, " or another --checkpoint-dir)"));
     }
   }
-  int epoch = 0;
-  double elapsed = 0;
-  if (!absl::SimpleAtoi(info.metadata[kEpochKey], &epoch) ||
-      !absl::SimpleAtod(info.metadata[kElapsedKey], &elapsed)) {
-    return absl::FailedPreconditionError(absl::StrCat(*path, ": bad epoch or elapsed time"));
-  }
-  CAVS_ASSIGN_OR_RETURN(core::Rng rng, core::Rng::FromState(info.metadata[kRngKey]));
-  CAVS_ASSIGN_OR_RETURN(auto curve, ParseCsvRows(info.metadata[kCurveKey], data_.language_model));
+  CAVS_ASSIGN_OR_RETURN(ResumeState state, ReadResumeState(*path, info, data_.language_model));
   CAVS_RETURN_IF_ERROR(core::LoadCheckpoint(*path, *store_, optimizer_.get()).status());
-  shuffle_rng_ = rng;
-  epochs_done_ = epoch;
-  elapsed_before_ = elapsed;
-  curve_ = std::move(curve);
-  Say(absl::StrCat("resumed from ", *path, " (epoch ", epoch, ", step ", optimizer_->step(), ")"));
+  // A hand-made or damaged file can carry a valid checksum; garbage values must not train on.
+  CAVS_RETURN_IF_ERROR(CheckLoadedValues(*path, *store_, *optimizer_));
+  shuffle_rng_ = state.rng;
+  epochs_done_ = state.epoch;
+  elapsed_before_ = state.elapsed;
+  curve_ = std::move(state.curve);
+  Say(absl::StrCat("resumed from ", *path, " (epoch ", state.epoch, ", step ", optimizer_->step(),
+                   ")"));
   return absl::OkStatus();
 }
 

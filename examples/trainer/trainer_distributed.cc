@@ -79,6 +79,16 @@ absl::Status Trainer::SetUpDistributed() {
     }
     return absl::OkStatus();
   }
+  // Before the strategy and the parameters are compared: a rank started with other flags is
+  // named by its flag, and the ranks agree on --epochs, which no parameter shows (a rank with
+  // fewer epochs would finish while the others wait for it until --comm-timeout).
+  std::vector<Setting> settings = ResultSettings();
+  settings.push_back({"epochs", absl::StrCat(config_.epochs), "--epochs"});
+  settings.push_back({"dev_samples", absl::StrCat(data_.dev.size()),
+                      "the number of dev samples (--dev, --max-dev, --dev-fraction)"});
+  settings.push_back(
+      {"test_samples", absl::StrCat(data_.test.size()), "the number of test samples (--test)"});
+  CAVS_RETURN_IF_ERROR(CheckRanksAgree(settings));
   distributed::Strategy strategy;
   if (!config_.strategy_file.empty()) {
     CAVS_ASSIGN_OR_RETURN(strategy, ReadStrategyFile(config_.strategy_file));
@@ -94,25 +104,34 @@ absl::Status Trainer::SetUpDistributed() {
   return absl::OkStatus();
 }
 
-// Every rank must train the same run: settings, data sizes and the resumed epoch and step.
-absl::Status Trainer::CheckSameRun() {
-  std::string text;
-  for (const auto& [k, v] : ConfigMetadata()) absl::StrAppend(&text, k, "=", v, "\n");
-  absl::StrAppend(&text, data_.dev.size(), " ", data_.test.size(), " ", epochs_done_, " ",
-                  optimizer_->step());
-  core::Tensor mine = core::Tensor::Host(core::Shape{1}, core::DType::kInt64);
-  core::Tensor all = core::Tensor::Host(core::Shape{world_size()}, core::DType::kInt64);
-  mine.data<int64_t>()[0] = static_cast<int64_t>(core::HashName(text));
+absl::Status Trainer::CheckRanksAgree(const std::vector<Setting>& settings) {
+  const int64_t n = static_cast<int64_t>(settings.size()), w = world_size();
+  core::Tensor mine = core::Tensor::Host(core::Shape{n}, core::DType::kInt64);
+  core::Tensor all = core::Tensor::Host(core::Shape{n * w}, core::DType::kInt64);
+  for (int64_t i = 0; i < n; ++i) {
+    const Setting& s = settings[i];
+    mine.data<int64_t>()[i] = static_cast<int64_t>(core::HashName(s.key + "=" + s.value));
+  }
   CAVS_RETURN_IF_ERROR(comm_->AllGather(mine, all));
-  for (int r = 1; r < world_size(); ++r) {
-    if (all.data<int64_t>()[r] != all.data<int64_t>()[0]) {
+  // The same first difference on every rank: settings in order, then ranks in order.
+  const int64_t* h = all.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t r = 1; r < w; ++r) {
+      if (h[r * n + i] == h[i]) continue;
+      const Setting& s = settings[i];
       return absl::FailedPreconditionError(absl::StrCat(
-          "ranks disagree on the run: rank ", r,
-          " differs from rank 0 in the settings, the "
-          "data or the checkpoint it resumed (start every rank with the same flags and files)"));
+          "ranks disagree on ", s.source, ": rank ", r, " differs from rank 0 (rank ", rank(),
+          " has ", s.key, "=", s.value, "; start every rank with the same flags and files)"));
     }
   }
   return absl::OkStatus();
+}
+
+// After a resume: every rank must continue from the same checkpoint.
+absl::Status Trainer::CheckSameRun() {
+  constexpr char kSource[] = "the checkpoint resumed (--resume, --checkpoint-dir)";
+  return CheckRanksAgree({{"resumed_epoch", absl::StrCat(epochs_done_), kSource},
+                          {"resumed_step", absl::StrCat(optimizer_->step()), kSource}});
 }
 
 absl::Status Trainer::SumOverRanks(std::vector<double>* reals, std::vector<int64_t>* counts) {

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/backend.h"
 #include "core/random.h"
 #include "tests/core/host_memory_device.h"
@@ -493,6 +495,43 @@ TEST_F(CheckpointTest, LatestCheckpointReportsFilesThatAllFailToLoad) {
   absl::StatusOr<std::vector<std::string>> listed = ListCheckpoints(CheckpointPath(dir_, 1));
   EXPECT_EQ(listed.status().code(), absl::StatusCode::kInvalidArgument) << listed.status();
   EXPECT_TRUE(Contains(listed.status(), "is not a directory")) << listed.status();
+}
+
+// The pid of a process that has exited (and been reaped): no process has it, until reused.
+pid_t DeadPid() {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  CAVS_CHECK(child > 0, "fork");
+  int status = 0;
+  CAVS_CHECK(waitpid(child, &status, 0) == child, "waitpid");
+  return child;
+}
+
+// The temporary file of a writer killed mid-write (SIGKILL leaves it behind) is removed; those
+// of live processes, and files that only look alike, are kept.
+TEST_F(CheckpointTest, RemovesTemporaryFilesOfDeadWritersOnly) {
+  ASSERT_TRUE(SaveCheckpoint(CheckpointPath(dir_, 1), store_, adam_.get(), 1).ok());
+  const pid_t dead = DeadPid();
+  const std::string stale = absl::StrCat(dir_, "/.ckpt-2.cavs.tmp-", dead, "-0");
+  const std::vector<std::string> kept = {
+      absl::StrCat(".ckpt-2.cavs.tmp-", getpid(), "-3"),  // this process: a write in flight
+      absl::StrCat(".ckpt-2.cavs.tmp-", getppid(), "-0"),
+      absl::StrCat(".notes.txt.tmp-", dead, "-0"),   // not a checkpoint's
+      absl::StrCat(".ckpt-2.cavs.tmp-", dead),       // no counter
+      absl::StrCat("ckpt-2.cavs.tmp-", dead, "-0"),  // no leading dot
+      ".ckpt-2.cavs.tmp-99999999999999999999-0",     // no such pid can exist
+  };
+  WriteBytes(stale, "partial");
+  for (const std::string& name : kept) WriteBytes(dir_ + "/" + name, "partial");
+  absl::StatusOr<std::vector<std::string>> removed = RemoveStaleTemporaryFiles(dir_);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, std::vector<std::string>{stale});
+  EXPECT_FALSE(fs::exists(stale));
+  for (const std::string& name : kept) EXPECT_TRUE(fs::exists(dir_ + "/" + name)) << name;
+  EXPECT_TRUE(fs::exists(CheckpointPath(dir_, 1)));
+  // Nothing left to remove; a missing directory has nothing either.
+  EXPECT_TRUE(RemoveStaleTemporaryFiles(dir_)->empty());
+  EXPECT_TRUE(RemoveStaleTemporaryFiles(dir_ + "/missing")->empty());
 }
 
 // The host-memory stand-in "cuda:0" (tests/core/host_memory_device.h) takes the device code

@@ -1,11 +1,17 @@
 #include "examples/data/sst_reader.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "scheduler/graph.h"
@@ -121,6 +127,75 @@ TEST(SstReaderTest, ReadsLinesSkippingBlankOnesAndCrlf) {
   absl::StatusOr<std::vector<SstTree>> none = ReadSstString("\n\n");
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+}
+
+// PeekNonBlank consumes the blank lines before the first byte it returns, and nothing of that
+// byte's line, which the next Next() returns whole with its line number.
+TEST(LineReaderTest, PeekNonBlankLeavesItsLineToNext) {
+  LineReader reader = LineReader::FromString("\n  \r\n\t\n(3 a)\nnext\n", "p.txt");
+  absl::StatusOr<std::optional<char>> first = reader.PeekNonBlank();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, '(');
+  EXPECT_EQ(reader.line_number(), 3);
+  std::string_view line;
+  ASSERT_TRUE(*reader.Next(&line));
+  EXPECT_EQ(line, "(3 a)");
+  EXPECT_EQ(reader.line_number(), 4);
+  EXPECT_EQ(**reader.PeekNonBlank(), 'n');  // a peek before a non-blank line consumes nothing
+  ASSERT_TRUE(*reader.Next(&line));
+  EXPECT_EQ(line, "next");
+  // Only blank lines left (the last without '\n'): nothing to peek, and the end of the source.
+  LineReader blank = LineReader::FromString(" \n\t\r\n  ", "b.txt");
+  EXPECT_EQ(*blank.PeekNonBlank(), std::nullopt);
+  EXPECT_FALSE(*blank.Next(&line));
+  // A '\r' that does not end its line is no blank; an over-long line is Next()'s error.
+  EXPECT_EQ(**LineReader::FromString("\r\r\n", "r.txt").PeekNonBlank(), '\r');
+  LineReader long_line = LineReader::FromString("\n          x\n", "l.txt", 8);
+  EXPECT_EQ(Msg(long_line.PeekNonBlank().status()), "l.txt:2:9: line longer than 8 bytes");
+}
+
+// Blank lines over a 64 KiB chunk boundary, a "\r\n" split by it: the peek reads on.
+TEST(LineReaderTest, PeekNonBlankReadsAcrossChunks) {
+  const std::string path = WriteTemp("peek_chunks.txt", std::string(65535, '\n') + "\r\n x y\n");
+  absl::StatusOr<LineReader> reader = LineReader::OpenFile(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ(**reader->PeekNonBlank(), 'x');
+  std::string_view line;
+  ASSERT_TRUE(*reader->Next(&line));
+  EXPECT_EQ(line, " x y");
+  EXPECT_EQ(reader->line_number(), 65537);
+  absl::StatusOr<LineReader> blank =
+      LineReader::OpenFile(WriteTemp("peek_blank.txt", std::string(200000, '\n')));
+  ASSERT_TRUE(blank.ok());
+  EXPECT_EQ(*blank->PeekNonBlank(), std::nullopt);
+}
+
+// A pipe can be read once: sniffing its first byte must not lose what the parser reads next
+// (cavs-train --train=<(...) once started mid-stream).
+TEST(LineReaderTest, PeekThenReadAPipe) {
+  const std::string fifo = ::testing::TempDir() + "cavs_fifo_" + std::to_string(getpid());
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  std::string text = "\n\n";
+  for (int i = 0; i < 10000; ++i) text += "(3 (2 a) (4 b))\n";  // 160 KB: several chunks
+  std::thread writer([&] {
+    std::FILE* f = std::fopen(fifo.c_str(), "wb");  // blocks until the reader opens
+    if (f == nullptr) return;
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  });
+  absl::StatusOr<LineReader> reader = LineReader::OpenFile(fifo);
+  if (!reader.ok()) {  // release the writer before failing
+    if (std::FILE* f = std::fopen(fifo.c_str(), "rb"); f != nullptr) std::fclose(f);
+    writer.join();
+    FAIL() << reader.status();
+  }
+  EXPECT_EQ(**reader->PeekNonBlank(), '(');
+  absl::StatusOr<std::vector<SstTree>> trees = ReadSstLines(*reader);
+  writer.join();
+  ::unlink(fifo.c_str());
+  ASSERT_TRUE(trees.ok()) << trees.status();
+  EXPECT_EQ(trees->size(), 10000u);
 }
 
 TEST(SstReaderTest, ReadsAFile) {

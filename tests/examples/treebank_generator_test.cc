@@ -6,10 +6,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -157,6 +161,75 @@ std::string ReadAll(const std::string& path) {
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
+}
+
+struct GenOutcome {
+  int status = -1;
+  std::string output;  // stdout and stderr
+};
+
+// Runs cavs-gen-treebank with `args` (shell words).
+GenOutcome RunGenerator(const std::string& args) {
+  GenOutcome o;
+  const std::string cmd = std::string(CAVS_GEN_TREEBANK_BINARY) + " " + args + " 2>&1";
+  std::FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return o;
+  char buffer[512];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;) o.output.append(buffer, n);
+  const int raw = pclose(pipe);
+  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return o;
+}
+
+// Every usage error names the argument at fault in its first line; --help is no error.
+TEST(TreebankGeneratorTest, BinaryUsageErrorsNameTheArgument) {
+  const std::string sizes = " --train 2 --dev 1 --test 1";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"stray" + sizes, "unexpected argument 'stray'"},
+      {"--out_dir --seed 3" + sizes, "--out_dir needs a value"},
+      {"--out_dir=" + sizes, "--out_dir: the folder name is empty"},
+      {"--out_dir /tmp/x --train", "--train needs a value"},
+      {"--nope 1" + sizes, "unknown option --nope"},
+      {"-x", "unexpected argument '-x'"},
+  };
+  for (const auto& [args, error] : cases) {
+    const GenOutcome o = RunGenerator(args);
+    EXPECT_EQ(o.status, 2) << args << ": " << o.output;
+    EXPECT_EQ(o.output.rfind("cavs-gen-treebank: error: " + error, 0), 0u)
+        << args << ": " << o.output;
+  }
+  const GenOutcome help = RunGenerator("--help");
+  EXPECT_EQ(help.status, 0) << help.output;
+  EXPECT_EQ(help.output.rfind("usage: cavs-gen-treebank --out_dir DIR", 0), 0u) << help.output;
+}
+
+// --out_dir is created, parents included; a folder that cannot be made or a file that cannot
+// be written is exit status 1 with the OS's reason.
+TEST(TreebankGeneratorTest, BinaryCreatesTheFolderAndReportsWriteErrors) {
+  const std::string base = ::testing::TempDir() + "cavs_gen_out_" + std::to_string(getpid());
+  std::filesystem::remove_all(base);
+  const std::string out = base + "/a/b";
+  GenOutcome o = RunGenerator("--out_dir " + out + " --train 3 --dev 1 --test 2");
+  ASSERT_EQ(o.status, 0) << o.output;
+  for (const char* name : {"train.txt", "dev.txt", "test.txt"}) {
+    EXPECT_TRUE(std::filesystem::is_regular_file(out + "/" + name)) << name;
+  }
+  EXPECT_EQ(ReadAll(out + "/test.txt"),
+            SyntheticSplitText(kSyntheticSeed, kSyntheticContentWords, 2, 2));
+  o = RunGenerator("--out_dir " + out + "/train.txt --train 1 --dev 1 --test 1");
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_EQ(o.output.rfind(
+                "cavs-gen-treebank: error: --out_dir: cannot create '" + out + "/train.txt': ", 0),
+            0u)
+      << o.output;
+  // A full disk: dev.txt is /dev/full.
+  std::filesystem::remove(out + "/dev.txt");
+  std::filesystem::create_symlink("/dev/full", out + "/dev.txt");
+  o = RunGenerator("--out_dir " + out + " --train 1 --dev 1 --test 1");
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_TRUE(testing::Has(o.output, "cavs-gen-treebank: error: cannot write '" + out +
+                                         "/dev.txt': " + std::strerror(ENOSPC)));
+  std::filesystem::remove_all(base);
 }
 
 struct Split {

@@ -50,6 +50,46 @@ TEST(MetricsTest, RootBinaryAndAllNodes) {
   EXPECT_DOUBLE_EQ(m.Perplexity(), std::exp(1.0));
 }
 
+// A dev set whose roots are all neutral has no binary accuracy: n/a in the epoch line, null
+// in JSON, NaN through the CSV (the checkpoint's curve), and never the best epoch's reason.
+TEST(MetricsTest, NoNonNeutralRootMeansNoBinaryAccuracy) {
+  scheduler::Graph g;  // (2 (2 a) (2 b))
+  g.AddVertex({}, 0, 2);
+  g.AddVertex({}, 1, 2);
+  g.AddVertex({0, 1}, -1, 2);
+  scheduler::RunResult r;
+  r.labelled = 3;
+  r.correct = 3;
+  r.predictions = {{2, 2, 2}};
+  r.outputs = {std::vector<float>(15, 0.0f)};
+  EvalMetrics m;
+  ASSERT_TRUE(AccumulateMetrics({g}, r, /*sentiment=*/true, 5, &m).ok());
+  EXPECT_EQ(m.roots, 1);
+  EXPECT_EQ(m.binary_roots, 0);
+  EXPECT_TRUE(std::isnan(m.BinaryAccuracy()));
+  EXPECT_DOUBLE_EQ(m.RootAccuracy(), 1.0);
+
+  EpochRecord e{1, 0.5, 0.25, m.RootAccuracy(), m.BinaryAccuracy(), m.AllNodesAccuracy()};
+  const std::string line = EpochLine(e, 3, false);
+  EXPECT_NE(line.find("dev root 100.00%  binary n/a  all-nodes 100.00%"), std::string::npos)
+      << line;
+  const std::string json = EpochJson(e, "tree-lstm", false);
+  EXPECT_NE(json.find("\"dev_binary_acc\":null,"), std::string::npos) << json;
+  absl::StatusOr<std::vector<EpochRecord>> rows = ParseCsvRows(CsvRow(e, false), false);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_TRUE(std::isnan((*rows)[0].dev_binary_acc));
+  EXPECT_EQ(BestLine(e, false), "best dev epoch 1: root 100.00%  binary n/a  all-nodes 100.00%");
+  // An epoch without a root accuracy is never the best, even as the first.
+  std::vector<EpochRecord> curve = {e, e};
+  curve[0].dev_root_acc = std::nan("");
+  curve[1].epoch = 2;
+  curve[1].dev_root_acc = 0.1;
+  EXPECT_EQ(BestEpoch(curve, false).epoch, 2);
+  curve[0].dev_perplexity = std::nan("");
+  curve[1].dev_perplexity = 500;
+  EXPECT_EQ(BestEpoch(curve, true).epoch, 2);
+}
+
 TEST(MetricsTest, SentenceChainPredictsTheNextToken) {
   scheduler::Graph g = SentenceChain({7, 8}, /*begin=*/1, /*end=*/2);
   ASSERT_EQ(g.num_vertices(), 3);

@@ -1,11 +1,13 @@
 # cavs-train under mpirun, scenarios that end in an error on some rank, so that mpirun runs with
 # `--mca orte_abort_on_non_zero_status 0` (the others must report on their own, not be killed)
 # and each rank's output is checked here.
-#   cmake -DMPIEXEC=<mpiexec> -DNP=<n> -DSCENARIO=mismatch|peer_exit -DTRAIN=<cavs-train>
+#   cmake -DMPIEXEC=<mpiexec> -DNP=<n> -DSCENARIO=mismatch|settings|peer_exit -DTRAIN=<cavs-train>
 #         -DDRIVER=<trainer_mpi_driver> -DWORK_DIR=<dir> -P run_trainer_mpi.cmake
 #
 # mismatch:  rank 0 asks for --strategy=ps, the others for allreduce: every rank must exit with
 #            the same "ranks disagree" error naming a parameter, well within the timeout.
+# settings:  rank 0 asks for --epochs=1, the others for 2: every rank must fail before step 1
+#            naming --epochs (rank 0 used to finish and exit 0, the others to time out).
 # peer_exit: the last rank exits after step 6 (epoch 2); the others must fail with a clear error
 #            within --comm-timeout; then the epoch-1 checkpoint resumes at the same world size
 #            and is refused by a single process.
@@ -37,6 +39,19 @@ if(SCENARIO STREQUAL "mismatch")
       message(FATAL_ERROR "rank ${rank} did not report the mismatch")
     endif()
   endforeach()
+  if(out MATCHES "SUMMARY" OR seconds GREATER 15)
+    message(FATAL_ERROR "a rank trained, or the error took ${seconds} s (timeout 20 s)")
+  endif()
+elseif(SCENARIO STREQUAL "settings")
+  math(EXPR others "${NP} - 1")
+  run_checked(${mpirun} -np 1 ${TRAIN} ${common} --epochs=1 --comm-timeout=20 :
+              -np ${others} ${TRAIN} ${common} --epochs=2 --comm-timeout=20)
+  foreach(rank RANGE 0 ${last})
+    if(NOT err MATCHES "cavs-train: rank ${rank}: error: ranks disagree on --epochs: rank 1 differs from rank 0")
+      message(FATAL_ERROR "rank ${rank} did not report the mismatch")
+    endif()
+  endforeach()
+  # (mpirun's own status says nothing here: with orte_abort_on_non_zero_status 0 it is 0.)
   if(out MATCHES "SUMMARY" OR seconds GREATER 15)
     message(FATAL_ERROR "a rank trained, or the error took ${seconds} s (timeout 20 s)")
   endif()

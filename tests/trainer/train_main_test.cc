@@ -5,9 +5,11 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "examples/trainer/trainer_config.h"
 #include "gtest/gtest.h"
 
 namespace {
@@ -68,6 +70,38 @@ TEST(TrainMainTest, HelpAndASmallRun) {
   EXPECT_NE(run.output.find("epoch 1/1  train loss "), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("SUMMARY {\"model\":\"tree-lstm\""), std::string::npos);
   EXPECT_EQ(run.output.find('\r'), std::string::npos);  // no progress bar into a pipe
+}
+
+// Training data from a pipe, which can be read only once: sniffing its format must not eat the
+// start of it (trees: a parse error mid-tree; text: no samples at all).
+TEST(TrainMainTest, TrainingDataFromAPipe) {
+  const std::string data = cavs::trainer::DefaultDataDir();
+  Outcome trees = RunTrainer(std::string(kSmall) + "--train=/dev/stdin --dev=" + data + "/dev.txt",
+                             "head -n 50 " + ShellQuote(data + "/train.txt") + " | ");
+  EXPECT_EQ(trees.status, 0) << trees.output;
+  EXPECT_NE(trees.output.find("\"train_samples\":50,"), std::string::npos) << trees.output;
+  // Text for a language model: the trees' words, one sentence a line.
+  const std::string text = FreshDir("pipe") + "/text.txt";
+  {
+    std::ifstream in(data + "/train.txt");
+    std::ofstream out(text);
+    int lines = 0;
+    for (std::string tree; lines < 60 && std::getline(in, tree); ++lines) {
+      std::string words;
+      for (size_t i = 0; i < tree.size(); ++i) {
+        if (tree[i] == '(')
+          ++i;  // and the label's digit after it
+        else if (tree[i] != ')')
+          words += tree[i];
+      }
+      out << words << "\n";
+    }
+  }
+  Outcome lm = RunTrainer(
+      std::string(kSmall) + "--model=lstm-lm --train=/dev/stdin --dev=" + ShellQuote(text),
+      "cat " + ShellQuote(text) + " | ");
+  EXPECT_EQ(lm.status, 0) << lm.output;
+  EXPECT_NE(lm.output.find("\"train_samples\":50,"), std::string::npos) << lm.output;
 }
 
 // A symlink loop or an overlong name used to escape as a std::filesystem exception (abort, 134).

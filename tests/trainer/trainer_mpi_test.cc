@@ -15,6 +15,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "distributed/builders.h"
@@ -245,6 +247,55 @@ TEST(TrainerMpiTest, ResumeAtTheSameWorldSizeIsBitIdentical) {
   ASSERT_TRUE(straight && first && second);
   EXPECT_EQ(second->epochs_done(), 2);
   EXPECT_EQ(MaxRelativeDifference(*second, *straight), 0.0);
+}
+
+// Ranks started with other flags fail before step 1, each naming the first setting that
+// differs; --epochs included, which no parameter shows (the rank with fewer epochs used to
+// finish and exit 0 while the others waited for it until --comm-timeout).
+TEST(TrainerMpiTest, RanksWithOtherSettingsFailNamingTheFirst) {
+  auto mpi = Comm("mpi");
+  ASSERT_TRUE(mpi);
+  const int last = mpi->world_size() - 1;
+  const bool odd = mpi->rank() == last;
+  TrainOptions o;
+  o.comm = mpi.get();
+  TrainerConfig c = Small();
+  c.epochs = odd ? 3 : 2;
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(t.status().message().find(absl::StrCat("ranks disagree on --epochs: rank ", last,
+                                                   " differs from rank 0 (rank ", mpi->rank(),
+                                                   " has epochs=", c.epochs, ";")),
+            std::string::npos)
+      << t.status();
+  // Two differences: every rank names the first in the settings' order, --lr before --epochs.
+  c.lr = odd ? 0.1 : 0.2;
+  t = Trainer::Create(c, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find(absl::StrCat("ranks disagree on --lr: rank ", last)),
+            std::string::npos)
+      << t.status();
+  // Other training data (the same size): the data's fingerprint, naming --train.
+  c = Small();
+  c.max_train = 22;
+  std::string dir = SharedDir(*mpi, "otherdata");
+  std::vector<std::string> lines;
+  std::ifstream in(DefaultDataDir() + "/train.txt");
+  for (std::string line; lines.size() < 22 && std::getline(in, line);) lines.push_back(line);
+  if (odd) std::swap(lines[0], lines[1]);
+  c.train_path = absl::StrCat(dir, "/train.rank", mpi->rank(), ".txt");
+  std::ofstream out(c.train_path);
+  for (const std::string& line : lines) out << line << "\n";
+  out.close();
+  c.dev_path = DefaultDataDir() + "/dev.txt";
+  t = Trainer::Create(c, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("ranks disagree on the training data (--train"),
+            std::string::npos)
+      << t.status();
+  // The same flags still train.
+  EXPECT_TRUE(RunWith(Small(), mpi.get()) != nullptr);
 }
 
 TEST(TrainerMpiTest, ResumeAtAnotherWorldSizeIsRefused) {

@@ -1,6 +1,7 @@
 // End-to-end tests of the training loop on the bundled synthetic treebank (data/synthetic).
 #include "examples/trainer/trainer.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,11 +9,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/backend.h"
+#include "core/checkpoint.h"
+#include "core/optimizer.h"
 #include "gtest/gtest.h"
 
 namespace cavs::trainer {
@@ -450,6 +454,190 @@ TEST(TrainerTest, CudaMatchesCpu) {
     // Measured on an H100: at most 4.2e-7.
     EXPECT_LT(mean, 1e-5) << a[i]->name << " (max difference " << worst << ")";
   }
+}
+
+// --format=auto decides once, by the training file: a language model's dev file is read as
+// text even where a line starts with '(' (it was sniffed on its own and parsed as SST trees).
+TEST(TrainerTest, FormatComesFromTheTrainingFileOnly) {
+  const std::string dir = FreshDir("format");
+  WriteAll(dir + "/train.txt", "the cat sat\nthe dog ran\n(laughs) a cat\n");
+  WriteAll(dir + "/dev.txt", "(laughs) the cat sat\nthe dog ran\n");
+  TrainerConfig c = Small();
+  c.model = "lstm-lm";
+  c.train_path = dir + "/train.txt";
+  c.dev_path = dir + "/dev.txt";
+  std::unique_ptr<Trainer> t = MustCreate(c);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->data().train.size(), 3u);
+  ASSERT_EQ(t->data().dev.size(), 2u);
+  EXPECT_EQ(t->data().dev[0].num_vertices(), 5);  // <s> (laughs) the cat sat
+  // Blank lines before the first tree: still SST, and every tree read.
+  WriteAll(dir + "/trees.txt", "\n \r\n\t\n(3 (2 a) (4 b))\n(1 c)\n");
+  c.model = "tree-lstm";
+  c.train_path = c.dev_path = dir + "/trees.txt";
+  t = MustCreate(c);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->data().train.size(), 2u);
+}
+
+// A resume must train on the samples the checkpoint was trained on: the same count and the
+// same vocabulary are not enough (lines reordered, labels changed).
+TEST(TrainerTest, ResumeRefusesOtherTrainingData) {
+  const std::string dir = FreshDir("otherdata");
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(DefaultDataDir() + "/train.txt");
+    for (std::string line; lines.size() < 30 && std::getline(in, line);) lines.push_back(line);
+  }
+  auto write_train = [&](const std::vector<std::string>& trees) {
+    std::string text;
+    for (const std::string& tree : trees) text += tree + "\n";
+    WriteAll(dir + "/train.txt", text);
+  };
+  write_train(lines);
+  TrainerConfig c = Small();
+  c.train_path = dir + "/train.txt";
+  c.dev_path = DefaultDataDir() + "/dev.txt";
+  c.max_dev = 20;
+  c.epochs = 1;
+  c.checkpoint_dir = dir + "/ckpt";
+  std::unique_ptr<Trainer> t = MustCreate(c);
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->Run().ok());
+  c.resume = true;
+  c.epochs = 2;
+  std::vector<std::string> reversed(lines.rbegin(), lines.rend());
+  std::vector<std::string> zero_labels = lines;
+  for (std::string& tree : zero_labels) {
+    for (size_t i = 0; i + 1 < tree.size(); ++i) {
+      if (tree[i] == '(' && tree[i + 1] >= '0' && tree[i + 1] <= '4') tree[i + 1] = '0';
+    }
+  }
+  for (const auto& other : {reversed, zero_labels}) {
+    write_train(other);
+    absl::StatusOr<std::unique_ptr<Trainer>> again = Trainer::Create(c);
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(Has(again.status(), "it was written with train_hash=") &&
+                Has(again.status(), "the training data (--train"))
+        << again.status();
+  }
+  write_train(lines);  // the data it was written with: resumes
+  std::unique_ptr<Trainer> resumed = MustCreate(c);
+  ASSERT_NE(resumed, nullptr);
+  EXPECT_EQ(resumed->epochs_done(), 1);
+}
+
+// Files with a valid checksum but values no run writes are refused naming the field: resuming
+// them would print a wrong epoch or time, or train on NaN.
+TEST(TrainerTest, ResumeRefusesBadValuesInAValidFile) {
+  TrainerConfig c = Small();
+  c.max_train = 20;
+  c.max_dev = 20;
+  c.epochs = 1;
+  c.checkpoint_dir = FreshDir("badvalues");
+  std::unique_ptr<Trainer> t = MustCreate(c);
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->Run().ok());
+  absl::StatusOr<core::CheckpointInfo> info =
+      core::ReadCheckpointMetadata(c.checkpoint_dir + "/ckpt-1.cavs");
+  ASSERT_TRUE(info.ok()) << info.status();
+  // Adagrad state for the trained parameters (zero accumulators: valid).
+  core::OptimizerConfig oc;
+  oc.kind = core::OptimizerKind::kAdagrad;
+  absl::StatusOr<std::unique_ptr<core::Optimizer>> adagrad = core::MakeOptimizer(oc);
+  ASSERT_TRUE(adagrad.ok() && (*adagrad)->EnsureState(t->store()).ok());
+  (*adagrad)->set_step(info->optimizer_step);
+  core::Parameter* first = t->store().parameters().front().get();
+  core::Tensor accum = (*adagrad)->StateTensors().back().second;
+  struct Case {
+    std::string name, key, value;
+    float param, state;  // written into the first parameter / the last state tensor
+    std::string error;
+  };
+  const float w = first->value.data<float>()[0], nan = std::nanf("");
+  const std::vector<Case> cases = {
+      {"valid", "", "", w, 0.0f, ""},
+      {"epoch", "trainer.epoch", "-1", w, 0.0f, "trainer.epoch is '-1'"},
+      {"epoch2", "trainer.epoch", "2", w, 0.0f, "trainer.epoch is '2'"},
+      {"elapsed", "trainer.elapsed_seconds", "nan", w, 0.0f, "trainer.elapsed_seconds is 'nan'"},
+      {"negative_time", "trainer.elapsed_seconds", "-5", w, 0.0f, "trainer.elapsed_seconds"},
+      {"curve", "trainer.curve", "", w, 0.0f, "trainer.curve has 0 rows for 1 epoch(s)"},
+      {"param", "", "", nan, 0.0f, "parameter '" + first->name + "' is not finite (nan"},
+      {"accum", "", "", w, -1.0f, "a sum of squares, is negative (-1 at element 0)"},
+      {"inf_accum", "", "", w, std::numeric_limits<float>::infinity(), "is not finite (inf"},
+  };
+  for (const Case& k : cases) {
+    core::CheckpointMetadata m = info->metadata;
+    if (!k.key.empty()) m[k.key] = k.value;
+    first->value.data<float>()[0] = k.param;
+    accum.data<float>()[0] = k.state;
+    const std::string dir = FreshDir("badvalues_" + k.name);
+    ASSERT_TRUE(core::SaveCheckpoint(dir + "/ckpt-1.cavs", t->store(), adagrad->get(), 1, m).ok());
+    first->value.data<float>()[0] = w;
+    TrainerConfig r = c;
+    r.resume = true;
+    r.epochs = 3;
+    r.checkpoint_dir = dir;
+    absl::StatusOr<std::unique_ptr<Trainer>> resumed = Trainer::Create(r);
+    if (k.error.empty()) {
+      EXPECT_TRUE(resumed.ok()) << resumed.status();
+      continue;
+    }
+    ASSERT_FALSE(resumed.ok()) << k.name;
+    EXPECT_EQ(resumed.status().code(), absl::StatusCode::kDataLoss) << resumed.status();
+    EXPECT_TRUE(Has(resumed.status(), "checkpoint " + dir + "/ckpt-1.cavs: ") &&
+                Has(resumed.status(), k.error))
+        << k.name << ": " << resumed.status();
+  }
+}
+
+// A checkpoint write killed mid-way (SIGKILL) leaves its temporary file; the next run with
+// that --checkpoint-dir removes it and says so, and keeps those of live processes.
+TEST(TrainerTest, StaleTemporaryCheckpointFilesAreRemoved) {
+  TrainerConfig c = Small();
+  c.max_train = 20;
+  c.max_dev = 20;
+  c.epochs = 1;
+  c.checkpoint_dir = FreshDir("stale");
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // pid `child` is gone
+  const std::string stale = c.checkpoint_dir + "/.ckpt-3.cavs.tmp-" + std::to_string(child) + "-0";
+  const std::string live =
+      c.checkpoint_dir + "/.ckpt-3.cavs.tmp-" + std::to_string(getpid()) + "-0";
+  WriteAll(stale, "partial");
+  WriteAll(live, "partial");
+  std::ostringstream out;
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c, {.out = &out});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NE(out.str().find("removed " + stale +
+                           ": a partial checkpoint left by a process that "
+                           "died while writing it"),
+            std::string::npos)
+      << out.str();
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));
+}
+
+// A dev set of neutral roots only: no binary accuracy (null), not 0%.
+TEST(TrainerTest, AllNeutralDevHasNoBinaryAccuracy) {
+  const std::string dir = FreshDir("neutral");
+  WriteAll(dir + "/dev.txt", "(2 (2 a) (2 b))\n");
+  TrainerConfig c = Small();
+  c.max_train = 20;
+  c.epochs = 1;
+  c.dev_path = dir + "/dev.txt";
+  c.train_path = DefaultDataDir() + "/train.txt";
+  std::ostringstream out;
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c, {.out = &out});
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE((*t)->Run().ok());
+  EXPECT_NE(out.str().find("  binary n/a  "), std::string::npos) << out.str();
+  EXPECT_NE((*t)->summary_json().find("\"best_dev_binary_acc\":null"), std::string::npos)
+      << (*t)->summary_json();
+  EXPECT_NE((*t)->summary_json().find("\"dev_binary_acc\":null"), std::string::npos);
 }
 
 // A text whose next word is predictable: windows of a cycle of 30 words.
