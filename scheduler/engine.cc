@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <new>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -42,6 +43,10 @@ Engine::~Engine() = default;
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const vertex::Function* f,
                                                        core::ParameterStore* store,
                                                        EngineOptions options) {
+  if (f == nullptr || store == nullptr) {
+    return absl::InvalidArgumentError(f == nullptr ? "Engine::Create: no vertex function"
+                                                   : "Engine::Create: no parameter store");
+  }
   if (store->device() != options.device) {
     return absl::InvalidArgumentError(
         absl::StrCat("the parameter store lives on ", store->device().DebugString(),
@@ -49,7 +54,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const vertex::Function* f
   }
   CAVS_RETURN_IF_ERROR(CreateParameters(*f, store));
   std::unique_ptr<Engine> e(new Engine());
-  e->f_ = f;
+  // A copy: a Function is a value that callers share freely, and one made in a helper may be
+  // gone before the engine's first Run.
+  e->function_ = *f;
+  e->f_ = &e->function_;
   e->store_ = store;
   e->options_ = options;
   CAVS_ASSIGN_OR_RETURN(e->kernels_, ops::GetKernels(options.device));
@@ -209,6 +217,7 @@ void Engine::ClearFoldedProjections() { folded_.clear(); }
 
 absl::Status Engine::FoldInputProjections() {
   ClearFoldedProjections();  // a failure below leaves none (not the last ones, now stale)
+  CAVS_RETURN_IF_ERROR(CheckParameters(*f_, *store_, /*backward=*/false));
   const vertex::Program& p = f_->forward();
   std::vector<core::Tensor> folded(p.nodes.size());
   for (int id = 0; id < static_cast<int>(p.nodes.size()); ++id) {
@@ -249,9 +258,27 @@ absl::Status Engine::FoldInputProjections() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// fn(), or ResourceExhausted where it ran out of host memory: a batch too large for the host
+// (a million-vertex chain records its programs per round) is an error the caller can report,
+// not an abort from an uncaught std::bad_alloc.
+template <typename Fn>
+auto HostMemoryOrError(const char* what, Fn fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": out of host memory"));
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<Plan> Engine::PlanBatch(const std::vector<Graph>& graphs) const {
-  CAVS_RETURN_IF_ERROR(ValidateBatch(*f_, graphs));
-  return BuildPlan(*f_, graphs, options_.plan);
+  return HostMemoryOrError("planning a batch", [&]() -> absl::StatusOr<Plan> {
+    CAVS_RETURN_IF_ERROR(ValidateBatch(*f_, graphs));
+    return BuildPlan(*f_, graphs, options_.plan);
+  });
 }
 
 PendingRun::PendingRun() = default;
@@ -263,7 +290,9 @@ absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const Ru
   const double t0 = Seconds();
   CAVS_ASSIGN_OR_RETURN(Plan plan, PlanBatch(graphs));
   const double built = Seconds() - t0;
-  CAVS_ASSIGN_OR_RETURN(PendingRun pending, Queue(graphs, options, plan, t0));
+  CAVS_ASSIGN_OR_RETURN(PendingRun pending, HostMemoryOrError("recording a batch", [&]() {
+                          return Queue(graphs, options, plan, t0);
+                        }));
   stats_.build_seconds = built;
   return FinishRun(std::move(pending), t0);
 }
@@ -288,8 +317,19 @@ absl::StatusOr<PendingRun> Engine::Submit(const std::vector<Graph>& graphs,
     return absl::InvalidArgumentError(absl::StrCat("a plan of ", plan.graph_offsets.size() - 1,
                                                    " graphs for a batch of ", graphs.size()));
   }
+  // A plan of other graphs would run and report its own graphs' results (or read past these
+  // graphs' data); the vertex counts tell most of them apart at the cost of one pass.
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    const int64_t planned = plan.graph_offsets[i + 1] - plan.graph_offsets[i];
+    if (planned != graphs[i].num_vertices()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sample ", i, ": the plan has ", planned, " vertices but the graph ",
+                       graphs[i].num_vertices(), " (a plan of other graphs)"));
+    }
+  }
   stats_.build_seconds = 0.0;
-  return Queue(graphs, options, plan, Seconds());
+  return HostMemoryOrError("recording a batch",
+                           [&]() { return Queue(graphs, options, plan, Seconds()); });
 }
 
 absl::StatusOr<RunResult> Engine::Finish(PendingRun pending) {
@@ -318,6 +358,11 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   const Compiled& c = *compiled_;
   const core::Device dev = options_.device;
   const int64_t n = plan.num_rows;
+  CAVS_RETURN_IF_ERROR(CheckParameters(*f_, *store_, options.backward));
+  if (options.backward && f_->pushes().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "function '", f_->name(), "' pushes nothing, so there is no loss to run backward from"));
+  }
   if (options.folded_projections) {
     if (options.training || options.backward) {
       return absl::InvalidArgumentError(

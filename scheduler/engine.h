@@ -113,6 +113,9 @@ class PendingRun {
 class Engine {
  public:
   // Checks that the store holds `f`'s parameters on options.device (creating them if absent).
+  // The engine keeps its own copy of `f`; `store` must outlive it. Every run checks that the
+  // store still holds the parameters as created (shapes, device, gradients): an error naming
+  // the parameter, not a read out of bounds, if the caller replaced one.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Engine>> Create(const vertex::Function* f,
                                                                       core::ParameterStore* store,
                                                                       EngineOptions options = {});
@@ -125,7 +128,8 @@ class Engine {
   // safe to call from another thread while Run executes, so a caller can plan the next batch
   // while the device runs this one.
   [[nodiscard]] absl::StatusOr<Plan> PlanBatch(const std::vector<Graph>& graphs) const;
-  // Run with `plan` from PlanBatch(graphs). REQUIRES: the same graphs.
+  // Run with `plan` from PlanBatch(graphs). REQUIRES: the same graphs (a plan whose graphs'
+  // vertex counts differ from `graphs`' is an InvalidArgument naming the sample).
   [[nodiscard]] absl::StatusOr<RunResult> Run(const std::vector<Graph>& graphs,
                                               const RunOptions& options, const Plan& plan);
   // Run in two halves. Submit queues the batch's work and the copy of its results to the host
@@ -178,7 +182,8 @@ class Engine {
                                    const Plan& plan, double t0);
   // Finish, and the stats of a whole Run begun at t0.
   absl::StatusOr<RunResult> FinishRun(PendingRun pending, double t0);
-  const vertex::Function* f_ = nullptr;
+  vertex::Function function_;            // the engine's copy
+  const vertex::Function* f_ = nullptr;  // &function_
   core::ParameterStore* store_ = nullptr;
   EngineOptions options_;
   ops::Kernels* kernels_ = nullptr;

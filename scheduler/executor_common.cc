@@ -60,6 +60,44 @@ absl::Status ValidateBatch(const vertex::Function& f, const std::vector<Graph>& 
   return absl::OkStatus();
 }
 
+absl::Status CheckParameters(const vertex::Function& f, const core::ParameterStore& store,
+                             bool backward) {
+  for (const vertex::ParamInfo& p : f.params()) {
+    const core::Parameter* param = store.Find(p.name);
+    if (param == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("parameter '", p.name, "' of function '",
+                                                        f.name(), "' is no longer in the store"));
+    }
+    const core::Tensor& v = param->value;
+    if (!v.defined() || v.dtype() != core::DType::kFloat32 || v.shape() != p.shape ||
+        v.device() != store.device()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "parameter '", p.name, "' of function '", f.name(), "' is ",
+          v.defined() ? absl::StrCat(core::DTypeName(v.dtype()), " ", v.shape().DebugString(),
+                                     " on ", v.device().DebugString())
+                      : "undefined",
+          " in the store, but the function declares float32 ", p.shape.DebugString(), " on ",
+          store.device().DebugString(), " (changed after the engine was created?)"));
+    }
+    if (param->sparse_grad != p.sparse_grad) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("parameter '", p.name, "' has a ", param->sparse_grad ? "sparse" : "dense",
+                       " gradient in the store but function '", f.name(), "' declares a ",
+                       p.sparse_grad ? "sparse" : "dense", " one"));
+    }
+    if (backward && !p.sparse_grad &&
+        (!param->grad.defined() || param->grad.shape() != p.shape ||
+         param->grad.device() != store.device())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("parameter '", p.name, "' of function '", f.name(),
+                       "' has no gradient of its shape in the store (",
+                       param->grad.defined() ? param->grad.shape().DebugString() : "undefined",
+                       "), which a backward run accumulates into"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CreateParameters(const vertex::Function& f, core::ParameterStore* store) {
   for (const vertex::ParamInfo& p : f.params()) {
     CAVS_ASSIGN_OR_RETURN(core::Parameter * param,

@@ -56,6 +56,14 @@ struct RunResult {
 // the parameter and both shapes).
 [[nodiscard]] absl::Status CreateParameters(const vertex::Function& f, core::ParameterStore* store);
 
+// That `store` still holds `f`'s parameters as created: float32 values of the declared shapes on
+// the store's device, the declared kind of gradient, and with `backward` a dense gradient of the
+// value's shape. A run checks it first, since the store is the caller's and may have changed
+// since: a parameter replaced by a tensor of another shape would be read and written out of
+// bounds. FailedPrecondition naming the parameter, the function and both shapes.
+[[nodiscard]] absl::Status CheckParameters(const vertex::Function& f,
+                                           const core::ParameterStore& store, bool backward);
+
 // The Philox key of a dropout op's mask in one step. Mask element (vertex uid, column c) keeps
 // when PhiloxUniform(key, uid * width + c) >= p. A vertex's uid is its index in the batch in
 // input order: graphs' vertex counts before it plus its id in its graph.

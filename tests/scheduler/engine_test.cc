@@ -381,6 +381,86 @@ TEST(EngineTest, BadBatchIsAnError) {
   EXPECT_TRUE((*engine)->Run({}, RunOptions()).ok());  // an empty batch is fine
 }
 
+// Misuse of the API is an error naming what is wrong, never a read out of bounds: no function
+// or store; a parameter the caller replaced in the store after Create (another shape, no
+// gradient); a plan made for other graphs; backward through a function with no loss. The
+// engine keeps its own copy of the function, so one made in a helper may be gone.
+TEST(EngineTest, MisuseIsAnErrorNamingWhatIsWrong) {
+  core::ParameterStore store(1);
+  EXPECT_EQ(Engine::Create(nullptr, &store).status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(Engine::Create(&*f, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+
+  core::Rng rng(31);
+  const std::vector<Graph> graphs = Trees(rng, 3, 9);
+  auto make = [&]() {  // the Function is destroyed when this returns
+    absl::StatusOr<vertex::Function> local = vertex::models::BinaryTreeLstm(Cell());
+    EXPECT_TRUE(local.ok());
+    return Engine::Create(&*local, &store);
+  };
+  absl::StatusOr<std::unique_ptr<Engine>> engine = make();
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::StatusOr<RunResult> first = (*engine)->Run(graphs, RunOptions());
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto again = Engine::Create(&*f, &store);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(store.ZeroGrad().ok());
+  absl::StatusOr<RunResult> second = (*again)->Run(graphs, RunOptions());
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(first->loss_sum, second->loss_sum);
+
+  // A plan of as many graphs, but other ones.
+  absl::StatusOr<Plan> other = (*engine)->PlanBatch(Trees(rng, 3, 9));
+  ASSERT_TRUE(other.ok());
+  absl::StatusOr<RunResult> r = (*engine)->Run(graphs, RunOptions(), *other);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("a plan of other graphs"), std::string::npos) << r.status();
+
+  // U replaced by a tensor of another shape; then restored, with its gradient dropped.
+  core::Parameter* u = store.Find("U");
+  ASSERT_NE(u, nullptr);
+  const core::Tensor value = u->value, grad = u->grad;
+  absl::StatusOr<core::Tensor> small = core::Tensor::Zeros(core::Shape({3, 3}));
+  ASSERT_TRUE(small.ok());
+  u->value = *small;
+  for (absl::Status s :
+       {(*engine)->Run(graphs, RunOptions()).status(), (*engine)->FoldInputProjections()}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find("parameter 'U'"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("[3, 3]"), std::string::npos) << s;
+  }
+  u->value = value;
+  u->grad = core::Tensor();
+  RunOptions infer;
+  infer.training = false;
+  infer.backward = false;
+  EXPECT_TRUE((*engine)->Run(graphs, infer).ok());  // inference needs no gradient
+  absl::Status s = (*engine)->Run(graphs, RunOptions()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("parameter 'U'"), std::string::npos) << s;
+  u->grad = grad;
+  EXPECT_TRUE((*engine)->Run(graphs, RunOptions()).ok());
+
+  // Backward through a function that pushes nothing.
+  absl::StatusOr<vertex::Function> silent = vertex::Define("silent", [](vertex::Vertex& v) {
+    v.scatter({{"h", vertex::Tanh(v.pull(3))}});
+  });
+  ASSERT_TRUE(silent.ok()) << silent.status();
+  core::ParameterStore store2(1);
+  auto quiet = Engine::Create(&*silent, &store2);
+  ASSERT_TRUE(quiet.ok());
+  Graph one = Graph::Chain(1);  // the function reads no children
+  one.feature_dim = 3;
+  one.features.assign(3, 0.5f);
+  s = (*quiet)->Run({one, one}, RunOptions()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("pushes nothing"), std::string::npos) << s;
+  s = (*quiet)->Run({one, one}, infer).status();
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 // The hooks the distributed trainer overlaps communication with: each parameter is reported
 // once, when its gradient is final; the output layer's before the backward rounds.
 TEST(EngineTest, GradientReadyHooks) {
