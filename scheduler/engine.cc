@@ -323,7 +323,7 @@ absl::StatusOr<PendingRun> Engine::Submit(const std::vector<Graph>& graphs,
     const int64_t planned = plan.graph_offsets[i + 1] - plan.graph_offsets[i];
     if (planned != graphs[i].num_vertices()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("sample ", i, ": the plan has ", planned, " vertices but the graph ",
+          absl::StrCat("sample ", i, ": the plan has ", planned, " vertices but the graph has ",
                        graphs[i].num_vertices(), " (a plan of other graphs)"));
     }
   }
@@ -435,7 +435,7 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   // together after the batch's work; Finish waits for them. The device buffers they come from
   // are freed when this returns, after the copies in stream order.
   PendingRun pending;
-  pending.result_.labelled = plan.labelled;
+  pending.result_.labelled = f_->pushes().empty() ? 0 : plan.labelled;  // no loss: none count
   pending.result_.vertices = n;
   std::vector<core::ReadbackPart> results = {{b.stats, 2 * sizeof(float)}};
   if (!f_->pushes().empty()) {

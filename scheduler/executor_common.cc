@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
@@ -37,8 +38,10 @@ absl::Status CheckInputs(const vertex::Function& f, const Graph& g, int sample, 
   }
   for (int v = 0; v < static_cast<int>(g.labels.size()); ++v) {
     if (g.labels[v] < -1 || (classes > 0 && g.labels[v] >= classes)) {
-      return absl::InvalidArgumentError(absl::StrCat("sample ", sample, ", vertex ", v, ": label ",
-                                                     g.labels[v], " outside [0, ", classes, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sample ", sample, ", vertex ", v, ": label ", g.labels[v],
+          classes > 0 ? absl::StrCat(" outside [0, ", classes, ")")
+                      : std::string(" is negative (-1 marks a vertex without a label)")));
     }
   }
   if (g.feature_dim > 0 && f.pull_width() > 0 && g.feature_dim != f.pull_width()) {

@@ -457,8 +457,14 @@ TEST(EngineTest, MisuseIsAnErrorNamingWhatIsWrong) {
   s = (*quiet)->Run({one, one}, RunOptions()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("pushes nothing"), std::string::npos) << s;
-  s = (*quiet)->Run({one, one}, infer).status();
-  EXPECT_TRUE(s.ok()) << s;
+  one.labels = {2};  // no loss reads it: nothing counts as labelled, as in the reference
+  absl::StatusOr<RunResult> ran = (*quiet)->Run({one, one}, infer);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_EQ(ran->labelled, 0);
+  one.labels = {-7};
+  s = (*quiet)->Run({one}, infer).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("label -7 is negative"), std::string::npos) << s;
 }
 
 // The hooks the distributed trainer overlaps communication with: each parameter is reported
