@@ -17,6 +17,11 @@ absl::Status CheckNewShape(const std::string& name, const Shape& shape, bool spa
           "parameter '", name, "': negative dimension in shape ", shape.DebugString()));
     }
   }
+  if (shape.CheckedNumElements() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", name, "': shape ",
+                                                   shape.DebugString(), " has more than ",
+                                                   Shape::kMaxElements, " elements"));
+  }
   if (sparse_grad && shape.rank() == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "parameter '", name, "': a sparse gradient needs rows, but the shape is a scalar"));

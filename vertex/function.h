@@ -8,6 +8,7 @@
 // A Function is an immutable value: share it freely across threads.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <utility>
@@ -105,7 +106,8 @@ inline void CollectFacts(const Program& p, std::vector<ParamInfo>* params, int* 
       if (n.sparse_grad) *vocab = std::max(*vocab, n.param_shape[0]);
     }
     if (n.kind == OpKind::kGather && *max_arity >= 0) {
-      *max_arity = std::max(*max_arity, static_cast<int>(n.index) + 1);
+      // index < kMaxChildSlots (Vertex::gather), so index + 1 fits an int.
+      *max_arity = std::max(*max_arity, static_cast<int>(n.index + 1));
     }
     if (n.kind == OpKind::kGatherReduce) *max_arity = -1;
     if (n.kind == OpKind::kPull) *pull_width = n.width;
@@ -113,14 +115,38 @@ inline void CollectFacts(const Program& p, std::vector<ParamInfo>* params, int* 
   }
 }
 
+// An embedding table has a row-sparse gradient and no dense one, so the executors cannot also
+// use it as a dense operand (a MatMul weight, a broadcast row): reject a parameter that is
+// both, naming it and both uses. Checked before pruning, because embed() marks the table
+// sparse even when the lookup itself is dead code.
+inline absl::Status CheckEmbeddingTables(const std::string& function, const Program& p) {
+  for (int id = 0; id < static_cast<int>(p.nodes.size()); ++id) {
+    const Node& n = p.nodes[id];
+    if (n.kind == OpKind::kEmbed) continue;
+    for (int in : n.inputs) {
+      const Node& t = p.nodes[in];
+      if (t.kind != OpKind::kParam || !t.sparse_grad) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "vertex function '", function, "': parameter '", t.name,
+          "' is used both as an embedding table (embed) and as a dense operand of ",
+          OpKindName(n.kind), " (op #", id, "); give the two uses separate parameters"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace internal
 
-// Traces `body` into a Function (see the file comment).
+// Traces `body` into a Function (see the file comment). Ops must be called on the thread
+// that runs `body`; Defines may nest, each op belonging to the innermost.
 [[nodiscard]] inline absl::StatusOr<Function> Define(std::string name,
                                                      std::function<void(Vertex&)> body) {
   internal::Builder b;
-  Vertex v(&b);
-  body(v);
+  {
+    internal::BuilderScope scope(&b);
+    Vertex v(&b);
+    body(v);
+  }
   auto fail = [&](const absl::Status& s) {
     return absl::Status(s.code(), absl::StrCat(s.message()));
   };
@@ -132,7 +158,9 @@ inline void CollectFacts(const Program& p, std::vector<ParamInfo>* params, int* 
     return absl::InvalidArgumentError(
         absl::StrCat("vertex function '", name, "' neither scatters nor pushes anything"));
   }
-  absl::Status s = internal::InferWidths(name, b.scatter, b.program);
+  absl::Status s = internal::CheckEmbeddingTables(name, b.program);
+  if (!s.ok()) return s;
+  s = internal::InferWidths(name, b.scatter, b.program);
   if (!s.ok()) return fail(s);
   Function f;
   f.name_ = std::move(name);

@@ -98,13 +98,14 @@ inline absl::Status InferSlice(const InferContext& ctx, Program& p, int id) {
   Node& n = p.nodes[id];
   const int64_t w = p.nodes[n.inputs[0]].width;
   if (w < 0) return absl::OkStatus();
-  if (n.end < 0) {  // part `begin` of -end equal parts (Split)
-    const int64_t parts = -n.end;
+  if (n.split_parts > 0) {  // part `begin` of `split_parts` equal parts (Split)
+    const int64_t parts = n.split_parts;
     if (w % parts != 0) {
       return OpError(ctx, p, id, absl::StrCat("cannot split into ", parts, " equal parts"));
     }
     n.end = (n.begin + 1) * (w / parts);
     n.begin = n.begin * (w / parts);
+    n.split_parts = 0;  // now plain columns, for later passes and executors
   }
   if (n.begin < 0 || n.end > w || n.begin >= n.end) {
     return OpError(ctx, p, id, absl::StrCat("columns [", n.begin, ", ", n.end, ") out of range"));
@@ -170,7 +171,8 @@ inline absl::Status InferNode(const InferContext& ctx, Program& p, int id) {
       n.width = 1;
       return absl::OkStatus();
     case OpKind::kDropout:
-      if (n.scalar < 0.0f || n.scalar >= 1.0f) {
+      // Written so that NaN fails too: every comparison with NaN is false.
+      if (!(n.scalar >= 0.0f && n.scalar < 1.0f)) {
         return OpError(ctx, p, id, absl::StrCat("drop probability ", n.scalar, " not in [0, 1)"));
       }
       return InferSameWidth(ctx, p, id);
@@ -189,6 +191,10 @@ inline absl::Status InferPass(const InferContext& ctx, Program& p) {
     const Node& n = p.nodes[id];
     if (ctx.final_pass && !n.is_static() && n.width < 0) {
       return OpError(ctx, p, id, "width cannot be inferred");
+    }
+    if (!n.is_static() && n.width > kMaxWidth) {  // from a parameter's shape or a Concat
+      return OpError(ctx, p, id,
+                     absl::StrCat("row width ", n.width, " exceeds the limit of ", kMaxWidth));
     }
   }
   return absl::OkStatus();

@@ -62,6 +62,18 @@ enum class OpKind : uint8_t {
 
 enum class Reduce : uint8_t { kSum, kMean, kMax };
 
+// Bounds Define enforces, each with an error naming the op and the value beyond it.
+//
+// A per-vertex row holds at most kMaxWidth floats (64 MiB). Executors size buffers as rows x
+// width for a whole batch, so a wider row is a mistake, not a model; rejecting it at Define
+// keeps it from surfacing later as a failed (or aborted) allocation.
+inline constexpr int64_t kMaxWidth = int64_t{1} << 24;
+// gather(k) reads child slots k < kMaxChildSlots. The plan keeps two index arrays per slot,
+// one entry per vertex of the batch, whether or not children fill the slot, so slots cost
+// memory; vertices with more children are read through the reductions (gather_sum, ...),
+// which have no bound.
+inline constexpr int kMaxChildSlots = 1 << 12;
+
 // When the scheduler evaluates a node. For the forward program these are Cavs's op classes:
 // pre-ops (kBeforeRounds), recurrent ops (kInRounds), post-ops (kAfterRounds). For the backward
 // program the rounds run in reverse and kWeightGrad sinks reduce over all vertices at the end.
@@ -78,6 +90,9 @@ struct Node {
   std::string field;  // scatter field (gathers, scatter gradients)
   int64_t index = 0;  // child slot, push index, forward node id, dropout seed
   int64_t begin = 0, end = 0;
+  // kSlice made by Split: part `begin` of `split_parts` equal parts. Inference resolves it to
+  // columns [begin, end) once the operand's width is known and then resets it to 0.
+  int64_t split_parts = 0;
   float scalar = 0.0f;
   float offset = 0.0f;
   bool transpose = false;

@@ -66,6 +66,31 @@ TEST(ParameterStoreTest, GetExistingAndShapeMismatch) {
   EXPECT_EQ(store.size(), 1);
 }
 
+// [2^62 + 1, 4] has 2^64 + 4 elements, which int64 arithmetic wraps to 4: the store must
+// refuse the shape rather than allocate a 16-byte tensor for it.
+TEST(ParameterStoreTest, RejectsShapesWhoseSizeOverflows) {
+  ParameterStore store;
+  for (const Shape& shape : {Shape({(int64_t{1} << 62) + 1, 4}), Shape({int64_t{1} << 61, 8}),
+                             Shape({int64_t{1} << 40, int64_t{1} << 40})}) {
+    absl::StatusOr<Parameter*> p = store.GetOrCreate("huge", shape, Initializer::Zeros());
+    ASSERT_FALSE(p.ok()) << shape.DebugString();
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(Contains(p.status(), "'huge'")) << p.status();
+    EXPECT_TRUE(Contains(p.status(), shape.DebugString())) << p.status();
+  }
+  EXPECT_EQ(store.size(), 0);
+}
+
+TEST(ShapeTest, CheckedNumElements) {
+  EXPECT_EQ(Shape({3, 4}).CheckedNumElements(), 12);
+  EXPECT_EQ(Shape(std::vector<int64_t>{}).CheckedNumElements(), 1);
+  EXPECT_EQ(Shape({0, int64_t{1} << 62}).CheckedNumElements(), 0);
+  EXPECT_EQ(Shape({2, -1}).CheckedNumElements(), -1);
+  EXPECT_EQ(Shape({(int64_t{1} << 62) + 1, 4}).CheckedNumElements(), -1);
+  EXPECT_EQ(Shape({Shape::kMaxElements}).CheckedNumElements(), Shape::kMaxElements);
+  EXPECT_EQ(Shape({Shape::kMaxElements, 2}).CheckedNumElements(), -1);
+}
+
 TEST(ParameterStoreTest, ValuesIndependentOfCreationOrder) {
   ParameterStore a(5), b(5), c(6);
   ASSERT_TRUE(a.GetOrCreate("x", {4, 4}, Initializer::XavierUniform()).ok());
