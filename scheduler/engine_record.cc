@@ -485,19 +485,18 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
       return absl::OkStatus();
     }
     case OpKind::kEmbedGrad: {
-      // The first over every row sums each token's rows in row order (the plan's CSR) and
-      // writes every row of the table's gradient: deterministic on every device, nothing to
-      // zero. Any other adds its rows on top.
+      // Over every row, each token's rows are summed in row order (the plan's CSR): the first
+      // embedding of the table writes every row of its gradient (nothing to zero), another
+      // sums its own apart and adds them on with plain adds, one row per token. No atomics,
+      // so the same bits on every run of every device.
       const int64_t slots = static_cast<int64_t>(b_.plan->unique_tokens.size());
       const bool first = !b_.embed_rows.defined();
-      const bool segments =
-          first && r0 == 0 && r1 == b_.plan->num_rows && b_.plan->token_row_offsets >= 0;
+      const bool whole = r0 == 0 && r1 == b_.plan->num_rows && b_.plan->token_row_offsets >= 0;
       if (first) {
         const core::Shape shape({slots, w});
-        CAVS_ASSIGN_OR_RETURN(b_.embed_rows,
-                              segments
-                                  ? core::Tensor::Empty(shape, core::DType::kFloat32, k_.device())
-                                  : core::Tensor::Zeros(shape, core::DType::kFloat32, k_.device()));
+        CAVS_ASSIGN_OR_RETURN(
+            b_.embed_rows, whole ? core::Tensor::Empty(shape, core::DType::kFloat32, k_.device())
+                                 : core::Tensor::Zeros(shape, core::DType::kFloat32, k_.device()));
         b_.embed_table = n.name;
       }
       if (b_.embed_table != n.name) {
@@ -505,18 +504,30 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
                                                      "' and '", n.name, "' in one function"));
       }
       float* rows = b_.embed_rows.data<float>();
-      if (segments) {
-        const int32_t* off = Ints(b_.plan->token_row_offsets);
-        const int32_t* ids = Ints(b_.plan->token_row_ids);
-        b_.launches.push_back([=]() {
-          return k->SegmentReduce(ops::ReduceOp::kSum, dy, dld, off, ids, slots, w, rows, w,
-                                  nullptr);
-        });
+      if (!whole) {
+        const int32_t* slot = Ints(b_.plan->token_slot) + r0;
+        b_.launches.push_back(
+            [=]() { return k->ScatterAddRows(dy, dld, slot, m, w, rows, w, false); });
         return absl::OkStatus();
       }
-      const int32_t* slot = Ints(b_.plan->token_slot) + r0;
-      b_.launches.push_back(
-          [=]() { return k->ScatterAddRows(dy, dld, slot, m, w, rows, w, false); });
+      float* sums = rows;
+      if (!first) {
+        CAVS_ASSIGN_OR_RETURN(
+            core::Tensor apart,
+            core::Tensor::Empty(core::Shape({slots, w}), core::DType::kFloat32, k_.device()));
+        b_.scratch.push_back(apart);
+        sums = apart.data<float>();
+      }
+      const int32_t* off = Ints(b_.plan->token_row_offsets);
+      const int32_t* ids = Ints(b_.plan->token_row_ids);
+      b_.launches.push_back([=]() {
+        return k->SegmentReduce(ops::ReduceOp::kSum, dy, dld, off, ids, slots, w, sums, w, nullptr);
+      });
+      if (!first) {
+        const int32_t* iota = Ints(b_.plan->token_slot_ids);
+        b_.launches.push_back(
+            [=]() { return k->ScatterAddRows(sums, w, iota, slots, w, rows, w, true); });
+      }
       return absl::OkStatus();
     }
     default:

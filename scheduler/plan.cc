@@ -215,7 +215,10 @@ void TokenRows(Plan& plan, int64_t tokened) {
   const int64_t n = plan.num_rows, slots = static_cast<int64_t>(plan.unique_tokens.size());
   plan.token_row_offsets = static_cast<int64_t>(plan.ints.size());
   plan.token_row_ids = plan.token_row_offsets + slots + 1;
-  plan.ints.resize(plan.token_row_ids + tokened, 0);
+  plan.token_slot_ids = plan.token_row_ids + tokened;
+  plan.ints.resize(plan.token_slot_ids + slots, 0);
+  int32_t* iota = plan.ints.data() + plan.token_slot_ids;
+  for (int64_t s = 0; s < slots; ++s) iota[s] = static_cast<int32_t>(s);
   const int32_t* slot = plan.ints.data() + plan.token_slot;
   int32_t* offsets = plan.ints.data() + plan.token_row_offsets;
   for (int64_t row = 0; row < n; ++row) {
@@ -388,7 +391,7 @@ int64_t Plan::ArrayLength(int64_t offset) const {
   for (int64_t start : child_rows) below(start);
   for (int64_t start : parent_of_slot) below(start);
   for (int64_t start : {reduce_offsets, reduce_ids, tokens, labels, uids, token_slot,
-                        token_row_offsets, token_row_ids}) {
+                        token_row_offsets, token_row_ids, token_slot_ids}) {
     below(start);
   }
   return start_of_one ? end - offset : -1;

@@ -62,6 +62,9 @@ struct Plan {
   // gradient sums its rows per token with it, in a fixed order (no atomics, nothing zeroed).
   int64_t token_row_offsets = -1;
   int64_t token_row_ids = -1;
+  // 0, 1, ..., unique_tokens.size() - 1 (where the function has tokens): the rows of a second
+  // embedding's gradient, summed apart, are added onto the first's through it.
+  int64_t token_slot_ids = -1;
   std::vector<float> features;         // [num_rows, feature width] row-major, or empty
   std::vector<int64_t> row_of_uid;     // uid -> row
   std::vector<int64_t> graph_offsets;  // uid of each graph's vertex 0; size graphs + 1

@@ -381,6 +381,29 @@ TEST(EngineTest, BadBatchIsAnError) {
   EXPECT_TRUE((*engine)->Run({}, RunOptions()).ok());  // an empty batch is fine
 }
 
+// A table embedded twice (two lookups of one table, used differently): the second lookup's
+// gradient rows are summed apart and added onto the first's, against the reference on every
+// device and policy; the two runs of a pipelined step agree bit for bit there too
+// (SubmitAndFinishPipelinedMatchRun covers one lookup).
+TEST(EngineTest, ATableEmbeddedTwice) {
+  absl::StatusOr<vertex::Function> f = vertex::Define("embed_twice", [](vertex::Vertex& v) {
+    using vertex::Expr;
+    Expr a = v.embed("emb", 50, 4);
+    Expr b = vertex::Dropout(v.embed("emb", 50, 4), 0.25f, 7);
+    vertex::State l = v.gather(0), r = v.gather(1);
+    Expr h = vertex::Tanh(
+        vertex::MatMul(vertex::Concat({a * b, l["h"] + r["h"]}), v.param("W", {8, 4})) + a);
+    v.scatter({{"h", h}});
+    v.push(vertex::MatMul(h, v.param("out", {4, 5})));
+  });
+  ASSERT_TRUE(f.ok()) << f.status();
+  core::Rng rng(37);
+  const std::vector<Graph> gs = Trees(rng, 12, 10);
+  for (Policy policy : {Policy::kHeight, Policy::kDepth, Policy::kAgenda}) {
+    ExpectMatchesReference(*f, gs, {policy, 7}, Options(), "a table embedded twice");
+  }
+}
+
 // Misuse of the API is an error naming what is wrong, never a read out of bounds: no function
 // or store; a parameter the caller replaced in the store after Create (another shape, no
 // gradient); a plan made for other graphs; backward through a function with no loss. The

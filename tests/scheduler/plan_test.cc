@@ -133,7 +133,7 @@ TEST(PlanTest, DepthAndCappedAgendaRespectChildren) {
 }
 
 // The CSR of each token's rows (Plan::token_row_offsets) against the token slots: every row
-// with a token once, under its slot, rows ascending; no empty slot.
+// with a token once, under its slot, rows ascending; no empty slot. Then the slots' ids.
 void ExpectTokenRows(const Plan& p) {
   const int64_t slots = static_cast<int64_t>(p.unique_tokens.size());
   ASSERT_GE(p.token_row_offsets, 0);
@@ -154,6 +154,8 @@ void ExpectTokenRows(const Plan& p) {
   }
   EXPECT_EQ(off[slots], total);
   EXPECT_EQ(p.ArrayLength(p.token_row_ids), total);
+  ASSERT_EQ(p.ArrayLength(p.token_slot_ids), slots);
+  for (int64_t s = 0; s < slots; ++s) EXPECT_EQ(p.Ints(p.token_slot_ids)[s], s);
 }
 
 // The distinct tokens come out sorted with each row's slot, whether found by marks in a
