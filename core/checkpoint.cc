@@ -671,23 +671,45 @@ int64_t PidOfTemporaryName(absl::string_view name) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> RemoveStaleTemporaryFiles(const std::string& dir) {
+namespace {
+
+// The names of the regular files in `dir` with what `keep` makes of each name (kept where it
+// gives >= 0), as (value, path). A missing `dir` has none; a `dir` that is not a directory is an
+// InvalidArgument, one that cannot be listed an Internal error; a file removed meanwhile is
+// simply not listed.
+absl::StatusOr<std::vector<std::pair<int64_t, std::string>>> FilesNamed(
+    const std::string& dir, int64_t (*keep)(absl::string_view name)) {
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec);
-  if (ec == std::errc::no_such_file_or_directory) return std::vector<std::string>{};
-  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
-  std::vector<std::string> stale;
-  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    if (ec) break;
-    const int64_t pid = PidOfTemporaryName(it->path().filename().string());
-    std::error_code type_error;
-    if (pid < 0 || !it->is_regular_file(type_error)) continue;
-    // ESRCH only: EPERM means a live process of another user.
-    if (::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH) {
-      stale.push_back(it->path().string());
-    }
+  if (ec == std::errc::no_such_file_or_directory) {
+    return std::vector<std::pair<int64_t, std::string>>{};
+  }
+  if (ec == std::errc::not_a_directory) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint directory ", dir, " is not a directory"));
   }
   if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const int64_t value = keep(it->path().filename().string());
+    std::error_code type_error;
+    if (value >= 0 && it->is_regular_file(type_error))
+      found.emplace_back(value, it->path().string());
+  }
+  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  return found;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> RemoveStaleTemporaryFiles(const std::string& dir) {
+  CAVS_ASSIGN_OR_RETURN(auto temporary, FilesNamed(dir, PidOfTemporaryName));
+  std::vector<std::string> stale;
+  for (const auto& [pid, path] : temporary) {
+    // ESRCH only: EPERM means a live process of another user.
+    if (::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH) stale.push_back(path);
+  }
   std::sort(stale.begin(), stale.end());
   for (const std::string& path : stale) {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
@@ -699,22 +721,7 @@ absl::StatusOr<std::vector<std::string>> RemoveStaleTemporaryFiles(const std::st
 }
 
 absl::StatusOr<std::vector<std::string>> ListCheckpoints(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::directory_iterator it(dir, ec);
-  if (ec == std::errc::no_such_file_or_directory) return std::vector<std::string>{};
-  if (ec == std::errc::not_a_directory) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint directory ", dir, " is not a directory"));
-  }
-  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
-  std::vector<std::pair<int64_t, std::string>> found;
-  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    if (ec) break;
-    const int64_t step = StepOfFileName(it->path().filename().string());
-    std::error_code type_error;  // a file removed meanwhile is simply not listed
-    if (step >= 0 && it->is_regular_file(type_error)) found.emplace_back(step, it->path().string());
-  }
-  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  CAVS_ASSIGN_OR_RETURN(auto found, FilesNamed(dir, StepOfFileName));
   std::sort(found.rbegin(), found.rend());
   std::vector<std::string> paths;
   for (auto& [step, path] : found) paths.push_back(std::move(path));

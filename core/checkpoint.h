@@ -91,8 +91,9 @@ std::string CheckpointPath(const std::string& dir, int64_t step);
 // the middle of a write (SIGKILL, a power cut): names ".ckpt-<step>.cavs.tmp-<pid>-<n>" whose
 // writer, process <pid>, no longer exists on this host (kill(pid, 0) fails with ESRCH). A file
 // of a live process, or of a pid this process may not signal, is kept: it may be a write in
-// progress. Returns the removed paths. A missing `dir` has none; one that cannot be listed,
-// or a file that cannot be removed, is an Internal error naming it.
+// progress. Returns the removed paths. A missing `dir` has none; one that is not a directory is
+// an InvalidArgument (as for ListCheckpoints); one that cannot be listed, or a file that cannot
+// be removed, an Internal error naming it.
 // REQUIRES: no process on another host writes checkpoints into `dir` (its pids mean nothing here).
 [[nodiscard]] absl::StatusOr<std::vector<std::string>> RemoveStaleTemporaryFiles(
     const std::string& dir);

@@ -57,13 +57,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const vertex::Function* f
   // A copy: a Function is a value that callers share freely, and one made in a helper may be
   // gone before the engine's first Run.
   e->function_ = *f;
-  e->f_ = &e->function_;
   e->store_ = store;
   e->options_ = options;
   CAVS_ASSIGN_OR_RETURN(e->kernels_, ops::GetKernels(options.device));
   e->compiled_ = std::make_unique<Compiled>();
   static_cast<internal::Compiled&>(*e->compiled_) =
-      internal::Compile(*f, e->kernels_->ElementwiseScratch());
+      internal::Compile(e->function_, e->kernels_->ElementwiseScratch());
   return e;
 }
 
@@ -196,16 +195,16 @@ void CollectOutputs(const int32_t* pred, const float* all, int64_t ld, int64_t c
 }  // namespace
 
 int Engine::ForwardLaunchesPerRound() const {
-  return internal::CountLaunches(f_->forward(), compiled_->fwd, OpClass::kInRounds,
+  return internal::CountLaunches(function_.forward(), compiled_->fwd, OpClass::kInRounds,
                                  kernels_->FusesGemmThenElementwise(), kernels_->GemmAddsBias());
 }
 int Engine::BackwardLaunchesPerRound() const {
-  return internal::CountLaunches(f_->backward(), compiled_->bwd, OpClass::kInRounds,
+  return internal::CountLaunches(function_.backward(), compiled_->bwd, OpClass::kInRounds,
                                  kernels_->FusesGemmThenElementwise(), kernels_->GemmAddsBias());
 }
 
 int Engine::foldable_projections() const {
-  const vertex::Program& p = f_->forward();
+  const vertex::Program& p = function_.forward();
   int count = 0;
   for (int id = 0; id < static_cast<int>(p.nodes.size()); ++id) {
     count += internal::ProjectedEmbed(p, id) >= 0 ? 1 : 0;
@@ -217,8 +216,8 @@ void Engine::ClearFoldedProjections() { folded_.clear(); }
 
 absl::Status Engine::FoldInputProjections() {
   ClearFoldedProjections();  // a failure below leaves none (not the last ones, now stale)
-  CAVS_RETURN_IF_ERROR(CheckParameters(*f_, *store_, /*backward=*/false));
-  const vertex::Program& p = f_->forward();
+  CAVS_RETURN_IF_ERROR(CheckParameters(function_, *store_, /*backward=*/false));
+  const vertex::Program& p = function_.forward();
   std::vector<core::Tensor> folded(p.nodes.size());
   for (int id = 0; id < static_cast<int>(p.nodes.size()); ++id) {
     const int embed = internal::ProjectedEmbed(p, id);
@@ -276,8 +275,8 @@ auto HostMemoryOrError(const char* what, Fn fn) -> decltype(fn()) {
 
 absl::StatusOr<Plan> Engine::PlanBatch(const std::vector<Graph>& graphs) const {
   return HostMemoryOrError("planning a batch", [&]() -> absl::StatusOr<Plan> {
-    CAVS_RETURN_IF_ERROR(ValidateBatch(*f_, graphs));
-    return BuildPlan(*f_, graphs, options_.plan);
+    CAVS_RETURN_IF_ERROR(ValidateBatch(function_, graphs));
+    return BuildPlan(function_, graphs, options_.plan);
   });
 }
 
@@ -341,14 +340,14 @@ absl::StatusOr<RunResult> Engine::Finish(PendingRun pending) {
   const float* stats = static_cast<const float*>(pending.readback_->part(0));
   result.loss_sum = stats[0];
   result.correct = static_cast<int64_t>(stats[1] + 0.5f);
-  if (!f_->pushes().empty()) {
-    const int push0 = f_->pushes()[0];
+  if (!function_.pushes().empty()) {
+    const int push0 = function_.pushes()[0];
     const View v = compiled_->fwd.views[push0];
     CollectOutputs(
         static_cast<const int32_t*>(pending.readback_->part(1)),
         pending.keep_outputs_ ? static_cast<const float*>(pending.readback_->part(2)) : nullptr,
-        v.ld, v.col, f_->forward().nodes[push0].width, pending.row_of_uid_, pending.graph_offsets_,
-        &result);
+        v.ld, v.col, function_.forward().nodes[push0].width, pending.row_of_uid_,
+        pending.graph_offsets_, &result);
   }
   return result;
 }
@@ -358,10 +357,11 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   const Compiled& c = *compiled_;
   const core::Device dev = options_.device;
   const int64_t n = plan.num_rows;
-  CAVS_RETURN_IF_ERROR(CheckParameters(*f_, *store_, options.backward));
-  if (options.backward && f_->pushes().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "function '", f_->name(), "' pushes nothing, so there is no loss to run backward from"));
+  CAVS_RETURN_IF_ERROR(CheckParameters(function_, *store_, options.backward));
+  if (options.backward && function_.pushes().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("function '", function_.name(),
+                     "' pushes nothing, so there is no loss to run backward from"));
   }
   if (options.folded_projections) {
     if (options.training || options.backward) {
@@ -398,14 +398,15 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
     if (c.buffers[i].features) b.buffer_base[i] = reinterpret_cast<float*>(up + l.feat_at);
     if (l.offsets[i] >= 0) b.buffer_base[i] = arena.data<float>() + l.offsets[i];
   }
-  b.fwd_support = Supports(f_->forward(), plan, nullptr);
+  b.fwd_support = Supports(function_.forward(), plan, nullptr);
   if (options.backward) {
-    b.bwd_support = Supports(f_->backward(), plan, &b.fwd_support);
-    b.bwd_need = Needs(*f_, plan);
+    b.bwd_support = Supports(function_.backward(), plan, &b.fwd_support);
+    b.bwd_need = Needs(function_, plan);
   }
   std::array<size_t, kNumPhases> phase_at{};
-  Recorder rec(*f_, c, *store_, *kernels_, b);
-  CAVS_RETURN_IF_ERROR(internal::RecordSchedule(rec, *f_, c, plan, options.backward, phase_at, b));
+  Recorder rec(function_, c, *store_, *kernels_, b);
+  CAVS_RETURN_IF_ERROR(
+      internal::RecordSchedule(rec, function_, c, plan, options.backward, phase_at, b));
   CAVS_CHECK(static_cast<int64_t>(b.instrs.size()) == l.instr_count, "fused program size");
   const double t_plan = Seconds();
   PhaseTimer* timer = options_.phase_timer;
@@ -435,11 +436,11 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   // together after the batch's work; Finish waits for them. The device buffers they come from
   // are freed when this returns, after the copies in stream order.
   PendingRun pending;
-  pending.result_.labelled = f_->pushes().empty() ? 0 : plan.labelled;  // no loss: none count
+  pending.result_.labelled = function_.pushes().empty() ? 0 : plan.labelled;  // no loss: none count
   pending.result_.vertices = n;
   std::vector<core::ReadbackPart> results = {{b.stats, 2 * sizeof(float)}};
-  if (!f_->pushes().empty()) {
-    const View v = c.fwd.views[f_->pushes()[0]];
+  if (!function_.pushes().empty()) {
+    const View v = c.fwd.views[function_.pushes()[0]];
     pending.keep_outputs_ = options.keep_outputs;
     pending.row_of_uid_ = plan.row_of_uid;
     pending.graph_offsets_ = plan.graph_offsets;

@@ -182,8 +182,7 @@ class Engine {
                                    const Plan& plan, double t0);
   // Finish, and the stats of a whole Run begun at t0.
   absl::StatusOr<RunResult> FinishRun(PendingRun pending, double t0);
-  vertex::Function function_;            // the engine's copy
-  const vertex::Function* f_ = nullptr;  // &function_
+  vertex::Function function_;  // the engine's own copy
   core::ParameterStore* store_ = nullptr;
   EngineOptions options_;
   ops::Kernels* kernels_ = nullptr;

@@ -485,18 +485,19 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
       return absl::OkStatus();
     }
     case OpKind::kEmbedGrad: {
-      // Over every row, each token's rows are summed in row order (the plan's CSR): the first
-      // embedding of the table writes every row of its gradient (nothing to zero), another
-      // sums its own apart and adds them on with plain adds, one row per token. No atomics,
-      // so the same bits on every run of every device.
+      // Over every row (WeightGrads records sinks over all of them), each token's rows are
+      // summed in row order (the plan's CSR): the first embedding of the table writes every row
+      // of its gradient (nothing to zero), another sums its own apart and adds them on with
+      // plain adds, one row per token. No atomics, so the same bits on every run of every
+      // device.
+      CAVS_CHECK(r0 == 0 && r1 == b_.plan->num_rows && b_.plan->token_row_offsets >= 0,
+                 "an embedding gradient over every row of a plan with tokens");
       const int64_t slots = static_cast<int64_t>(b_.plan->unique_tokens.size());
       const bool first = !b_.embed_rows.defined();
-      const bool whole = r0 == 0 && r1 == b_.plan->num_rows && b_.plan->token_row_offsets >= 0;
       if (first) {
-        const core::Shape shape({slots, w});
         CAVS_ASSIGN_OR_RETURN(
-            b_.embed_rows, whole ? core::Tensor::Empty(shape, core::DType::kFloat32, k_.device())
-                                 : core::Tensor::Zeros(shape, core::DType::kFloat32, k_.device()));
+            b_.embed_rows,
+            core::Tensor::Empty(core::Shape({slots, w}), core::DType::kFloat32, k_.device()));
         b_.embed_table = n.name;
       }
       if (b_.embed_table != n.name) {
@@ -504,12 +505,6 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
                                                      "' and '", n.name, "' in one function"));
       }
       float* rows = b_.embed_rows.data<float>();
-      if (!whole) {
-        const int32_t* slot = Ints(b_.plan->token_slot) + r0;
-        b_.launches.push_back(
-            [=]() { return k->ScatterAddRows(dy, dld, slot, m, w, rows, w, false); });
-        return absl::OkStatus();
-      }
       float* sums = rows;
       if (!first) {
         CAVS_ASSIGN_OR_RETURN(

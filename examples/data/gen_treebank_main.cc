@@ -4,7 +4,6 @@
 // Exit status: 0 on success (and for --help), 2 on a bad option (one line naming it, then the
 // usage), 1 when the folder cannot be created or a file cannot be written (with the OS's
 // reason). --out_dir is created, parents included, where it does not exist.
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 #include "examples/data/line_reader.h"
+#include "examples/data/text_file.h"
 #include "examples/data/treebank_generator.h"
 
 namespace {
@@ -96,19 +96,12 @@ absl::Status ParseArgs(int argc, char** argv, Args* args, bool* help) {
   return cavs::examples::CheckSyntheticOptions(args->seed, args->content_words, args->sizes);
 }
 
-// Writes `text` to `path`, checking the write, the flush and the close (a full disk shows only
-// there); an error names the file and the OS's reason.
+// Writes `text` to `path`; an error names the file and the OS's reason.
 absl::Status WriteFile(const std::string& path, const std::string& text) {
-  auto failed = [&path](int err) {
-    return absl::InternalError(absl::StrCat("cannot write '", path, "': ", std::strerror(err)));
-  };
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return failed(errno);
-  const bool written =
-      std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
-  const int err = written ? 0 : errno;
-  if (std::fclose(f) != 0 && written) return failed(errno);
-  if (!written) return failed(err != 0 ? err : EIO);
+  if (const auto failed = cavs::examples::WriteWholeFile(path, text)) {
+    return absl::InternalError(
+        absl::StrCat("cannot write '", path, "': ", std::strerror(failed->error)));
+  }
   return absl::OkStatus();
 }
 

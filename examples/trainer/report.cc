@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <memory>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +20,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "core/status.h"
+#include "examples/data/text_file.h"
 
 extern char** environ;
 
@@ -221,25 +222,12 @@ absl::StatusOr<std::vector<EpochRecord>> ParseCsvRows(const std::string& rows,
 
 absl::Status WriteTextFile(const std::string& flag, const std::string& path,
                            const std::string& text) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "wb"),
-                                                       &std::fclose);
-  if (file == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": cannot write ", path, ": ", std::strerror(errno)));
-  }
-  // A full disk shows only when the buffer is flushed, so every step is checked, the close too.
-  bool ok = std::fwrite(text.data(), 1, text.size(), file.get()) == text.size() &&
-            std::fflush(file.get()) == 0;
-  int error = ok ? 0 : errno;
-  if (std::fclose(file.release()) != 0 && ok) {
-    ok = false;
-    error = errno;
-  }
-  if (!ok) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": writing ", path, " failed: ", std::strerror(error)));
-  }
-  return absl::OkStatus();
+  const std::optional<examples::WriteFailure> failed = examples::WriteWholeFile(path, text);
+  if (!failed.has_value()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      failed->open
+          ? absl::StrCat(flag, ": cannot write ", path, ": ", std::strerror(failed->error))
+          : absl::StrCat(flag, ": writing ", path, " failed: ", std::strerror(failed->error)));
 }
 
 absl::Status WriteCsv(const std::string& flag, const std::string& path,

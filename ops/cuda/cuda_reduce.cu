@@ -39,9 +39,7 @@ cudaError_t LaunchColumnReduce(cudaStream_t stream, const float* x, int64_t x_ld
   if (m <= 0 || w <= 0) return cudaSuccess;
   const int64_t column_blocks = (w + cr::kColumns - 1) / cr::kColumns;
   if (column_blocks >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
-  const bool has_workspace = workspace.partial != nullptr && workspace.arrivals != nullptr;
-  const int64_t chunks =
-      has_workspace ? cr::Chunks(m, w, num_sms, workspace.floats, workspace.counts) : 1;
+  const int64_t chunks = cr::Chunks(m, w, num_sms, workspace.floats, workspace.counts);
   cr::Args g{x,     x_ld, y, y_ld, m, w, (m + chunks - 1) / chunks, static_cast<int>(chunks),
              alpha, dst};
   if (chunks > 1) {

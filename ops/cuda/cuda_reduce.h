@@ -23,7 +23,7 @@ struct ReduceWorkspace {
 };
 
 // dst: [w] += alpha * Σ_r x[r, c] * (y ? y[r, c] : 1), x: [m, w] (x_ld), y: [m, w] (y_ld), in
-// column_reduce::Chunks chunks of rows (one without a workspace).
+// column_reduce::Chunks chunks of rows meeting in `workspace` (CudaKernels').
 cudaError_t LaunchColumnReduce(cudaStream_t stream, const float* x, int64_t x_ld, const float* y,
                                int64_t y_ld, int64_t m, int64_t w, float alpha, float* dst,
                                int num_sms, const ReduceWorkspace& workspace);

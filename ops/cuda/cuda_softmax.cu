@@ -118,17 +118,7 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x < 2) {
     for (int w = 0; w < kWarps; ++w) block_sum += meet[2 * w + threadIdx.x];
   }
-  __syncthreads();                             // meet is read: block_meet may take it
-  if (gridDim.x == 1 || partial == nullptr) {  // one block adds alone; else (no workspace) atomics
-    if (threadIdx.x < 2 && block_sum != 0.0f) {
-      if (gridDim.x == 1) {
-        stats[threadIdx.x] += block_sum;
-      } else {
-        atomicAdd(&stats[threadIdx.x], block_sum);
-      }
-    }
-    return;
-  }
+  __syncthreads();  // meet is read: block_meet may take it
   block_meet::Meet<2, kThreads>(block_sum, blockIdx.x, gridDim.x, threadIdx.x, partial, 2, arrival,
                                 meet, [&](int i, float total) { stats[i] += total; });
 }
@@ -140,21 +130,19 @@ cudaError_t LaunchSoftmaxCrossEntropy(cudaStream_t stream, const float* logits, 
                                       float* dlogits, float* stats, int32_t* pred,
                                       const ReduceWorkspace& workspace) {
   if (n <= 0 || c <= 0) return cudaSuccess;
-  const bool meet = workspace.partial != nullptr && workspace.arrivals != nullptr &&
-                    workspace.counts > 0 && workspace.floats >= 2;
-  // Rows are strided over the blocks, so fewer blocks than rows only lengthen the loop; with the
-  // workspace, each block's 2 statistics must fit in it.
-  const int64_t max_blocks = std::min<int64_t>(int64_t{1} << 16, meet ? workspace.floats / 2 : n);
-  float* partial = meet ? workspace.partial : nullptr;
-  unsigned* arrival = meet ? workspace.arrivals : nullptr;
+  // Rows are strided over the blocks, so fewer blocks than rows only lengthen the loop; each
+  // block's 2 statistics must fit in the workspace.
+  const int64_t max_blocks = std::min<int64_t>(int64_t{1} << 16, workspace.floats / 2);
   if (c <= kSoftmaxWarpMaxClasses) {
     const int64_t blocks = std::min((n + kWarps - 1) / kWarps, max_blocks);
     SoftmaxXentKernel<false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        logits, ld, n, c, labels, scale, dlogits, stats, pred, partial, arrival);
+        logits, ld, n, c, labels, scale, dlogits, stats, pred, workspace.partial,
+        workspace.arrivals);
   } else {
     const int64_t blocks = std::min(n, max_blocks);
     SoftmaxXentKernel<true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        logits, ld, n, c, labels, scale, dlogits, stats, pred, partial, arrival);
+        logits, ld, n, c, labels, scale, dlogits, stats, pred, workspace.partial,
+        workspace.arrivals);
   }
   return cudaGetLastError();
 }

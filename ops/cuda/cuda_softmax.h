@@ -4,8 +4,7 @@
 // row beyond. Each row is read three times (max and argmax, sum of exponentials, gradient) and
 // is numerically stable (exponentials of x - max). The loss and accuracy statistics are summed
 // in a fixed order (rows, warps, then blocks meeting in the reductions' workspace,
-// block_meet.cuh), so they have the same bits from run to run; without a workspace the blocks
-// add theirs with atomics.
+// block_meet.cuh), so they have the same bits from run to run.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -19,7 +18,8 @@ namespace cavs::ops {
 inline constexpr int64_t kSoftmaxWarpMaxClasses = 1024;
 
 // logits: [n, c] (row stride ld); labels: [n]; dlogits: [n, c] (ld c, may be null);
-// stats: [2] accumulated (may be null); pred: [n] (may be null).
+// stats: [2] accumulated (may be null); pred: [n] (may be null). `workspace`: CudaKernels' (at
+// least 2 floats and 1 count).
 cudaError_t LaunchSoftmaxCrossEntropy(cudaStream_t stream, const float* logits, int64_t ld,
                                       int64_t n, int64_t c, const int32_t* labels, float scale,
                                       float* dlogits, float* stats, int32_t* pred,
