@@ -806,7 +806,8 @@ void BM_LaunchFloor(benchmark::State& state) {
   }
   float* dst = static_cast<float*>(buf->raw_data());
   cudaStream_t stream = (*kernels)->stream();
-  const std::function<absl::Status()> replayed = [&]() { return (*kernels)->Fill(dst, 1, 0.0f); };
+  // 1.0, not 0.0: a fill of zeros is a cudaMemsetAsync, not a kernel.
+  const std::function<absl::Status()> replayed = [&]() { return (*kernels)->Fill(dst, 1, 1.0f); };
   const CallTimes t = TimeCalls(state, stream, [&]() -> absl::Status {
     switch (mode) {
       case 0:
@@ -814,7 +815,7 @@ void BM_LaunchFloor(benchmark::State& state) {
       case 1:
         return CAVS_CUDA_STATUS(cudaMemsetAsync(dst, 0, sizeof(float), stream));
       case 2:
-        return (*kernels)->Fill(dst, 1, 0.0f);
+        return (*kernels)->Fill(dst, 1, 1.0f);
       default:
         return replayed();
     }

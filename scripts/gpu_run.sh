@@ -12,7 +12,12 @@
 # per group under $OUT (default: .gpucarry/out; 6 files, the device tool returns at most 8); a
 # part that fails is reported and the rest still run.
 #
-#   bash .gpucarry/run.sh [tests] [bench] [bench_ab] [all] [round] [tall]
+#   bash .gpucarry/run.sh [verify] [settle] [tests] [bench] [bench_ab] [all] [round] [tall]
+#
+# `verify` (about 7 minutes on an H200) runs every correctness part at once (16 host cores), then
+# the default benchmarks, the one-launch round and the folded rows, BM_TreeLstmPaths 5 to 7 and
+# the LSTM with and without the 64 x 16 tiles; `settle` (about 4 minutes) the round kernel's
+# tests under memcheck and racecheck, then the launch floor, BM_FusedRound and the default rows.
 #
 # Several modes run in one call, in the order above whatever order they are given in (each
 # part still under its own timeout; keep a call's total under the tool's 10 minutes).
@@ -49,12 +54,32 @@ part() {  # part <log> <name> <seconds> <command...>: runs it, appending to $OUT
   shift 3
   local t0=$SECONDS rc=0
   echo "==== $name" >>"$log"
-  timeout "$secs" "$@" >>"$log" 2>&1 || rc=$?
+  timeout "$secs" stdbuf -oL "$@" >>"$log" 2>&1 || rc=$?
   echo "$name: exit $rc, $((SECONDS - t0)) s" | tee -a "$summary"
 }
 sanitize() {  # sanitize <memcheck|racecheck> <name> <gtest filter>: the CUDA op suite under it
   part memcheck "$2" 150 compute-sanitizer --tool "$1" --error-exitcode 1 "$bin/ops_cuda_test" \
     --gtest_brief=1 --gtest_filter="$3"
+}
+
+vpart() {  # vpart <name> <seconds> <command...>: in the background, logged to $vdir/<name>
+  local name="$1" secs="$2"
+  shift 2
+  (
+    t0=$SECONDS
+    rc=0
+    timeout "$secs" "$@" >"$vdir/$name.log" 2>&1 || rc=$?
+    echo "$name: exit $rc, $((SECONDS - t0)) s" >"$vdir/$name.rc"
+  ) &
+}
+vjoin() {  # waits for every vpart, then appends their logs to tests.log
+  wait
+  for f in "$vdir"/*.rc; do
+    n=$(basename "$f" .rc)
+    { echo "==== $n"; cat "$vdir/$n.log"; } >>"$OUT/tests.log"
+    tee -a "$summary" <"$f"
+  done
+  rm -rf "$vdir"
 }
 
 modes=" ${*:-all} "
@@ -64,6 +89,74 @@ want() {  # want <mode>...: whether any of them was asked for (all asks for the 
   return 1
 }
 nvidia-smi -L | tee -a "$summary"
+if want settle; then
+  # After verify (about 4 minutes): the round kernel's test with the GEMM compared against the
+  # scale of its sums, under memcheck and racecheck too, then the launch floor, the round's
+  # GEMM + program as one and two launches, and the Tree-LSTM rows on the defaults.
+  vdir=$(mktemp -d)
+  vpart ops_cuda_fused 150 env CAVS_VERIFY_EW_SHAPES=1 "$bin/ops_cuda_test" --gtest_brief=1 \
+    --gtest_filter='CudaFused*:*CublasLt*'
+  vpart memcheck_round 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaFusedTest.Round*'
+  vpart racecheck_round 150 compute-sanitizer --tool racecheck --error-exitcode 1 \
+    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaFusedTest.Round*'
+  vjoin
+  part bench_tree tree_gpu_bench 200 "$bin/tree_lstm_gpu_benchmark" \
+    --benchmark_counters_tabular=true \
+    --benchmark_filter='^(BM_LaunchFloor|BM_FusedRound/0/[23]/|BM_TreeLstm/)'
+fi
+if want verify; then
+  # Everything since run 7 in one call of about 9 minutes. The correctness parts run at once
+  # (the machine has 16 host cores; NVRTC's first compiles dominate a fresh machine), each with
+  # its own log, joined into tests.log; then the benchmarks one after another on an idle GPU.
+  export CAVS_VERIFY_EW_SHAPES=1
+  vdir=$(mktemp -d)
+  sst_flags=(--device=cuda --train=data/sst_train.txt --dev=data/sst_dev.txt --epochs=3
+    --hidden=150 --embed=300 --optimizer=adagrad --lr=0.05 --weight-decay=1e-5 --dropout=0.5)
+  vpart ops_cuda_test 200 "$bin/ops_cuda_test" --gtest_brief=1
+  vpart equivalence 120 "$bin/ops_kernels_equivalence_test" --gtest_brief=1
+  vpart engine 150 "$bin/scheduler_engine_test" --gtest_brief=1
+  vpart engine_sgemm 150 env CAVS_CUBLASLT=0 CAVS_SMALL_GEMM=0 "$bin/scheduler_engine_test" \
+    --gtest_brief=1
+  vpart engine_fused_round 150 env CAVS_FUSED_ROUND=1 "$bin/scheduler_engine_test" --gtest_brief=1
+  vpart engine_small_fused_round 150 env CAVS_SMALL_GEMM=1 CAVS_FUSED_ROUND=1 \
+    "$bin/scheduler_engine_test" --gtest_brief=1
+  vpart engine_tall_tile 150 env CAVS_SMALL_GEMM_TALL=1 "$bin/scheduler_engine_test" \
+    --gtest_brief=1
+  vpart trainer 150 "$bin/trainer_test" --gtest_brief=1 --gtest_filter='*Cuda*'
+  vpart trainer_fused_round 150 env CAVS_FUSED_ROUND=1 "$bin/trainer_test" --gtest_brief=1 \
+    --gtest_filter='*Cuda*'
+  if [[ -f data/sst_train.txt && -f data/sst_dev.txt ]]; then
+    vpart trainer_sst 200 "$bin/cavs-train" "${sst_flags[@]}"
+    vpart trainer_sst_fused_round 200 env CAVS_FUSED_ROUND=1 "$bin/cavs-train" "${sst_flags[@]}"
+  fi
+  vpart memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/ops_cuda_test" \
+    --gtest_brief=1 --gtest_filter='CudaFused*:CudaKernels*:*CublasLt*'
+  vpart racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 1 \
+    "$bin/ops_cuda_test" --gtest_brief=1 \
+    --gtest_filter='CudaKernels*SmallGemm*:CudaKernels*Tall*:CudaFused*:CudaKernels*Column*:CudaKernels*Softmax*'
+  vjoin
+  unset CAVS_VERIFY_EW_SHAPES
+  tabular=--benchmark_counters_tabular=true
+  part bench_tree tree_gpu_bench 170 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter='^(BM_DeviceCeilings|BM_LaunchFloor|BM_GemmCall|BM_FusedRound|BM_TreeLstm/)'
+  CAVS_FUSED_ROUND=1 part bench_tree tree_gpu_bench_fused_round 60 \
+    "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter='^BM_TreeLstm/(infer_pipelined|train_pipelined)/256'
+  CAVS_BENCH_FOLDED=1 part bench_tree tree_gpu_bench_folded 40 "$bin/tree_lstm_gpu_benchmark" \
+    "$tabular" --benchmark_filter='^BM_TreeLstm/infer_pipelined/256'
+  part bench_paths paths_round 100 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter='^BM_TreeLstmPaths/[567]/' --benchmark_enable_random_interleaving=true \
+    --benchmark_report_aggregates_only=true
+  for pair in 1 2; do
+    for tall in 0 1; do
+      CAVS_SMALL_GEMM_TALL=$tall part bench_lstm "lstm_tall_${tall}_$pair" 40 \
+        "$bin/lstm_gpu_benchmark" "$tabular"
+    done
+  done
+  CAVS_SMALL_GEMM=1 CAVS_FUSED_ROUND=1 part bench_lstm lstm_small_fused_round 40 \
+    "$bin/lstm_gpu_benchmark" "$tabular"
+fi
 if want tests all; then
   export CAVS_VERIFY_EW_SHAPES=1
   # 240 s: on a fresh machine the generated kernels are compiled (NVRTC) before the disk cache
