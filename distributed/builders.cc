@@ -107,7 +107,7 @@ Strategy BuildAllReduceLike(absl::string_view name, const ParameterStore& store,
   int index = 0;
   return MakeStrategy(name, store, world_size, [&](const Parameter& p) -> ParamSync {
     const int i = index++;
-    if (!p.sparse_grad) return AllReduceSync{group[i], options.compressor};
+    if (!p.sparse_grad) return AllReduceSync{group[i], options.compressor, options.topology};
     if (sparse_ps) return ps[i];
     return SparseSync{};
   });
@@ -116,8 +116,8 @@ Strategy BuildAllReduceLike(absl::string_view name, const ParameterStore& store,
 }  // namespace
 
 const std::vector<std::string>& StrategyBuilderNames() {
-  static const auto* names =
-      new std::vector<std::string>{"allreduce", "ps", "ps-lb", "partitioned-ps", "hybrid"};
+  static const auto* names = new std::vector<std::string>{
+      "allreduce", "ps", "ps-lb", "partitioned-ps", "hybrid", "hier-allreduce", "hier-hybrid"};
   return *names;
 }
 
@@ -129,6 +129,13 @@ absl::StatusOr<Strategy> BuildStrategy(absl::string_view name, const ParameterSt
   if (options.bucket_bytes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("bucket size ", options.bucket_bytes, " bytes is not positive"));
+  }
+  if (name == "hier-allreduce" || name == "hier-hybrid") {
+    BuildOptions hier = options;
+    hier.topology = AllReduceTopology::kHierarchical;
+    CAVS_ASSIGN_OR_RETURN(Strategy s, BuildStrategy(name.substr(5), store, world_size, hier));
+    s.name = std::string(name);
+    return s;
   }
   if (name == "allreduce") return BuildAllReduceLike(name, store, world_size, options, false);
   if (name == "hybrid") {

@@ -12,6 +12,9 @@
 //                     least-loaded distinct servers.
 //   "hybrid"          row-sparse gradients by Sparse allgather (or load-balanced PS with
 //                     hybrid_sparse_ps), dense ones by allreduce buckets.
+//   "hier-allreduce", "hier-hybrid"
+//                     allreduce and hybrid with every bucket hierarchical (reduce within each
+//                     host, allreduce among one leader per host, broadcast within the host).
 //
 // Builders are deterministic functions of the parameters' names, shapes and order, so every
 // rank builds the same strategy. Thread-safety: pure functions.
@@ -33,6 +36,8 @@ struct BuildOptions {
   Compressor compressor = Compressor::kNone;       // allreduce and hybrid: on every bucket
   int64_t partition_min_bytes = int64_t{1} << 20;  // partitioned-ps: split tensors this large
   bool hybrid_sparse_ps = false;  // hybrid: sparse gradients to PS instead of Sparse allgather
+  // allreduce and hybrid: how every bucket crosses hosts (the hier- builders set hierarchical).
+  AllReduceTopology topology = AllReduceTopology::kFlat;
 };
 
 // The builder names BuildStrategy accepts, in the order listed above.

@@ -289,6 +289,19 @@ class MpiCommunicator final : public Communicator {
     return Create(shared_state(), globals_, comm_);
   }
 
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
+      int color, int key, std::shared_ptr<internal::CommState> state) override {
+    // Blocking, but every rank has just passed the colors' allgather.
+    MPI_Comm split = MPI_COMM_NULL;
+    CAVS_MPI_RETURN_IF_ERROR(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &split));
+    if (split == MPI_COMM_NULL) return std::unique_ptr<Communicator>();
+    absl::StatusOr<std::unique_ptr<Communicator>> made = Create(std::move(state), globals_, split);
+    MPI_Comm_free(&split);
+    return made;
+  }
+
+  absl::StatusOr<int64_t> DoHostKey() override { return internal::HostKey(); }
+
  private:
   MPI_Op SumOp(DType t) const {
     if (t == DType::kFloat16) return globals_->half_sum;

@@ -107,7 +107,8 @@ absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ParseOptions(
 }
 
 absl::StatusOr<ParamSync> ParseAllReduce(const std::vector<std::string>& tokens) {
-  CAVS_ASSIGN_OR_RETURN(auto options, ParseOptions(tokens, "allreduce", {"group", "compressor"}));
+  CAVS_ASSIGN_OR_RETURN(auto options,
+                        ParseOptions(tokens, "allreduce", {"group", "compressor", "topology"}));
   AllReduceSync sync;
   if (auto it = options.find("group"); it != options.end()) {
     CAVS_ASSIGN_OR_RETURN(sync.group, ParseInt<int>("group", it->second, 0));
@@ -118,6 +119,14 @@ absl::StatusOr<ParamSync> ParseAllReduce(const std::vector<std::string>& tokens)
     } else if (it->second != "none") {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown compressor '", it->second, "' (expected none or fp16)"));
+    }
+  }
+  if (auto it = options.find("topology"); it != options.end()) {
+    if (it->second == "hierarchical") {
+      sync.topology = AllReduceTopology::kHierarchical;
+    } else if (it->second != "flat") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown topology '", it->second, "' (expected flat or hierarchical)"));
     }
   }
   return sync;
@@ -229,10 +238,15 @@ const ParamStrategy* Strategy::Find(absl::string_view param) const {
   return nullptr;
 }
 
+const char* TopologyName(AllReduceTopology t) {
+  return t == AllReduceTopology::kHierarchical ? "hierarchical" : "flat";
+}
+
 std::string DescribeSync(const ParamSync& sync) {
   if (const auto* ar = std::get_if<AllReduceSync>(&sync)) {
-    return absl::StrCat("allreduce group=", ar->group,
-                        " compressor=", CompressorName(ar->compressor));
+    return absl::StrCat(
+        "allreduce group=", ar->group, " compressor=", CompressorName(ar->compressor),
+        ar->topology == AllReduceTopology::kHierarchical ? " topology=hierarchical" : "");
   }
   if (const auto* ps = std::get_if<ParameterServerSync>(&sync)) {
     std::string s = absl::StrCat("ps placement=", absl::StrJoin(ps->placement, ","));
@@ -360,6 +374,12 @@ absl::Status ValidateStrategy(const Strategy& strategy, const core::ParameterSto
           absl::StrCat("allreduce group ", ar->group, " mixes compressors: parameter '", p->name,
                        "' uses ", CompressorName(ar->compressor), ", parameter '",
                        first->second->name, "' uses ", CompressorName(other.compressor)));
+    }
+    if (!added && other.topology != ar->topology) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("allreduce group ", ar->group, " mixes topologies: parameter '", p->name,
+                       "' uses ", TopologyName(ar->topology), ", parameter '", first->second->name,
+                       "' uses ", TopologyName(other.topology)));
     }
   }
   for (const ParamStrategy& e : strategy.params) {

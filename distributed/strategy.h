@@ -17,6 +17,7 @@
 //   world_size 4
 //   param embed/E sparse
 //   param fc/W allreduce group=0 compressor=none
+//   param fc/b allreduce group=1 compressor=none topology=hierarchical
 //   param out/W ps placement=1,3 rows=0,512,1000 staleness=0
 // Names with spaces, quotes or '#' are written as C-escaped strings in double quotes.
 //
@@ -40,9 +41,19 @@ enum class Compressor { kNone, kFp16 };
 // "none", "fp16".
 const char* CompressorName(Compressor c);
 
+// How an allreduce crosses hosts: kFlat, one allreduce over every rank; kHierarchical, a reduce
+// to each host's leader (its lowest rank) over shared memory, an allreduce among the leaders
+// over the network, and a broadcast within each host (Horovod's hierarchical allreduce), so
+// that each host sends one copy of the bucket instead of one per rank.
+enum class AllReduceTopology { kFlat, kHierarchical };
+
+// "flat", "hierarchical".
+const char* TopologyName(AllReduceTopology t);
+
 struct AllReduceSync {
   int group = 0;  // bucket id: parameters with the same group are fused into one allreduce
   Compressor compressor = Compressor::kNone;
+  AllReduceTopology topology = AllReduceTopology::kFlat;
 
   friend bool operator==(const AllReduceSync&, const AllReduceSync&) = default;
 };
@@ -85,7 +96,8 @@ struct Strategy {
 };
 
 // "allreduce group=0 compressor=none", "ps placement=1 staleness=0", "sparse": the text of one
-// synchronizer as it appears in a strategy file.
+// synchronizer as it appears in a strategy file (topology= only where it is hierarchical, so
+// that flat strategies read as they did before it existed).
 std::string DescribeSync(const ParamSync& sync);
 
 // The text form; ParseStrategy(SerializeStrategy(s)) == s.

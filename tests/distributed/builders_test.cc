@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "tests/distributed/test_model.h"
 
 namespace cavs::distributed {
@@ -162,13 +163,35 @@ TEST(HybridBuilderTest, SparseByAllgatherOrPsAndDenseByAllreduce) {
   EXPECT_TRUE(std::holds_alternative<AllReduceSync>(s->Find("out/W")->sync));
 }
 
+TEST(HierarchicalBuildersTest, AreAllreduceAndHybridWithHierarchicalBuckets) {
+  ParameterStore store;
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  for (const char* base : {"allreduce", "hybrid"}) {
+    const std::string name = absl::StrCat("hier-", base);
+    absl::StatusOr<Strategy> hier = BuildStrategy(name, store, 4, {.bucket_bytes = 64});
+    absl::StatusOr<Strategy> flat = BuildStrategy(base, store, 4, {.bucket_bytes = 64});
+    ASSERT_TRUE(hier.ok() && flat.ok()) << hier.status() << flat.status();
+    EXPECT_EQ(hier->name, name);
+    ASSERT_EQ(hier->params.size(), flat->params.size());
+    for (size_t i = 0; i < flat->params.size(); ++i) {
+      ParamSync want = flat->params[i].sync;
+      if (auto* ar = std::get_if<AllReduceSync>(&want)) {
+        ar->topology = AllReduceTopology::kHierarchical;
+      }
+      EXPECT_EQ(hier->params[i].sync, want) << name << " " << flat->params[i].param;
+    }
+  }
+}
+
 TEST(BuildStrategyTest, ErrorsForUnknownNamesAndBadArguments) {
   ParameterStore store;
   ASSERT_TRUE(testing::BuildModel(store).ok());
   absl::StatusOr<Strategy> s = BuildStrategy("horovod", store, 2);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(s.status(), "unknown strategy builder 'horovod'")) << s.status();
-  EXPECT_TRUE(Contains(s.status(), "allreduce, ps, ps-lb, partitioned-ps, hybrid")) << s.status();
+  EXPECT_TRUE(Contains(s.status(),
+                       "allreduce, ps, ps-lb, partitioned-ps, hybrid, hier-allreduce, hier-hybrid"))
+      << s.status();
   EXPECT_TRUE(Contains(BuildStrategy("ps", store, 0).status(), "world size 0"));
   EXPECT_TRUE(
       Contains(BuildStrategy("allreduce", store, 2, {.bucket_bytes = 0}).status(), "bucket size"));
