@@ -11,10 +11,12 @@ REQUIRED=(
   libopenmpi-dev openmpi-bin
   libgtest-dev googletest libgmock-dev libbenchmark-dev
   clang-format
+  iproute2 iptables libnetfilter-queue-dev
 )
 # Useful but not needed for a passing build: a failure here is a warning.
-#   ccache: cheap rebuilds; gnuplot-nox: learning-curve plots; clang + libclang-rt: libFuzzer.
-OPTIONAL=(ccache gnuplot-nox clang libclang-rt-14-dev)
+#   ccache: cheap rebuilds; gnuplot-nox: learning-curve plots; clang + libclang-rt: libFuzzer;
+#   iperf3: `scripts/cluster.sh check` measures the emulated links with it.
+OPTIONAL=(ccache gnuplot-nox clang libclang-rt-14-dev iperf3)
 
 log() { echo "setup: $*"; }
 
