@@ -19,6 +19,7 @@
 //   param fc/W allreduce group=0 compressor=none
 //   param fc/b allreduce group=1 compressor=none topology=hierarchical
 //   param out/W ps placement=1,3 rows=0,512,1000 staleness=0
+//   param out/b ps placement=h1.0 staleness=0          # host 1's first rank
 // Names with spaces, quotes or '#' are written as C-escaped strings in double quotes.
 //
 // Thread-safety: plain values.
@@ -58,8 +59,20 @@ struct AllReduceSync {
   friend bool operator==(const AllReduceSync&, const AllReduceSync&) = default;
 };
 
+// A server named by its host instead of its rank: the `local`-th rank (0: the lowest) of the
+// `host`-th host (hosts in the order of their lowest rank; Communicator::DiscoverTopology).
+// Written hH.L (`h1.0`, or `h1` for local rank 0): a strategy that means the same on any
+// number of ranks per host.
+struct HostRank {
+  int host = 0;
+  int local = 0;
+
+  friend bool operator==(const HostRank&, const HostRank&) = default;
+};
+
 struct ParameterServerSync {
-  // Server rank of each shard; one entry for an unsharded parameter.
+  // Server rank of each shard; one entry for an unsharded parameter. Empty where the servers
+  // are named by host (host_placement) until ResolveHostPlacements fills it.
   std::vector<int> placement;
   // Shard boundaries in rows: placement.size() + 1 increasing values from 0 to the parameter's
   // rows. Empty: even split (see ShardRowSplits).
@@ -67,6 +80,8 @@ struct ParameterServerSync {
   // 0: synchronous. k > 0: a rank may run up to k steps ahead of the servers (bounded
   // staleness); recorded and checked, but the synchronizer supports only 0 so far.
   int staleness = 0;
+  // Servers by host, one per shard, or empty: placement names ranks.
+  std::vector<HostRank> host_placement;
 
   friend bool operator==(const ParameterServerSync&, const ParameterServerSync&) = default;
 };
@@ -116,5 +131,14 @@ std::string SerializeStrategy(const Strategy& strategy);
 // The shard boundaries of a PS synchronizer for a parameter with `rows` rows: its row_splits,
 // or an even split (the first rows % shards shards one row larger).
 std::vector<int64_t> ShardRowSplits(const ParameterServerSync& ps, int64_t rows);
+
+// Shards of a PS synchronizer: placement's, or host_placement's where servers are named by host.
+int NumShards(const ParameterServerSync& ps);
+
+// `strategy` with every server named by host replaced by its rank in `host_of_rank` (the host
+// of every rank, Topology::host_of_rank). Error: a host or local rank that does not exist,
+// naming the parameter ("parameter 'E': server h2.0: there are 2 hosts").
+[[nodiscard]] absl::StatusOr<Strategy> ResolveHostPlacements(const Strategy& strategy,
+                                                             const std::vector<int>& host_of_rank);
 
 }  // namespace cavs::distributed

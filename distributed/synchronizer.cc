@@ -110,7 +110,17 @@ absl::StatusOr<std::unique_ptr<GradientSynchronizer>> GradientSynchronizer::Crea
                        ") is not supported by the gradient synchronizer yet; use staleness=0"));
     }
   }
-  std::unique_ptr<GradientSynchronizer> sync(new GradientSynchronizer(comm, store, strategy));
+  // Servers named by host become ranks (every rank asks for the topology, or none does).
+  Strategy resolved = strategy;
+  const bool by_host = std::any_of(strategy.params.begin(), strategy.params.end(), [](auto& e) {
+    const auto* ps = std::get_if<ParameterServerSync>(&e.sync);
+    return ps != nullptr && !ps->host_placement.empty();
+  });
+  if (by_host) {
+    CAVS_ASSIGN_OR_RETURN(Topology topology, comm->DiscoverTopology());
+    CAVS_ASSIGN_OR_RETURN(resolved, ResolveHostPlacements(strategy, topology.host_of_rank));
+  }
+  std::unique_ptr<GradientSynchronizer> sync(new GradientSynchronizer(comm, store, resolved));
   CAVS_ASSIGN_OR_RETURN(sync->control_, comm->Duplicate());
   CAVS_RETURN_IF_ERROR(sync->BuildUnits());
   return sync;

@@ -183,6 +183,31 @@ TEST(HierarchicalBuildersTest, AreAllreduceAndHybridWithHierarchicalBuckets) {
   }
 }
 
+// Shards of a split tensor sized by their servers' weights: a server of weight 3 gets about
+// three times the rows of one of weight 1.
+TEST(PsBuilderTest, PartitionedPsSplitsRowsInProportionToServerWeights) {
+  ParameterStore store;
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  const std::vector<double> weights = {1, 3};
+  absl::StatusOr<Strategy> s = BuildStrategy(
+      "partitioned-ps", store, 2, {.partition_min_bytes = 16, .server_weights = weights});
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(ValidateStrategy(*s, store).ok());
+  const auto& e = std::get<ParameterServerSync>(s->Find("embed/E")->sync);
+  ASSERT_EQ(e.placement.size(), 2u);
+  const std::vector<int64_t> splits = ShardRowSplits(e, store.Find("embed/E")->value.rows());
+  for (int shard = 0; shard < 2; ++shard) {
+    const double rows = static_cast<double>(splits[shard + 1] - splits[shard]);
+    const double want = splits.back() * weights[e.placement[shard]] / 4.0;
+    EXPECT_NEAR(rows, want, 1.0) << "shard " << shard << " on rank " << e.placement[shard];
+  }
+  EXPECT_TRUE(Contains(BuildStrategy("partitioned-ps", store, 2, {.server_weights = {1}}).status(),
+                       "1 server weights for world size 2"));
+  EXPECT_TRUE(
+      Contains(BuildStrategy("partitioned-ps", store, 2, {.server_weights = {1, 0}}).status(),
+               "not positive"));
+}
+
 TEST(BuildStrategyTest, ErrorsForUnknownNamesAndBadArguments) {
   ParameterStore store;
   ASSERT_TRUE(testing::BuildModel(store).ok());

@@ -155,6 +155,32 @@ TEST(MpiSyncTest, HierarchicalAllReduceMatchesOneProcess) {
   }
 }
 
+// Servers named by host, resolved against the hosts of a 2-rank-per-host layout.
+TEST(MpiSyncTest, ServersNamedByHostResolveToTheirHostsRanks) {
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      MakeCommunicator("mpi", {.timeout = absl::Seconds(10), .ranks_per_host = 2});
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  ParameterStore store;
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  absl::StatusOr<Strategy> s = BuildStrategy("ps-lb", store, World().world_size());
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int hosts = (World().world_size() + 1) / 2;
+  int next = 0;
+  for (ParamStrategy& e : s->params) {
+    auto& ps = std::get<ParameterServerSync>(e.sync);
+    ps.host_placement = {{next++ % hosts, 0}};
+    ps.placement.clear();
+  }
+  absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync =
+      GradientSynchronizer::Create(comm->get(), &store, *s);
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  for (const ParamStrategy& e : (*sync)->strategy().params) {
+    const auto& ps = std::get<ParameterServerSync>(e.sync);
+    ASSERT_EQ(ps.placement.size(), 1u);
+    EXPECT_EQ(ps.placement[0] % 2, 0) << e.param << ": a host's first rank";
+  }
+}
+
 TEST(MpiSyncTest, ParameterServerMatchesOneProcess) { RunAndCompare({.builder = "ps"}); }
 
 TEST(MpiSyncTest, LoadBalancedParameterServerMatchesOneProcess) {

@@ -89,6 +89,37 @@ TEST(StrategyTextTest, TopologyIsOptionalAndRoundTrips) {
   EXPECT_EQ(*ParseStrategy(text), *s);
 }
 
+// Servers named by host: parsed, written back the same way, and resolved to ranks against the
+// hosts of the ranks; a host or local rank that does not exist names the parameter.
+TEST(StrategyTextTest, ServersNamedByHost) {
+  absl::StatusOr<Strategy> s = ParseStrategy(
+      "version 1\nworld_size 4\nparam a ps placement=h1.1,h0 rows=0,3,5\nparam b ps "
+      "placement=h1\n");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& a = std::get<ParameterServerSync>(s->params[0].sync);
+  EXPECT_TRUE(a.placement.empty());
+  EXPECT_EQ(a.host_placement, (std::vector<HostRank>{{1, 1}, {0, 0}}));
+  EXPECT_EQ(NumShards(a), 2);
+  const std::string text = SerializeStrategy(*s);
+  EXPECT_TRUE(absl::StrContains(text, "param a ps placement=h1.1,h0.0 rows=0,3,5")) << text;
+  EXPECT_EQ(*ParseStrategy(text), *s);
+  // Hosts of ranks 0..3: 2 hosts x 2 ranks.
+  absl::StatusOr<Strategy> resolved = ResolveHostPlacements(*s, {0, 0, 1, 1});
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(std::get<ParameterServerSync>(resolved->params[0].sync).placement,
+            std::vector<int>({3, 0}));
+  EXPECT_EQ(std::get<ParameterServerSync>(resolved->params[1].sync).placement,
+            std::vector<int>({2}));
+  absl::StatusOr<Strategy> one_host = ResolveHostPlacements(*s, {0, 0, 0, 0});
+  EXPECT_TRUE(Contains(one_host.status(), "parameter 'a': server h1.1: there are 1 hosts"))
+      << one_host.status();
+  absl::StatusOr<Strategy> small = ResolveHostPlacements(*s, {0, 0, 0, 1});
+  EXPECT_TRUE(Contains(small.status(), "server h1.1: host 1 has 1 ranks")) << small.status();
+  EXPECT_TRUE(
+      Contains(ParseStrategy("version 1\nworld_size 2\nparam a ps placement=h1.x\n").status(),
+               "bad value 'h1.x' for placement"));
+}
+
 TEST(StrategyTextTest, ParseErrorsNameTheLine) {
   struct Case {
     std::string text;
