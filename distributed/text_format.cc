@@ -1,10 +1,13 @@
 #include "distributed/text_format.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -81,6 +84,41 @@ absl::StatusOr<std::vector<LineOption>> ParseLineOptions(const std::vector<std::
     options.push_back({key, tokens[i].substr(eq + 1)});
   }
   return options;
+}
+
+absl::StatusOr<double> ParseNumber(absl::string_view value, const NumberRange& range) {
+  double v = 0.0;
+  const bool in_range = absl::SimpleAtod(value, &v) && std::isfinite(v) &&
+                        (range.min_exclusive ? v > range.min : v >= range.min) && v <= range.max;
+  if (in_range) return v;
+  std::string expected = absl::StrCat(range.min_exclusive ? "> " : ">= ", range.min);
+  if (std::isfinite(range.max)) {
+    expected =
+        absl::StrCat("in ", range.min_exclusive ? "(" : "[", range.min, ", ", range.max, "]");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("bad value '", value, "' (expected a number ", expected, ")"));
+}
+
+absl::StatusOr<int64_t> ParseInteger(absl::string_view value, int64_t min, int64_t max) {
+  int64_t v = 0;
+  if (absl::SimpleAtoi(value, &v) && v >= min && v <= max) return v;
+  return absl::InvalidArgumentError(
+      absl::StrCat("bad value '", value, "' (expected an integer in [", min, ", ", max, "])"));
+}
+
+std::string FormatNumber(double x) {
+  char buffer[64];
+  const std::to_chars_result r = std::to_chars(buffer, buffer + sizeof(buffer), x);
+  return std::string(buffer, r.ptr);
+}
+
+absl::Status FieldError(absl::string_view field, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat("field '", field, "': ", s.message()));
+}
+
+absl::Status LineError(absl::string_view file, int line, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(file, " line ", line, ": ", s.message()));
 }
 
 }  // namespace cavs::distributed::internal

@@ -6,9 +6,11 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -32,5 +34,25 @@ struct LineOption {
 // most once. Errors name the token ("unknown field 'x' (expected a=, b=)") or the key.
 [[nodiscard]] absl::StatusOr<std::vector<LineOption>> ParseLineOptions(
     const std::vector<std::string>& tokens, size_t first, const std::vector<std::string>& allowed);
+
+// A finite number within a range, for the fields of a line. Errors: "bad value 'x' (expected a
+// number > 0)" and the like; the caller adds the field's name (FieldError).
+struct NumberRange {
+  double min = 0.0;
+  bool min_exclusive = false;
+  double max = 0.0;  // inclusive; infinity for none
+};
+[[nodiscard]] absl::StatusOr<double> ParseNumber(absl::string_view value, const NumberRange& range);
+// An integer in [min, max].
+[[nodiscard]] absl::StatusOr<int64_t> ParseInteger(absl::string_view value, int64_t min,
+                                                   int64_t max);
+
+// The shortest text that reads back as exactly `x` ("0.25", "1e-06", "160.33333333333334").
+std::string FormatNumber(double x);
+
+// "field 'name': <message>", keeping the code.
+absl::Status FieldError(absl::string_view field, const absl::Status& s);
+// "<file> line <n>: <message>", keeping the code.
+absl::Status LineError(absl::string_view file, int line, const absl::Status& s);
 
 }  // namespace cavs::distributed::internal
