@@ -4,8 +4,6 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -13,59 +11,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/status.h"
+#include "distributed/text_format.h"
 
 namespace cavs::distributed {
 
 namespace {
 
 constexpr int kVersion = 1;
-
-bool NeedsQuotes(absl::string_view s) {
-  if (s.empty()) return true;
-  for (char c : s) {
-    if (!absl::ascii_isgraph(static_cast<unsigned char>(c)) || c == '"' || c == '#') return true;
-  }
-  return false;
-}
-
-std::string Quote(const std::string& s) {
-  return NeedsQuotes(s) ? absl::StrCat("\"", absl::CEscape(s), "\"") : s;
-}
-
-// Splits a line into whitespace-separated tokens; "..." is one C-escaped token; '#' outside
-// quotes starts a comment.
-absl::StatusOr<std::vector<std::string>> Tokenize(absl::string_view line) {
-  std::vector<std::string> tokens;
-  size_t i = 0;
-  while (i < line.size()) {
-    const char c = line[i];
-    if (absl::ascii_isspace(static_cast<unsigned char>(c))) {
-      ++i;
-    } else if (c == '#') {
-      break;
-    } else if (c == '"') {
-      size_t end = i + 1;
-      while (end < line.size() && line[end] != '"') end += line[end] == '\\' ? 2 : 1;
-      if (end >= line.size()) return absl::InvalidArgumentError("unterminated quoted name");
-      std::string unescaped;
-      std::string error;
-      if (!absl::CUnescape(line.substr(i + 1, end - i - 1), &unescaped, &error)) {
-        return absl::InvalidArgumentError(absl::StrCat("bad escape in quoted name: ", error));
-      }
-      tokens.push_back(std::move(unescaped));
-      i = end + 1;
-    } else {
-      size_t end = i;
-      while (end < line.size() && !absl::ascii_isspace(static_cast<unsigned char>(line[end])) &&
-             line[end] != '#') {
-        ++end;
-      }
-      tokens.emplace_back(line.substr(i, end - i));
-      i = end;
-    }
-  }
-  return tokens;
-}
 
 template <typename T>
 absl::StatusOr<T> ParseInt(absl::string_view key, absl::string_view value, T min_value) {
@@ -292,11 +244,11 @@ std::string DescribeSync(const ParamSync& sync) {
 }
 
 std::string SerializeStrategy(const Strategy& strategy) {
-  std::string out =
-      absl::StrCat("# cavs distributed strategy (see docs/distributed.md)\nversion ", kVersion,
-                   "\nname ", Quote(strategy.name), "\nworld_size ", strategy.world_size, "\n");
+  std::string out = absl::StrCat("# cavs distributed strategy (see docs/distributed.md)\nversion ",
+                                 kVersion, "\nname ", internal::QuoteToken(strategy.name),
+                                 "\nworld_size ", strategy.world_size, "\n");
   for (const ParamStrategy& p : strategy.params) {
-    absl::StrAppend(&out, "param ", Quote(p.param), " ", DescribeSync(p.sync), "\n");
+    absl::StrAppend(&out, "param ", internal::QuoteToken(p.param), " ", DescribeSync(p.sync), "\n");
   }
   return out;
 }
@@ -306,7 +258,7 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view text) {
   int line_number = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
-    absl::StatusOr<std::vector<std::string>> tokens = Tokenize(line);
+    absl::StatusOr<std::vector<std::string>> tokens = internal::TokenizeLine(line);
     if (!tokens.ok()) return LineError(line_number, tokens.status());
     if (tokens->empty()) continue;
     absl::Status s = ParseLine(*tokens, line_number, st);
