@@ -24,7 +24,8 @@
 // so each row's efficiency (plain step / distributed step) is measured in the same run. Rank 0
 // prints one row per strategy: the slowest rank's mean step time and its phases, samples/s over
 // all ranks, bytes sent per step (StepStats' payload model, mean over ranks and the busiest
-// rank), units, and the efficiency.
+// rank), the bytes each host's network interfaces sent a step (its namespace's /proc/net/dev,
+// loopback excluded: 0 on one machine), units, and the efficiency.
 //
 // Open MPI's nonblocking algorithms are what the environment sets (cavs-train sets few-round ones
 // by default; docs/cluster.md and bench/RESULTS.md say why they matter).
@@ -75,8 +76,30 @@ struct Flags {
 struct Row {
   double step_ms = 0, compute_ms = 0, finish_ms = 0, opt_ms = 0;
   double bytes_mean = 0, bytes_max = 0;
+  double wire_per_host = 0;  // bytes a step each host's network links sent, mean over hosts
   int units = 0;
 };
+
+// Bytes this process's network namespace has sent on every interface but loopback
+// (/proc/net/dev is per namespace): on the emulated cluster, its host's link.
+int64_t WireBytesSent() {
+  std::ifstream in("/proc/net/dev");
+  std::string line;
+  int64_t sent = 0;
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string iface = line.substr(0, colon);
+    iface.erase(0, iface.find_first_not_of(' '));
+    if (iface == "lo") continue;
+    std::istringstream fields(line.substr(colon + 1));
+    int64_t v[9] = {};
+    for (int64_t& x : v) fields >> x;
+    sent +=
+        v[8];  // receive: bytes packets errs drop fifo frame compressed multicast; transmit: bytes
+  }
+  return sent;
+}
 
 std::string DefaultSst() {
   if (const char* env = std::getenv("CAVS_BENCH_SST")) return env;
@@ -247,7 +270,9 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
   Row row;
   double bytes = 0;
   if (comm != nullptr && strategy != nullptr) CAVS_RETURN_IF_ERROR(comm->Barrier());
+  int64_t wire_start = 0;
   for (int s = 0; s < f.warmup + f.steps; ++s) {
+    if (s == f.warmup) wire_start = WireBytesSent();
     const std::vector<scheduler::Graph> batch = Batch(d, f, s, rank, world);
     CAVS_ASSIGN_OR_RETURN(
         distributed::StepTimes t,
@@ -266,6 +291,14 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
     row.units = t.sync.units;
   }
   if (strategy != nullptr) {
+    // Each host's link once: its lowest rank reads the counters, the others report 0.
+    CAVS_ASSIGN_OR_RETURN(distributed::Topology topology, comm->DiscoverTopology());
+    const double wire = topology.LocalRank(rank) == 0
+                            ? static_cast<double>(WireBytesSent() - wire_start) / f.steps
+                            : 0.0;
+    double wire_mean = 0, wire_max = 0;
+    CAVS_RETURN_IF_ERROR(MeanMax(*comm, wire, &wire_mean, &wire_max));
+    row.wire_per_host = wire_mean * world / topology.num_hosts();
     double mean_step = 0, max_step = 0;
     CAVS_RETURN_IF_ERROR(MeanMax(*comm, row.step_ms, &mean_step, &max_step));
     row.step_ms = max_step;
@@ -310,9 +343,9 @@ absl::Status Main(int argc, char** argv) {
     CAVS_RETURN_IF_ERROR(comm->Barrier());
   }
   if (chief) {
-    std::printf("%-20s %5s %9s %10s %9s %9s %10s %12s %12s %5s %6s\n", "strategy", "ranks",
+    std::printf("%-20s %5s %9s %10s %9s %9s %10s %12s %12s %12s %5s %6s\n", "strategy", "ranks",
                 "step_ms", "compute_ms", "finish_ms", "optim_ms", "samples/s", "sent_B/step",
-                "max_rank_B", "units", "eff");
+                "max_rank_B", "wire_B/host", "units", "eff");
   }
   std::vector<std::pair<std::string, distributed::Strategy>> runs;
   for (const std::string& name : f.strategies) {
@@ -331,10 +364,10 @@ absl::Status Main(int argc, char** argv) {
   for (const auto& [name, strategy] : runs) {
     CAVS_ASSIGN_OR_RETURN(Row row, Measure(d, f, &strategy, comm.get(), r, w));
     if (!chief) continue;
-    std::printf("%-20s %5d %9.2f %10.2f %9.2f %9.2f %10.1f %12.0f %12.0f %5d %6.2f\n", name.c_str(),
-                w, row.step_ms, row.compute_ms, row.finish_ms, row.opt_ms,
-                1000.0 * w * f.batch / row.step_ms, row.bytes_mean, row.bytes_max, row.units,
-                plain_ms > 0 ? plain_ms / row.step_ms : 0.0);
+    std::printf("%-20s %5d %9.2f %10.2f %9.2f %9.2f %10.1f %12.0f %12.0f %12.0f %5d %6.2f\n",
+                name.c_str(), w, row.step_ms, row.compute_ms, row.finish_ms, row.opt_ms,
+                1000.0 * w * f.batch / row.step_ms, row.bytes_mean, row.bytes_max,
+                row.wire_per_host, row.units, plain_ms > 0 ? plain_ms / row.step_ms : 0.0);
     std::fflush(stdout);
   }
   return absl::OkStatus();
