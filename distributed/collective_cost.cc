@@ -125,6 +125,37 @@ void RecursiveDoublingAllReduce(const std::vector<int>& p, PhaseBuilder& b) {
   }
 }
 
+// Rabenseifner's: a reduce-scatter by recursive vector halving with distance doubling (the
+// partner at distance 1, 2, 4, ... exchanges half of what is left: 1/2, 1/4, ..., 1/p2 of the
+// buffer), then an allgather retracing it (1/p2, ..., 1/2); with the extra participants folded
+// in and out as in recursive doubling (libnbc's allred_sched_redscat_allgather). Ranks placed
+// host by host meet their own host's ranks at the short distances, so only the last steps, with
+// the smallest pieces, cross hosts.
+void RabenseifnerAllReduce(const std::vector<int>& p, PhaseBuilder& b) {
+  const int n = static_cast<int>(p.size());
+  const int p2 = 1 << (CeilLog2(n + 1) - 1);
+  const int rem = n - p2;
+  auto real = [&](int v) { return v < rem ? p[2 * v + 1] : p[v + rem]; };
+  if (rem > 0) {
+    for (int i = 0; i < rem; ++i) b.Send(p[2 * i], p[2 * i + 1], 1.0);
+    b.EndSteps(1);
+  }
+  double piece = 0.5;
+  for (int mask = 1; mask < p2; mask <<= 1, piece /= 2) {
+    for (int v = 0; v < p2; ++v) b.Send(real(v), real(v ^ mask), piece);
+    b.EndSteps(1);
+  }
+  piece = 1.0 / p2;
+  for (int mask = p2 >> 1; mask >= 1; mask >>= 1, piece *= 2) {
+    for (int v = 0; v < p2; ++v) b.Send(real(v), real(v ^ mask), piece);
+    b.EndSteps(1);
+  }
+  if (rem > 0) {
+    for (int i = 0; i < rem; ++i) b.Send(p[2 * i + 1], p[2 * i], 1.0);
+    b.EndSteps(1);
+  }
+}
+
 // Binomial tree on ranks relative to the root: in round k, relative rank v with bit k its
 // lowest set bit exchanges with v - 2^k (toward the root for a reduce, away for a broadcast).
 void BinomialTree(const std::vector<int>& p, int root, bool to_root, PhaseBuilder& b) {
@@ -252,6 +283,8 @@ Phase Collectives::OneByte(CollectiveOp op, const std::vector<int>& p, int root)
     case CollectiveOp::kAllReduce:
       if (a.allreduce == AllReduceAlgorithm::kRing) {
         RingAllReduce(p, b);
+      } else if (a.allreduce == AllReduceAlgorithm::kRabenseifner) {
+        RabenseifnerAllReduce(p, b);
       } else {
         RecursiveDoublingAllReduce(p, b);
       }

@@ -25,7 +25,18 @@ absl::StatusOr<StepTimes> DataParallelStep::Run(
     bool run_empty) {
   StepTimes times;
   const auto start = std::chrono::steady_clock::now();
-  if (profiling_) times.ready_at.assign(store_->size(), -1.0);
+  const int n = store_->size();
+  if (profiling_) {
+    times.ready_at.assign(n, -1.0);
+    times.touched_rows.assign(n, 0);
+    times.union_rows.assign(n, 0);
+  }
+  // The rows this rank touched, read when its gradient is final (before Finish replaces it).
+  auto touched = [&](int i) {
+    const core::Parameter& p = *store_->parameters()[i];
+    if (profiling_ && p.sparse_grad)
+      times.touched_rows[i] = static_cast<int64_t>(p.grad_rows.size());
+  };
   CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
   // The global count's allreduce starts now and runs during forward and backward.
   if (sync_ != nullptr) CAVS_RETURN_IF_ERROR(sync_->BeginStep(local_count));
@@ -37,9 +48,10 @@ absl::StatusOr<StepTimes> DataParallelStep::Run(
           absl::StrCat("gradient ready for '", name, "', which is not a parameter of the store"));
     }
     if (profiling_) {
-      for (int i = 0; i < store_->size(); ++i) {
+      for (int i = 0; i < n; ++i) {
         if (store_->parameters()[i].get() == p && times.ready_at[i] < 0) {
           times.ready_at[i] = Since(start);
+          touched(i);
         }
       }
     }
@@ -49,6 +61,11 @@ absl::StatusOr<StepTimes> DataParallelStep::Run(
   if (local_count > 0 || run_empty) CAVS_RETURN_IF_ERROR(compute(hooks));
   times.compute = Since(start);
 
+  if (profiling_) {
+    for (int i = 0; i < n; ++i) {
+      if (times.ready_at[i] < 0) touched(i);
+    }
+  }
   const auto finish = std::chrono::steady_clock::now();
   if (sync_ != nullptr) {
     // Whatever compute did not report (all of it on a GPU, or on a rank without samples) is
@@ -60,6 +77,12 @@ absl::StatusOr<StepTimes> DataParallelStep::Run(
     CAVS_ASSIGN_OR_RETURN(times.sync, sync_->Finish());
   }
   times.finish = Since(finish);
+  if (profiling_) {
+    for (int i = 0; i < n; ++i) {
+      const core::Parameter& p = *store_->parameters()[i];
+      if (p.sparse_grad) times.union_rows[i] = static_cast<int64_t>(p.grad_rows.size());
+    }
+  }
 
   const auto opt = std::chrono::steady_clock::now();
   CAVS_RETURN_IF_ERROR(optimizer_->Step(*store_));

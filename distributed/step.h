@@ -46,9 +46,13 @@ struct StepTimes {
   double optimizer = 0;  // the optimizer's step
   double total() const { return compute + finish + optimizer; }
   StepStats sync;  // all zero without a synchronizer
-  // With profiling on: per parameter (store order), seconds from the start of compute to its
-  // gradient's MarkReady, or -1 where compute did not report it (marked after compute).
+  // With profiling on, per parameter (store order):
+  // seconds from the start of compute to its gradient's MarkReady, or -1 where compute did not
+  // report it (marked after compute);
   std::vector<double> ready_at;
+  // row-sparse gradients only (0 for dense): the rows this rank's step touched, and the rows of
+  // the synchronized gradient (the union over ranks).
+  std::vector<int64_t> touched_rows, union_rows;
 };
 
 class DataParallelStep {

@@ -42,6 +42,7 @@
 #include "core/optimizer.h"
 #include "core/parameter.h"
 #include "core/random.h"
+#include "distributed/auto_strategy.h"
 #include "distributed/communicator.h"
 #include "distributed/step.h"
 #include "distributed/synchronizer.h"
@@ -88,7 +89,11 @@ class Trainer {
   int rank() const { return comm_ != nullptr ? comm_->rank() : 0; }
   int world_size() const { return comm_ != nullptr ? comm_->world_size() : 1; }
   // Null in a single process.
-  const distributed::GradientSynchronizer* synchronizer() const { return sync_.get(); }
+  const distributed::GradientSynchronizer* synchronizer() const {
+    return auto_ != nullptr ? auto_->synchronizer() : sync_.get();
+  }
+  // --strategy=auto's search (null otherwise).
+  const distributed::AutoStrategy* auto_strategy() const { return auto_.get(); }
   // Traffic and counts of the last step (distributed runs).
   const distributed::StepStats& last_step_stats() const { return last_stats_; }
   const TraceRecorder& trace() const { return trace_; }
@@ -149,8 +154,9 @@ class Trainer {
   [[nodiscard]] absl::Status CheckSameRun();
   [[nodiscard]] absl::StatusOr<double> TrainEpochDistributed(int epoch, double* trees_per_sec);
   [[nodiscard]] absl::StatusOr<scheduler::RunResult> DistributedStep(scheduler::PlanQueue& queue);
+  [[nodiscard]] absl::Status ReportAutoStrategy();
   [[nodiscard]] absl::Status SumOverRanks(std::vector<double>* reals, std::vector<int64_t>* counts);
-  bool distributed() const { return sync_ != nullptr; }
+  bool distributed() const { return sync_ != nullptr || auto_ != nullptr; }
   bool is_chief() const { return rank() == 0; }
   [[nodiscard]] absl::Status FinishEpoch(EpochRecord record);
   [[nodiscard]] absl::Status Resume();
@@ -176,6 +182,7 @@ class Trainer {
   distributed::Communicator* comm_ = nullptr;
   std::unique_ptr<distributed::GradientSynchronizer> sync_;
   std::unique_ptr<distributed::DataParallelStep> step_;  // the step under mpirun
+  std::unique_ptr<distributed::AutoStrategy> auto_;      // --strategy=auto, instead of the two
   distributed::StepStats last_stats_;
   core::Rng shuffle_rng_;
   TraceRecorder trace_;

@@ -155,8 +155,27 @@ const std::vector<FlagSpec>& Flags() {
       {"plot", "FILE.png", "plot the learning curve with gnuplot (needs --csv or writes one)",
        Path("plot", &C::plot)},
       {"strategy", "NAME",
-       "under mpirun: allreduce | ps | ps-lb | partitioned-ps | hybrid (default allreduce)",
+       "under mpirun: allreduce | ps | ps-lb | partitioned-ps | hybrid | hier-allreduce | "
+       "hier-hybrid | auto (probe the cluster, profile the model, search and try strategies; "
+       "docs/distributed.md) (default allreduce)",
        Text(&C::strategy)},
+      {"auto-candidates", "N",
+       "--strategy=auto: searched strategies tried for a few steps each (default 3)",
+       Int("auto-candidates", &C::auto_candidates)},
+      {"auto-steps", "N",
+       "--strategy=auto: steps profiled, and steps per strategy tried (default 3)",
+       Int("auto-steps", &C::auto_steps)},
+      {"auto-builders", "BOOL",
+       "--strategy=auto: also try every builder, for the comparison in the report (default 1)",
+       Int("auto-builders", &C::auto_builders)},
+      {"allow-compression", "", "--strategy=auto may send fp16 gradients (changes the numbers)",
+       Bool("allow-compression", &C::allow_compression)},
+      {"profile-out", "FILE",
+       "--strategy=auto: write the model's profile (cavs-sim's --profile) to FILE",
+       Path("profile-out", &C::profile_out)},
+      {"cluster-out", "FILE",
+       "--strategy=auto: write the probed cluster description (cavs-sim's --cluster) to FILE",
+       Path("cluster-out", &C::cluster_out)},
       {"strategy-file", "FILE", "under mpirun: read the strategy from FILE (docs/distributed.md)",
        Path("strategy-file", &C::strategy_file)},
       {"comm-timeout", "SECONDS", "under mpirun: a peer silent this long is an error (default 60)",
@@ -258,12 +277,21 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   if (!c.strategy.empty() && !c.strategy_file.empty()) {
     return bad("--strategy and --strategy-file exclude each other");
   }
-  if (!c.strategy.empty()) {
+  if (!c.strategy.empty() && c.strategy != "auto") {
     const std::vector<std::string>& names = distributed::StrategyBuilderNames();
     if (std::find(names.begin(), names.end(), c.strategy) == names.end()) {
       return bad(absl::StrCat("--strategy: '", c.strategy, "' is not one of ",
-                              absl::StrJoin(names, ", ")));
+                              absl::StrJoin(names, ", "), ", auto"));
     }
+  }
+  if (c.auto_candidates < 0 || c.auto_candidates > 100) {
+    return bad("--auto-candidates must be in [0, 100]");
+  }
+  if (c.auto_steps < 1 || c.auto_steps > 1000) return bad("--auto-steps must be in [1, 1000]");
+  if (c.auto_builders != 0 && c.auto_builders != 1) return bad("--auto-builders must be 0 or 1");
+  if (c.strategy != "auto" &&
+      (!c.profile_out.empty() || !c.cluster_out.empty() || c.allow_compression)) {
+    return bad("--profile-out, --cluster-out and --allow-compression need --strategy=auto");
   }
   if (!(c.comm_timeout > 0)) return bad("--comm-timeout must be positive");
   return absl::OkStatus();

@@ -54,6 +54,15 @@ struct TrainerConfig {
   // allreduce), or a strategy file (distributed/strategy.h); the communication timeout.
   std::string strategy;
   std::string strategy_file;
+  // --strategy=auto (distributed/auto_strategy.h): searched strategies tried, steps profiled
+  // and per strategy tried, whether the builders are tried too, whether fp16 is allowed, and
+  // where the profile and the probed cluster are written (empty: not written).
+  int auto_candidates = 3;
+  int auto_steps = 3;
+  int auto_builders = 1;
+  bool allow_compression = false;
+  std::string profile_out;
+  std::string cluster_out;
   double comm_timeout = 60.0;
   std::string trace;   // non-empty: write a Chrome/Perfetto trace to <trace>.rank<N>.json
   bool quiet = false;  // no progress bar even on a terminal

@@ -8,8 +8,10 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/status.h"
 #include "distributed/builders.h"
+#include "examples/trainer/report.h"
 #include "examples/trainer/trainer.h"
 
 namespace cavs::trainer {
@@ -89,6 +91,27 @@ absl::Status Trainer::SetUpDistributed() {
   settings.push_back(
       {"test_samples", absl::StrCat(data_.test.size()), "the number of test samples (--test)"});
   CAVS_RETURN_IF_ERROR(CheckRanksAgree(settings));
+  if (config_.strategy == "auto") {
+    distributed::AutoOptions ao;
+    ao.profile_steps = config_.auto_steps + 1;  // the first is not counted
+    ao.trial_steps = config_.auto_steps + (config_.auto_steps > 1 ? 1 : 0);
+    ao.candidates = config_.auto_candidates;
+    ao.try_builders = config_.auto_builders == 1;
+    ao.allow_compression = config_.allow_compression;
+    ao.batch_per_rank = (config_.batch + comm_->world_size() - 1) / comm_->world_size();
+    ao.model_name = config_.model;
+    CAVS_ASSIGN_OR_RETURN(
+        auto_, distributed::AutoStrategy::Create(comm_, store_.get(), optimizer_.get(), ao));
+    Say(absl::StrCat("distributed: ", comm_->world_size(), " ranks (", comm_->backend(),
+                     "), strategy auto: ", auto_->cluster().name, " in ",
+                     absl::StrFormat("%.2f", auto_->probe_seconds()),
+                     " s; profiling, then trying strategies"));
+    if (!config_.cluster_out.empty() && is_chief()) {
+      CAVS_RETURN_IF_ERROR(WriteTextFile("--cluster-out", config_.cluster_out,
+                                         distributed::SerializeClusterSpec(auto_->cluster())));
+    }
+    return absl::OkStatus();
+  }
   distributed::Strategy strategy;
   if (!config_.strategy_file.empty()) {
     CAVS_ASSIGN_OR_RETURN(strategy, ReadStrategyFile(config_.strategy_file));
@@ -191,6 +214,21 @@ absl::StatusOr<double> Trainer::TrainEpochDistributed(int epoch, double* trees_p
   return counts[0] > 0 ? reals[0] / counts[0] : 0.0;
 }
 
+// Once --strategy=auto has decided: its report and chosen strategy (rank 0), the profile.
+absl::Status Trainer::ReportAutoStrategy() {
+  if (!is_chief()) return absl::OkStatus();
+  const distributed::AutoCandidate& chosen = auto_->chosen();
+  Say(auto_->Report());
+  Say(absl::StrCat("auto strategy chosen: ", chosen.name, ", ", chosen.prediction.units.size(),
+                   " units; as a strategy file (--strategy-file):\n",
+                   distributed::SerializeStrategy(chosen.strategy)));
+  if (!config_.profile_out.empty()) {
+    CAVS_RETURN_IF_ERROR(WriteTextFile("--profile-out", config_.profile_out,
+                                       distributed::SerializeModelProfile(auto_->profile())));
+  }
+  return absl::OkStatus();
+}
+
 // One step on this rank's slice of the step's global batch, the next from `queue`.
 absl::StatusOr<scheduler::RunResult> Trainer::DistributedStep(scheduler::PlanQueue& queue) {
   const int64_t step = optimizer_->step(), t0 = TraceRecorder::Now();
@@ -223,9 +261,12 @@ absl::StatusOr<scheduler::RunResult> Trainer::DistributedStep(scheduler::PlanQue
     }
     return absl::OkStatus();
   };
+  const bool deciding = auto_ != nullptr && !auto_->decided();
   absl::StatusOr<distributed::StepTimes> times =
-      step_->Run(local, compute, /*run_empty=*/!batch.empty());
+      auto_ != nullptr ? auto_->Run(local, compute, /*run_empty=*/!batch.empty())
+                       : step_->Run(local, compute, /*run_empty=*/!batch.empty());
   if (!times.ok()) return Annotate(times.status(), step, config_.checkpoint_dir);
+  if (deciding && auto_->decided()) CAVS_RETURN_IF_ERROR(ReportAutoStrategy());
   const distributed::StepStats& stats = times->sync;
   last_stats_ = stats;
   const int64_t t2 = t1 + static_cast<int64_t>(times->compute * 1e6);

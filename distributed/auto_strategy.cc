@@ -1,0 +1,229 @@
+#include "distributed/auto_strategy.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "distributed/builders.h"
+#include "distributed/profiler.h"
+#include "distributed/strategy_search.h"
+
+namespace cavs::distributed {
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Per index, the largest value over ranks (doubles through int64 bits: every rank gets the same).
+absl::StatusOr<std::vector<double>> MaxOverRanks(Communicator& comm, const std::vector<double>& v) {
+  const int n = static_cast<int>(v.size()), w = comm.world_size();
+  core::Tensor mine = core::Tensor::Host({std::max(n, 1)}, core::DType::kInt64);
+  std::memcpy(mine.raw_data(), v.data(), n * sizeof(double));
+  core::Tensor all = core::Tensor::Host({w * std::max(n, 1)}, core::DType::kInt64);
+  CAVS_RETURN_IF_ERROR(comm.AllGather(mine, all));
+  std::vector<double> out(v.size(), 0.0);
+  for (int q = 0; q < w; ++q) {
+    for (int i = 0; i < n; ++i) {
+      double x;
+      std::memcpy(&x, static_cast<const char*>(all.raw_data()) + (q * std::max(n, 1) + i) * 8, 8);
+      out[i] = q == 0 ? x : std::max(out[i], x);
+    }
+  }
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The same strategy up to its name.
+bool SameSync(const Strategy& a, const Strategy& b) {
+  return a.world_size == b.world_size && a.params == b.params;
+}
+
+}  // namespace
+
+AutoStrategy::AutoStrategy(Communicator* comm, core::ParameterStore* store,
+                           core::Optimizer* optimizer, AutoOptions options)
+    : comm_(comm), store_(store), optimizer_(optimizer), options_(std::move(options)) {}
+
+AutoStrategy::~AutoStrategy() = default;
+
+absl::StatusOr<std::unique_ptr<AutoStrategy>> AutoStrategy::Create(Communicator* comm,
+                                                                   core::ParameterStore* store,
+                                                                   core::Optimizer* optimizer,
+                                                                   AutoOptions options) {
+  if (comm == nullptr || store == nullptr || optimizer == nullptr) {
+    return absl::InvalidArgumentError("AutoStrategy needs a communicator, a store, an optimizer");
+  }
+  if (options.profile_steps < 1 || options.trial_steps < 1 || options.candidates < 0 ||
+      !(options.noise >= 0 && options.noise < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("auto strategy: profile_steps (", options.profile_steps, ") and trial_steps (",
+                     options.trial_steps, ") must be >= 1, candidates (", options.candidates,
+                     ") >= 0, noise (", options.noise, ") in [0, 1)"));
+  }
+  std::unique_ptr<AutoStrategy> a(new AutoStrategy(comm, store, optimizer, std::move(options)));
+  const double t0 = Now();
+  CAVS_ASSIGN_OR_RETURN(ProbeResult probe, ProbeCluster(*comm, a->options_.probe));
+  a->cluster_ = std::move(probe.cluster);
+  a->probe_seconds_ = Now() - t0;
+  CAVS_ASSIGN_OR_RETURN(Strategy start,
+                        BuildStrategy(a->options_.start, *store, comm->world_size()));
+  CAVS_RETURN_IF_ERROR(a->Use(start));
+  return a;
+}
+
+absl::Status AutoStrategy::Use(const Strategy& strategy) {
+  // Collective on every rank in the same order: the previous synchronizer's communicators go
+  // first, then the new one verifies the strategy on every rank.
+  step_.reset();
+  sync_.reset();
+  CAVS_ASSIGN_OR_RETURN(sync_, GradientSynchronizer::Create(comm_, store_, strategy));
+  step_ = std::make_unique<DataParallelStep>(store_, optimizer_, sync_.get());
+  step_->set_profiling(phase_ == Phase::kProfile);
+  return absl::OkStatus();
+}
+
+absl::Status AutoStrategy::Search() {
+  const double t0 = Now();
+  const int w = comm_->world_size();
+  SearchOptions so;
+  so.allow_compression = options_.allow_compression;
+  so.top_k = std::max(1, options_.candidates);
+  candidates_.clear();
+  if (options_.candidates > 0) {
+    CAVS_ASSIGN_OR_RETURN(SearchReport found, SearchStrategies(profile_, cluster_, so));
+    for (size_t i = 0; i < found.best.size(); ++i) {
+      AutoCandidate c;
+      c.name = absl::StrCat("auto#", i + 1);
+      c.strategy = std::move(found.best[i].strategy);
+      c.strategy.name = c.name;
+      c.prediction = std::move(found.best[i].prediction);
+      candidates_.push_back(std::move(c));
+    }
+  }
+  CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model, CostModel::Create(profile_, cluster_));
+  for (const std::string& name : StrategyBuilderNames()) {
+    CAVS_ASSIGN_OR_RETURN(Strategy s, BuildStrategy(name, *store_, w));
+    auto same = std::find_if(candidates_.begin(), candidates_.end(),
+                             [&](const AutoCandidate& c) { return SameSync(c.strategy, s); });
+    if (same != candidates_.end()) {
+      absl::StrAppend(&same->name, " (= ", name, ")");
+      continue;
+    }
+    AutoCandidate c;
+    c.name = name;
+    c.strategy = std::move(s);
+    CAVS_ASSIGN_OR_RETURN(c.prediction, model->Predict(c.strategy));
+    candidates_.push_back(std::move(c));
+  }
+  search_seconds_ = Now() - t0;
+  return absl::OkStatus();
+}
+
+absl::Status AutoStrategy::Decide() {
+  size_t best = candidates_.size();
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    const AutoCandidate& c = candidates_[i];
+    if (c.measured_s < 0) continue;
+    if (best == candidates_.size()) {
+      best = i;
+      continue;
+    }
+    const AutoCandidate& b = candidates_[best];
+    const bool faster = c.measured_s < b.measured_s * (1 - options_.noise);
+    const bool tie = !faster && c.measured_s <= b.measured_s * (1 + options_.noise);
+    if (faster || (tie && c.prediction.step_s < b.prediction.step_s &&
+                   c.measured_s < b.measured_s * (1 + options_.noise))) {
+      best = i;
+    }
+  }
+  if (best == candidates_.size()) return absl::InternalError("auto strategy: nothing was tried");
+  chosen_ = best;
+  for (double t : before_decision_) {
+    extra_step_seconds_ += std::max(0.0, t - candidates_[chosen_].measured_s);
+  }
+  phase_ = Phase::kDecided;
+  return Use(candidates_[chosen_].strategy);
+}
+
+absl::StatusOr<StepTimes> AutoStrategy::Run(
+    int64_t local_count, const std::function<absl::Status(const StepHooks&)>& compute,
+    bool run_empty) {
+  CAVS_ASSIGN_OR_RETURN(StepTimes t, step_->Run(local_count, compute, run_empty));
+  if (phase_ == Phase::kDecided) return t;
+  if (phase_ == Phase::kProfile) {
+    profiled_.push_back(t);
+    if (static_cast<int>(profiled_.size()) < options_.profile_steps) return t;
+    CAVS_ASSIGN_OR_RETURN(
+        profile_,
+        BuildModelProfile(comm_, *store_, profiled_, options_.batch_per_rank, options_.model_name));
+    std::vector<double> totals;
+    for (const StepTimes& p : profiled_) totals.push_back(p.total());
+    CAVS_ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverRanks(*comm_, totals));
+    before_decision_.insert(before_decision_.end(), slowest.begin(), slowest.end());
+    CAVS_RETURN_IF_ERROR(Search());
+    // Try the searched ones, then (where asked) the builders.
+    phase_ = Phase::kTrial;
+    trying_ = 0;
+    trial_times_.clear();
+    // Trials in the candidates' order; candidates_ keeps the untried ones too (predicted only).
+    std::stable_partition(candidates_.begin(), candidates_.end(), [&](const AutoCandidate& c) {
+      return options_.try_builders || absl::StartsWith(c.name, "auto#");
+    });
+    CAVS_RETURN_IF_ERROR(Use(candidates_[0].strategy));
+    return t;
+  }
+  // A trial step of candidates_[trying_].
+  trial_times_.push_back(t.total());
+  if (static_cast<int>(trial_times_.size()) < options_.trial_steps) return t;
+  CAVS_ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverRanks(*comm_, trial_times_));
+  before_decision_.insert(before_decision_.end(), slowest.begin(), slowest.end());
+  if (slowest.size() > 1) slowest.erase(slowest.begin());  // its first step warms it up
+  candidates_[trying_].measured_s = Median(slowest);
+  trial_times_.clear();
+  ++trying_;
+  const bool more = trying_ < candidates_.size() &&
+                    (options_.try_builders || absl::StartsWith(candidates_[trying_].name, "auto#"));
+  if (more) {
+    CAVS_RETURN_IF_ERROR(Use(candidates_[trying_].strategy));
+  } else {
+    CAVS_RETURN_IF_ERROR(Decide());
+  }
+  return t;
+}
+
+std::string AutoStrategy::Report() const {
+  std::string out = absl::StrFormat("auto strategy on %s (probe %.2f s, search %.3f s)\n",
+                                    cluster_.name, probe_seconds_, search_seconds_);
+  absl::StrAppendFormat(&out, "  %-28s %6s %13s %12s\n", "strategy", "units", "predicted_ms",
+                        "measured_ms");
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    const AutoCandidate& c = candidates_[i];
+    absl::StrAppendFormat(
+        &out, "  %-28s %6d %13.2f %12s%s\n", c.name, static_cast<int>(c.prediction.units.size()),
+        1e3 * c.prediction.step_s,
+        c.measured_s < 0 ? std::string("-") : absl::StrFormat("%.2f", 1e3 * c.measured_s),
+        decided() && i == chosen_ ? "  <- chosen" : "");
+  }
+  if (decided()) {
+    absl::StrAppendFormat(&out,
+                          "  cost of the search: probe %.2f s, cost model %.3f s, %.2f s of steps "
+                          "slower than the chosen strategy's\n",
+                          probe_seconds_, search_seconds_, extra_step_seconds_);
+  }
+  return out;
+}
+
+}  // namespace cavs::distributed

@@ -1,0 +1,128 @@
+// AutoStrategy: the synchronization strategy found for the model and the cluster a job runs on
+// (cavs-train --strategy=auto; AutoSync's idea in cavs's terms). It is a training step
+// (DataParallelStep's contract) whose first steps also find the strategy:
+//
+//   1. probe: which ranks share a host, each host link's bandwidth and latency, duplex, the
+//      MPI's collective algorithms (ProbeCluster), at the first step;
+//   2. profile: `profile_steps` steps under the `start` builder's strategy, with profiling on:
+//      per parameter its shape, sparsity, rows touched and their union over ranks, when its
+//      gradient is ready; the step's compute (BuildModelProfile);
+//   3. search: the cost model ranks the builders' strategies and searched per-parameter ones
+//      (SearchStrategies) for that profile and cluster;
+//   4. trials: the best `candidates` searched strategies, and every builder where
+//      `try_builders`, each for `trial_steps` real steps (every strategy computes the same mean
+//      gradient, so these are ordinary training steps); the measured step time of each is the
+//      median over its steps (after the first) of the slowest rank's time;
+//   5. the fastest measured is kept for the rest of training.
+// All ranks end with the same strategy: everything decided is computed from data every rank
+// holds the same (the probe's spec is rank 0's, broadcast; the profile and the trial times are
+// gathered from every rank), and the synchronizers' VerifyConsistent checks it.
+//
+// Ties and noise: a candidate replaces the best so far only if it is measured faster by more
+// than `noise` (a fraction; default 3%, about the spread of repeated steps on the development
+// machine); among candidates within that band the one predicted faster wins, then the one met
+// first (searched ones before builders, in the search's order). With the same seed, data and
+// cluster the same strategy is chosen unless the measurements differ by more than that band.
+//
+// Thread-safety: one thread at a time (the trainer's).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/optimizer.h"
+#include "core/parameter.h"
+#include "distributed/cluster_spec.h"
+#include "distributed/communicator.h"
+#include "distributed/cost_model.h"
+#include "distributed/model_profile.h"
+#include "distributed/probe.h"
+#include "distributed/step.h"
+#include "distributed/strategy.h"
+#include "distributed/synchronizer.h"
+
+namespace cavs::distributed {
+
+struct AutoOptions {
+  std::string start = "hybrid";  // the builder the profiled steps run under
+  int profile_steps = 4;         // steps profiled (the first is not counted)
+  int trial_steps = 3;           // steps per candidate (the first is not counted where > 1)
+  int candidates = 3;            // searched strategies tried
+  bool try_builders = true;      // also try every builder (the report's comparison)
+  bool allow_compression = false;
+  double noise = 0.03;
+  int64_t batch_per_rank = 0;  // recorded in the profile
+  std::string model_name;      // recorded in the profile
+  ProbeOptions probe;
+};
+
+// One strategy tried (or only predicted).
+struct AutoCandidate {
+  std::string name;  // "auto" (searched, ranked 1, 2, ... as auto#1 ...) or a builder's
+  Strategy strategy;
+  Prediction prediction;
+  double measured_s = -1;  // median of the slowest rank's step time; -1: not tried
+};
+
+class AutoStrategy {
+ public:
+  // Collective (every rank, the same options). REQUIRES: comm, store and optimizer outlive it.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<AutoStrategy>> Create(
+      Communicator* comm, core::ParameterStore* store, core::Optimizer* optimizer,
+      AutoOptions options);
+  ~AutoStrategy();
+
+  // One training step, as DataParallelStep::Run; the first steps probe, profile and try
+  // candidates as the header says.
+  [[nodiscard]] absl::StatusOr<StepTimes> Run(
+      int64_t local_count, const std::function<absl::Status(const StepHooks&)>& compute,
+      bool run_empty = false);
+
+  bool decided() const { return phase_ == Phase::kDecided; }
+  // The synchronizer of the current step's strategy.
+  GradientSynchronizer* synchronizer() const { return sync_.get(); }
+  // What the search found (valid once profiling is done) and what was tried.
+  const ClusterSpec& cluster() const { return cluster_; }
+  const ModelProfile& profile() const { return profile_; }
+  const std::vector<AutoCandidate>& candidates() const { return candidates_; }
+  // The chosen one (valid once decided()).
+  const AutoCandidate& chosen() const { return candidates_[chosen_]; }
+  // Seconds spent probing, and in the steps before the decision beyond what the chosen
+  // strategy would have taken (the search's cost), and the cost model's own time.
+  double probe_seconds() const { return probe_seconds_; }
+  double search_seconds() const { return search_seconds_; }
+  double extra_step_seconds() const { return extra_step_seconds_; }
+  // A table: every candidate's predicted and measured step time, the choice, the costs.
+  std::string Report() const;
+
+ private:
+  enum class Phase { kProfile, kTrial, kDecided };
+  AutoStrategy(Communicator* comm, core::ParameterStore* store, core::Optimizer* optimizer,
+               AutoOptions options);
+  absl::Status Use(const Strategy& strategy);
+  absl::Status Search();
+  absl::Status Decide();
+
+  Communicator* comm_;
+  core::ParameterStore* store_;
+  core::Optimizer* optimizer_;
+  AutoOptions options_;
+  Phase phase_ = Phase::kProfile;
+  std::unique_ptr<GradientSynchronizer> sync_;
+  std::unique_ptr<DataParallelStep> step_;
+  ClusterSpec cluster_;
+  ModelProfile profile_;
+  std::vector<StepTimes> profiled_;
+  std::vector<AutoCandidate> candidates_;
+  size_t trying_ = 0;                // the candidate in trial
+  std::vector<double> trial_times_;  // this rank's step times of the current candidate
+  size_t chosen_ = 0;
+  double probe_seconds_ = 0, search_seconds_ = 0, extra_step_seconds_ = 0;
+  std::vector<double> before_decision_;  // slowest-rank step times before the decision
+};
+
+}  // namespace cavs::distributed

@@ -1,0 +1,246 @@
+#include "distributed/probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace cavs::distributed {
+
+namespace {
+
+using core::Tensor;
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Median seconds of `reps` exchanges of `bytes` with `peer` on `comm` (both directions at once
+// when `both`, else this rank sends when `sender`), after one warm-up. Both ranks call it.
+absl::StatusOr<double> TimeExchange(Communicator& comm, int peer, int64_t bytes, int reps,
+                                    bool both, bool sender) {
+  const int64_t n = std::max<int64_t>(1, bytes / 4);
+  Tensor out = Tensor::Host({n}), in = Tensor::Host({n});
+  std::fill_n(out.data<float>(), n, 1.0f);
+  std::vector<double> times;
+  for (int rep = 0; rep <= reps; ++rep) {
+    const double t0 = Now();
+    std::vector<std::unique_ptr<Work>> works;
+    if (both || sender) {
+      CAVS_ASSIGN_OR_RETURN(auto s, comm.StartSend(out, peer, 11));
+      works.push_back(std::move(s));
+    }
+    if (both || !sender) {
+      CAVS_ASSIGN_OR_RETURN(auto r, comm.StartRecv(in, peer, 11));
+      works.push_back(std::move(r));
+    }
+    for (auto& w : works) CAVS_RETURN_IF_ERROR(w->Wait());
+    // One direction: the receiver's answer of one element closes the timing on both sides.
+    if (!both) {
+      Tensor ack = Tensor::Host({1});
+      if (sender) {
+        CAVS_RETURN_IF_ERROR(comm.Recv(ack, peer, 12));
+      } else {
+        CAVS_RETURN_IF_ERROR(comm.Send(ack, peer, 12));
+      }
+    }
+    if (rep > 0) times.push_back(Now() - t0);
+  }
+  return Median(times);
+}
+
+struct Link {
+  double bandwidth = 0;  // bytes/s
+  double latency = 0;    // s, the a of t(n) = a + n / b
+};
+
+// Fits t(n) = a + n / b through the two sizes' times.
+Link Fit(int64_t small, double t_small, int64_t large, double t_large) {
+  Link l;
+  const double dt = std::max(t_large - t_small, 1e-9);
+  l.bandwidth = static_cast<double>(large - small) / dt;
+  l.latency = std::max(0.0, t_small - small / l.bandwidth);
+  return l;
+}
+
+// Broadcasts rank 0's `text` to every rank.
+absl::StatusOr<std::string> BroadcastText(Communicator& comm, const std::string& text) {
+  Tensor length = Tensor::Host({1}, core::DType::kInt64);
+  length.data<int64_t>()[0] = static_cast<int64_t>(text.size());
+  CAVS_RETURN_IF_ERROR(comm.Broadcast(length, 0));
+  const int64_t n = length.data<int64_t>()[0];
+  Tensor bytes = Tensor::Host({std::max<int64_t>(1, (n + 3) / 4)}, core::DType::kInt32);
+  if (comm.rank() == 0) std::copy(text.begin(), text.end(), static_cast<char*>(bytes.raw_data()));
+  CAVS_RETURN_IF_ERROR(comm.Broadcast(bytes, 0));
+  return std::string(static_cast<const char*>(bytes.raw_data()), n);
+}
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  int x = 0;
+  return v != nullptr && absl::SimpleAtoi(v, &x) ? x : fallback;
+}
+
+}  // namespace
+
+CollectiveAlgorithms AlgorithmsInUse() {
+  CollectiveAlgorithms a;
+  // libnbc's numbering (ompi_info --param coll libnbc): iallreduce 1 ring, 2 binomial,
+  // 3 Rabenseifner, 4 recursive doubling; ireduce 1 chain, 2 binomial, 3 Rabenseifner; ibcast
+  // 1 linear, 2 binomial, 3 chain, 4 knomial. 0 is libnbc's own choice.
+  switch (EnvInt("OMPI_MCA_coll_libnbc_iallreduce_algorithm", 0)) {
+    case 1:
+      a.allreduce = AllReduceAlgorithm::kRing;
+      break;
+    case 3:
+      a.allreduce = AllReduceAlgorithm::kRabenseifner;
+      break;
+    default:
+      a.allreduce = AllReduceAlgorithm::kRecursiveDoubling;
+      break;
+  }
+  a.reduce = EnvInt("OMPI_MCA_coll_libnbc_ireduce_algorithm", 0) == 2 ? ReduceAlgorithm::kBinomial
+                                                                      : ReduceAlgorithm::kLinear;
+  switch (EnvInt("OMPI_MCA_coll_libnbc_ibcast_algorithm", 0)) {
+    case 1:
+      a.broadcast = BroadcastAlgorithm::kLinear;
+      break;
+    case 2:
+      a.broadcast = BroadcastAlgorithm::kBinomial;
+      break;
+    default:
+      a.broadcast = BroadcastAlgorithm::kLibnbc;
+      break;
+  }
+  return a;
+}
+
+absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions& options) {
+  if (options.small_bytes < 4 || options.large_bytes <= options.small_bytes ||
+      options.repetitions < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("probe sizes ", options.small_bytes, " < ",
+                                                   options.large_bytes, " and repetitions ",
+                                                   options.repetitions, " >= 1 are required"));
+  }
+  const double start = Now();
+  CAVS_ASSIGN_OR_RETURN(Topology topology, comm.DiscoverTopology());
+  const int r = comm.rank(), hosts = topology.num_hosts();
+  const int64_t small = options.small_bytes, large = options.large_bytes;
+  const int reps = options.repetitions;
+
+  // Between hosts: the leaders, paired by the circle method (H - 1 rounds, every pair once).
+  // pair_links[i * hosts + j] for i < j, measured by leader i and sent to rank 0 below.
+  std::vector<double> mine(3 * hosts, 0.0);  // per peer host: bandwidth, latency, duplex
+  const bool leader = topology.LocalRank(r) == 0;
+  const int my_host = topology.host_of_rank[r];
+  const int slots = hosts % 2 == 0 ? hosts : hosts + 1;  // a bye where odd
+  for (int round = 0; round + 1 < slots; ++round) {
+    // The circle: slot 0 fixed, the others rotate; slot k meets slot slots - 1 - k.
+    std::vector<int> at(slots);
+    at[0] = 0;
+    for (int k = 1; k < slots; ++k) at[k] = 1 + (k - 1 + round) % (slots - 1);
+    int peer_host = -1;
+    for (int k = 0; k < slots; ++k) {
+      if (at[k] == my_host) peer_host = at[slots - 1 - k];
+    }
+    if (leader && peer_host >= 0 && peer_host < hosts) {
+      const int peer = topology.RanksOn(peer_host)[0];
+      CAVS_ASSIGN_OR_RETURN(double ts, TimeExchange(comm, peer, small, reps, true, false));
+      CAVS_ASSIGN_OR_RETURN(double tl, TimeExchange(comm, peer, large, reps, true, false));
+      const Link link = Fit(small, ts, large, tl);
+      double duplex = 1.0;
+      if (round == 0) {
+        // One direction alone, the lower host sending: how much of the exchange's time it is.
+        CAVS_ASSIGN_OR_RETURN(double one,
+                              TimeExchange(comm, peer, large, reps, false, my_host < peer_host));
+        duplex = std::clamp(one / tl, 0.0, 1.0);
+      }
+      mine[3 * peer_host] = link.bandwidth;
+      mine[3 * peer_host + 1] = link.latency;
+      mine[3 * peer_host + 2] = duplex;
+    }
+    CAVS_RETURN_IF_ERROR(comm.Barrier());  // one round at a time
+  }
+
+  // Within a host: its first two ranks.
+  double intra_bw = 0, intra_lat = 0;
+  const std::vector<int> local = topology.RanksOn(my_host);
+  if (local.size() >= 2 && (r == local[0] || r == local[1])) {
+    const int peer = r == local[0] ? local[1] : local[0];
+    CAVS_ASSIGN_OR_RETURN(double ts, TimeExchange(comm, peer, small, reps, true, false));
+    CAVS_ASSIGN_OR_RETURN(double tl, TimeExchange(comm, peer, large, reps, true, false));
+    const Link link = Fit(small, ts, large, tl);
+    intra_bw = link.bandwidth;
+    intra_lat = link.latency;
+  }
+
+  // Everything to every rank; rank 0 makes the spec and broadcasts its text.
+  const int w = comm.world_size();
+  Tensor row = Tensor::Host({3 * hosts + 2});
+  for (int i = 0; i < 3 * hosts; ++i) row.data<float>()[i] = static_cast<float>(mine[i]);
+  row.data<float>()[3 * hosts] = static_cast<float>(intra_bw);
+  row.data<float>()[3 * hosts + 1] = static_cast<float>(intra_lat);
+  Tensor all = Tensor::Host({w * (3 * hosts + 2)});
+  CAVS_RETURN_IF_ERROR(comm.AllGather(row, all));
+  std::string text;
+  if (r == 0) {
+    const float* v = all.data<float>();
+    auto at = [&](int rank, int i) { return static_cast<double>(v[rank * (3 * hosts + 2) + i]); };
+    ClusterSpec spec;
+    spec.name = absl::StrCat("probed ", topology.Describe());
+    std::vector<double> latencies, intra_bws, intra_lats;
+    double duplex = 1.0;
+    for (int h = 0; h < hosts; ++h) {
+      HostSpec host;
+      host.name = absl::StrCat("h", h);
+      host.ranks = static_cast<int>(topology.RanksOn(h).size());
+      const int lead = topology.RanksOn(h)[0];
+      for (int peer = 0; peer < hosts; ++peer) {
+        if (peer == h) continue;
+        host.bandwidth = std::max(host.bandwidth, at(lead, 3 * peer));
+        latencies.push_back(at(lead, 3 * peer + 1));
+        if (at(lead, 3 * peer + 2) > 0) duplex = std::min(duplex, at(lead, 3 * peer + 2));
+      }
+      if (host.ranks >= 2) {
+        intra_bws.push_back(at(lead, 3 * hosts));
+        intra_lats.push_back(at(lead, 3 * hosts + 1));
+      }
+      spec.hosts.push_back(host);
+    }
+    if (hosts == 1) spec.hosts[0].bandwidth = 1e12;  // no network to speak of
+    spec.inter_latency = Median(latencies);
+    // One direction alone took `one`, both at once `tl`: a link that carries both at full rate
+    // has one / tl near 1, one that shares its rate between them near 1/2. The exchanges ran
+    // both ways, so the line rate is their rate over the duplex fraction.
+    spec.duplex = std::clamp(duplex, 0.5, 1.0);
+    for (HostSpec& h : spec.hosts) {
+      if (hosts > 1) h.bandwidth /= spec.duplex;
+    }
+    if (!intra_bws.empty()) {
+      spec.intra_bandwidth = Median(intra_bws);
+      spec.intra_latency = Median(intra_lats);
+    }
+    spec.algorithms = AlgorithmsInUse();
+    text = SerializeClusterSpec(spec);
+  }
+  CAVS_ASSIGN_OR_RETURN(std::string agreed, BroadcastText(comm, text));
+  CAVS_ASSIGN_OR_RETURN(ClusterSpec spec, ParseClusterSpec(agreed, "probe"));
+  ProbeResult result;
+  result.cluster = std::move(spec);
+  result.seconds = Now() - start;
+  return result;
+}
+
+}  // namespace cavs::distributed

@@ -1,0 +1,52 @@
+// ProbeCluster: measures the cluster a job runs on, as the cost model sees it (ClusterSpec):
+// which ranks share a host, each host's network link (bandwidth and latency, from timed
+// exchanges between hosts' leaders), whether a link's two directions run at once, shared
+// memory within a host, and the collective algorithms the MPI library was set to use.
+//
+// Collective: every rank calls it; every rank returns the same ClusterSpec (rank 0's, broadcast
+// as text). Bounded: each measurement is a few exchanges of `small_bytes` and `large_bytes`
+// (default 8 KiB and 1 MiB: under 0.1 s a round at 100 Mbit/s), the hosts paired in H - 1
+// rounds (every pair of hosts once; the pairs of a round at the same time). A dead peer is the
+// communicator's DeadlineExceeded.
+//
+// How the figures are derived (docs/distributed.md, "Probing the cluster"):
+//   - a pair's time for n bytes both ways at once is t(n) = a + n / b; from the two sizes,
+//     b = (large - small) / (t(large) - t(small)) and a = t(small) - small / b;
+//   - host h's link bandwidth is the largest b over its pairs (a slow host limits every pair it
+//     is in, so the fastest pair is the host's own limit; with 2 hosts both get the pair's);
+//   - the latency is the median a over all pairs, halved (a is a round trip's worth of
+//     overheads); `duplex` is one direction's time over both directions' on the first pair;
+//   - within a host, the same between its first two ranks (hosts with one rank skip it).
+//
+// Thread-safety: as the communicator (one thread).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "distributed/cluster_spec.h"
+#include "distributed/communicator.h"
+
+namespace cavs::distributed {
+
+struct ProbeOptions {
+  int64_t small_bytes = 8 << 10;
+  int64_t large_bytes = 1 << 20;
+  int repetitions = 3;  // per size and pair; the median counts
+};
+
+// What the probe measured, besides the spec: for reports and calibration.
+struct ProbeResult {
+  ClusterSpec cluster;
+  double seconds = 0;  // the probe's own time (rank 0's)
+};
+
+[[nodiscard]] absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm,
+                                                       const ProbeOptions& options = {});
+
+// The collective algorithms Open MPI's libnbc was set to use in this process (its
+// coll_libnbc_i*_algorithm variables, which the MPI communicator sets before MPI starts unless
+// the user did), as the cost model names them.
+CollectiveAlgorithms AlgorithmsInUse();
+
+}  // namespace cavs::distributed

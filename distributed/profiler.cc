@@ -1,0 +1,115 @@
+#include "distributed/profiler.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace cavs::distributed {
+
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+absl::StatusOr<ModelProfile> BuildModelProfile(Communicator* comm,
+                                               const core::ParameterStore& store,
+                                               const std::vector<StepTimes>& all_steps,
+                                               int64_t batch_per_rank, const std::string& name) {
+  const int n = store.size();
+  std::vector<const StepTimes*> steps;
+  for (size_t s = all_steps.size() > 1 ? 1 : 0; s < all_steps.size(); ++s) {
+    if (static_cast<int>(all_steps[s].ready_at.size()) != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("step ", s, " was not profiled (DataParallelStep::set_profiling)"));
+    }
+    steps.push_back(&all_steps[s]);
+  }
+  if (steps.empty()) return absl::InvalidArgumentError("no profiled steps");
+  // This rank's medians: forward, backward, optimizer, then per parameter its ready offset
+  // (-1: unreported), touched and union rows.
+  std::vector<double> forward, backward, optimizer;
+  std::vector<std::vector<double>> ready(n), touched(n), unions(n);
+  for (const StepTimes* t : steps) {
+    double first = t->compute;
+    for (double r : t->ready_at) {
+      if (r >= 0) first = std::min(first, r);
+    }
+    forward.push_back(first);
+    backward.push_back(t->compute - first);
+    optimizer.push_back(t->optimizer);
+    for (int i = 0; i < n; ++i) {
+      ready[i].push_back(t->ready_at[i] >= 0 ? t->ready_at[i] - first : -1.0);
+      touched[i].push_back(static_cast<double>(t->touched_rows[i]));
+      unions[i].push_back(static_cast<double>(t->union_rows[i]));
+    }
+  }
+  const int width = 3 + 3 * n;
+  std::vector<double> mine(width);
+  mine[0] = Median(forward);
+  mine[1] = Median(backward);
+  mine[2] = Median(optimizer);
+  for (int i = 0; i < n; ++i) {
+    mine[3 + 3 * i] = Median(ready[i]);
+    mine[4 + 3 * i] = Median(touched[i]);
+    mine[5 + 3 * i] = Median(unions[i]);
+  }
+  // Every rank's row (float64 through int64 bits, so that all ranks compute the same doubles).
+  const int w = comm != nullptr ? comm->world_size() : 1;
+  std::vector<double> rows(static_cast<size_t>(w) * width);
+  if (comm != nullptr) {
+    core::Tensor row = core::Tensor::Host({width}, core::DType::kInt64);
+    std::memcpy(row.raw_data(), mine.data(), width * sizeof(double));
+    core::Tensor all = core::Tensor::Host({w * width}, core::DType::kInt64);
+    CAVS_RETURN_IF_ERROR(comm->AllGather(row, all));
+    std::memcpy(rows.data(), all.raw_data(), rows.size() * sizeof(double));
+  } else {
+    rows = mine;
+  }
+  auto at = [&](int rank, int i) { return rows[static_cast<size_t>(rank) * width + i]; };
+  auto max_over_ranks = [&](int i) {
+    double m = at(0, i);
+    for (int q = 1; q < w; ++q) m = std::max(m, at(q, i));
+    return m;
+  };
+  auto mean_over_ranks = [&](int i) {
+    double s = 0;
+    for (int q = 0; q < w; ++q) s += at(q, i);
+    return s / w;
+  };
+  ModelProfile profile;
+  profile.name = name;
+  profile.batch_per_rank = batch_per_rank;
+  profile.forward_ms = 1e3 * max_over_ranks(0);
+  profile.backward_ms = 1e3 * max_over_ranks(1);
+  profile.optimizer_ms = 1e3 * max_over_ranks(2);
+  for (int i = 0; i < n; ++i) {
+    const core::Parameter& p = *store.parameters()[i];
+    ParamProfile pp;
+    pp.name = p.name;
+    for (int d = 0; d < p.value.shape().rank(); ++d) pp.shape.push_back(p.value.shape().dim(d));
+    if (pp.shape.empty()) pp.shape.push_back(1);
+    pp.sparse = p.sparse_grad;
+    // Reported by every rank: the slowest rank's offset; by none (or some): end of backward.
+    bool reported = true;
+    for (int q = 0; q < w; ++q) reported = reported && at(q, 3 + 3 * i) >= 0;
+    if (reported) pp.ready_ms = 1e3 * max_over_ranks(3 + 3 * i);
+    if (pp.sparse) {
+      pp.touched_rows = mean_over_ranks(4 + 3 * i);
+      const double union_rows = mean_over_ranks(5 + 3 * i);
+      if (w > 1 && union_rows > 0) pp.union_rows.push_back({w, union_rows});
+    }
+    profile.params.push_back(std::move(pp));
+  }
+  return profile;
+}
+
+}  // namespace cavs::distributed

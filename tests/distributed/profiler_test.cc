@@ -1,0 +1,54 @@
+#include "distributed/profiler.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/initializer.h"
+#include "core/parameter.h"
+
+namespace cavs::distributed {
+namespace {
+
+// Two steps (the first skipped), one process: forward ends at the first gradient's MarkReady,
+// each parameter's ready offset counts from there, a row-sparse table's touched rows are kept,
+// an unreported gradient is ready at the end of backward.
+TEST(BuildModelProfileTest, TimesAndRowsFromProfiledSteps) {
+  core::ParameterStore store;
+  ASSERT_TRUE(store.GetOrCreate("E", core::Shape({100, 8}), core::Initializer::Zeros(), true).ok());
+  ASSERT_TRUE(store.GetOrCreate("W", core::Shape({8, 4}), core::Initializer::Zeros()).ok());
+  ASSERT_TRUE(store.GetOrCreate("b", core::Shape({4}), core::Initializer::Zeros()).ok());
+  StepTimes warm, step;
+  warm.compute = 9;  // ignored: the first step
+  warm.ready_at = {1, 1, 1};
+  warm.touched_rows = {99, 0, 0};
+  warm.union_rows = {99, 0, 0};
+  step.compute = 0.010;
+  step.finish = 0.002;
+  step.optimizer = 0.001;
+  step.ready_at = {0.009, 0.004, -1};  // b not reported
+  step.touched_rows = {30, 0, 0};
+  step.union_rows = {30, 0, 0};
+  absl::StatusOr<ModelProfile> p = BuildModelProfile(nullptr, store, {warm, step}, 25, "m");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->name, "m");
+  EXPECT_EQ(p->batch_per_rank, 25);
+  EXPECT_DOUBLE_EQ(p->forward_ms, 4.0);
+  EXPECT_DOUBLE_EQ(p->backward_ms, 6.0);
+  EXPECT_DOUBLE_EQ(p->optimizer_ms, 1.0);
+  ASSERT_EQ(p->params.size(), 3u);
+  EXPECT_TRUE(p->params[0].sparse);
+  EXPECT_EQ(p->params[0].shape, std::vector<int64_t>({100, 8}));
+  EXPECT_DOUBLE_EQ(p->params[0].touched_rows, 30);
+  EXPECT_TRUE(p->params[0].union_rows.empty());  // one rank: no overlap to measure
+  ASSERT_TRUE(p->params[0].ready_ms.has_value());
+  EXPECT_NEAR(*p->params[0].ready_ms, 5.0, 1e-9);
+  EXPECT_NEAR(*p->params[1].ready_ms, 0.0, 1e-9);
+  EXPECT_FALSE(p->params[2].ready_ms.has_value());
+  EXPECT_EQ(p->params[2].shape, std::vector<int64_t>({4}));
+  // Steps that were not profiled are an error.
+  EXPECT_FALSE(BuildModelProfile(nullptr, store, {StepTimes{}}, 25, "m").ok());
+}
+
+}  // namespace
+}  // namespace cavs::distributed
