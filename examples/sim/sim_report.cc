@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -234,9 +235,56 @@ absl::Status Plot(const SimConfig& config, const std::vector<ScalingRow>& rows,
   return absl::OkStatus();
 }
 
+// What the search found against the builders (rows: the builders first).
+std::string SearchSummary(const std::vector<Row>& rows, const distributed::SearchReport& search,
+                          double seconds) {
+  const Row* best_builder = &rows[0];
+  for (size_t i = 0; i < distributed::StrategyBuilderNames().size(); ++i) {
+    if (rows[i].prediction.step_s < best_builder->prediction.step_s) best_builder = &rows[i];
+  }
+  const double best = search.best[0].prediction.step_s;
+  std::string out = absl::StrFormat(
+      "search: %d strategies costed in %.2f s; the best predicts %.2f ms, %.2fx the best builder "
+      "(%s, %.2f ms)\n",
+      search.evaluated, seconds, Ms(best), best_builder->prediction.step_s / best,
+      best_builder->label, Ms(best_builder->prediction.step_s));
+  for (size_t i = 1; i < search.best.size(); ++i) {
+    absl::StrAppendFormat(&out, "  #%d: %.2f ms, %d units\n", i + 1,
+                          Ms(search.best[i].prediction.step_s),
+                          search.best[i].prediction.units.size());
+  }
+  return out;
+}
+
+// The files cavs-sim writes must not be the files it reads.
+absl::Status CheckOutputs(const SimConfig& config) {
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (!config.strategy_out.empty()) outputs.emplace_back("--strategy-out", config.strategy_out);
+  if (!config.plot.empty()) {
+    for (const char* suffix : {"", ".csv", ".gp"}) {
+      outputs.emplace_back("--plot", config.plot + suffix);
+    }
+  }
+  const std::vector<std::pair<std::string, std::string>> inputs = {
+      {"--profile", config.profile_path},
+      {"--cluster", config.cluster_path},
+      {"--strategy-file", config.strategy_path}};
+  for (const auto& [out_flag, out_path] : outputs) {
+    for (const auto& [in_flag, in_path] : inputs) {
+      std::error_code ec;
+      if (!in_path.empty() && std::filesystem::equivalent(out_path, in_path, ec)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(out_flag, ": ", out_path, " is the input ", in_flag, "=", in_path));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RunSim(const SimConfig& config, std::ostream& out) {
+  CAVS_RETURN_IF_ERROR(CheckOutputs(config));
   CAVS_ASSIGN_OR_RETURN(std::string profile_text, ReadFile("--profile", config.profile_path));
   CAVS_ASSIGN_OR_RETURN(ModelProfile profile,
                         distributed::ParseModelProfile(profile_text, config.profile_path));
@@ -271,21 +319,7 @@ absl::Status RunSim(const SimConfig& config, std::ostream& out) {
   if (config.units) {
     for (const Row& r : rows) out << FormatUnits(r) << "\n";
   }
-  const Row* best_builder = &rows[0];
-  for (size_t i = 0; i < distributed::StrategyBuilderNames().size(); ++i) {
-    if (rows[i].prediction.step_s < best_builder->prediction.step_s) best_builder = &rows[i];
-  }
-  const double speedup = best_builder->prediction.step_s / search.best[0].prediction.step_s;
-  out << absl::StrFormat(
-      "search: %d strategies costed in %.2f s; the best predicts %.2f ms, %.2fx the best builder "
-      "(%s, %.2f ms)\n",
-      search.evaluated, search_s, Ms(search.best[0].prediction.step_s), speedup,
-      best_builder->label, Ms(best_builder->prediction.step_s));
-  for (size_t i = 1; i < search.best.size(); ++i) {
-    out << absl::StrFormat("  #%d: %.2f ms, %d units\n", i + 1,
-                           Ms(search.best[i].prediction.step_s),
-                           search.best[i].prediction.units.size());
-  }
+  out << SearchSummary(rows, search, search_s);
   const std::string best_text = distributed::SerializeStrategy(search.best[0].strategy);
   out << "\n" << best_text;
   if (!config.strategy_out.empty()) {

@@ -216,6 +216,9 @@ TEST(SimReportTest, BadInputsNameTheFileLineAndField) {
             strategy +
                 ": parameter 'embedding' has a row-sparse gradient; allreduce needs a dense "
                 "one (use sparse or ps)");
+  config.strategy_path.clear();
+  config.strategy_out = kSst;  // never overwrite an input
+  EXPECT_EQ(Report(config, &status), "--strategy-out: " + kSst + " is the input --profile=" + kSst);
   std::filesystem::remove_all(dir);
 }
 
