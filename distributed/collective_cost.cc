@@ -4,7 +4,6 @@
 #include <cmath>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "core/status.h"
 
 namespace cavs::distributed::internal {
@@ -234,7 +233,7 @@ Resources::Resources(const ClusterSpec& cluster) {
 Collectives::Collectives(const ClusterSpec& cluster)
     : cluster_(cluster), host_of_(cluster.HostOfRank()) {}
 
-Phase Collectives::Run(CollectiveOp op, const std::vector<int>& ranks, int root, double bytes) {
+Phase Collectives::Run(Collective op, const std::vector<int>& ranks, int root, double bytes) {
   auto [it, added] = set_ids_.try_emplace(ranks, static_cast<int>(set_ids_.size()));
   const std::tuple<int, int, int> key(static_cast<int>(op), it->second, root);
   auto cached = cache_.find(key);
@@ -242,28 +241,28 @@ Phase Collectives::Run(CollectiveOp op, const std::vector<int>& ranks, int root,
   return cached->second.Scaled(bytes);
 }
 
-Phase Collectives::OneByte(CollectiveOp op, const std::vector<int>& p, int root) {
+Phase Collectives::OneByte(Collective op, const std::vector<int>& p, int root) {
   PhaseBuilder b(cluster_, host_of_);
   const int n = static_cast<int>(p.size());
   CAVS_CHECK(n >= 1 && root >= 0 && root < n, "collective over ", n, " ranks, root ", root);
   if (n == 1) return b.Build();
   const CollectiveAlgorithms& a = cluster_.algorithms;
   switch (op) {
-    case CollectiveOp::kAllReduce:
+    case Collective::kAllReduce:
       if (a.allreduce == AllReduceAlgorithm::kRing) {
         RingAllReduce(p, b);
       } else {
         RecursiveDoublingAllReduce(p, b);
       }
       break;
-    case CollectiveOp::kReduce:
+    case Collective::kReduce:
       if (a.reduce == ReduceAlgorithm::kLinear) {
         Linear(p, root, /*to_root=*/true, b);
       } else {
         BinomialTree(p, root, /*to_root=*/true, b);
       }
       break;
-    case CollectiveOp::kBroadcast:
+    case Collective::kBroadcast:
       if (a.broadcast == BroadcastAlgorithm::kLinear ||
           (a.broadcast == BroadcastAlgorithm::kLibnbc && n <= 4)) {
         Linear(p, root, /*to_root=*/false, b);
@@ -271,68 +270,27 @@ Phase Collectives::OneByte(CollectiveOp op, const std::vector<int>& p, int root)
         BinomialTree(p, root, /*to_root=*/false, b);
       }
       break;
-    case CollectiveOp::kAllGather:
+    case Collective::kAllGather:
       if (a.allgather == AllGatherAlgorithm::kLinear) {
         LinearAllGather(p, host_of_, static_cast<int>(cluster_.hosts.size()), b);
       } else {
         RingAllGather(p, b);
       }
       break;
-    case CollectiveOp::kGather:
+    case Collective::kGather:
       Linear(p, root, /*to_root=*/true, b);
       break;
   }
   return b.Build();
 }
 
-absl::StatusOr<AlphaBeta> FitAlphaBeta(const std::vector<FitPoint>& points) {
-  if (points.size() < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("alpha-beta fit: ", points.size(), " points (at least 2 needed)"));
-  }
-  double mm = 0, mb = 0, bb = 0, mt = 0, bt = 0;
-  for (const FitPoint& q : points) {
-    for (double v : {q.messages, q.bytes, q.seconds}) {
-      if (!std::isfinite(v) || v < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("alpha-beta fit: point (messages ", q.messages, ", bytes ", q.bytes,
-                         ", seconds ", q.seconds, ") has a negative or non-finite value"));
-      }
-    }
-    mm += q.messages * q.messages, mb += q.messages * q.bytes, bb += q.bytes * q.bytes;
-    mt += q.messages * q.seconds, bt += q.bytes * q.seconds;
-  }
-  const double det = mm * bb - mb * mb;
-  if (!(det > 1e-12 * mm * bb)) {
-    return absl::InvalidArgumentError(
-        "alpha-beta fit: the points cannot tell latency from bandwidth (measure several sizes)");
-  }
-  AlphaBeta fit{(mt * bb - bt * mb) / det, (bt * mm - mt * mb) / det, 0.0};
-  // A negative coefficient: the best fit with it at 0.
-  if (fit.alpha < 0) fit = {0.0, bt / bb, 0.0};
-  if (fit.beta < 0) fit = {mt / mm, 0.0, 0.0};
-  double sq = 0;
-  for (const FitPoint& q : points) {
-    const double r = q.messages * fit.alpha + q.bytes * fit.beta - q.seconds;
-    sq += r * r;
-  }
-  fit.rms_error = std::sqrt(sq / points.size());
-  return fit;
-}
-
-FitPoint CollectiveFitTerms(const ClusterSpec& cluster, CollectiveOp op, double bytes,
-                            double seconds) {
-  Collectives c(cluster);
-  std::vector<int> all(cluster.world_size());
-  for (int r = 0; r < cluster.world_size(); ++r) all[r] = r;
-  const Phase phase = c.Run(op, all, 0, bytes);
-  const bool one_host = cluster.hosts.size() == 1;
-  double busiest = 0;
+double AloneSeconds(const Phase& phase, const Resources& resources) {
+  double cpu = 0.0, transfer = 0.0;
+  for (const Load& c : phase.cpu) cpu = std::max(cpu, c.bytes);
   for (const Load& l : phase.loads) {
-    const int kind = l.resource % 4;  // 0 out, 1 in, 2 duplex, 3 shared memory
-    if (one_host ? kind == 3 : kind < 2) busiest = std::max(busiest, l.bytes);
+    transfer = std::max(transfer, l.bytes / resources.capacity(l.resource));
   }
-  return {phase.messages, busiest, seconds};
+  return cpu + phase.latency + transfer;
 }
 
 }  // namespace cavs::distributed::internal

@@ -18,7 +18,6 @@ namespace cavs::distributed {
 
 namespace {
 
-using internal::CollectiveOp;
 using internal::Load;
 using internal::Phase;
 using internal::Resources;
@@ -214,15 +213,15 @@ std::vector<Phase> UnitPhases(const UnitSpec& u, const ModelProfile& profile, co
     if (u.compressor == Compressor::kFp16) bytes /= 2;
     *payload = static_cast<int64_t>(bytes);
     if (u.topology == AllReduceTopology::kFlat) {
-      phases.push_back(c.Run(CollectiveOp::kAllReduce, l.all, 0, bytes));
+      phases.push_back(c.Run(Collective::kAllReduce, l.all, 0, bytes));
       return phases;
     }
     Phase reduce, broadcast;
     for (const std::vector<int>& host : l.host_ranks) {
-      reduce.Merge(c.Run(CollectiveOp::kReduce, host, 0, bytes));
-      broadcast.Merge(c.Run(CollectiveOp::kBroadcast, host, 0, bytes));
+      reduce.Merge(c.Run(Collective::kReduce, host, 0, bytes));
+      broadcast.Merge(c.Run(Collective::kBroadcast, host, 0, bytes));
     }
-    phases = {reduce, c.Run(CollectiveOp::kAllReduce, l.leaders, 0, bytes), broadcast};
+    phases = {reduce, c.Run(Collective::kAllReduce, l.leaders, 0, bytes), broadcast};
     return phases;
   }
   const ParamProfile& p = profile.params[u.key];
@@ -230,8 +229,8 @@ std::vector<Phase> UnitPhases(const UnitSpec& u, const ModelProfile& profile, co
   if (u.kind == UnitKind::kPsShard) {
     const double bytes = shard_rows * p.cols() * 4.0;
     *payload = static_cast<int64_t>(bytes);
-    phases.push_back(c.Run(CollectiveOp::kReduce, l.all, server_index, bytes));
-    phases.push_back(c.Run(CollectiveOp::kBroadcast, l.all, server_index, bytes));
+    phases.push_back(c.Run(Collective::kReduce, l.all, server_index, bytes));
+    phases.push_back(c.Run(Collective::kBroadcast, l.all, server_index, bytes));
     return phases;
   }
   // Row-sparse: each row travels as an int64 id and cols floats; a shard holds its share of the
@@ -241,15 +240,15 @@ std::vector<Phase> UnitPhases(const UnitSpec& u, const ModelProfile& profile, co
   const double touched = p.touched_rows * fraction;
   const int world = static_cast<int>(l.all.size());
   *payload = static_cast<int64_t>(touched * row_bytes);
-  phases.push_back(c.Run(CollectiveOp::kAllGather, l.all, 0, 8.0));  // the row counts
+  phases.push_back(c.Run(Collective::kAllGather, l.all, 0, 8.0));  // the row counts
   if (u.kind == UnitKind::kSparse) {
-    phases.push_back(c.Run(CollectiveOp::kAllGather, l.all, 0, touched * row_bytes));
+    phases.push_back(c.Run(Collective::kAllGather, l.all, 0, touched * row_bytes));
     return phases;
   }
   const double unique = p.UnionRows(world) * fraction;
-  phases.push_back(c.Run(CollectiveOp::kGather, l.all, server_index, touched * row_bytes));
-  phases.push_back(c.Run(CollectiveOp::kBroadcast, l.all, server_index, 8.0));
-  phases.push_back(c.Run(CollectiveOp::kBroadcast, l.all, server_index, unique * row_bytes));
+  phases.push_back(c.Run(Collective::kGather, l.all, server_index, touched * row_bytes));
+  phases.push_back(c.Run(Collective::kBroadcast, l.all, server_index, 8.0));
+  phases.push_back(c.Run(Collective::kBroadcast, l.all, server_index, unique * row_bytes));
   return phases;
 }
 

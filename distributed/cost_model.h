@@ -22,7 +22,7 @@
 //     less latency or less overhead never predicts a slower step;
 //   - the step ends when backward and the last unit are done, plus the optimizer.
 // Per-message overheads, efficiency and duplex are ClusterSpec fields, to be calibrated from
-// measurements (distributed/collective_cost.h: FitAlphaBeta).
+// measurements (distributed/calibration.h).
 //
 // Thread-safety: a CostModel caches collective costs; one thread at a time. PredictStepTime is
 // a pure function.

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "distributed/builders.h"
-#include "distributed/collective_cost.h"
 
 namespace cavs::distributed {
 namespace {
@@ -299,43 +298,6 @@ TEST(CostModelTest, MonotoneInEveryLinkParameter) {
       EXPECT_GE(Step(*s, profile, c), step - eps) << name;
     }
   }
-}
-
-TEST(CostModelFitTest, RecoversAlphaAndBetaFromTheModelsOwnTerms) {
-  ClusterSpec c = Cluster(4, 2, 1, 0, 0);
-  c.algorithms.allreduce = AllReduceAlgorithm::kRecursiveDoubling;
-  const double alpha = 120 * kUs, beta = 1.0 / (0.45 * kGbit);
-  std::vector<internal::FitPoint> points;
-  for (double bytes : {4e3, 64e3, 1e6, 16e6}) {
-    internal::FitPoint terms =
-        internal::CollectiveFitTerms(c, internal::CollectiveOp::kAllReduce, bytes, 0);
-    // Two ranks per host: each inter-host step carries 2 B per direction, 2 such steps.
-    EXPECT_DOUBLE_EQ(terms.bytes, 4 * bytes);
-    EXPECT_DOUBLE_EQ(terms.messages, 3);
-    terms.seconds = terms.messages * alpha + terms.bytes * beta;
-    points.push_back(terms);
-  }
-  absl::StatusOr<internal::AlphaBeta> fit = internal::FitAlphaBeta(points);
-  ASSERT_TRUE(fit.ok()) << fit.status();
-  EXPECT_NEAR(fit->alpha, alpha, alpha * 1e-9);
-  EXPECT_NEAR(fit->beta, beta, beta * 1e-9);
-  EXPECT_NEAR(fit->rms_error, 0, 1e-12);
-  // A linear reduce to rank 0: its host's link takes (W - ranks on it) buffers in.
-  internal::FitPoint reduce =
-      internal::CollectiveFitTerms(c, internal::CollectiveOp::kReduce, 1000, 0);
-  EXPECT_DOUBLE_EQ(reduce.bytes, 6000);
-  EXPECT_DOUBLE_EQ(reduce.messages, 7);
-}
-
-TEST(CostModelFitTest, RejectsPointsThatCannotSeparateTheTerms) {
-  EXPECT_FALSE(internal::FitAlphaBeta({{1, 100, 1}}).ok());
-  EXPECT_FALSE(internal::FitAlphaBeta({{1, 100, 1}, {2, 200, 2}}).ok());
-  EXPECT_FALSE(internal::FitAlphaBeta({{1, 100, -1}, {2, 300, 2}}).ok());
-  // Noise that would make alpha negative: alpha 0, beta refitted.
-  absl::StatusOr<internal::AlphaBeta> fit = internal::FitAlphaBeta({{1, 100, 0.5}, {2, 300, 3}});
-  ASSERT_TRUE(fit.ok()) << fit.status();
-  EXPECT_EQ(fit->alpha, 0.0);
-  EXPECT_NEAR(fit->beta, (100 * 0.5 + 300 * 3.0) / (100.0 * 100 + 300.0 * 300), 1e-15);
 }
 
 }  // namespace
