@@ -39,7 +39,7 @@ absl::StatusOr<E> ParseEnum(absl::string_view value, const std::vector<std::stri
       absl::StrCat("unknown algorithm '", value, "' (expected ", expected, ")"));
 }
 
-const std::vector<std::string> kAllReduceNames = {"ring", "recursive_doubling"};
+const std::vector<std::string> kAllReduceNames = {"ring", "recursive_doubling", "rabenseifner"};
 const std::vector<std::string> kReduceNames = {"linear", "binomial"};
 const std::vector<std::string> kBroadcastNames = {"linear", "binomial", "libnbc"};
 const std::vector<std::string> kAllGatherNames = {"linear", "ring"};

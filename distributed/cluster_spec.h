@@ -36,7 +36,8 @@ const char* CollectiveName(Collective c);
 
 // The algorithms the MPI library uses for each collective the synchronizer calls (Open MPI's
 // libnbc: coll_libnbc_i*_algorithm). Each has its own alpha-beta form (docs/distributed.md).
-enum class AllReduceAlgorithm { kRing, kRecursiveDoubling };
+// kRabenseifner: reduce-scatter by recursive halving, then allgather by recursive doubling.
+enum class AllReduceAlgorithm { kRing, kRecursiveDoubling, kRabenseifner };
 enum class ReduceAlgorithm { kLinear, kBinomial };
 // kLibnbc: linear up to 4 ranks, binomial above (libnbc's own choice in Open MPI 4.1).
 enum class BroadcastAlgorithm { kLinear, kBinomial, kLibnbc };
@@ -82,8 +83,8 @@ struct ClusterSpec {
   friend bool operator==(const ClusterSpec&, const ClusterSpec&) = default;
 };
 
-// "ring", "recursive_doubling"; "linear", "binomial"; "linear", "binomial", "libnbc"; "linear",
-// "ring".
+// "ring", "recursive_doubling", "rabenseifner"; "linear", "binomial"; "linear", "binomial",
+// "libnbc"; "linear", "ring".
 const char* AlgorithmName(AllReduceAlgorithm a);
 const char* AlgorithmName(ReduceAlgorithm a);
 const char* AlgorithmName(BroadcastAlgorithm a);

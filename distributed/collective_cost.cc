@@ -124,6 +124,42 @@ void RecursiveDoublingAllReduce(const std::vector<int>& p, PhaseBuilder& b) {
   }
 }
 
+// Rabenseifner's, as libnbc schedules it: the first 2(n - p2) participants pair up (each sends
+// the other half its buffer, the odd one hands its half of the sum to the even one, which takes
+// part and returns the result at the end); then a reduce-scatter by recursive halving (the
+// partner at distance 1, 2, 4, ...: half, a quarter, ... of the buffer) and an allgather by
+// recursive doubling in the reverse order.
+void RabenseifnerAllReduce(const std::vector<int>& p, PhaseBuilder& b) {
+  const int n = static_cast<int>(p.size());
+  const int p2 = 1 << (CeilLog2(n + 1) - 1);
+  const int rem = n - p2;
+  auto real = [&](int v) { return v < rem ? p[2 * v] : p[v + rem]; };
+  if (rem > 0) {
+    for (int i = 0; i < rem; ++i) {
+      b.Send(p[2 * i], p[2 * i + 1], 0.5);
+      b.Send(p[2 * i + 1], p[2 * i], 0.5);
+    }
+    b.EndSteps(1);
+    for (int i = 0; i < rem; ++i) b.Send(p[2 * i + 1], p[2 * i], 0.5);
+    b.EndSteps(1);
+  }
+  double part = 1.0;
+  for (int mask = 1; mask < p2; mask <<= 1) {
+    part /= 2;
+    for (int v = 0; v < p2; ++v) b.Send(real(v), real(v ^ mask), part);
+    b.EndSteps(1);
+  }
+  for (int mask = p2 >> 1; mask > 0; mask >>= 1) {
+    for (int v = 0; v < p2; ++v) b.Send(real(v), real(v ^ mask), part);
+    b.EndSteps(1);
+    part *= 2;
+  }
+  if (rem > 0) {
+    for (int i = 0; i < rem; ++i) b.Send(p[2 * i], p[2 * i + 1], 1.0);
+    b.EndSteps(1);
+  }
+}
+
 // Binomial tree on ranks relative to the root: in round k, relative rank v with bit k its
 // lowest set bit exchanges with v - 2^k (toward the root for a reduce, away for a broadcast).
 void BinomialTree(const std::vector<int>& p, int root, bool to_root, PhaseBuilder& b) {
@@ -251,8 +287,10 @@ Phase Collectives::OneByte(Collective op, const std::vector<int>& p, int root) {
     case Collective::kAllReduce:
       if (a.allreduce == AllReduceAlgorithm::kRing) {
         RingAllReduce(p, b);
-      } else {
+      } else if (a.allreduce == AllReduceAlgorithm::kRecursiveDoubling) {
         RecursiveDoublingAllReduce(p, b);
+      } else {
+        RabenseifnerAllReduce(p, b);
       }
       break;
     case Collective::kReduce:

@@ -72,14 +72,18 @@ absl::Status CheckEntry(const ParamSync& sync, const ParamProfile& p, int world_
   return absl::OkStatus();
 }
 
-// The units in start order; errors as CostModel::Predict says.
-absl::StatusOr<std::vector<UnitSpec>> PlanUnits(const Strategy& strategy,
-                                                const ModelProfile& profile, int world_size) {
-  if (strategy.world_size != world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("strategy '", strategy.name, "' is for ",
-                                                   strategy.world_size, " ranks; the cluster has ",
+// The units in start order; errors as CostModel::Predict says. Servers named by host are
+// resolved against the cluster's hosts first.
+absl::StatusOr<std::vector<UnitSpec>> PlanUnits(const Strategy& named, const ModelProfile& profile,
+                                                const ClusterSpec& cluster) {
+  const int world_size = cluster.world_size();
+  if (named.world_size != world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("strategy '", named.name, "' is for ",
+                                                   named.world_size, " ranks; the cluster has ",
                                                    world_size));
   }
+  CAVS_ASSIGN_OR_RETURN(const Strategy strategy,
+                        ResolveHostPlacements(named, cluster.HostOfRank()));
   absl::flat_hash_map<std::string, const ParamSync*> sync_of;
   for (const ParamStrategy& e : strategy.params) {
     if (profile.Find(e.param) == nullptr) {
@@ -342,8 +346,7 @@ LinkLoad BusiestLink(const std::vector<std::vector<Job>>& links, const Resources
 }  // namespace
 
 absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
-  CAVS_ASSIGN_OR_RETURN(std::vector<UnitSpec> specs,
-                        PlanUnits(strategy, profile_, cluster_.world_size()));
+  CAVS_ASSIGN_OR_RETURN(std::vector<UnitSpec> specs, PlanUnits(strategy, profile_, cluster_));
   const Layout layout = MakeLayout(cluster_);
   const Resources res(cluster_);
   const int hosts = static_cast<int>(cluster_.hosts.size());

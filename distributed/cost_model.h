@@ -97,9 +97,11 @@ class CostModel {
                                                                          ClusterSpec cluster);
   ~CostModel();
 
-  // Errors (InvalidArgument, naming the parameter): the strategy's world size is not the
-  // cluster's; a parameter without an entry or an entry for none; allreduce on a row-sparse or
-  // sparse on a dense gradient; a server out of range; shards that do not tile the rows.
+  // Servers named by host (hH.L) are the cluster's hosts' ranks. Errors (InvalidArgument,
+  // naming the parameter): the strategy's world size is not the cluster's; a parameter without
+  // an entry or an entry for none; allreduce on a row-sparse or sparse on a dense gradient; a
+  // server out of range, or a host or local rank the cluster does not have; shards that do not
+  // tile the rows.
   [[nodiscard]] absl::StatusOr<Prediction> Predict(const Strategy& strategy);
 
   const ModelProfile& profile() const { return profile_; }
