@@ -108,7 +108,8 @@ TEST(SimFlagsTest, DefaultsAndErrors) {
 // searched strategy is listed, parses, and is not predicted slower than any builder.
 TEST(SimReportTest, PredictsEveryBuilderAndTheSearchOnTheExamples) {
   for (const std::string& cluster_file :
-       {kTestbed, kData + "/uneven_2x2.cluster", kData + "/gpu_4x8_100gbit.cluster"}) {
+       {kTestbed, kData + "/testbed_2x2_100mbit.cluster", kData + "/uneven_2x2.cluster",
+        kData + "/gpu_4x8_100gbit.cluster"}) {
     for (const std::string& profile_file : {kSst, kLm}) {
       SimConfig config;
       config.profile_path = profile_file;
