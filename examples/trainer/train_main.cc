@@ -38,7 +38,6 @@ int Fail(const absl::Status& status) {
   }
 }
 
-
 }  // namespace
 
 int main(int argc, char** argv) {
