@@ -205,6 +205,11 @@ std::vector<int> ClusterSpec::HostOfRank() const {
   return host_of;
 }
 
+const char* CollectiveName(Collective c) {
+  static const char* const kNames[] = {"allreduce", "reduce", "broadcast", "allgather", "gather"};
+  return kNames[static_cast<int>(c)];
+}
+
 const char* AlgorithmName(AllReduceAlgorithm a) {
   return kAllReduceNames[static_cast<int>(a)].c_str();
 }

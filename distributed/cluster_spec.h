@@ -28,8 +28,15 @@
 
 namespace cavs::distributed {
 
+// The collectives the synchronizer's units are made of (GatherV: kGather).
+enum class Collective { kAllReduce, kReduce, kBroadcast, kAllGather, kGather };
+
+// "allreduce", "reduce", "broadcast", "allgather", "gather".
+const char* CollectiveName(Collective c);
+
 // The algorithms the MPI library uses for each collective the synchronizer calls (Open MPI's
 // libnbc: coll_libnbc_i*_algorithm). Each has its own alpha-beta form (docs/distributed.md).
+// kRabenseifner: reduce-scatter by recursive halving, then allgather by recursive doubling.
 enum class AllReduceAlgorithm { kRing, kRecursiveDoubling, kRabenseifner };
 enum class ReduceAlgorithm { kLinear, kBinomial };
 // kLibnbc: linear up to 4 ranks, binomial above (libnbc's own choice in Open MPI 4.1).

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "core/status.h"
 
 namespace cavs::distributed::internal {
@@ -125,33 +124,38 @@ void RecursiveDoublingAllReduce(const std::vector<int>& p, PhaseBuilder& b) {
   }
 }
 
-// Rabenseifner's: a reduce-scatter by recursive vector halving with distance doubling (the
-// partner at distance 1, 2, 4, ... exchanges half of what is left: 1/2, 1/4, ..., 1/p2 of the
-// buffer), then an allgather retracing it (1/p2, ..., 1/2); with the extra participants folded
-// in and out as in recursive doubling (libnbc's allred_sched_redscat_allgather). Ranks placed
-// host by host meet their own host's ranks at the short distances, so only the last steps, with
-// the smallest pieces, cross hosts.
+// Rabenseifner's, as libnbc schedules it: the first 2(n - p2) participants pair up (each sends
+// the other half its buffer, the odd one hands its half of the sum to the even one, which takes
+// part and returns the result at the end); then a reduce-scatter by recursive halving (the
+// partner at distance 1, 2, 4, ...: half, a quarter, ... of the buffer) and an allgather by
+// recursive doubling in the reverse order.
 void RabenseifnerAllReduce(const std::vector<int>& p, PhaseBuilder& b) {
   const int n = static_cast<int>(p.size());
   const int p2 = 1 << (CeilLog2(n + 1) - 1);
   const int rem = n - p2;
-  auto real = [&](int v) { return v < rem ? p[2 * v + 1] : p[v + rem]; };
+  auto real = [&](int v) { return v < rem ? p[2 * v] : p[v + rem]; };
+  if (rem > 0) {
+    for (int i = 0; i < rem; ++i) {
+      b.Send(p[2 * i], p[2 * i + 1], 0.5);
+      b.Send(p[2 * i + 1], p[2 * i], 0.5);
+    }
+    b.EndSteps(1);
+    for (int i = 0; i < rem; ++i) b.Send(p[2 * i + 1], p[2 * i], 0.5);
+    b.EndSteps(1);
+  }
+  double part = 1.0;
+  for (int mask = 1; mask < p2; mask <<= 1) {
+    part /= 2;
+    for (int v = 0; v < p2; ++v) b.Send(real(v), real(v ^ mask), part);
+    b.EndSteps(1);
+  }
+  for (int mask = p2 >> 1; mask > 0; mask >>= 1) {
+    for (int v = 0; v < p2; ++v) b.Send(real(v), real(v ^ mask), part);
+    b.EndSteps(1);
+    part *= 2;
+  }
   if (rem > 0) {
     for (int i = 0; i < rem; ++i) b.Send(p[2 * i], p[2 * i + 1], 1.0);
-    b.EndSteps(1);
-  }
-  double piece = 0.5;
-  for (int mask = 1; mask < p2; mask <<= 1, piece /= 2) {
-    for (int v = 0; v < p2; ++v) b.Send(real(v), real(v ^ mask), piece);
-    b.EndSteps(1);
-  }
-  piece = 1.0 / p2;
-  for (int mask = p2 >> 1; mask >= 1; mask >>= 1, piece *= 2) {
-    for (int v = 0; v < p2; ++v) b.Send(real(v), real(v ^ mask), piece);
-    b.EndSteps(1);
-  }
-  if (rem > 0) {
-    for (int i = 0; i < rem; ++i) b.Send(p[2 * i + 1], p[2 * i], 1.0);
     b.EndSteps(1);
   }
 }
@@ -265,7 +269,7 @@ Resources::Resources(const ClusterSpec& cluster) {
 Collectives::Collectives(const ClusterSpec& cluster)
     : cluster_(cluster), host_of_(cluster.HostOfRank()) {}
 
-Phase Collectives::Run(CollectiveOp op, const std::vector<int>& ranks, int root, double bytes) {
+Phase Collectives::Run(Collective op, const std::vector<int>& ranks, int root, double bytes) {
   auto [it, added] = set_ids_.try_emplace(ranks, static_cast<int>(set_ids_.size()));
   const std::tuple<int, int, int> key(static_cast<int>(op), it->second, root);
   auto cached = cache_.find(key);
@@ -273,30 +277,30 @@ Phase Collectives::Run(CollectiveOp op, const std::vector<int>& ranks, int root,
   return cached->second.Scaled(bytes);
 }
 
-Phase Collectives::OneByte(CollectiveOp op, const std::vector<int>& p, int root) {
+Phase Collectives::OneByte(Collective op, const std::vector<int>& p, int root) {
   PhaseBuilder b(cluster_, host_of_);
   const int n = static_cast<int>(p.size());
   CAVS_CHECK(n >= 1 && root >= 0 && root < n, "collective over ", n, " ranks, root ", root);
   if (n == 1) return b.Build();
   const CollectiveAlgorithms& a = cluster_.algorithms;
   switch (op) {
-    case CollectiveOp::kAllReduce:
+    case Collective::kAllReduce:
       if (a.allreduce == AllReduceAlgorithm::kRing) {
         RingAllReduce(p, b);
-      } else if (a.allreduce == AllReduceAlgorithm::kRabenseifner) {
-        RabenseifnerAllReduce(p, b);
-      } else {
+      } else if (a.allreduce == AllReduceAlgorithm::kRecursiveDoubling) {
         RecursiveDoublingAllReduce(p, b);
+      } else {
+        RabenseifnerAllReduce(p, b);
       }
       break;
-    case CollectiveOp::kReduce:
+    case Collective::kReduce:
       if (a.reduce == ReduceAlgorithm::kLinear) {
         Linear(p, root, /*to_root=*/true, b);
       } else {
         BinomialTree(p, root, /*to_root=*/true, b);
       }
       break;
-    case CollectiveOp::kBroadcast:
+    case Collective::kBroadcast:
       if (a.broadcast == BroadcastAlgorithm::kLinear ||
           (a.broadcast == BroadcastAlgorithm::kLibnbc && n <= 4)) {
         Linear(p, root, /*to_root=*/false, b);
@@ -304,68 +308,27 @@ Phase Collectives::OneByte(CollectiveOp op, const std::vector<int>& p, int root)
         BinomialTree(p, root, /*to_root=*/false, b);
       }
       break;
-    case CollectiveOp::kAllGather:
+    case Collective::kAllGather:
       if (a.allgather == AllGatherAlgorithm::kLinear) {
         LinearAllGather(p, host_of_, static_cast<int>(cluster_.hosts.size()), b);
       } else {
         RingAllGather(p, b);
       }
       break;
-    case CollectiveOp::kGather:
+    case Collective::kGather:
       Linear(p, root, /*to_root=*/true, b);
       break;
   }
   return b.Build();
 }
 
-absl::StatusOr<AlphaBeta> FitAlphaBeta(const std::vector<FitPoint>& points) {
-  if (points.size() < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("alpha-beta fit: ", points.size(), " points (at least 2 needed)"));
-  }
-  double mm = 0, mb = 0, bb = 0, mt = 0, bt = 0;
-  for (const FitPoint& q : points) {
-    for (double v : {q.messages, q.bytes, q.seconds}) {
-      if (!std::isfinite(v) || v < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("alpha-beta fit: point (messages ", q.messages, ", bytes ", q.bytes,
-                         ", seconds ", q.seconds, ") has a negative or non-finite value"));
-      }
-    }
-    mm += q.messages * q.messages, mb += q.messages * q.bytes, bb += q.bytes * q.bytes;
-    mt += q.messages * q.seconds, bt += q.bytes * q.seconds;
-  }
-  const double det = mm * bb - mb * mb;
-  if (!(det > 1e-12 * mm * bb)) {
-    return absl::InvalidArgumentError(
-        "alpha-beta fit: the points cannot tell latency from bandwidth (measure several sizes)");
-  }
-  AlphaBeta fit{(mt * bb - bt * mb) / det, (bt * mm - mt * mb) / det, 0.0};
-  // A negative coefficient: the best fit with it at 0.
-  if (fit.alpha < 0) fit = {0.0, bt / bb, 0.0};
-  if (fit.beta < 0) fit = {mt / mm, 0.0, 0.0};
-  double sq = 0;
-  for (const FitPoint& q : points) {
-    const double r = q.messages * fit.alpha + q.bytes * fit.beta - q.seconds;
-    sq += r * r;
-  }
-  fit.rms_error = std::sqrt(sq / points.size());
-  return fit;
-}
-
-FitPoint CollectiveFitTerms(const ClusterSpec& cluster, CollectiveOp op, double bytes,
-                            double seconds) {
-  Collectives c(cluster);
-  std::vector<int> all(cluster.world_size());
-  for (int r = 0; r < cluster.world_size(); ++r) all[r] = r;
-  const Phase phase = c.Run(op, all, 0, bytes);
-  const bool one_host = cluster.hosts.size() == 1;
-  double busiest = 0;
+double AloneSeconds(const Phase& phase, const Resources& resources) {
+  double cpu = 0.0, transfer = 0.0;
+  for (const Load& c : phase.cpu) cpu = std::max(cpu, c.bytes);
   for (const Load& l : phase.loads) {
-    const int kind = l.resource % 4;  // 0 out, 1 in, 2 duplex, 3 shared memory
-    if (one_host ? kind == 3 : kind < 2) busiest = std::max(busiest, l.bytes);
+    transfer = std::max(transfer, l.bytes / resources.capacity(l.resource));
   }
-  return {phase.messages, busiest, seconds};
+  return cpu + phase.latency + transfer;
 }
 
 }  // namespace cavs::distributed::internal

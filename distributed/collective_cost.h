@@ -32,7 +32,6 @@
 #include <tuple>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "distributed/cluster_spec.h"
 
 namespace cavs::distributed::internal {
@@ -78,8 +77,6 @@ class Resources {
   std::vector<double> capacity_;
 };
 
-enum class CollectiveOp { kAllReduce, kReduce, kBroadcast, kAllGather, kGather };
-
 // The cost of each collective over a set of participants on one cluster.
 class Collectives {
  public:
@@ -87,13 +84,13 @@ class Collectives {
 
   // `ranks`: the participants, ascending (a communicator's ranks in order); `root` an index
   // into them. AllGather and Gather move `bytes` from every participant (a block each).
-  Phase Run(CollectiveOp op, const std::vector<int>& ranks, int root, double bytes);
+  Phase Run(Collective op, const std::vector<int>& ranks, int root, double bytes);
 
   const ClusterSpec& cluster() const { return cluster_; }
   const std::vector<int>& host_of_rank() const { return host_of_; }
 
  private:
-  Phase OneByte(CollectiveOp op, const std::vector<int>& ranks, int root);
+  Phase OneByte(Collective op, const std::vector<int>& ranks, int root);
 
   ClusterSpec cluster_;
   std::vector<int> host_of_;
@@ -101,30 +98,8 @@ class Collectives {
   std::map<std::tuple<int, int, int>, Phase> cache_;  // (op, set, root) -> one-byte phase
 };
 
-// Least-squares fit of t = messages * alpha + bytes * beta over measured points, for calibrating
-// a ClusterSpec (docs/distributed.md, "Calibration"). `messages` and `bytes` are a collective's
-// messages on the critical path and the bytes on its busiest link direction under the model
-// (CollectiveFitTerms), `seconds` the time measured.
-struct FitPoint {
-  double messages = 0.0;
-  double bytes = 0.0;
-  double seconds = 0.0;
-};
-struct AlphaBeta {
-  double alpha = 0.0;      // s per message on the critical path (latency + overhead)
-  double beta = 0.0;       // s per byte on the busiest link direction
-  double rms_error = 0.0;  // s, root mean square of the residuals
-};
-// Nonnegative least squares in two unknowns (a coefficient the data would make negative is set
-// to 0 and the other refitted). Errors: fewer than 2 points, a non-finite or negative value,
-// points that cannot separate alpha from beta (all with the same messages/bytes ratio).
-[[nodiscard]] absl::StatusOr<AlphaBeta> FitAlphaBeta(const std::vector<FitPoint>& points);
-
-// The regressors of one measured collective of `bytes` (per participant for the gathers) over
-// every rank of `cluster` (root 0), under its algorithms: the messages on the critical path and
-// the most bytes put on one direction of one host's link (on a single host: on its shared
-// memory). With `seconds`, a FitPoint.
-FitPoint CollectiveFitTerms(const ClusterSpec& cluster, CollectiveOp op, double bytes,
-                            double seconds);
+// The time `phase` takes alone on idle resources: its slowest host's cpu, its latency, and its
+// busiest resource's bytes over that resource's capacity.
+double AloneSeconds(const Phase& phase, const Resources& resources);
 
 }  // namespace cavs::distributed::internal

@@ -18,7 +18,6 @@ namespace cavs::distributed {
 
 namespace {
 
-using internal::CollectiveOp;
 using internal::Load;
 using internal::Phase;
 using internal::Resources;
@@ -73,14 +72,18 @@ absl::Status CheckEntry(const ParamSync& sync, const ParamProfile& p, int world_
   return absl::OkStatus();
 }
 
-// The units in start order; errors as CostModel::Predict says.
-absl::StatusOr<std::vector<UnitSpec>> PlanUnits(const Strategy& strategy,
-                                                const ModelProfile& profile, int world_size) {
-  if (strategy.world_size != world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("strategy '", strategy.name, "' is for ",
-                                                   strategy.world_size, " ranks; the cluster has ",
+// The units in start order; errors as CostModel::Predict says. Servers named by host are
+// resolved against the cluster's hosts first.
+absl::StatusOr<std::vector<UnitSpec>> PlanUnits(const Strategy& named, const ModelProfile& profile,
+                                                const ClusterSpec& cluster) {
+  const int world_size = cluster.world_size();
+  if (named.world_size != world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("strategy '", named.name, "' is for ",
+                                                   named.world_size, " ranks; the cluster has ",
                                                    world_size));
   }
+  CAVS_ASSIGN_OR_RETURN(const Strategy strategy,
+                        ResolveHostPlacements(named, cluster.HostOfRank()));
   absl::flat_hash_map<std::string, const ParamSync*> sync_of;
   for (const ParamStrategy& e : strategy.params) {
     if (profile.Find(e.param) == nullptr) {
@@ -214,15 +217,15 @@ std::vector<Phase> UnitPhases(const UnitSpec& u, const ModelProfile& profile, co
     if (u.compressor == Compressor::kFp16) bytes /= 2;
     *payload = static_cast<int64_t>(bytes);
     if (u.topology == AllReduceTopology::kFlat) {
-      phases.push_back(c.Run(CollectiveOp::kAllReduce, l.all, 0, bytes));
+      phases.push_back(c.Run(Collective::kAllReduce, l.all, 0, bytes));
       return phases;
     }
     Phase reduce, broadcast;
     for (const std::vector<int>& host : l.host_ranks) {
-      reduce.Merge(c.Run(CollectiveOp::kReduce, host, 0, bytes));
-      broadcast.Merge(c.Run(CollectiveOp::kBroadcast, host, 0, bytes));
+      reduce.Merge(c.Run(Collective::kReduce, host, 0, bytes));
+      broadcast.Merge(c.Run(Collective::kBroadcast, host, 0, bytes));
     }
-    phases = {reduce, c.Run(CollectiveOp::kAllReduce, l.leaders, 0, bytes), broadcast};
+    phases = {reduce, c.Run(Collective::kAllReduce, l.leaders, 0, bytes), broadcast};
     return phases;
   }
   const ParamProfile& p = profile.params[u.key];
@@ -230,8 +233,8 @@ std::vector<Phase> UnitPhases(const UnitSpec& u, const ModelProfile& profile, co
   if (u.kind == UnitKind::kPsShard) {
     const double bytes = shard_rows * p.cols() * 4.0;
     *payload = static_cast<int64_t>(bytes);
-    phases.push_back(c.Run(CollectiveOp::kReduce, l.all, server_index, bytes));
-    phases.push_back(c.Run(CollectiveOp::kBroadcast, l.all, server_index, bytes));
+    phases.push_back(c.Run(Collective::kReduce, l.all, server_index, bytes));
+    phases.push_back(c.Run(Collective::kBroadcast, l.all, server_index, bytes));
     return phases;
   }
   // Row-sparse: each row travels as an int64 id and cols floats; a shard holds its share of the
@@ -241,15 +244,15 @@ std::vector<Phase> UnitPhases(const UnitSpec& u, const ModelProfile& profile, co
   const double touched = p.touched_rows * fraction;
   const int world = static_cast<int>(l.all.size());
   *payload = static_cast<int64_t>(touched * row_bytes);
-  phases.push_back(c.Run(CollectiveOp::kAllGather, l.all, 0, 8.0));  // the row counts
+  phases.push_back(c.Run(Collective::kAllGather, l.all, 0, 8.0));  // the row counts
   if (u.kind == UnitKind::kSparse) {
-    phases.push_back(c.Run(CollectiveOp::kAllGather, l.all, 0, touched * row_bytes));
+    phases.push_back(c.Run(Collective::kAllGather, l.all, 0, touched * row_bytes));
     return phases;
   }
   const double unique = p.UnionRows(world) * fraction;
-  phases.push_back(c.Run(CollectiveOp::kGather, l.all, server_index, touched * row_bytes));
-  phases.push_back(c.Run(CollectiveOp::kBroadcast, l.all, server_index, 8.0));
-  phases.push_back(c.Run(CollectiveOp::kBroadcast, l.all, server_index, unique * row_bytes));
+  phases.push_back(c.Run(Collective::kGather, l.all, server_index, touched * row_bytes));
+  phases.push_back(c.Run(Collective::kBroadcast, l.all, server_index, 8.0));
+  phases.push_back(c.Run(Collective::kBroadcast, l.all, server_index, unique * row_bytes));
   return phases;
 }
 
@@ -343,8 +346,7 @@ LinkLoad BusiestLink(const std::vector<std::vector<Job>>& links, const Resources
 }  // namespace
 
 absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
-  CAVS_ASSIGN_OR_RETURN(std::vector<UnitSpec> specs,
-                        PlanUnits(strategy, profile_, cluster_.world_size()));
+  CAVS_ASSIGN_OR_RETURN(std::vector<UnitSpec> specs, PlanUnits(strategy, profile_, cluster_));
   const Layout layout = MakeLayout(cluster_);
   const Resources res(cluster_);
   const int hosts = static_cast<int>(cluster_.hosts.size());

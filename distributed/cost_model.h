@@ -22,7 +22,7 @@
 //     less latency or less overhead never predicts a slower step;
 //   - the step ends when backward and the last unit are done, plus the optimizer.
 // Per-message overheads, efficiency and duplex are ClusterSpec fields, to be calibrated from
-// measurements (distributed/collective_cost.h: FitAlphaBeta).
+// measurements (distributed/calibration.h).
 //
 // Thread-safety: a CostModel caches collective costs; one thread at a time. PredictStepTime is
 // a pure function.
@@ -97,9 +97,11 @@ class CostModel {
                                                                          ClusterSpec cluster);
   ~CostModel();
 
-  // Errors (InvalidArgument, naming the parameter): the strategy's world size is not the
-  // cluster's; a parameter without an entry or an entry for none; allreduce on a row-sparse or
-  // sparse on a dense gradient; a server out of range; shards that do not tile the rows.
+  // Servers named by host (hH.L) are the cluster's hosts' ranks. Errors (InvalidArgument,
+  // naming the parameter): the strategy's world size is not the cluster's; a parameter without
+  // an entry or an entry for none; allreduce on a row-sparse or sparse on a dense gradient; a
+  // server out of range, or a host or local rank the cluster does not have; shards that do not
+  // tile the rows.
   [[nodiscard]] absl::StatusOr<Prediction> Predict(const Strategy& strategy);
 
   const ModelProfile& profile() const { return profile_; }

@@ -184,6 +184,9 @@ class Ranking {
     return step;
   }
 
+  // Distinct strategies costed so far.
+  size_t size() const { return seen_.size(); }
+
   SearchReport Best(int k) const {
     SearchReport r;
     r.evaluated = static_cast<int64_t>(seen_.size());
@@ -212,6 +215,109 @@ std::vector<int> ShardOptions(const ClusterSpec& cluster) {
 
 }  // namespace
 
+namespace {
+
+// The space of one search and the walk through it.
+class Search {
+ public:
+  Search(const ModelProfile& profile, const ClusterSpec& cluster, const SearchOptions& options,
+         CostModel* model)
+      : profile_(profile),
+        options_(options),
+        ranking_(model, profile, cluster),
+        shard_options_(ShardOptions(cluster)) {
+    for (const ParamProfile& p : profile.params) {
+      choices_.push_back(ChoicesFor(p, shard_options_, options.tiny_bytes));
+    }
+    bool several_per_host = false;
+    for (const HostSpec& h : cluster.hosts) several_per_host |= h.ranks > 1;
+    std::vector<AllReduceTopology> topologies = {AllReduceTopology::kFlat};
+    if (several_per_host && cluster.hosts.size() > 1) {
+      topologies.push_back(AllReduceTopology::kHierarchical);
+    }
+    std::vector<Compressor> compressors = {Compressor::kNone};
+    if (options.allow_compression) compressors.push_back(Compressor::kFp16);
+    for (int64_t cap : options.bucket_bytes) {
+      for (AllReduceTopology t : topologies) {
+        for (Compressor c : compressors) globals_.push_back({{}, cap, t, c});
+      }
+    }
+    order_.resize(profile.params.size());
+    std::iota(order_.begin(), order_.end(), 0);
+    std::stable_sort(order_.begin(), order_.end(), [&](int a, int b) {
+      return profile.params[a].bytes() > profile.params[b].bytes();
+    });
+  }
+
+  Ranking& ranking() { return ranking_; }
+
+  // Every global setting with: each parameter's first choice; the row-sparse tables on k-shard
+  // PS; every tensor that may be on k-shard PS. Distinct strategies only, best first.
+  absl::StatusOr<std::vector<std::pair<double, Plan>>> Bases() {
+    std::vector<std::pair<double, Plan>> bases;
+    const size_t k_count = shard_options_.size();
+    for (const Plan& g : globals_) {
+      for (size_t variant = 0; variant < 1 + 2 * k_count; ++variant) {
+        Plan plan = g;
+        const int k = variant == 0 ? 0 : shard_options_[(variant - 1) % k_count];
+        for (size_t i = 0; i < profile_.params.size(); ++i) {
+          const ParamProfile& p = profile_.params[i];
+          const bool to_ps = variant > 0 && (p.sparse || variant > k_count) &&
+                             choices_[i].size() > 1 && k <= p.rows();
+          plan.choice.push_back(to_ps ? Choice{Choice::Kind::kPs, k} : choices_[i][0]);
+        }
+        const size_t before = ranking_.size();
+        CAVS_ASSIGN_OR_RETURN(double step, ranking_.Evaluate(plan));
+        if (ranking_.size() > before) bases.emplace_back(step, std::move(plan));
+      }
+    }
+    std::stable_sort(bases.begin(), bases.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    return bases;
+  }
+
+  // From `plan`: each parameter in turn (largest first) to whichever choice lowers the step,
+  // then each global setting, until a pass changes nothing (at most options.rounds passes).
+  absl::Status Improve(Plan plan, double step) {
+    for (int round = 0; round < options_.rounds; ++round) {
+      bool improved = false;
+      auto consider = [&](Plan next) -> absl::Status {
+        CAVS_ASSIGN_OR_RETURN(double next_step, ranking_.Evaluate(next));
+        if (next_step < step) step = next_step, plan = std::move(next), improved = true;
+        return absl::OkStatus();
+      };
+      for (int i : order_) {
+        for (const Choice& c : choices_[i]) {
+          if (c == plan.choice[i]) continue;
+          Plan next = plan;
+          next.choice[i] = c;
+          CAVS_RETURN_IF_ERROR(consider(std::move(next)));
+        }
+      }
+      for (const Plan& g : globals_) {
+        Plan next = plan;
+        next.bucket_bytes = g.bucket_bytes;
+        next.topology = g.topology;
+        next.compressor = g.compressor;
+        CAVS_RETURN_IF_ERROR(consider(std::move(next)));
+      }
+      if (!improved) break;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const ModelProfile& profile_;
+  const SearchOptions& options_;
+  Ranking ranking_;
+  std::vector<int> shard_options_;
+  std::vector<std::vector<Choice>> choices_;  // per parameter
+  std::vector<Plan> globals_;                 // bucket cap x topology x compressor
+  std::vector<int> order_;                    // parameters, largest first
+};
+
+}  // namespace
+
 absl::StatusOr<SearchReport> SearchStrategies(const ModelProfile& profile,
                                               const ClusterSpec& cluster,
                                               const SearchOptions& options) {
@@ -219,82 +325,16 @@ absl::StatusOr<SearchReport> SearchStrategies(const ModelProfile& profile,
     return absl::InvalidArgumentError("strategy search: top_k < 1 or no bucket sizes to try");
   }
   CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model, CostModel::Create(profile, cluster));
-  Ranking ranking(model.get(), profile, cluster);
-  const int n = static_cast<int>(profile.params.size());
-  const std::vector<int> shard_options = ShardOptions(cluster);
-  std::vector<std::vector<Choice>> choices;
-  for (const ParamProfile& p : profile.params) {
-    choices.push_back(ChoicesFor(p, shard_options, options.tiny_bytes));
+  Search search(profile, cluster, options, model.get());
+  for (const Strategy& seed : options.seeds) {
+    CAVS_RETURN_IF_ERROR(search.ranking().Consider(seed).status());
   }
-  bool several_per_host = false;
-  for (const HostSpec& h : cluster.hosts) several_per_host |= h.ranks > 1;
-  std::vector<AllReduceTopology> topologies = {AllReduceTopology::kFlat};
-  if (several_per_host && cluster.hosts.size() > 1) {
-    topologies.push_back(AllReduceTopology::kHierarchical);
+  CAVS_ASSIGN_OR_RETURN(auto bases, search.Bases());
+  const size_t starts = std::min<size_t>(std::max(options.start_points, 0), bases.size());
+  for (size_t s = 0; s < starts; ++s) {
+    CAVS_RETURN_IF_ERROR(search.Improve(bases[s].second, bases[s].first));
   }
-  std::vector<Compressor> compressors = {Compressor::kNone};
-  if (options.allow_compression) compressors.push_back(Compressor::kFp16);
-
-  for (const Strategy& seed : options.seeds) CAVS_RETURN_IF_ERROR(ranking.Consider(seed).status());
-  // Base plans: every global setting x (sparse tables' choice | everything large on PS).
-  std::vector<std::pair<double, Plan>> bases;
-  std::vector<Plan> globals;
-  for (int64_t cap : options.bucket_bytes) {
-    for (AllReduceTopology t : topologies) {
-      for (Compressor c : compressors) globals.push_back({{}, cap, t, c});
-    }
-  }
-  for (const Plan& g : globals) {
-    for (size_t variant = 0; variant < 1 + shard_options.size() * 2; ++variant) {
-      Plan plan = g;
-      for (int i = 0; i < n; ++i) {
-        const ParamProfile& p = profile.params[i];
-        Choice c = choices[i][0];
-        const int k = variant == 0 ? 0 : shard_options[(variant - 1) % shard_options.size()];
-        const bool all_ps = variant > shard_options.size();
-        if (variant > 0 && (p.sparse || all_ps) && choices[i].size() > 1 && k <= p.rows()) {
-          c = {Choice::Kind::kPs, k};
-        }
-        plan.choice.push_back(c);
-      }
-      CAVS_ASSIGN_OR_RETURN(double step, ranking.Evaluate(plan));
-      bases.emplace_back(step, std::move(plan));
-    }
-  }
-  std::stable_sort(bases.begin(), bases.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-
-  // One parameter at a time, largest first, the best of its choices, while the step improves.
-  std::vector<int> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return profile.params[a].bytes() > profile.params[b].bytes();
-  });
-  const int starts = std::min<int>(options.start_points, static_cast<int>(bases.size()));
-  for (int s = 0; s < starts; ++s) {
-    auto [step, plan] = bases[s];
-    for (int round = 0; round < options.rounds; ++round) {
-      bool improved = false;
-      for (int i : order) {
-        for (const Choice& c : choices[i]) {
-          if (c == plan.choice[i]) continue;
-          Plan next = plan;
-          next.choice[i] = c;
-          CAVS_ASSIGN_OR_RETURN(double next_step, ranking.Evaluate(next));
-          if (next_step < step) step = next_step, plan = std::move(next), improved = true;
-        }
-      }
-      for (const Plan& g : globals) {
-        Plan next = plan;
-        next.bucket_bytes = g.bucket_bytes, next.topology = g.topology;
-        next.compressor = g.compressor;
-        CAVS_ASSIGN_OR_RETURN(double next_step, ranking.Evaluate(next));
-        if (next_step < step) step = next_step, plan = std::move(next), improved = true;
-      }
-      if (!improved) break;
-    }
-  }
-  return ranking.Best(options.top_k);
+  return search.ranking().Best(options.top_k);
 }
 
 }  // namespace cavs::distributed

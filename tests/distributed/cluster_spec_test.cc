@@ -111,8 +111,8 @@ TEST(ClusterSpecTest, ErrorsNameTheFileLineAndField) {
       {head + "intra bandwidth_gbit=0\n",
        "c.txt line 2: field 'bandwidth_gbit': bad value '0' (expected a number > 0)"},
       {head + "algorithms allreduce=tree\n",
-       "c.txt line 2: field 'allreduce': unknown algorithm 'tree' (expected ring or "
-       "recursive_doubling)"},
+       "c.txt line 2: field 'allreduce': unknown algorithm 'tree' (expected ring, "
+       "recursive_doubling or rabenseifner)"},
       {head + "algorithms broadcast=chain\n",
        "c.txt line 2: field 'broadcast': unknown algorithm 'chain' (expected linear, binomial "
        "or libnbc)"},

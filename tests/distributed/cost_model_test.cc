@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "distributed/builders.h"
-#include "distributed/collective_cost.h"
 
 namespace cavs::distributed {
 namespace {
@@ -85,6 +84,44 @@ TEST(CostModelTest, RecursiveDoublingCountsEveryRankOnTheLink) {
   // carries 2 x B (both ranks' messages of the first step), far below the link.
   const double expected = 1 * kUs + 2 * alpha + 3 * o + 2 * 2 * bytes / bw;
   EXPECT_NEAR(Step(OneEach(profile, 8, AllReduceSync{}), profile, c), expected, 1e-12);
+}
+
+// Rabenseifner: a reduce-scatter by recursive halving (halves at distance 1, within the hosts;
+// quarters and eighths across), then the allgather in reverse: each link carries 2 ranks x
+// (B/4 + B/8) each way, twice: 2 (H-1)/H B, as a ring over the hosts would.
+TEST(CostModelTest, RabenseifnerHalvesTheBufferStepByStep) {
+  const double alpha = 50 * kUs, o = 10 * kUs, bytes = 4e6, bw = 1 * kGbit;
+  const ModelProfile profile = Profile({{1000, 1000}});
+  ClusterSpec c = Cluster(4, 2, 1, alpha, o);
+  c.algorithms.allreduce = AllReduceAlgorithm::kRabenseifner;
+  const double expected = 6 * o + 2 * 1 * kUs + 4 * alpha + 1.5 * bytes / bw;
+  EXPECT_NEAR(Step(OneEach(profile, 8, AllReduceSync{}), profile, c), expected, 1e-12);
+  // 3 ranks: ranks 0 and 1 fold into 0 first (halves both ways, then 1's half of the sum), 0 and
+  // 2 halve and gather, 0 returns the result to 1. Rank 0's link sends 2.5 B; it handles one
+  // message in each of the 5 steps.
+  c = Cluster(3, 1, 1, alpha, o);
+  c.algorithms.allreduce = AllReduceAlgorithm::kRabenseifner;
+  EXPECT_NEAR(Step(OneEach(profile, 3, AllReduceSync{}), profile, c),
+              5 * o + 5 * alpha + 2.5 * bytes / bw, 1e-12);
+}
+
+// Servers named by host (hH.L) are the cluster's ranks: h1 is rank 2 of 2 hosts x 2 ranks.
+TEST(CostModelTest, ServersNamedByHostAreTheClustersRanks) {
+  const ModelProfile profile = Profile({{1000, 1000}});
+  const ClusterSpec c = Cluster(2, 2, 1, 50 * kUs, 10 * kUs);
+  absl::StatusOr<Strategy> named =
+      ParseStrategy("version 1\nworld_size 4\nparam p0 ps placement=h1,h0.1 staleness=0\n");
+  ASSERT_TRUE(named.ok()) << named.status();
+  const Strategy ranks = OneEach(profile, 4, ParameterServerSync{{2, 1}, {}, 0});
+  absl::StatusOr<Prediction> a = PredictStepTime(*named, profile, c);
+  absl::StatusOr<Prediction> b = PredictStepTime(ranks, profile, c);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(a->step_s, b->step_s);
+  EXPECT_EQ(a->units[0].name, "ps 'p0' rows [0, 500) on server 2");
+  absl::StatusOr<Strategy> missing =
+      ParseStrategy("version 1\nworld_size 4\nparam p0 ps placement=h2 staleness=0\n");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(PredictStepTime(*missing, profile, c).ok());
 }
 
 // PS: the server's link carries (W-1) shards in (reduce) and out (broadcast); its CPU handles
@@ -250,7 +287,8 @@ TEST(CostModelTest, ErrorsNameTheParameter) {
 }
 
 // More bandwidth never predicts a slower step, more latency or overhead never a faster one:
-// every builder on uneven clusters, each link parameter raised in turn.
+// every builder on uneven clusters (every allreduce algorithm), each link parameter raised in
+// turn.
 TEST(CostModelTest, MonotoneInEveryLinkParameter) {
   ModelProfile profile = Profile({{2000, 64}, {64, 256}, {256}, {256, 256}, {256}, {256, 10}});
   profile.params[0].sparse = true;
@@ -266,8 +304,7 @@ TEST(CostModelTest, MonotoneInEveryLinkParameter) {
     base.hosts[1].bandwidth *= 0.25;
     base.hosts[2].ranks = 1 + variant % 3;
     base.duplex = 0.6;
-    base.algorithms.allreduce =
-        variant % 2 ? AllReduceAlgorithm::kRecursiveDoubling : AllReduceAlgorithm::kRing;
+    base.algorithms.allreduce = static_cast<AllReduceAlgorithm>(variant % 3);
     base.algorithms.reduce = variant % 2 ? ReduceAlgorithm::kBinomial : ReduceAlgorithm::kLinear;
     base.algorithms.broadcast =
         variant >= 2 ? BroadcastAlgorithm::kLibnbc : BroadcastAlgorithm::kLinear;
@@ -299,43 +336,6 @@ TEST(CostModelTest, MonotoneInEveryLinkParameter) {
       EXPECT_GE(Step(*s, profile, c), step - eps) << name;
     }
   }
-}
-
-TEST(CostModelFitTest, RecoversAlphaAndBetaFromTheModelsOwnTerms) {
-  ClusterSpec c = Cluster(4, 2, 1, 0, 0);
-  c.algorithms.allreduce = AllReduceAlgorithm::kRecursiveDoubling;
-  const double alpha = 120 * kUs, beta = 1.0 / (0.45 * kGbit);
-  std::vector<internal::FitPoint> points;
-  for (double bytes : {4e3, 64e3, 1e6, 16e6}) {
-    internal::FitPoint terms =
-        internal::CollectiveFitTerms(c, internal::CollectiveOp::kAllReduce, bytes, 0);
-    // Two ranks per host: each inter-host step carries 2 B per direction, 2 such steps.
-    EXPECT_DOUBLE_EQ(terms.bytes, 4 * bytes);
-    EXPECT_DOUBLE_EQ(terms.messages, 3);
-    terms.seconds = terms.messages * alpha + terms.bytes * beta;
-    points.push_back(terms);
-  }
-  absl::StatusOr<internal::AlphaBeta> fit = internal::FitAlphaBeta(points);
-  ASSERT_TRUE(fit.ok()) << fit.status();
-  EXPECT_NEAR(fit->alpha, alpha, alpha * 1e-9);
-  EXPECT_NEAR(fit->beta, beta, beta * 1e-9);
-  EXPECT_NEAR(fit->rms_error, 0, 1e-12);
-  // A linear reduce to rank 0: its host's link takes (W - ranks on it) buffers in.
-  internal::FitPoint reduce =
-      internal::CollectiveFitTerms(c, internal::CollectiveOp::kReduce, 1000, 0);
-  EXPECT_DOUBLE_EQ(reduce.bytes, 6000);
-  EXPECT_DOUBLE_EQ(reduce.messages, 7);
-}
-
-TEST(CostModelFitTest, RejectsPointsThatCannotSeparateTheTerms) {
-  EXPECT_FALSE(internal::FitAlphaBeta({{1, 100, 1}}).ok());
-  EXPECT_FALSE(internal::FitAlphaBeta({{1, 100, 1}, {2, 200, 2}}).ok());
-  EXPECT_FALSE(internal::FitAlphaBeta({{1, 100, -1}, {2, 300, 2}}).ok());
-  // Noise that would make alpha negative: alpha 0, beta refitted.
-  absl::StatusOr<internal::AlphaBeta> fit = internal::FitAlphaBeta({{1, 100, 0.5}, {2, 300, 3}});
-  ASSERT_TRUE(fit.ok()) << fit.status();
-  EXPECT_EQ(fit->alpha, 0.0);
-  EXPECT_NEAR(fit->beta, (100 * 0.5 + 300 * 3.0) / (100.0 * 100 + 300.0 * 300), 1e-15);
 }
 
 }  // namespace

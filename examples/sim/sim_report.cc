@@ -1,0 +1,349 @@
+#include "examples/sim/sim_report.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/status.h"
+#include "distributed/builders.h"
+#include "distributed/strategy_search.h"
+#include "examples/data/gnuplot.h"
+#include "examples/data/text_file.h"
+
+namespace cavs::sim {
+
+namespace {
+
+using distributed::ClusterSpec;
+using distributed::ModelProfile;
+using distributed::Prediction;
+using distributed::Strategy;
+
+constexpr size_t kUnitsShown = 12;
+
+double Ms(double s) { return s * 1e3; }
+double Mb(double bytes) { return bytes / 1e6; }
+
+absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path, ": ",
+                                            std::strerror(errno != 0 ? errno : ENOENT)));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  if (file.bad()) return absl::NotFoundError(absl::StrCat(flag, ": error reading ", path));
+  return text.str();
+}
+
+std::string HostsLine(const ClusterSpec& c) {
+  std::string s = absl::StrCat(c.hosts.size(), " hosts, ", c.world_size(), " ranks:");
+  for (size_t i = 0; i < c.hosts.size() && i < 8; ++i) {
+    absl::StrAppendFormat(&s, " %s %dx%gGbit/s", c.hosts[i].name, c.hosts[i].ranks,
+                          c.hosts[i].bandwidth * 8 / 1e9);
+  }
+  if (c.hosts.size() > 8) absl::StrAppend(&s, " ...");
+  return s;
+}
+
+std::string ServerText(const distributed::ServerLoad& s) {
+  if (s.rank < 0) return "-";
+  return absl::StrFormat("rank %d: %.2f MB in, %.2f MB out, %d shard%s", s.rank, Mb(s.bytes_in),
+                         Mb(s.bytes_out), s.shards, s.shards == 1 ? "" : "s");
+}
+
+std::string LinkText(const distributed::LinkLoad& l, const ClusterSpec& c) {
+  if (l.host < 0) return "-";
+  return absl::StrFormat("%s: %.2f MB out, %.2f MB in, busy %.2f ms", c.hosts[l.host].name,
+                         Mb(l.bytes_out), Mb(l.bytes_in), Ms(l.busy_s));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Row>> PredictBuilders(const ModelProfile& profile,
+                                                 const ClusterSpec& cluster,
+                                                 const core::ParameterStore& store) {
+  CAVS_ASSIGN_OR_RETURN(std::unique_ptr<distributed::CostModel> model,
+                        distributed::CostModel::Create(profile, cluster));
+  std::vector<Row> rows;
+  for (const std::string& name : distributed::StrategyBuilderNames()) {
+    CAVS_ASSIGN_OR_RETURN(Strategy s,
+                          distributed::BuildStrategy(name, store, cluster.world_size()));
+    CAVS_ASSIGN_OR_RETURN(Prediction p, model->Predict(s));
+    rows.push_back({name, std::move(s), std::move(p)});
+  }
+  return rows;
+}
+
+std::string FormatTable(const std::vector<Row>& rows, const ClusterSpec& cluster) {
+  double best = rows.empty() ? 0 : rows[0].prediction.step_s;
+  size_t width = 8;
+  for (const Row& r : rows) {
+    best = std::min(best, r.prediction.step_s);
+    width = std::max(width, r.label.size());
+  }
+  std::string out = absl::StrFormat("%-*s %9s %9s %9s %9s %6s %8s  %-44s %s\n", width, "strategy",
+                                    "step ms", "compute", "exposed", "optim", "units", "vs best",
+                                    "busiest server", "busiest link");
+  for (const Row& r : rows) {
+    const Prediction& p = r.prediction;
+    absl::StrAppendFormat(&out, "%-*s %9.2f %9.2f %9.2f %9.2f %6d %7.2fx  %-44s %s\n", width,
+                          r.label, Ms(p.step_s), Ms(p.compute_s), Ms(p.exposed_comm_s),
+                          Ms(p.optimizer_s), p.units.size(), best > 0 ? p.step_s / best : 1.0,
+                          ServerText(p.busiest_server), LinkText(p.busiest_link, cluster));
+  }
+  return out;
+}
+
+std::string FormatUnits(const Row& row) {
+  std::string out = absl::StrFormat("%s: %d units (ms from the start of the step; MB per rank)\n",
+                                    row.label, row.prediction.units.size());
+  absl::StrAppendFormat(&out, "  %9s %9s %9s %9s %9s  %s\n", "ready", "start", "end", "exposed",
+                        "MB", "unit");
+  for (size_t i = 0; i < row.prediction.units.size() && i < kUnitsShown; ++i) {
+    const distributed::UnitPrediction& u = row.prediction.units[i];
+    absl::StrAppendFormat(&out, "  %9.2f %9.2f %9.2f %9.2f %9.3f  %s\n", Ms(u.ready_s),
+                          Ms(u.start_s), Ms(u.end_s), Ms(u.exposed_s), Mb(u.payload_bytes), u.name);
+  }
+  if (row.prediction.units.size() > kUnitsShown) {
+    absl::StrAppendFormat(&out, "  ... and %d more units\n",
+                          row.prediction.units.size() - kUnitsShown);
+  }
+  return out;
+}
+
+std::string FormatScaling(const std::vector<ScalingRow>& rows,
+                          const std::vector<std::string>& labels, int64_t batch_per_rank) {
+  std::string out = absl::StrFormat("%6s %6s", "hosts", "ranks");
+  for (const std::string& l : labels)
+    absl::StrAppendFormat(&out, " %*s", std::max<size_t>(9, l.size()), l);
+  absl::StrAppendFormat(&out, " %14s\n", batch_per_rank > 0 ? "auto samples/s" : "auto steps/s");
+  for (const ScalingRow& r : rows) {
+    absl::StrAppendFormat(&out, "%6d %6d", r.hosts, r.ranks);
+    for (size_t i = 0; i < labels.size(); ++i) {
+      absl::StrAppendFormat(&out, " %*.2f", std::max<size_t>(9, labels[i].size()), Ms(r.step_s[i]));
+    }
+    const double per_step = batch_per_rank > 0 ? r.ranks * batch_per_rank : 1.0;
+    absl::StrAppendFormat(&out, " %14.0f\n", per_step / r.step_s.back());
+  }
+  return out;
+}
+
+std::string ScalingCsv(const std::vector<ScalingRow>& rows, const std::vector<std::string>& labels,
+                       int64_t batch_per_rank) {
+  std::string out = "ranks";
+  for (const std::string& l : labels) absl::StrAppend(&out, ",", l);
+  absl::StrAppend(&out, "\n");
+  for (const ScalingRow& r : rows) {
+    absl::StrAppend(&out, r.ranks);
+    const double per_step = batch_per_rank > 0 ? r.ranks * batch_per_rank : r.ranks;
+    for (double s : r.step_s) absl::StrAppendFormat(&out, ",%.6g", per_step / s);
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+namespace {
+
+// The strategy file, checked against the model and the cluster.
+absl::StatusOr<Row> StrategyFileRow(const std::string& path, const ModelProfile& profile,
+                                    const ClusterSpec& cluster, const core::ParameterStore& store) {
+  CAVS_ASSIGN_OR_RETURN(std::string text, ReadFile("--strategy-file", path));
+  absl::StatusOr<Strategy> s = distributed::ParseStrategy(text);
+  absl::Status status = s.status();
+  if (status.ok()) status = distributed::ValidateStrategy(*s, store);
+  if (status.ok() && s->world_size != cluster.world_size()) {
+    status = absl::InvalidArgumentError(absl::StrCat("the strategy is for world_size ",
+                                                     s->world_size, "; the cluster has ",
+                                                     cluster.world_size(), " ranks"));
+  }
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", status.message()));
+  }
+  CAVS_ASSIGN_OR_RETURN(Prediction p, distributed::PredictStepTime(*s, profile, cluster));
+  return Row{"file", *std::move(s), std::move(p)};
+}
+
+absl::StatusOr<std::vector<ScalingRow>> Scale(const SimConfig& config, const ModelProfile& profile,
+                                              const ClusterSpec& cluster,
+                                              const core::ParameterStore& store,
+                                              std::vector<std::string>* labels) {
+  std::vector<ScalingRow> rows;
+  for (int hosts : config.scaling) {
+    const ClusterSpec scaled = distributed::ScaleCluster(cluster, hosts, config.ranks_per_host);
+    CAVS_ASSIGN_OR_RETURN(std::vector<Row> predicted, PredictBuilders(profile, scaled, store));
+    distributed::SearchOptions options;
+    options.allow_compression = config.allow_compression;
+    options.top_k = 1;
+    for (const Row& r : predicted) options.seeds.push_back(r.strategy);
+    CAVS_ASSIGN_OR_RETURN(distributed::SearchReport search,
+                          distributed::SearchStrategies(profile, scaled, options));
+    predicted.push_back({"auto", search.best[0].strategy, search.best[0].prediction});
+    ScalingRow row{hosts, scaled.world_size(), {}};
+    labels->clear();
+    for (const Row& r : predicted) {
+      labels->push_back(r.label);
+      row.step_s.push_back(r.prediction.step_s);
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+absl::Status Plot(const SimConfig& config, const std::vector<ScalingRow>& rows,
+                  const std::vector<std::string>& labels, const ModelProfile& profile,
+                  const ClusterSpec& cluster, std::ostream& out) {
+  const std::string title =
+      absl::StrCat("cavs-sim: ", profile.name, " on ", cluster.name, " (weak scaling, ",
+                   config.ranks_per_host, " ranks per host)");
+  for (const std::string* s : {&config.plot, &title}) {
+    if (s->find_first_of("\n\r") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--plot: '", *s, "' contains a line break, which gnuplot cannot take"));
+    }
+  }
+  const std::string csv = config.plot + ".csv", script = config.plot + ".gp";
+  const std::string ylabel = profile.batch_per_rank > 0 ? "samples/s" : "steps/s x ranks";
+  const std::string gp = absl::StrCat(
+      "set terminal pngcairo size 900,560 noenhanced\nset output ",
+      examples::GnuplotQuote(config.plot),
+      "\nset datafile separator ','\nset key autotitle columnhead outside right\nset title ",
+      examples::GnuplotQuote(title), "\nset xlabel 'ranks'\nset ylabel ",
+      examples::GnuplotQuote(ylabel), "\nset logscale x 2\nset logscale y 10\nset grid\n",
+      "plot for [i=2:", labels.size() + 1, "] ", examples::GnuplotQuote(csv),
+      " using 1:i with linespoints\n");
+  for (const auto& [path, text] :
+       {std::pair{csv, ScalingCsv(rows, labels, profile.batch_per_rank)}, std::pair{script, gp}}) {
+    if (const auto failed = examples::WriteWholeFile(path, text); failed.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--plot: cannot write ", path, ": ", std::strerror(failed->error)));
+    }
+  }
+  CAVS_ASSIGN_OR_RETURN(bool ran, examples::RunGnuplot(script));
+  out << (ran ? absl::StrCat("plot written to ", config.plot, "\n")
+              : absl::StrCat("no gnuplot on PATH: wrote only ", csv, " and ", script,
+                             " (apt-get install gnuplot-nox for --plot)\n"));
+  return absl::OkStatus();
+}
+
+// What the search found against the builders (rows: the builders first).
+std::string SearchSummary(const std::vector<Row>& rows, const distributed::SearchReport& search,
+                          double seconds) {
+  const Row* best_builder = &rows[0];
+  for (size_t i = 0; i < distributed::StrategyBuilderNames().size(); ++i) {
+    if (rows[i].prediction.step_s < best_builder->prediction.step_s) best_builder = &rows[i];
+  }
+  const double best = search.best[0].prediction.step_s;
+  std::string out = absl::StrFormat(
+      "search: %d strategies costed in %.2f s; the best predicts %.2f ms, %.2fx the best builder "
+      "(%s, %.2f ms)\n",
+      search.evaluated, seconds, Ms(best), best_builder->prediction.step_s / best,
+      best_builder->label, Ms(best_builder->prediction.step_s));
+  for (size_t i = 1; i < search.best.size(); ++i) {
+    absl::StrAppendFormat(&out, "  #%d: %.2f ms, %d units\n", i + 1,
+                          Ms(search.best[i].prediction.step_s),
+                          search.best[i].prediction.units.size());
+  }
+  return out;
+}
+
+// The files cavs-sim writes must not be the files it reads.
+absl::Status CheckOutputs(const SimConfig& config) {
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (!config.strategy_out.empty()) outputs.emplace_back("--strategy-out", config.strategy_out);
+  if (!config.plot.empty()) {
+    for (const char* suffix : {"", ".csv", ".gp"}) {
+      outputs.emplace_back("--plot", config.plot + suffix);
+    }
+  }
+  const std::vector<std::pair<std::string, std::string>> inputs = {
+      {"--profile", config.profile_path},
+      {"--cluster", config.cluster_path},
+      {"--strategy-file", config.strategy_path}};
+  for (const auto& [out_flag, out_path] : outputs) {
+    for (const auto& [in_flag, in_path] : inputs) {
+      std::error_code ec;
+      if (!in_path.empty() && std::filesystem::equivalent(out_path, in_path, ec)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(out_flag, ": ", out_path, " is the input ", in_flag, "=", in_path));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunSim(const SimConfig& config, std::ostream& out) {
+  CAVS_RETURN_IF_ERROR(CheckOutputs(config));
+  CAVS_ASSIGN_OR_RETURN(std::string profile_text, ReadFile("--profile", config.profile_path));
+  CAVS_ASSIGN_OR_RETURN(ModelProfile profile,
+                        distributed::ParseModelProfile(profile_text, config.profile_path));
+  CAVS_ASSIGN_OR_RETURN(std::string cluster_text, ReadFile("--cluster", config.cluster_path));
+  CAVS_ASSIGN_OR_RETURN(ClusterSpec cluster,
+                        distributed::ParseClusterSpec(cluster_text, config.cluster_path));
+  core::ParameterStore store;
+  CAVS_RETURN_IF_ERROR(distributed::AddProfileParameters(profile, &store));
+  std::optional<Row> file_row;
+  if (!config.strategy_path.empty()) {
+    CAVS_ASSIGN_OR_RETURN(file_row, StrategyFileRow(config.strategy_path, profile, cluster, store));
+  }
+  int64_t bytes = 0;
+  for (const distributed::ParamProfile& p : profile.params) bytes += p.bytes();
+  out << absl::StrFormat("model   %s: %d parameters, %.2f MB; %d samples per rank per step\n",
+                         profile.name, profile.params.size(), Mb(bytes), profile.batch_per_rank)
+      << absl::StrFormat("cluster %s: %s\n\n", cluster.name, HostsLine(cluster));
+
+  CAVS_ASSIGN_OR_RETURN(std::vector<Row> rows, PredictBuilders(profile, cluster, store));
+  const auto started = std::chrono::steady_clock::now();
+  distributed::SearchOptions options;
+  options.allow_compression = config.allow_compression;
+  options.top_k = config.top;
+  for (const Row& r : rows) options.seeds.push_back(r.strategy);
+  CAVS_ASSIGN_OR_RETURN(distributed::SearchReport search,
+                        distributed::SearchStrategies(profile, cluster, options));
+  const double search_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (file_row.has_value()) rows.push_back(*file_row);
+  rows.push_back({"auto", search.best[0].strategy, search.best[0].prediction});
+  out << "predicted step (ms)\n" << FormatTable(rows, cluster) << "\n";
+  if (config.units) {
+    for (const Row& r : rows) out << FormatUnits(r) << "\n";
+  }
+  out << SearchSummary(rows, search, search_s);
+  const std::string best_text = distributed::SerializeStrategy(search.best[0].strategy);
+  out << "\n" << best_text;
+  if (!config.strategy_out.empty()) {
+    if (const auto failed = examples::WriteWholeFile(config.strategy_out, best_text);
+        failed.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat("--strategy-out: cannot write ",
+                                                     config.strategy_out, ": ",
+                                                     std::strerror(failed->error)));
+    }
+    out << "(written to " << config.strategy_out << ")\n";
+  }
+  if (config.scaling.empty()) return absl::OkStatus();
+  std::vector<std::string> labels;
+  CAVS_ASSIGN_OR_RETURN(std::vector<ScalingRow> scaling,
+                        Scale(config, profile, cluster, store, &labels));
+  out << absl::StrFormat(
+             "\nscaling: hosts x %d ranks, links as in %s, %d samples per rank; predicted step "
+             "ms\n",
+             config.ranks_per_host, cluster.name, profile.batch_per_rank)
+      << FormatScaling(scaling, labels, profile.batch_per_rank);
+  if (!config.plot.empty()) {
+    CAVS_RETURN_IF_ERROR(Plot(config, scaling, labels, profile, cluster, out));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cavs::sim

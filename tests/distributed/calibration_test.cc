@@ -1,0 +1,109 @@
+#include "distributed/calibration.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "distributed/collective_cost.h"
+
+namespace cavs::distributed {
+namespace {
+
+constexpr double kUs = 1e-6;
+constexpr double kGbit = 1e9 / 8;
+
+ClusterSpec Cluster(int hosts, int ranks) {
+  ClusterSpec c;
+  for (int h = 0; h < hosts; ++h) c.hosts.push_back({"h" + std::to_string(h), ranks, 1 * kGbit});
+  return c;
+}
+
+TEST(CalibrationTest, FitRecoversAlphaAndBetaFromTheModelsOwnTerms) {
+  ClusterSpec c = Cluster(4, 2);
+  c.algorithms.allreduce = AllReduceAlgorithm::kRecursiveDoubling;
+  const double alpha = 120 * kUs, beta = 1.0 / (0.45 * kGbit);
+  std::vector<FitPoint> points;
+  for (double bytes : {4e3, 64e3, 1e6, 16e6}) {
+    FitPoint terms = CollectiveFitTerms(c, Collective::kAllReduce, bytes, 0);
+    // Two ranks per host: each inter-host step carries 2 B per direction, 2 such steps; every
+    // rank handles one message in each of the 3 steps.
+    EXPECT_DOUBLE_EQ(terms.bytes, 4 * bytes);
+    EXPECT_DOUBLE_EQ(terms.messages, 3);
+    terms.seconds = terms.messages * alpha + terms.bytes * beta;
+    points.push_back(terms);
+  }
+  absl::StatusOr<AlphaBeta> fit = FitAlphaBeta(points);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_NEAR(fit->alpha, alpha, alpha * 1e-9);
+  EXPECT_NEAR(fit->beta, beta, beta * 1e-9);
+  EXPECT_NEAR(fit->rms_error, 0, 1e-12);
+  // A linear reduce to rank 0: its host's link takes (W - ranks on it) buffers in, and rank 0
+  // handles all 7 messages.
+  const FitPoint reduce = CollectiveFitTerms(c, Collective::kReduce, 1000, 0);
+  EXPECT_DOUBLE_EQ(reduce.bytes, 6000);
+  EXPECT_DOUBLE_EQ(reduce.messages, 7);
+}
+
+TEST(CalibrationTest, FitRejectsPointsThatCannotSeparateTheTerms) {
+  EXPECT_FALSE(FitAlphaBeta({{1, 100, 1}}).ok());
+  EXPECT_FALSE(FitAlphaBeta({{1, 100, 1}, {2, 200, 2}}).ok());
+  EXPECT_FALSE(FitAlphaBeta({{1, 100, -1}, {2, 300, 2}}).ok());
+  // Noise that would make alpha negative: alpha 0, beta refitted.
+  absl::StatusOr<AlphaBeta> fit = FitAlphaBeta({{1, 100, 0.5}, {2, 300, 3}});
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->alpha, 0.0);
+  EXPECT_NEAR(fit->beta, (100 * 0.5 + 300 * 3.0) / (100.0 * 100 + 300.0 * 300), 1e-15);
+}
+
+// Timings made by the model itself on a known cluster, fitted and applied to a cluster file with
+// other values, give back the known overhead, efficiency and duplex factor.
+TEST(CalibrationTest, RecoversTheClustersLinkParameters) {
+  ClusterSpec truth = Cluster(4, 1);
+  truth.inter_latency = 30 * kUs;
+  truth.message_overhead = 70 * kUs;
+  truth.efficiency = 0.9;
+  truth.duplex = 0.55;
+  truth.algorithms = {AllReduceAlgorithm::kRecursiveDoubling, ReduceAlgorithm::kBinomial,
+                      BroadcastAlgorithm::kBinomial, AllGatherAlgorithm::kRing};
+  internal::Collectives collectives(truth);
+  const internal::Resources resources(truth);
+  auto measure = [&](Collective op) {
+    std::vector<FitPoint> points;
+    for (double bytes : {1e3, 1e5, 1e7}) {
+      const double seconds =
+          internal::AloneSeconds(collectives.Run(op, {0, 1, 2, 3}, 0, bytes), resources);
+      points.push_back(CollectiveFitTerms(truth, op, bytes, seconds));
+    }
+    return FitAlphaBeta(points);
+  };
+  ClusterSpec file = truth;
+  file.message_overhead = 0;
+  file.efficiency = 1;
+  file.duplex = 1;
+  absl::StatusOr<AlphaBeta> reduce = measure(Collective::kReduce);
+  ASSERT_TRUE(reduce.ok()) << reduce.status();
+  EXPECT_NEAR(reduce->alpha, 100 * kUs, 1e-12);
+  ASSERT_TRUE(ApplyInterHostFit(*reduce, Collective::kReduce, &file).ok());
+  EXPECT_NEAR(file.message_overhead, 70 * kUs, 1e-12);
+  EXPECT_NEAR(file.efficiency, 0.9, 1e-9);
+  absl::StatusOr<AlphaBeta> allreduce = measure(Collective::kAllReduce);
+  ASSERT_TRUE(allreduce.ok()) << allreduce.status();
+  ASSERT_TRUE(ApplyInterHostFit(*allreduce, Collective::kAllReduce, &file).ok());
+  EXPECT_NEAR(file.duplex, 0.55, 1e-9);
+  EXPECT_NEAR(file.message_overhead, 70 * kUs, 1e-12);
+
+  // Faster than the line rate the file states: refused, nothing changed.
+  AlphaBeta too_fast = *reduce;
+  too_fast.beta /= 2;
+  const ClusterSpec before = file;
+  absl::Status s = ApplyInterHostFit(too_fast, Collective::kReduce, &file);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("expected a fraction in (0, 1]"), std::string::npos) << s;
+  EXPECT_EQ(file, before);
+  ClusterSpec one = Cluster(1, 4);
+  EXPECT_FALSE(ApplyInterHostFit(*reduce, Collective::kReduce, &one).ok());
+}
+
+}  // namespace
+}  // namespace cavs::distributed
