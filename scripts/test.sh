@@ -3,7 +3,9 @@
 # an install of the default build and a separate project built against it (tests/consumer).
 #
 #   CAVS_TEST_CONFIGS   which configurations run, default "cpu default":
-#                         cpu      CUDA and NCCL off, in build/cpu
+#                         cpu      CUDA and NCCL off, in build/cpu; then the CPU kernel and
+#                                  engine suites again under other OpenBLAS kernels
+#                                  (OPENBLAS_CORETYPE) and with the packed GEMM off
 #                         default  everything found (CUDA sources compiled where nvcc exists;
 #                                  GPU tests skip without a GPU), in build/default, followed by
 #                                  the install into build/install and the consumer check
@@ -55,8 +57,46 @@ if ((${#sources[@]} > 0)); then
 fi
 echo "format: ${#sources[@]} files clean"
 
+# run_ctest <build dir> [ctest args...]
 run_ctest() {
-  ctest --test-dir "$1" -j "$CAVS_JOBS" --output-on-failure --no-tests=error --timeout 600
+  local dir="$1"
+  shift
+  ctest --test-dir "$dir" -j "$CAVS_JOBS" --output-on-failure --no-tests=error --timeout 600 "$@"
+}
+
+# The suites whose results depend on the GEMM kernel: the CPU kernels (threads vs one, the CUDA
+# small GEMM emulated against the CPU's) and the engine against the reference executor.
+KERNEL_SUITES='^(ops_cpu_kernels_test|ops_small_gemm_test|scheduler_engine_test)[.]'
+
+# has_cpu_flags <flag...>: whether /proc/cpuinfo lists every flag.
+has_cpu_flags() {
+  local flags flag
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+  for flag in "$@"; do
+    [[ "$flags" == *" $flag "* ]] || return 1
+  done
+}
+
+# The kernel suites under other OpenBLAS kernels than this CPU's own and with the packed GEMM
+# off, so that a tolerance that holds only for one kernel's summation order fails here rather
+# than on a user's machine: Haswell's with a 512 KB L2 (AVX2; what AMD Zen machines are set up
+# with), Nehalem's (SSE only, other blocking), and CAVS_PACKED_GEMM=0 (OpenBLAS for every GEMM,
+# the path of CPUs without AVX-512).
+portability_runs() {
+  if [[ "$(uname -m)" != x86_64 ]]; then
+    echo "portability: not x86-64; OPENBLAS_CORETYPE names x86 kernels, skipped"
+    return
+  fi
+  if has_cpu_flags avx2 fma; then
+    step "cpu: kernel suites, OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512"
+    OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512 run_ctest build/cpu -R "$KERNEL_SUITES"
+  else
+    echo "portability: this CPU has no AVX2/FMA; Haswell kernels skipped"
+  fi
+  step "cpu: kernel suites, OPENBLAS_CORETYPE=Nehalem"
+  OPENBLAS_CORETYPE=Nehalem run_ctest build/cpu -R "$KERNEL_SUITES"
+  step "cpu: kernel suites, CAVS_PACKED_GEMM=0"
+  CAVS_PACKED_GEMM=0 run_ctest build/cpu -R "$KERNEL_SUITES"
 }
 
 for config in $CONFIGS; do
@@ -68,6 +108,7 @@ for config in $CONFIGS; do
       cmake --build build/cpu -j "$CAVS_JOBS"
       step "cpu: test"
       run_ctest build/cpu
+      portability_runs
       ;;
     default)
       step "default: configure"
