@@ -122,13 +122,15 @@ asan_tests() {
   # Open MPI's own leaks at MPI_Finalize (lsan.supp) are attributed to its libraries only with
   # full stack unwinding: the fast unwinder stops at the first frame of code built without frame
   # pointers.
+  # Tests labelled `cluster` (an emulated cluster of network namespaces: minutes of cavs-train
+  # even in Release) run in the Release configurations only, to keep CI's time.
   step "asan: test (MPI, distributed)"
-  ASAN_OPTIONS=fast_unwind_on_malloc=0 run_ctest build/asan -L mpi -R '^distributed_'
+  ASAN_OPTIONS=fast_unwind_on_malloc=0 run_ctest build/asan -L mpi -LE cluster -R '^distributed_'
   # Full unwinding makes the trainer's allocations 20x slower (a 1 s test takes 20 s), so the
   # trainer under mpirun runs without the leak check: memory errors and undefined behaviour
   # still fail it, and the same code is leak-checked by trainer_test in one process.
   step "asan: test (MPI, trainer; no leak check)"
-  ASAN_OPTIONS=detect_leaks=0 run_ctest build/asan -L mpi -R '^trainer_'
+  ASAN_OPTIONS=detect_leaks=0 run_ctest build/asan -L mpi -LE cluster -R '^trainer_'
   unset UBSAN_OPTIONS LSAN_OPTIONS
 }
 
