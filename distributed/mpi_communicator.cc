@@ -50,6 +50,9 @@ struct MpiGlobals {
 // of the communicators that gave up: a peer may be dead.
 std::atomic<bool> g_abandoned{false};
 std::atomic<int64_t> g_abandon_timeout_ms{0};
+// Set when MPI_Finalize has returned at exit: the rest of the exit (static destructors, a leak
+// checker's scan) is not MPI's to time out.
+std::atomic<bool> g_finalize_returned{false};
 
 void FinalizeAtExit() {
   int finalized = 0;
@@ -62,10 +65,11 @@ void FinalizeAtExit() {
     const int64_t ms = std::max<int64_t>(g_abandon_timeout_ms.load(), 1000);
     std::thread([ms] {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-      std::_Exit(EXIT_FAILURE);
+      if (!g_finalize_returned.load()) std::_Exit(EXIT_FAILURE);
     }).detach();
   }
   MPI_Finalize();
+  g_finalize_returned.store(true);
 }
 
 // Open MPI advances a nonblocking collective only inside MPI calls, and the synchronizer polls

@@ -2,8 +2,15 @@
 # The test command: format check, then for each configuration a configure + build + ctest, then
 # an install of the default build and a separate project built against it (tests/consumer).
 #
-#   CAVS_TEST_CONFIGS   which configurations run, default "cpu default":
-#                         cpu      CUDA and NCCL off, in build/cpu
+#   CAVS_TEST_CONFIGS   which configurations run, default "cpu asan tsan default":
+#                         cpu      CUDA and NCCL off, in build/cpu; then the CPU kernel and
+#                                  engine suites again under other OpenBLAS kernels
+#                                  (OPENBLAS_CORETYPE) and with the packed GEMM off
+#                         asan     the cpu build with AddressSanitizer, LeakSanitizer and
+#                                  UndefinedBehaviorSanitizer (-O1), in build/asan: every test
+#                         tsan     the cpu build with ThreadSanitizer (-O1), in build/tsan: the
+#                                  suites with threads (pool, plan queue, engine, trainer,
+#                                  synchronizer, MPI)
 #                         default  everything found (CUDA sources compiled where nvcc exists;
 #                                  GPU tests skip without a GPU), in build/default, followed by
 #                                  the install into build/install and the consumer check
@@ -14,7 +21,7 @@ source scripts/common.sh
 
 START=$SECONDS
 STEP="setup"
-CONFIGS="${CAVS_TEST_CONFIGS:-cpu default}"
+CONFIGS="${CAVS_TEST_CONFIGS:-cpu asan tsan default}"
 finish() {
   local rc=$?
   if ((rc == 0)); then
@@ -32,9 +39,10 @@ step() {
 }
 
 for config in $CONFIGS; do
-  if [[ "$config" != cpu && "$config" != default ]]; then
+  if [[ "$config" != cpu && "$config" != asan && "$config" != tsan && "$config" != default ]]; then
     STEP="arguments"
-    echo "test.sh: unknown configuration '$config' in CAVS_TEST_CONFIGS (use cpu, default)" >&2
+    echo "test.sh: unknown configuration '$config' in CAVS_TEST_CONFIGS" \
+      "(use cpu, asan, tsan, default)" >&2
     exit 2
   fi
 done
@@ -55,8 +63,92 @@ if ((${#sources[@]} > 0)); then
 fi
 echo "format: ${#sources[@]} files clean"
 
+# run_ctest <build dir> [ctest args...]
 run_ctest() {
-  ctest --test-dir "$1" -j "$CAVS_JOBS" --output-on-failure --no-tests=error --timeout 600
+  local dir="$1"
+  shift
+  ctest --test-dir "$dir" -j "$CAVS_JOBS" --output-on-failure --no-tests=error --timeout 600 "$@"
+}
+
+# The suites whose results depend on the GEMM kernel: the CPU kernels (threads vs one, the CUDA
+# small GEMM emulated against the CPU's) and the engine against the reference executor.
+KERNEL_SUITES='^(ops_cpu_kernels_test|ops_small_gemm_test|scheduler_engine_test)[.]'
+
+# has_cpu_flags <flag...>: whether /proc/cpuinfo lists every flag.
+has_cpu_flags() {
+  local flags flag
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+  for flag in "$@"; do
+    [[ "$flags" == *" $flag "* ]] || return 1
+  done
+}
+
+# The kernel suites under other OpenBLAS kernels than this CPU's own and with the packed GEMM
+# off, so that a tolerance that holds only for one kernel's summation order fails here rather
+# than on a user's machine: Haswell's with a 512 KB L2 (AVX2; what AMD Zen machines are set up
+# with), Nehalem's (SSE only, other blocking), and CAVS_PACKED_GEMM=0 (OpenBLAS for every GEMM,
+# the path of CPUs without AVX-512).
+portability_runs() {
+  if [[ "$(uname -m)" != x86_64 ]]; then
+    echo "portability: not x86-64; OPENBLAS_CORETYPE names x86 kernels, skipped"
+    return
+  fi
+  if has_cpu_flags avx2 fma; then
+    step "cpu: kernel suites, OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512"
+    OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512 run_ctest build/cpu -R "$KERNEL_SUITES"
+  else
+    echo "portability: this CPU has no AVX2/FMA; Haswell kernels skipped"
+  fi
+  step "cpu: kernel suites, OPENBLAS_CORETYPE=Nehalem"
+  OPENBLAS_CORETYPE=Nehalem run_ctest build/cpu -R "$KERNEL_SUITES"
+  step "cpu: kernel suites, CAVS_PACKED_GEMM=0"
+  CAVS_PACKED_GEMM=0 run_ctest build/cpu -R "$KERNEL_SUITES"
+}
+
+# The sanitizer builds: the cpu configuration at -O1 with line tables, benchmarks off.
+SANITIZER_ARGS=(-DCAVS_WITH_CUDA=OFF -DCAVS_WITH_NCCL=OFF -DCAVS_BUILD_BENCHMARKS=OFF
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1")
+SUPPRESSIONS="$PWD/scripts/sanitizers"
+
+asan_tests() {
+  export UBSAN_OPTIONS=print_stacktrace=1
+  export LSAN_OPTIONS="suppressions=$SUPPRESSIONS/lsan.supp"
+  # ops_ew_emulation_test compiles generated CUDA sources with the host compiler and runs them as
+  # shared objects built without the sanitizers: 75 s under ASan that check only the harness.
+  # The Release configurations run it.
+  step "asan: test (all but MPI)"
+  run_ctest build/asan -LE mpi -E '^ops_ew_emulation_test[.]'
+
+  # Open MPI's own leaks at MPI_Finalize (lsan.supp) are attributed to its libraries only with
+  # full stack unwinding: the fast unwinder stops at the first frame of code built without frame
+  # pointers.
+  # Tests labelled `cluster` (an emulated cluster of network namespaces: minutes of cavs-train
+  # even in Release) run in the Release configurations only, to keep CI's time.
+  step "asan: test (MPI, distributed)"
+  ASAN_OPTIONS=fast_unwind_on_malloc=0 run_ctest build/asan -L mpi -LE cluster -R '^distributed_'
+  # Full unwinding makes the trainer's allocations 20x slower (a 1 s test takes 20 s), so the
+  # trainer under mpirun runs without the leak check: memory errors and undefined behaviour
+  # still fail it, and the same code is leak-checked by trainer_test in one process.
+  step "asan: test (MPI, trainer; no leak check)"
+  ASAN_OPTIONS=detect_leaks=0 run_ctest build/asan -L mpi -LE cluster -R '^trainer_'
+  unset UBSAN_OPTIONS LSAN_OPTIONS
+}
+
+# The code with threads of its own: the CPU pool (under every kernel of ops_cpu_kernels_test),
+# the plan queue, the trainer planning ahead (in one process and under mpirun) and the
+# synchronizer polling its nonblocking operations (in one process and under mpirun). The engine
+# suite adds no thread of its own (the pool's kernels are ops_cpu_kernels_test's) and the rest of
+# trainer_test none beyond the planning-ahead test: left to the other configurations, they would
+# double the build and the run.
+TSAN_TARGETS=(ops_cpu_kernels_test scheduler_plan_queue_test trainer_test distributed_test
+  distributed_mpi_test trainer_mpi_test)
+TSAN_TESTS='^(ops_cpu_kernels_test|scheduler_plan_queue_test|distributed_test)[.]'
+TSAN_TESTS+='|^trainer_test[.]TrainerTest[.]PlanningAhead|^(distributed_mpi_np|trainer_mpi_np)[0-9]+$'
+
+tsan_tests() {
+  step "tsan: test"
+  TSAN_OPTIONS="suppressions=$SUPPRESSIONS/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
+    run_ctest build/tsan -R "$TSAN_TESTS"
 }
 
 for config in $CONFIGS; do
@@ -68,6 +160,21 @@ for config in $CONFIGS; do
       cmake --build build/cpu -j "$CAVS_JOBS"
       step "cpu: test"
       run_ctest build/cpu
+      portability_runs
+      ;;
+    asan)
+      step "asan: configure"
+      cavs_configure build/asan "${SANITIZER_ARGS[@]}" -DCAVS_SANITIZE=address,undefined
+      step "asan: build"
+      cmake --build build/asan -j "$CAVS_JOBS"
+      asan_tests
+      ;;
+    tsan)
+      step "tsan: configure"
+      cavs_configure build/tsan "${SANITIZER_ARGS[@]}" -DCAVS_SANITIZE=thread
+      step "tsan: build"
+      cmake --build build/tsan -j "$CAVS_JOBS" --target "${TSAN_TARGETS[@]}"
+      tsan_tests
       ;;
     default)
       step "default: configure"

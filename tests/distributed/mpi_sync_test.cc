@@ -21,6 +21,7 @@
 #include "distributed/verify.h"
 #include "tests/distributed/mpi_test_util.h"
 #include "tests/distributed/test_model.h"
+#include "tests/ops/ops_test_util.h"
 
 namespace cavs::distributed {
 namespace {
@@ -68,10 +69,43 @@ struct RunOptions {
   Communicator* comm = nullptr;  // World() if null
   BuildOptions build;
   bool mark_ready = false;  // MarkReady in reverse creation order, then Finish
+  // The parameters after `steps` steps against the reference's, relative (floor 1e-3): each
+  // step's gradients differ by rounding (bounded per element below), which SGD with momentum
+  // carries into the parameters, and the next gradients are taken at those parameters. A
+  // trajectory has no tight bound of its own; 1e-5 is about 168 float32 roundings.
   double tolerance = 1e-5;
   bool scaled_error = false;  // compare by error / largest value (float16 compression)
   int steps = 3;
 };
+
+// |got - want| <= bound * scale for every element.
+::testing::AssertionResult WithinScale(const std::vector<float>& got,
+                                       const std::vector<double>& want,
+                                       const std::vector<double>& scale, double bound) {
+  if (got.size() != want.size() || got.size() != scale.size()) {
+    return ::testing::AssertionFailure() << "sizes differ";
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::abs(got[i] - want[i]) <= bound * scale[i])) {
+      return ::testing::AssertionFailure() << "[" << i << "] got " << got[i] << " want " << want[i]
+                                           << " (scale " << scale[i] << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Per element, Σ_q |rank q's gradient sum| / count: the scale of the reduction over ranks.
+std::vector<double> RankSumScale(const ParameterStore& store, const std::string& name, int step,
+                                 int world, int64_t count) {
+  std::vector<double> scale;
+  for (int q = 0; q < world; ++q) {
+    std::vector<double> mean = testing::ExpectedMean(
+        testing::ComputeGradSums(store, BatchOf(q, world, step).mine), name, count);
+    if (scale.empty()) scale.assign(mean.size(), 0.0);
+    for (size_t i = 0; i < mean.size(); ++i) scale[i] += std::abs(mean[i]);
+  }
+  return scale;
+}
 
 double Error(const RunOptions& run, const std::vector<float>& got,
              const std::vector<double>& want) {
@@ -99,6 +133,9 @@ void RunAndCompare(const RunOptions& run) {
     const Batch batch = BatchOf(r, w, step);
     ASSERT_TRUE(WriteGradients(testing::ComputeGradSums(store, batch.mine), store).ok());
     const testing::GradSums want = testing::ComputeGradSums(reference, batch.all);
+    // The union batch's gradient at this store's parameters (the reference's have moved apart
+    // by rounding since step 0), and the scale of the ranks' sums.
+    const testing::GradSums here = testing::ComputeGradSums(store, batch.all);
     const int64_t total = static_cast<int64_t>(batch.all.size());
     absl::StatusOr<StepStats> stats;
     if (run.mark_ready) {
@@ -116,8 +153,15 @@ void RunAndCompare(const RunOptions& run) {
     EXPECT_EQ(stats->global_count, total);
     EXPECT_GT(stats->bytes_sent + stats->bytes_received, 0);
     for (const auto& p : store.parameters()) {
-      EXPECT_LE(Error(run, testing::DenseGradient(*p), testing::ExpectedMean(want, p->name, total)),
-                run.tolerance)
+      const std::vector<float> got = testing::DenseGradient(*p);
+      EXPECT_LE(Error(run, got, testing::ExpectedMean(want, p->name, total)), run.tolerance)
+          << run.builder << " step " << step << " rank " << r << " " << p->name;
+      if (run.scaled_error) continue;
+      // Exactly: each rank's sum rounded to float, w of them summed in float in the strategy's
+      // order, times float(1 / count): within SumErrorBound(w + 2) of Σ_q |sum_q| / count.
+      EXPECT_TRUE(WithinScale(got, testing::ExpectedMean(here, p->name, total),
+                              RankSumScale(store, p->name, step, w, total),
+                              ops::testing::SumErrorBound(w + 2)))
           << run.builder << " step " << step << " rank " << r << " " << p->name;
     }
     ASSERT_TRUE(WriteMeans(want, total, reference).ok());

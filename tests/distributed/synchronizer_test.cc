@@ -55,6 +55,8 @@ class SynchronizerTest : public ::testing::Test {
     return sync.ok() ? *std::move(sync) : nullptr;
   }
 
+  // One process: each element is float(sum) times float(1 / count), three roundings (3 u =
+  // 1.8e-7) of the value itself, nothing summed in another order: 1e-6 is above that bound.
   void ExpectMeans(const testing::GradSums& sums, int64_t count, double tolerance = 1e-6) {
     for (const auto& p : store_.parameters()) {
       EXPECT_LE(MaxRelativeError(DenseGradient(*p), ExpectedMean(sums, p->name, count)), tolerance)

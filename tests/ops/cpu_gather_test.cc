@@ -2,6 +2,7 @@
 // loops: absent (-1) indices, duplicate destinations, empty segments, kMax's argmax and the
 // routing of its gradient, finite differences of the reductions, and thread-count invariance
 // (accumulation order is the serial one, so results are compared exactly).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -161,27 +162,37 @@ TEST(CpuSegmentTest, GradRoutesToSegmentMembersAndArgmax) {
       ASSERT_TRUE(K()->SegmentReduce(op, src.data(), w, s.offsets.data(), s.ids.data(), m, w,
                                      out.data(), w, argmax.data())
                       .ok());
-      std::vector<double> want(ds0.begin(), ds0.end());
+      std::vector<double> want(ds0.begin(), ds0.end()), scale(want.size());
+      std::vector<int64_t> terms(want.size(), 1);
+      auto add = [&](int64_t at, double v) {
+        want[at] += v;
+        scale[at] += std::fabs(v);
+        ++terms[at];
+      };
       for (int64_t i = 0; i < m; ++i) {
         const int32_t len = s.offsets[i + 1] - s.offsets[i];
         for (int64_t c = 0; c < w; ++c) {
           const double g = dy[i * dy_ld + c];
           if (op == ReduceOp::kMax) {
-            if (argmax[i * w + c] >= 0) want[argmax[i * w + c] * ds_ld + c] += g;
+            if (argmax[i * w + c] >= 0) add(argmax[i * w + c] * ds_ld + c, g);
             continue;
           }
           for (int32_t j = s.offsets[i]; j < s.offsets[i + 1]; ++j) {
-            want[s.ids[j] * ds_ld + c] += op == ReduceOp::kMean ? g / len : g;
+            add(s.ids[j] * ds_ld + c, op == ReduceOp::kMean ? g / len : g);
           }
         }
       }
+      for (size_t i = 0; i < want.size(); ++i) scale[i] += std::fabs(ds0[i]);
+      // Each element a float32 sum of its terms (a mean's g / len rounded once more): within
+      // the sum's bound, relative to Σ|terms|, in any order the threads take.
+      const int64_t most_terms = *std::max_element(terms.begin(), terms.end());
       for (int threads : {1, 2}) {
         SetCpuThreads(threads);
         std::vector<float> ds = ds0;
         ASSERT_TRUE(K()->SegmentReduceGrad(op, dy.data(), dy_ld, s.offsets.data(), s.ids.data(),
                                            argmax.data(), m, w, ds.data(), ds_ld)
                         .ok());
-        EXPECT_TRUE(AllClose(ds, want, 1e-5, 1e-5))
+        EXPECT_TRUE(AllClose(ds, want, testing::SumErrorBound(most_terms + 1), 0.0, &scale))
             << "op " << static_cast<int>(op) << " m " << m << " threads " << threads;
       }
     }

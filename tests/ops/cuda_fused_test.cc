@@ -230,10 +230,10 @@ class CudaFusedTest : public ::testing::Test {
   // Runs `p` (after `gemm`, if given) on the GPU and on the CPU kernels; compares every buffer,
   // element-wise results within `rtol` of their value (the devices' exp and tanh differ by a few
   // ulps). With `gemm`, whose C must be one whole buffer of p, the two devices sum its k terms
-  // in different orders: each sum is within (k + 2) u Σ|terms| of the exact one (u = 2^-24; the
-  // + 2 for beta C and the bias), so C is compared against twice that, per element, whatever
-  // order either device sums in; and every other buffer may carry `propagation` times C's largest
-  // such error (0 where the program does not read C).
+  // in different orders: each sum is within GemmErrorBound(k) Σ|terms| of the exact one (about
+  // (k + 3) u, u = 2^-24: beta C, the bias, alpha), so C is compared against twice that, per
+  // element, whatever order either device sums in; and every other buffer may carry
+  // `propagation` times C's largest such error (0 where the program does not read C).
   void Compare(const EwProgram& p, const std::string& what, double rtol = 1e-5,
                const Kernels::GemmCall* gemm = nullptr, double propagation = 0) {
     int c_buffer = -1;
@@ -278,8 +278,8 @@ class CudaFusedTest : public ::testing::Test {
   }
 
   // Two float32 sums of k products (and a bias and beta C) in any orders differ by at most this
-  // times the sum of the terms' magnitudes.
-  static double SumTolerance(int64_t k) { return 2.0 * static_cast<double>(k + 2) * 0x1p-24; }
+  // times the sum of the terms' magnitudes: twice the bound of each (ops_test_util.h).
+  static double SumTolerance(int64_t k) { return 2.0 * testing::GemmErrorBound(k); }
 
   CudaKernels* cuda_ = nullptr;
   bool was_fused_ = true;

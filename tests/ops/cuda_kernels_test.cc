@@ -118,9 +118,27 @@ class CudaKernelsTest : public ::testing::Test {
                                         gpu_bias});
     }
     if (!s.ok()) return ::testing::AssertionFailure() << "GPU Gemm: " << s;
-    s = cpu_->Gemm(Kernels::GemmCall{ta, tb, m, n, k, alpha, a.data() + offset, lda,
-                                     b.data() + offset, ldb, beta, c_cpu.data() + offset, ldc,
-                                     cpu_bias});
+    const Kernels::GemmCall on_cpu{ta,
+                                   tb,
+                                   m,
+                                   n,
+                                   k,
+                                   alpha,
+                                   a.data() + offset,
+                                   lda,
+                                   b.data() + offset,
+                                   ldb,
+                                   beta,
+                                   c_cpu.data() + offset,
+                                   ldc,
+                                   cpu_bias};
+    // Each device's C is within GemmErrorBound(k) of the exact product, relative to the terms'
+    // magnitudes, in whatever order it sums (tiles, splits of k): twice that between them. The
+    // floats around C (the offset, the padding of its rows) must be untouched: scale 0.
+    std::vector<double> scale(c_cpu.size(), 0.0);
+    const std::vector<double> c_scale = testing::GemmScale(on_cpu);
+    std::copy(c_scale.begin(), c_scale.end(), scale.begin() + offset);
+    s = cpu_->Gemm(on_cpu);
     if (!s.ok()) return ::testing::AssertionFailure() << "CPU Gemm: " << s;
     if (arrivals.has_value()) {
       const std::vector<unsigned> counts = arrivals->Download();
@@ -128,7 +146,8 @@ class CudaKernelsTest : public ::testing::Test {
         return ::testing::AssertionFailure() << "split counts not back at zero";
       }
     }
-    return AllClose(dc.Download(), c_cpu, 1e-4, 1e-4);
+    return AllClose(dc.Download(), std::vector<double>(c_cpu.begin(), c_cpu.end()),
+                    2 * testing::GemmErrorBound(k), 0.0, &scale);
   }
 
   Kernels* cuda_ = nullptr;

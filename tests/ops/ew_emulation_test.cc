@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -306,12 +307,15 @@ TEST_F(EwEmulationTest, SplitKernel) {
     g.partial = partial.data();
     g.arrivals = arrivals.data();
     run(&g, small_gemm::SharedFloats<T>(split_k));
-    ASSERT_TRUE(
-        (*cpu)
-            ->Gemm(Kernels::GemmCall{false, c.trans_b, c.m, c.n, c.k, 0.5f, a.data(), c.k, b.data(),
-                                     c.trans_b ? c.k : c.n, 1.0f, want.data(), c.n, bias})
-            .ok());
-    EXPECT_TRUE(AllClose(got, want, 1e-5, 1e-5)) << what << (c.bias ? ", bias" : "");
+    const Kernels::GemmCall on_cpu{false, c.trans_b,   c.m, c.n,      c.k,
+                                   0.5f,  a.data(),    c.k, b.data(), c.trans_b ? c.k : c.n,
+                                   1.0f,  want.data(), c.n, bias};
+    const std::vector<double> scale = testing::GemmScale(on_cpu);
+    ASSERT_TRUE((*cpu)->Gemm(on_cpu).ok());
+    // The splits and OpenBLAS sum in other orders: within twice the float32 bound of the sums.
+    EXPECT_TRUE(AllClose(got, std::vector<double>(want.begin(), want.end()),
+                         2 * testing::GemmErrorBound(c.k), 0.0, &scale))
+        << what << (c.bias ? ", bias" : "");
     EXPECT_EQ(arrivals, std::vector<unsigned>(2, 0)) << what;
   }
 }
@@ -393,6 +397,15 @@ TEST_F(EwEmulationTest, ColumnReduceKernel) {
     for (float& v : dst0) v = rng.Uniform(-1.0f, 1.0f);
     std::vector<float> want = dst0;
     const float alpha = c.dot ? 1.0f : -0.5f;
+    std::vector<double> scale(c.w);
+    for (int64_t j = 0; j < c.w; ++j) {
+      scale[j] = std::fabs(dst0[j]);
+      for (int64_t r = 0; r < c.m; ++r) {
+        const double term = c.dot ? static_cast<double>(x[r * ld + j]) * y[r * ld + j]
+                                  : alpha * static_cast<double>(x[r * ld + j]);
+        scale[j] += std::fabs(term);
+      }
+    }
     ASSERT_TRUE((c.dot ? (*cpu)->ColumnDot(x.data(), ld, y.data(), ld, c.m, c.w, want.data())
                        : (*cpu)->ColumnSum(x.data(), ld, c.m, c.w, alpha, want.data()))
                     .ok());
@@ -418,7 +431,11 @@ TEST_F(EwEmulationTest, ColumnReduceKernel) {
       run(&g, launch < 2 ? nullptr : orders[launch - 2].data());
       EXPECT_EQ(arrivals, std::vector<unsigned>(4, 0)) << what << ", launch " << launch;
       if (launch == 0) {
-        EXPECT_TRUE(AllClose(got, want, 1e-5, 1e-5)) << what;
+        // The chunks and the CPU's tiles sum in other orders: within twice the float32 bound
+        // of m terms, alpha's rounding and dst's add.
+        EXPECT_TRUE(AllClose(got, std::vector<double>(want.begin(), want.end()),
+                             2 * testing::SumErrorBound(c.m + 2), 0.0, &scale))
+            << what;
         first = got;
       } else {
         EXPECT_EQ(got, first) << what << ", launch " << launch << ": not the same bits";

@@ -14,6 +14,26 @@
 
 namespace cavs::ops::testing {
 
+// float32's unit roundoff u = 2^-24: one correctly rounded operation is off by at most u times
+// its result.
+inline constexpr double kFloat32Roundoff = 0x1p-24;
+
+// γ_n = n u / (1 - n u): a float32 sum of n terms, each an exact value or a product rounded once
+// (or formed inside a fused multiply-add), is within γ_n Σ|terms| of the exact sum, accumulated
+// in ANY order or blocking (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed.,
+// §3.1). So every kernel, thread split and OpenBLAS core type meets it; two float32 evaluations
+// of one sum differ by at most 2 γ_n Σ|terms|. The bound is for the worst case: typical errors
+// are near sqrt(n) u, so a test with a tolerance below it passes only by the luck of its data
+// and of the kernel's order.
+inline double SumErrorBound(int64_t n) {
+  const double nu = static_cast<double>(n) * kFloat32Roundoff;
+  return nu / (1.0 - nu);
+}
+
+// The bound of a GEMM's element, relative to its GemmScale: the k products plus beta * c and the
+// bias row summed (k + 2 terms), and the result scaled by alpha (one more rounding).
+inline double GemmErrorBound(int64_t k) { return SumErrorBound(k + 3); }
+
 // n floats uniform in [lo, hi), reproducible from `seed`.
 inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 gen(seed);

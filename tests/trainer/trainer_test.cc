@@ -18,6 +18,7 @@
 #include "core/checkpoint.h"
 #include "core/optimizer.h"
 #include "gtest/gtest.h"
+#include "tests/trainer/near_ties.h"
 
 namespace cavs::trainer {
 namespace {
@@ -135,6 +136,8 @@ TEST(TrainerTest, FoldedEvaluationMatchesThePlainOne) {
   c.epochs = 1;
   c.dropout = 0.3;
   std::vector<EvalMetrics> dev;
+  std::vector<std::vector<std::vector<float>>> logits;
+  std::vector<scheduler::Graph> graphs;
   for (const char* fold : {"off", "on"}) {
     c.fold_eval = fold;
     absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(c);
@@ -145,11 +148,24 @@ TEST(TrainerTest, FoldedEvaluationMatchesThePlainOne) {
     dev.push_back(*m);
     // The epoch's dev pass, the test set's at the end, and this one.
     EXPECT_EQ((*t)->evaluations_folded(), std::string(fold) == "on" ? 3 : 0);
+    absl::StatusOr<scheduler::ParamValues> params =
+        testing::Snapshot(c, (*t)->data(), (*t)->store());
+    ASSERT_TRUE(params.ok()) << params.status();
+    absl::StatusOr<std::vector<std::vector<float>>> l =
+        testing::ReferenceLogits(c, (*t)->data(), *params, (*t)->data().dev);
+    ASSERT_TRUE(l.ok()) << l.status();
+    logits.push_back(std::move(*l));
+    graphs = (*t)->data().dev;
   }
-  EXPECT_NEAR(dev[0].loss_sum, dev[1].loss_sum, 1e-5 * dev[0].loss_sum);
+  // The loss: a sum of positive terms, each from logits that differ by float32 rounding
+  // (testing::kEvalRoundoff of their scale, about 168 u).
+  EXPECT_NEAR(dev[0].loss_sum, dev[1].loss_sum, testing::kEvalRoundoff * dev[0].loss_sum);
   EXPECT_EQ(dev[0].labelled, dev[1].labelled);
-  EXPECT_EQ(dev[0].correct, dev[1].correct);
-  EXPECT_EQ(dev[0].root_correct, dev[1].root_correct);
+  // Training is the same either way (the same parameters); folded, the table's rows come from
+  // another GEMM, so predictions may differ at near ties and nowhere else.
+  const testing::NearTies ties = testing::CountNearTies(graphs, logits[0], logits[1]);
+  EXPECT_LE(std::abs(dev[0].correct - dev[1].correct), ties.all);
+  EXPECT_LE(std::abs(dev[0].root_correct - dev[1].root_correct), ties.roots);
 }
 
 TEST(TrainerTest, ResumeRejectsAnotherConfig) {
