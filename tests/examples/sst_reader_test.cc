@@ -16,6 +16,7 @@
 
 #include "scheduler/graph.h"
 #include "tests/examples/data_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace cavs::examples {
 namespace {
@@ -173,7 +174,7 @@ TEST(LineReaderTest, PeekNonBlankReadsAcrossChunks) {
 // A pipe can be read once: sniffing its first byte must not lose what the parser reads next
 // (cavs-train --train=<(...) once started mid-stream).
 TEST(LineReaderTest, PeekThenReadAPipe) {
-  const std::string fifo = ::testing::TempDir() + "cavs_fifo_" + std::to_string(getpid());
+  const std::string fifo = cavs::tests::TempPath("fifo");
   ::unlink(fifo.c_str());
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
   std::string text = "\n\n";

@@ -8,6 +8,7 @@
 
 #include "scheduler/graph.h"
 #include "tests/examples/data_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace cavs::examples {
 namespace {
@@ -81,7 +82,7 @@ TEST(TextReaderTest, Errors) {
   EXPECT_EQ(Msg(s.status()), "p.txt:2:9: line longer than 8 bytes");
   s = ReadTextString("a b\n", Vocabulary(), {}, "p.txt");
   EXPECT_EQ(Msg(s.status()), "vocabulary for 'p.txt' lacks </s>");
-  EXPECT_EQ(ReadTextFile(::testing::TempDir() + "none.txt", v).status().code(),
+  EXPECT_EQ(ReadTextFile(cavs::tests::TempPath("none.txt"), v).status().code(),
             absl::StatusCode::kNotFound);
 }
 

@@ -12,6 +12,7 @@
 #include "examples/trainer/dataset.h"
 #include "examples/trainer/report.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace cavs::trainer {
 namespace {
@@ -165,9 +166,7 @@ std::string ReadAll(const std::string& path) {
 // gnuplot's command substitution: the plot is written under that very name (with gnuplot) and
 // nothing else runs.
 TEST(ReportTest, PlotPathsRunNoCommands) {
-  const std::string dir = ::testing::TempDir() + "/cavs_plot_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const std::string dir = cavs::tests::FreshTempDir("plot");
   const std::string old_cwd = std::filesystem::current_path().string();
   std::filesystem::current_path(dir);  // where `touch PWNED` would land
   std::vector<EpochRecord> curve = {EpochRecord{1, 1.5, 1.4, 0.3}, EpochRecord{2, 1.2, 1.3, 0.4}};

@@ -11,6 +11,7 @@
 
 #include "examples/trainer/trainer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace cavs::trainer {
 namespace {
@@ -55,9 +56,7 @@ TEST(TraceTest, WriteErrorIsAStatus) {
 }
 
 TEST(TraceTest, SingleProcessTrainerWritesRankZero) {
-  std::string dir = ::testing::TempDir() + "/cavs_trace_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);  // a fresh run refuses a folder with checkpoints
-  std::filesystem::create_directories(dir);
+  std::string dir = cavs::tests::FreshTempDir("trace");
   TrainerConfig c;
   c.hidden = 8;
   c.embed = 8;

@@ -11,6 +11,7 @@
 
 #include "examples/trainer/trainer_config.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace {
 
@@ -40,12 +41,8 @@ std::string ShellQuote(const std::string& text) {
   return out + "'";
 }
 
-std::string FreshDir(const std::string& name) {
-  std::string dir = ::testing::TempDir() + "/cavs_main_" + name + "_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+// A new empty folder, removed with the test process's temporary folder (tests/testing/temp_dir.h).
+std::string FreshDir(const std::string& name) { return cavs::tests::FreshTempDir(name); }
 
 constexpr char kSmall[] = "--hidden=8 --embed=8 --max-train=50 --max-dev=50 --epochs=1 --quiet ";
 
