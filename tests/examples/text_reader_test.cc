@@ -71,6 +71,14 @@ TEST(TextReaderTest, WithoutBeginTokenAndUnknownWords) {
   EXPECT_EQ((*s)[0].graph.labels, (std::vector<int32_t>{v.Id("cat"), v.Id("</s>")}));
 }
 
+// A UTF-8 byte order mark at the start of the file is not a word (LineReader skips it).
+TEST(TextReaderTest, ByteOrderMarkIsNotAWord) {
+  absl::StatusOr<std::vector<std::vector<std::string>>> words =
+      ReadTextWords(WriteTemp("lm_bom.txt", "\xEF\xBB\xBFthe cat\nsat\n"));
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, (std::vector<std::vector<std::string>>{{"the", "cat"}, {"sat"}}));
+}
+
 TEST(TextReaderTest, Errors) {
   const Vocabulary v = TrainVocab();
   absl::StatusOr<std::vector<TextSentence>> s =
