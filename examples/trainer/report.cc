@@ -224,7 +224,9 @@ absl::Status WriteTextFile(const std::string& flag, const std::string& path,
                            const std::string& text) {
   const std::optional<examples::WriteFailure> failed = examples::WriteWholeFile(path, text);
   if (!failed.has_value()) return absl::OkStatus();
-  return absl::InvalidArgumentError(
+  // The path was checked before the run (output_files.h): what fails now is the machine (a
+  // full disk, a quota, EIO), a failure like a checkpoint's, not a usage error.
+  return absl::InternalError(
       failed->open
           ? absl::StrCat(flag, ": cannot write ", path, ": ", std::strerror(failed->error))
           : absl::StrCat(flag, ": writing ", path, " failed: ", std::strerror(failed->error)));

@@ -72,8 +72,8 @@ std::string CsvRow(const EpochRecord& r, bool language_model);
                                                                     bool language_model);
 
 // Writes `text` to `path` (truncate + write: atomic enough for a log), checking the write, the
-// flush and the close, so that a full disk is an error. Errors are InvalidArgument naming `flag`
-// (the flag that named the path), the path and the reason.
+// flush and the close, so that a full disk is an error. Errors are Internal (as a checkpoint's
+// write errors are) naming `flag` (the flag that named the path), the path and the reason.
 [[nodiscard]] absl::Status WriteTextFile(const std::string& flag, const std::string& path,
                                          const std::string& text);
 

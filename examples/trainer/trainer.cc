@@ -1,7 +1,9 @@
 #include "examples/trainer/trainer.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -60,14 +62,26 @@ absl::Status Trainer::Build() {
   if (config_.threads > 0) ops::SetCpuThreads(config_.threads);
   vertex::models::CellConfig cell{data_.vocab_size, config_.embed, config_.hidden, data_.classes,
                                   static_cast<float>(config_.dropout)};
-  CAVS_ASSIGN_OR_RETURN(vertex::Function f, MakeModel(kind_, cell));
-  function_ = std::make_unique<vertex::Function>(std::move(f));
+  // The sizes come from flags: an error here (a row too wide for a vertex function, parameters
+  // that do not fit in memory) names them, not only a shape or a byte count.
+  auto model_error = [&](const absl::Status& s) {
+    return absl::Status(
+        s.code(), absl::StrCat("cannot build the model --model=", config_.model,
+                               " --hidden=", config_.hidden, " --embed=", config_.embed,
+                               " (vocabulary of ", data_.vocab_size, " words): ", s.message()));
+  };
+  absl::StatusOr<vertex::Function> f = MakeModel(kind_, cell);
+  if (!f.ok()) return model_error(f.status());
+  function_ = std::make_unique<vertex::Function>(*std::move(f));
   CAVS_ASSIGN_OR_RETURN(core::Device device, core::ParseDevice(config_.device));
   store_ = std::make_unique<core::ParameterStore>(config_.seed, device);
   scheduler::EngineOptions eo;
   eo.device = device;
   CAVS_ASSIGN_OR_RETURN(eo.plan.policy, scheduler::ParsePolicy(config_.policy));
-  CAVS_ASSIGN_OR_RETURN(engine_, scheduler::Engine::Create(function_.get(), store_.get(), eo));
+  absl::StatusOr<std::unique_ptr<scheduler::Engine>> engine =
+      scheduler::Engine::Create(function_.get(), store_.get(), eo);
+  if (!engine.ok()) return model_error(engine.status());
+  engine_ = *std::move(engine);
   core::OptimizerConfig oc;
   CAVS_ASSIGN_OR_RETURN(oc.kind, core::ParseOptimizerKind(config_.optimizer));
   oc.lr = static_cast<float>(config_.lr);
@@ -278,6 +292,7 @@ absl::Status Trainer::FinishEpoch(EpochRecord record) {
   record.seconds = Elapsed();
   curve_.push_back(record);
   Say(EpochLine(record, config_.epochs, data_.language_model));
+  CAVS_RETURN_IF_ERROR(OutputStatus());      // a full stdout stops the run at its first line
   if (!is_chief()) return absl::OkStatus();  // rank 0 alone writes files
   // The checkpoint first, then the logs, each rewritten whole from the curve (which the
   // checkpoint holds): a failure in between leaves logs that the resumed run rewrites, never a
@@ -339,13 +354,24 @@ absl::Status Trainer::WriteOutputs(const EvalMetrics* test) {
   }
   summary_json_ = json + "}";
   Say("SUMMARY " + summary_json_);
-  return absl::OkStatus();
+  return OutputStatus();
 }
 
 double Trainer::Elapsed() const { return elapsed_before_ + Since(start_); }
 
 void Trainer::Say(const std::string& line) const {
-  if (options_.out != nullptr && is_chief()) *options_.out << line << std::endl;
+  if (options_.out == nullptr || !is_chief()) return;
+  errno = 0;
+  *options_.out << line << std::endl;
+  if (!*options_.out && out_error_ == 0) out_error_ = errno != 0 ? errno : EIO;
+}
+
+absl::Status Trainer::OutputStatus() const {
+  if (out_error_ == 0) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("cannot write the run's output (the epoch lines, "
+                   "stdout for cavs-train): ",
+                   std::strerror(out_error_)));
 }
 
 }  // namespace cavs::trainer

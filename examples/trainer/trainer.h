@@ -160,7 +160,10 @@ class Trainer {
   [[nodiscard]] absl::Status WriteOutputs(const EvalMetrics* test);
   core::CheckpointMetadata ConfigMetadata() const;
   double Elapsed() const;
+  // Prints `line` on options.out (rank 0); a failed write is remembered for OutputStatus.
   void Say(const std::string& line) const;
+  // An Internal error once a line could not be written (a full disk, /dev/full).
+  [[nodiscard]] absl::Status OutputStatus() const;
 
   TrainerConfig config_;
   TrainOptions options_;
@@ -182,6 +185,7 @@ class Trainer {
   double elapsed_before_ = 0.0;  // wall time of the runs this one resumes
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::string summary_json_;
+  mutable int out_error_ = 0;  // errno of the first failed write to options.out
 };
 
 // The dropout seed of global step `step` (0-based) of a run seeded with `seed`.
