@@ -134,7 +134,8 @@ absl::Status Trainer::CheckRanksAgree(const std::vector<Setting>& settings) {
 absl::Status Trainer::CheckSameRun() {
   constexpr char kSource[] = "the checkpoint resumed (--resume, --checkpoint-dir)";
   return CheckRanksAgree({{"resumed_epoch", absl::StrCat(epochs_done_), kSource},
-                          {"resumed_step", absl::StrCat(optimizer_->step()), kSource}});
+                          {"resumed_step", absl::StrCat(optimizer_->step()), kSource},
+                          {"best_epoch_kept", absl::StrCat(best_.epoch), kSource}});
 }
 
 absl::Status Trainer::SumOverRanks(std::vector<double>* reals, std::vector<int64_t>* counts) {

@@ -179,6 +179,10 @@ TEST(TrainMainTest, AFullDiskExitsWithOneWhateverItHits) {
   Outcome help = RunTrainer("--help", "", ">/dev/full");
   EXPECT_EQ(help.status, 1) << help.output;
   EXPECT_EQ(help.output, "cavs-train: error: writing to stdout: No space left on device\n");
+  // --save-best is replaced whole (a temporary file renamed over it): never over a device.
+  Outcome best = RunTrainer(kSmall + std::string("--save-best=/dev/full"));
+  EXPECT_EQ(best.status, 2) << best.output;
+  EXPECT_EQ(best.output, "cavs-train: error: --save-best: /dev/full is not a regular file\n");
 }
 
 }  // namespace
