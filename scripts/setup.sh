@@ -13,7 +13,9 @@ REQUIRED=(
   clang-format
 )
 # Useful but not needed for a passing build: a failure here is a warning.
-#   ccache: cheap rebuilds; gnuplot-nox: learning-curve plots; clang + libclang-rt: libFuzzer.
+#   ccache: cheap rebuilds; gnuplot-nox: learning-curve plots; clang + libclang-rt: libFuzzer,
+#   which scripts/test.sh's fuzz step needs (it fails saying so, or skips with
+#   CAVS_FUZZ_SECONDS=0); training never does, and scripts/train.sh runs this setup too.
 OPTIONAL=(ccache gnuplot-nox clang libclang-rt-14-dev)
 
 log() { echo "setup: $*"; }
