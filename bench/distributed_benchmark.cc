@@ -1,30 +1,43 @@
-// Data-parallel training step of the binary Tree-LSTM (vocabulary 21,701 x embedding 300, a
-// row-sparse embedding table, plus the dense cell with hidden 150) under every strategy
-// builder, at the world size it is launched with:
+// The data-parallel training step (distributed::DataParallelStep, the step cavs-train runs) of a
+// model under each strategy, at the world size it is launched with, on one machine or on the
+// emulated cluster (scripts/cluster.sh run -- ...):
 //
-//   mpirun -np 4 distributed_benchmark [--data=FILE] [--batch=25] [--steps=20] [--warmup=3]
-//                                      [--threads=1] [--strategies=allreduce,ps,...]
+//   mpirun -np 4 distributed_benchmark [--model=tree-lstm|lstm-lm] [--data=FILE] [--batch=N]
+//       [--vocab=V] [--embed=E] [--hidden=H] [--steps=20] [--warmup=3] [--threads=1]
+//       [--strategies=allreduce,ps,...] [--strategy-file=FILE]... [--baseline=1|0]
 //
-// A plain timed driver (Google Benchmark does not run collectives in lockstep): weak scaling,
-// each rank runs --batch trees per step (global batch = ranks x batch), loss summed, gradients
-// through distributed::GradientSynchronizer, Adagrad. At one rank it also times the plain
-// single-process step (mean loss, no synchronizer) as the baseline, in the same run. Rank 0
-// prints one row per strategy: mean step time and its phases, trees/s over all ranks, bytes
-// sent per step (StepStats, mean over ranks and the busiest rank) and units.
+// Models:
+//   tree-lstm  the binary Tree-LSTM on SST trees (vocabulary 21,701 x embedding 300, row-sparse;
+//              the cell with hidden 150, 1.8 MB dense): the sparse-dominated model; --batch trees
+//              a rank (25). Data: --data, else $CAVS_BENCH_SST, else ../shared/data/sst next to
+//              the source tree, else the bundled synthetic treebank.
+//   lstm-lm    an LSTM language model with a large vocabulary: a 10,000 x 512 row-sparse input
+//              embedding and a dense 512 x 10,000 output layer (20 MB), hidden 512: the model
+//              where communication dominates; --batch sentences a rank (8). Data: --data (one
+//              sentence per line, PTB style), else generated sentences (lengths 10 to 34, tokens
+//              Zipf-distributed over the vocabulary, so ranks share frequent rows).
 //
-// Open MPI's collective algorithms matter more than the strategy on one machine (RESULTS.md):
-// the binary uses whatever the environment says (cavs-train sets few-round ones by default;
-// here set OMPI_MCA_coll_libnbc_ireduce_algorithm=2 and ..._iallreduce_algorithm=4 to match).
+// Weak scaling: every rank runs --batch samples a step (the global batch is ranks x batch), loss
+// summed, gradients through the synchronizer with the engine's hooks (MarkReady as gradients
+// become final, Poll between rounds), Adagrad. With --baseline (default) rank 0 first times the
+// plain single-process step on the same batch (mean loss, no synchronizer) while the others wait,
+// so each row's efficiency (plain step / distributed step) is measured in the same run. Rank 0
+// prints one row per strategy: the slowest rank's mean step time and its phases, samples/s over
+// all ranks, bytes sent per step (StepStats' payload model, mean over ranks and the busiest
+// rank), the bytes each host's network interfaces sent a step (its namespace's /proc/net/dev,
+// loopback excluded: 0 on one machine), units, and the efficiency.
 //
-// Data: the SST train trees at --data (default $CAVS_BENCH_SST, else ../shared/data/sst next
-// to the source tree, else the bundled synthetic treebank). The model's vocabulary is 21,701
-// (SST's) whatever the data's.
+// Open MPI's nonblocking algorithms are what the environment sets (cavs-train sets few-round ones
+// by default; docs/cluster.md and bench/RESULTS.md say why they matter).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,11 +47,15 @@
 #include "absl/strings/str_split.h"
 #include "core/optimizer.h"
 #include "core/parameter.h"
+#include "core/random.h"
 #include "core/status.h"
 #include "distributed/builders.h"
 #include "distributed/communicator.h"
+#include "distributed/step.h"
+#include "distributed/strategy.h"
 #include "distributed/synchronizer.h"
 #include "examples/data/sst_reader.h"
+#include "examples/data/text_reader.h"
 #include "ops/cpu/cpu_parallel.h"
 #include "scheduler/engine.h"
 #include "vertex/models.h"
@@ -46,68 +63,162 @@
 namespace cavs {
 namespace {
 
-constexpr int64_t kVocab = 21701, kEmbed = 300, kHidden = 150;
-
 struct Flags {
+  std::string model = "tree-lstm";
   std::string data;
-  int batch = 25, steps = 20, warmup = 3, threads = 1;
+  int batch = 0, steps = 20, warmup = 3, threads = 1;
+  int64_t vocab = 0, embed = 0, hidden = 0;
+  bool baseline = true;
   std::vector<std::string> strategies = distributed::StrategyBuilderNames();
+  std::vector<std::string> strategy_files;
 };
 
 struct Row {
-  double step_ms = 0, run_ms = 0, sync_ms = 0, opt_ms = 0;
+  double step_ms = 0, compute_ms = 0, finish_ms = 0, opt_ms = 0;
   double bytes_mean = 0, bytes_max = 0;
-  int units = 0, early = 0;
+  double wire_per_host = 0;  // bytes a step each host's network links sent, mean over hosts
+  int units = 0;
 };
 
-double Ms(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
+// Bytes this process's network namespace has sent on every interface but loopback
+// (/proc/net/dev is per namespace): on the emulated cluster, its host's link.
+int64_t WireBytesSent() {
+  std::ifstream in("/proc/net/dev");
+  std::string line;
+  int64_t sent = 0;
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string iface = line.substr(0, colon);
+    iface.erase(0, iface.find_first_not_of(' '));
+    if (iface == "lo") continue;
+    std::istringstream fields(line.substr(colon + 1));
+    int64_t v[9] = {};
+    for (int64_t& x : v) fields >> x;
+    sent +=
+        v[8];  // receive: bytes packets errs drop fifo frame compressed multicast; transmit: bytes
+  }
+  return sent;
 }
 
-std::string DefaultData() {
+std::string DefaultSst() {
   if (const char* env = std::getenv("CAVS_BENCH_SST")) return env;
   std::string sst = CAVS_SOURCE_DIR "/../shared/data/sst/train.txt";
-  if (FILE* f = std::fopen(sst.c_str(), "r")) {
-    std::fclose(f);
-    return sst;
-  }
+  if (std::ifstream(sst).good()) return sst;
   return CAVS_SOURCE_DIR "/data/synthetic/train.txt";
 }
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
-  f.data = DefaultData();
   for (int i = 1; i < argc; ++i) {
     std::vector<std::string> kv = absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
     bool ok = kv.size() == 2;
-    if (ok && kv[0] == "--data")
-      f.data = kv[1];
-    else if (ok && kv[0] == "--batch")
-      ok = absl::SimpleAtoi(kv[1], &f.batch);
-    else if (ok && kv[0] == "--steps")
-      ok = absl::SimpleAtoi(kv[1], &f.steps);
-    else if (ok && kv[0] == "--warmup")
-      ok = absl::SimpleAtoi(kv[1], &f.warmup);
-    else if (ok && kv[0] == "--threads")
-      ok = absl::SimpleAtoi(kv[1], &f.threads);
-    else if (ok && kv[0] == "--strategies")
-      f.strategies = absl::StrSplit(kv[1], ',');
-    else
+    const std::string& v = ok ? kv[1] : kv[0];
+    if (ok && kv[0] == "--model") {
+      f.model = v;
+      ok = v == "tree-lstm" || v == "lstm-lm";
+    } else if (ok && kv[0] == "--data") {
+      f.data = v;
+    } else if (ok && kv[0] == "--batch") {
+      ok = absl::SimpleAtoi(v, &f.batch) && f.batch >= 1;
+    } else if (ok && kv[0] == "--steps") {
+      ok = absl::SimpleAtoi(v, &f.steps) && f.steps >= 1;
+    } else if (ok && kv[0] == "--warmup") {
+      ok = absl::SimpleAtoi(v, &f.warmup) && f.warmup >= 0;
+    } else if (ok && kv[0] == "--threads") {
+      ok = absl::SimpleAtoi(v, &f.threads) && f.threads >= 1;
+    } else if (ok && kv[0] == "--vocab") {
+      ok = absl::SimpleAtoi(v, &f.vocab) && f.vocab >= 4;
+    } else if (ok && kv[0] == "--embed") {
+      ok = absl::SimpleAtoi(v, &f.embed) && f.embed >= 1;
+    } else if (ok && kv[0] == "--hidden") {
+      ok = absl::SimpleAtoi(v, &f.hidden) && f.hidden >= 1;
+    } else if (ok && kv[0] == "--baseline") {
+      ok = v == "0" || v == "1";
+      f.baseline = v == "1";
+    } else if (ok && kv[0] == "--strategies") {
+      f.strategies = v.empty() ? std::vector<std::string>() : absl::StrSplit(v, ',');
+    } else if (ok && kv[0] == "--strategy-file") {
+      f.strategy_files.push_back(v);
+    } else {
       ok = false;
+    }
     if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad argument '", argv[i], "'"));
   }
-  if (f.batch < 1 || f.steps < 1 || f.warmup < 0 || f.threads < 1) {
-    return absl::InvalidArgumentError("--batch, --steps and --threads must be >= 1");
-  }
+  const bool lm = f.model == "lstm-lm";
+  if (f.batch == 0) f.batch = lm ? 8 : 25;
+  if (f.vocab == 0) f.vocab = lm ? 10000 : 21701;
+  if (f.embed == 0) f.embed = lm ? 512 : 300;
+  if (f.hidden == 0) f.hidden = lm ? 512 : 150;
+  if (!lm && f.data.empty()) f.data = DefaultSst();
   return f;
 }
 
-// The batch of `rank` at `step`: consecutive trees, wrapping around the data.
-std::vector<scheduler::Graph> Batch(const examples::SstDataset& d, const Flags& f, int step,
-                                    int rank, int world) {
+// Samples of one model: graphs, tokens and labels set.
+struct Data {
+  std::vector<scheduler::Graph> samples;
+  std::string what;
+};
+
+absl::StatusOr<Data> LoadData(const Flags& f) {
+  Data d;
+  if (f.model == "tree-lstm") {
+    CAVS_ASSIGN_OR_RETURN(examples::SstDataset sst, examples::LoadSstDataset(f.data, f.data));
+    if (sst.vocabulary.size() > f.vocab) {
+      return absl::InvalidArgumentError(absl::StrCat(f.data, ": vocabulary ", sst.vocabulary.size(),
+                                                     " is larger than the model's ", f.vocab));
+    }
+    for (const auto& t : sst.train) d.samples.push_back(t.graph);
+    d.what = absl::StrCat(f.data, " (", d.samples.size(), " trees, vocabulary ",
+                          sst.vocabulary.size(), ")");
+    return d;
+  }
+  if (!f.data.empty()) {
+    CAVS_ASSIGN_OR_RETURN(examples::TextDataset text, examples::LoadTextDataset(f.data, ""));
+    if (text.vocabulary.size() > f.vocab) {
+      return absl::InvalidArgumentError(absl::StrCat(f.data, ": vocabulary ",
+                                                     text.vocabulary.size(),
+                                                     " is larger than the model's ", f.vocab));
+    }
+    for (const auto& s : text.train) d.samples.push_back(s.graph);
+    d.what = absl::StrCat(f.data, " (", d.samples.size(), " sentences, vocabulary ",
+                          text.vocabulary.size(), ")");
+    return d;
+  }
+  // Generated: 4,096 sentences, lengths uniform in [10, 34], tokens Zipf(1) over the vocabulary
+  // by inverting its CDF, each vertex labelled with the next token.
+  core::Rng rng(7);
+  std::vector<double> cdf(f.vocab);
+  double total = 0;
+  for (int64_t k = 0; k < f.vocab; ++k) cdf[k] = total += 1.0 / (k + 1);
+  for (double& c : cdf) c /= total;
+  for (int s = 0; s < 4096; ++s) {
+    const int n = 10 + static_cast<int>(rng.UniformInt(25));
+    scheduler::Graph g = scheduler::Graph::Chain(n + 1);
+    std::vector<int32_t> words(n + 1);
+    for (int t = 0; t <= n; ++t) {
+      words[t] = static_cast<int32_t>(std::lower_bound(cdf.begin(), cdf.end(), rng.Uniform()) -
+                                      cdf.begin());
+      words[t] = std::min<int32_t>(words[t], static_cast<int32_t>(f.vocab - 1));
+    }
+    g.tokens = words;
+    g.labels.resize(n + 1);
+    for (int t = 0; t < n; ++t) g.labels[t] = words[t + 1];
+    g.labels[n] = 2;  // end of sentence
+    d.samples.push_back(std::move(g));
+  }
+  d.what = absl::StrCat("generated (", d.samples.size(),
+                        " sentences of 11 to 35 tokens, Zipf(1) "
+                        "over ",
+                        f.vocab, ")");
+  return d;
+}
+
+// The batch of `rank` at `step`: consecutive samples, wrapping around the data.
+std::vector<scheduler::Graph> Batch(const Data& d, const Flags& f, int step, int rank, int world) {
   std::vector<scheduler::Graph> out;
   const size_t first = (static_cast<size_t>(step) * world + rank) * f.batch;
-  for (int i = 0; i < f.batch; ++i) out.push_back(d.train[(first + i) % d.train.size()].graph);
+  for (int i = 0; i < f.batch; ++i) out.push_back(d.samples[(first + i) % d.samples.size()]);
   return out;
 }
 
@@ -129,11 +240,18 @@ absl::Status MeanMax(distributed::Communicator& comm, double x, double* mean, do
   return absl::OkStatus();
 }
 
-// One strategy's run ("none": the single-process step, world size 1 only).
-absl::StatusOr<Row> Measure(const examples::SstDataset& d, const Flags& f, const std::string& name,
-                            distributed::Communicator& comm) {
-  vertex::models::CellConfig cell{kVocab, kEmbed, kHidden, 5, 0.0f};
-  CAVS_ASSIGN_OR_RETURN(vertex::Function fn, vertex::models::BinaryTreeLstm(cell));
+absl::StatusOr<vertex::Function> Model(const Flags& f) {
+  if (f.model == "lstm-lm") {
+    return vertex::models::Lstm({f.vocab, f.embed, f.hidden, f.vocab, 0.0f});
+  }
+  return vertex::models::BinaryTreeLstm({f.vocab, f.embed, f.hidden, 5, 0.0f});
+}
+
+// One strategy's run, or the plain single-process step where `strategy` is null (on whichever
+// ranks call it; `world` and `rank` place the batches).
+absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::Strategy* strategy,
+                            distributed::Communicator* comm, int rank, int world) {
+  CAVS_ASSIGN_OR_RETURN(vertex::Function fn, Model(f));
   core::ParameterStore store(1);
   CAVS_ASSIGN_OR_RETURN(auto engine, scheduler::Engine::Create(&fn, &store));
   core::OptimizerConfig oc;
@@ -141,79 +259,115 @@ absl::StatusOr<Row> Measure(const examples::SstDataset& d, const Flags& f, const
   oc.lr = 0.05f;
   CAVS_ASSIGN_OR_RETURN(auto optimizer, core::MakeOptimizer(oc));
   std::unique_ptr<distributed::GradientSynchronizer> sync;
-  if (name != "none") {
-    CAVS_ASSIGN_OR_RETURN(distributed::Strategy s,
-                          distributed::BuildStrategy(name, store, comm.world_size()));
-    CAVS_ASSIGN_OR_RETURN(sync, distributed::GradientSynchronizer::Create(&comm, &store, s));
+  if (strategy != nullptr) {
+    CAVS_ASSIGN_OR_RETURN(sync, distributed::GradientSynchronizer::Create(comm, &store, *strategy));
   }
+  distributed::DataParallelStep step(&store, optimizer.get(), sync.get());
   scheduler::RunOptions ro;
+  ro.training = true;
+  ro.backward = true;
   ro.loss = sync ? scheduler::RunOptions::Loss::kSum : scheduler::RunOptions::Loss::kMean;
   Row row;
   double bytes = 0;
-  CAVS_RETURN_IF_ERROR(comm.Barrier());
-  for (int step = 0; step < f.warmup + f.steps; ++step) {
-    std::vector<scheduler::Graph> batch = Batch(d, f, step, comm.rank(), comm.world_size());
-    auto t0 = std::chrono::steady_clock::now();
-    CAVS_RETURN_IF_ERROR(store.ZeroGrad());
-    if (sync) CAVS_RETURN_IF_ERROR(sync->BeginStep(Labelled(batch)));
-    CAVS_RETURN_IF_ERROR(engine->Run(batch, ro).status());
-    const auto& params = store.parameters();
-    for (auto it = params.rbegin(); sync && it != params.rend(); ++it) {
-      CAVS_RETURN_IF_ERROR(sync->MarkReady(it->get()));
-    }
-    auto t1 = std::chrono::steady_clock::now();
-    distributed::StepStats stats;
-    if (sync) {
-      CAVS_ASSIGN_OR_RETURN(stats, sync->Finish());
-    }
-    auto t2 = std::chrono::steady_clock::now();
-    CAVS_RETURN_IF_ERROR(optimizer->Step(store));
-    auto t3 = std::chrono::steady_clock::now();
-    if (step < f.warmup) continue;
-    row.step_ms += Ms(t0, t3) / f.steps;
-    row.run_ms += Ms(t0, t1) / f.steps;
-    row.sync_ms += Ms(t1, t2) / f.steps;
-    row.opt_ms += Ms(t2, t3) / f.steps;
-    bytes += static_cast<double>(stats.bytes_sent) / f.steps;
-    row.units = stats.units;
-    row.early = stats.units_started_early;
+  if (comm != nullptr && strategy != nullptr) CAVS_RETURN_IF_ERROR(comm->Barrier());
+  int64_t wire_start = 0;
+  for (int s = 0; s < f.warmup + f.steps; ++s) {
+    if (s == f.warmup) wire_start = WireBytesSent();
+    const std::vector<scheduler::Graph> batch = Batch(d, f, s, rank, world);
+    CAVS_ASSIGN_OR_RETURN(
+        distributed::StepTimes t,
+        step.Run(Labelled(batch), [&](const distributed::StepHooks& hooks) -> absl::Status {
+          scheduler::RunOptions run = ro;
+          run.on_gradient_ready = hooks.on_gradient_ready;
+          run.on_progress = hooks.on_progress;
+          return engine->Run(batch, run).status();
+        }));
+    if (s < f.warmup) continue;
+    row.step_ms += 1e3 * t.total() / f.steps;
+    row.compute_ms += 1e3 * t.compute / f.steps;
+    row.finish_ms += 1e3 * t.finish / f.steps;
+    row.opt_ms += 1e3 * t.optimizer / f.steps;
+    bytes += static_cast<double>(t.sync.bytes_sent) / f.steps;
+    row.units = t.sync.units;
   }
-  double step_max = 0;
-  CAVS_RETURN_IF_ERROR(MeanMax(comm, row.step_ms, &row.step_ms, &step_max));
-  CAVS_RETURN_IF_ERROR(MeanMax(comm, bytes, &row.bytes_mean, &row.bytes_max));
+  if (strategy != nullptr) {
+    // Each host's link once: its lowest rank reads the counters, the others report 0.
+    CAVS_ASSIGN_OR_RETURN(distributed::Topology topology, comm->DiscoverTopology());
+    const double wire = topology.LocalRank(rank) == 0
+                            ? static_cast<double>(WireBytesSent() - wire_start) / f.steps
+                            : 0.0;
+    double wire_mean = 0, wire_max = 0;
+    CAVS_RETURN_IF_ERROR(MeanMax(*comm, wire, &wire_mean, &wire_max));
+    row.wire_per_host = wire_mean * world / topology.num_hosts();
+    double mean_step = 0, max_step = 0;
+    CAVS_RETURN_IF_ERROR(MeanMax(*comm, row.step_ms, &mean_step, &max_step));
+    row.step_ms = max_step;
+    CAVS_RETURN_IF_ERROR(MeanMax(*comm, bytes, &row.bytes_mean, &row.bytes_max));
+  }
   return row;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 absl::Status Main(int argc, char** argv) {
   CAVS_ASSIGN_OR_RETURN(Flags f, ParseFlags(argc, argv));
   ops::SetCpuThreads(f.threads);
-  CAVS_ASSIGN_OR_RETURN(auto comm, distributed::MakeCommunicator("auto", {absl::Seconds(120)}));
-  CAVS_ASSIGN_OR_RETURN(examples::SstDataset d, examples::LoadSstDataset(f.data, f.data));
-  if (d.vocabulary.size() > kVocab) {
-    return absl::InvalidArgumentError(absl::StrCat(f.data, ": vocabulary ", d.vocabulary.size(),
-                                                   " is larger than the model's ", kVocab));
-  }
-  const int w = comm->world_size();
-  const bool chief = comm->rank() == 0;
+  CAVS_ASSIGN_OR_RETURN(auto comm, distributed::MakeCommunicator("auto", {absl::Seconds(600)}));
+  CAVS_ASSIGN_OR_RETURN(distributed::Topology topology, comm->DiscoverTopology());
+  CAVS_ASSIGN_OR_RETURN(Data d, LoadData(f));
+  const int w = comm->world_size(), r = comm->rank();
+  const bool chief = r == 0;
   if (chief) {
-    std::printf("data %s (%zu trees, vocabulary %d); model vocab %ld x embed %ld, hidden %ld\n",
-                f.data.c_str(), d.train.size(), d.vocabulary.size(), long{kVocab}, long{kEmbed},
-                long{kHidden});
+    std::printf("model %s: vocab %lld x embed %lld, hidden %lld; data %s\n", f.model.c_str(),
+                static_cast<long long>(f.vocab), static_cast<long long>(f.embed),
+                static_cast<long long>(f.hidden), d.what.c_str());
     std::printf(
-        "ranks %d, %d trees per rank per step, %d threads per rank, %d steps (+%d warmup)\n", w,
-        f.batch, f.threads, f.steps, f.warmup);
-    std::printf("%-15s %5s %9s %9s %9s %9s %9s %13s %13s %5s\n", "strategy", "ranks", "step_ms",
-                "fwdbwd_ms", "sync_ms", "optim_ms", "trees/s", "sent_B/step", "max_rank_B",
-                "units");
+        "ranks %d as %s, %d samples per rank per step, %d threads per rank, %d steps "
+        "(+%d warmup)\n",
+        w, topology.Describe().c_str(), f.batch, f.threads, f.steps, f.warmup);
   }
-  std::vector<std::string> names = f.strategies;
-  if (w == 1) names.insert(names.begin(), "none");
-  for (const std::string& name : names) {
-    CAVS_ASSIGN_OR_RETURN(Row r, Measure(d, f, name, *comm));
+  double plain_ms = 0;
+  if (f.baseline) {
+    if (chief) {
+      CAVS_ASSIGN_OR_RETURN(Row plain, Measure(d, f, nullptr, nullptr, 0, 1));
+      plain_ms = plain.step_ms;
+      std::printf("plain single-process step: %.2f ms (compute %.2f, optimizer %.2f)\n",
+                  plain.step_ms, plain.compute_ms, plain.opt_ms);
+    }
+    CAVS_RETURN_IF_ERROR(comm->Barrier());
+  }
+  if (chief) {
+    std::printf("%-20s %5s %9s %10s %9s %9s %10s %12s %12s %12s %5s %6s\n", "strategy", "ranks",
+                "step_ms", "compute_ms", "finish_ms", "optim_ms", "samples/s", "sent_B/step",
+                "max_rank_B", "wire_B/host", "units", "eff");
+  }
+  std::vector<std::pair<std::string, distributed::Strategy>> runs;
+  for (const std::string& name : f.strategies) {
+    // The engine creates the parameters, so the builders see the real shapes.
+    CAVS_ASSIGN_OR_RETURN(vertex::Function fn, Model(f));
+    core::ParameterStore store(1);
+    CAVS_ASSIGN_OR_RETURN(auto engine, scheduler::Engine::Create(&fn, &store));
+    CAVS_ASSIGN_OR_RETURN(distributed::Strategy s, distributed::BuildStrategy(name, store, w));
+    runs.emplace_back(name, std::move(s));
+  }
+  for (const std::string& path : f.strategy_files) {
+    CAVS_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+    CAVS_ASSIGN_OR_RETURN(distributed::Strategy s, distributed::ParseStrategy(text));
+    runs.emplace_back(s.name.empty() ? path : s.name, std::move(s));
+  }
+  for (const auto& [name, strategy] : runs) {
+    CAVS_ASSIGN_OR_RETURN(Row row, Measure(d, f, &strategy, comm.get(), r, w));
     if (!chief) continue;
-    std::printf("%-15s %5d %9.2f %9.2f %9.2f %9.2f %9.1f %13.0f %13.0f %5d\n", name.c_str(), w,
-                r.step_ms, r.run_ms, r.sync_ms, r.opt_ms, 1000.0 * w * f.batch / r.step_ms,
-                r.bytes_mean, r.bytes_max, r.units);
+    std::printf("%-20s %5d %9.2f %10.2f %9.2f %9.2f %10.1f %12.0f %12.0f %12.0f %5d %6.2f\n",
+                name.c_str(), w, row.step_ms, row.compute_ms, row.finish_ms, row.opt_ms,
+                1000.0 * w * f.batch / row.step_ms, row.bytes_mean, row.bytes_max,
+                row.wire_per_host, row.units, plain_ms > 0 ? plain_ms / row.step_ms : 0.0);
     std::fflush(stdout);
   }
   return absl::OkStatus();

@@ -1,6 +1,7 @@
 #include "distributed/builders.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <utility>
 
@@ -75,9 +76,28 @@ std::vector<int> LargestFirst(const ParameterStore& store) {
   return order;
 }
 
-// Load-balanced PS entries; with `partition_min_bytes` > 0, large tensors in row shards.
+// Boundaries of `rows` rows in shards sized in proportion to `weights` (positive), every shard
+// at least one row. REQUIRES: rows >= weights.size() >= 1.
+std::vector<int64_t> ProportionalSplits(int64_t rows, const std::vector<double>& weights) {
+  const int64_t shards = static_cast<int64_t>(weights.size());
+  double total = 0;
+  for (double w : weights) total += w;
+  std::vector<int64_t> splits = {0};
+  double cumulative = 0;
+  for (int64_t s = 0; s < shards; ++s) {
+    cumulative += weights[s];
+    int64_t b = s + 1 == shards ? rows : std::llround(rows * cumulative / total);
+    b = std::clamp(b, splits.back() + 1, rows - (shards - 1 - s));
+    splits.push_back(b);
+  }
+  return splits;
+}
+
+// Load-balanced PS entries; with `partition_min_bytes` > 0, large tensors in row shards (sized
+// by `weights` per rank where given).
 std::vector<ParameterServerSync> BalancedPs(const ParameterStore& store, int world_size,
-                                            int64_t partition_min_bytes) {
+                                            int64_t partition_min_bytes,
+                                            const std::vector<double>& weights = {}) {
   std::vector<ParameterServerSync> out(store.parameters().size());
   ServerLoads loads(world_size);
   for (int i : LargestFirst(store)) {
@@ -89,7 +109,13 @@ std::vector<ParameterServerSync> BalancedPs(const ParameterStore& store, int wor
     }
     ParameterServerSync& ps = out[i];
     ps.placement = loads.Least(shards);
-    if (shards > 1) ps.row_splits = ShardRowSplits(ps, rows);
+    if (shards > 1 && !weights.empty()) {
+      std::vector<double> w;
+      for (int server : ps.placement) w.push_back(weights[server]);
+      ps.row_splits = ProportionalSplits(rows, w);
+    } else if (shards > 1) {
+      ps.row_splits = ShardRowSplits(ps, rows);
+    }
     const std::vector<int64_t> splits = ShardRowSplits(ps, rows);
     for (int s = 0; s < shards; ++s) {
       const int64_t shard_rows = splits[s + 1] - splits[s];
@@ -107,7 +133,7 @@ Strategy BuildAllReduceLike(absl::string_view name, const ParameterStore& store,
   int index = 0;
   return MakeStrategy(name, store, world_size, [&](const Parameter& p) -> ParamSync {
     const int i = index++;
-    if (!p.sparse_grad) return AllReduceSync{group[i], options.compressor};
+    if (!p.sparse_grad) return AllReduceSync{group[i], options.compressor, options.topology};
     if (sparse_ps) return ps[i];
     return SparseSync{};
   });
@@ -116,8 +142,8 @@ Strategy BuildAllReduceLike(absl::string_view name, const ParameterStore& store,
 }  // namespace
 
 const std::vector<std::string>& StrategyBuilderNames() {
-  static const auto* names =
-      new std::vector<std::string>{"allreduce", "ps", "ps-lb", "partitioned-ps", "hybrid"};
+  static const auto* names = new std::vector<std::string>{
+      "allreduce", "ps", "ps-lb", "partitioned-ps", "hybrid", "hier-allreduce", "hier-hybrid"};
   return *names;
 }
 
@@ -126,9 +152,27 @@ absl::StatusOr<Strategy> BuildStrategy(absl::string_view name, const ParameterSt
   if (world_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("world size ", world_size, " < 1"));
   }
+  if (!options.server_weights.empty()) {
+    if (static_cast<int>(options.server_weights.size()) != world_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.server_weights.size(), " server weights for world size ", world_size));
+    }
+    for (double w : options.server_weights) {
+      if (!(w > 0) || !std::isfinite(w)) {
+        return absl::InvalidArgumentError(absl::StrCat("server weight ", w, " is not positive"));
+      }
+    }
+  }
   if (options.bucket_bytes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("bucket size ", options.bucket_bytes, " bytes is not positive"));
+  }
+  if (name == "hier-allreduce" || name == "hier-hybrid") {
+    BuildOptions hier = options;
+    hier.topology = AllReduceTopology::kHierarchical;
+    CAVS_ASSIGN_OR_RETURN(Strategy s, BuildStrategy(name.substr(5), store, world_size, hier));
+    s.name = std::string(name);
+    return s;
   }
   if (name == "allreduce") return BuildAllReduceLike(name, store, world_size, options, false);
   if (name == "hybrid") {
@@ -142,7 +186,8 @@ absl::StatusOr<Strategy> BuildStrategy(absl::string_view name, const ParameterSt
   }
   if (name == "ps-lb" || name == "partitioned-ps") {
     const std::vector<ParameterServerSync> ps = BalancedPs(
-        store, world_size, name == "ps-lb" ? 0 : std::max<int64_t>(1, options.partition_min_bytes));
+        store, world_size, name == "ps-lb" ? 0 : std::max<int64_t>(1, options.partition_min_bytes),
+        name == "ps-lb" ? std::vector<double>() : options.server_weights);
     int index = 0;
     return MakeStrategy(name, store, world_size,
                         [&](const Parameter&) -> ParamSync { return ps[index++]; });

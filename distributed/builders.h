@@ -8,10 +8,13 @@
 //   "ps-lb"           every parameter on one server, greedily balancing bytes: largest first,
 //                     each to the least-loaded rank (ties to the lower rank).
 //   "partitioned-ps"  as ps-lb, but a tensor of at least partition_min_bytes with two or more
-//                     rows is split into min(world_size, rows) even row shards placed on the
-//                     least-loaded distinct servers.
+//                     rows is split into min(world_size, rows) row shards placed on the
+//                     least-loaded distinct servers: even, or in proportion to server_weights.
 //   "hybrid"          row-sparse gradients by Sparse allgather (or load-balanced PS with
 //                     hybrid_sparse_ps), dense ones by allreduce buckets.
+//   "hier-allreduce", "hier-hybrid"
+//                     allreduce and hybrid with every bucket hierarchical (reduce within each
+//                     host, allreduce among one leader per host, broadcast within the host).
 //
 // Builders are deterministic functions of the parameters' names, shapes and order, so every
 // rank builds the same strategy. Thread-safety: pure functions.
@@ -33,6 +36,12 @@ struct BuildOptions {
   Compressor compressor = Compressor::kNone;       // allreduce and hybrid: on every bucket
   int64_t partition_min_bytes = int64_t{1} << 20;  // partitioned-ps: split tensors this large
   bool hybrid_sparse_ps = false;  // hybrid: sparse gradients to PS instead of Sparse allgather
+  // allreduce and hybrid: how every bucket crosses hosts (the hier- builders set hierarchical).
+  AllReduceTopology topology = AllReduceTopology::kFlat;
+  // partitioned-ps: per rank, a weight (e.g. its link's bandwidth); a split tensor's shards get
+  // rows in proportion to their servers' weights, so a server behind a slower link serves fewer.
+  // Empty: even shards.
+  std::vector<double> server_weights;
 };
 
 // The builder names BuildStrategy accepts, in the order listed above.

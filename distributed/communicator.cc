@@ -1,9 +1,17 @@
 #include "distributed/communicator.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -23,7 +31,15 @@ using core::Tensor;
 
 namespace internal {
 
+std::string CommState::Who() const {
+  std::string who = absl::StrCat("rank ", rank_, " of ", world_size_);
+  if (root_ != nullptr)
+    absl::StrAppend(&who, " (rank ", root_->rank_, " of ", root_->world_size_, " in the job)");
+  return who;
+}
+
 absl::Status CommState::health() const {
+  if (root_ != nullptr) return root_->health();
   if (first_error_.ok()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(backend_, " communicator on rank ", rank_,
                                                     " is unusable after an earlier ",
@@ -31,7 +47,19 @@ absl::Status CommState::health() const {
 }
 
 void CommState::Break(const absl::Status& error) {
+  if (root_ != nullptr) return root_->Break(error);
   if (first_error_.ok() && !error.ok()) first_error_ = error;
+}
+
+absl::StatusOr<int64_t> HostKey() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) {
+    return absl::InternalError(absl::StrCat("gethostname failed: ", std::strerror(errno)));
+  }
+  struct stat ns {};
+  std::string id = name;
+  if (stat("/proc/self/ns/net", &ns) == 0) absl::StrAppend(&id, "/netns:", ns.st_ino);
+  return static_cast<int64_t>(std::hash<std::string>()(id) & INT64_MAX);
 }
 
 void PollPause(int iteration) {
@@ -84,8 +112,8 @@ Work::~Work() = default;
 
 void Work::BreakOnAbandon() {
   if (done_) return;
-  state_->Break(absl::AbortedError(absl::StrCat(description_, " on rank ", state_->rank(),
-                                                " was abandoned before it completed")));
+  state_->Break(absl::AbortedError(
+      absl::StrCat(description_, " on ", state_->Who(), " was abandoned before it completed")));
 }
 
 absl::StatusOr<bool> Work::Test() {
@@ -93,8 +121,8 @@ absl::StatusOr<bool> Work::Test() {
   absl::StatusOr<bool> polled = Poll();
   if (!polled.ok()) {
     absl::Status error(polled.status().code(),
-                       absl::StrCat(state_->backend(), " ", description_, " on rank ",
-                                    state_->rank(), ": ", polled.status().message()));
+                       absl::StrCat(state_->backend(), " ", description_, " on ", state_->Who(),
+                                    ": ", polled.status().message()));
     state_->Break(error);
     return error;
   }
@@ -111,10 +139,10 @@ absl::Status Work::Wait() {
     // Another operation already failed: the peers may never arrive, so do not wait again.
     if (state_->broken()) return state_->health();
     if (absl::Now() - start > timeout) {
-      absl::Status error = absl::DeadlineExceededError(absl::StrCat(
-          state_->backend(), " ", description_, " on rank ", state_->rank(), " of ",
-          state_->world_size(), " made no progress for ", absl::FormatDuration(timeout),
-          ": a peer is dead, stuck, or did not start the same operation"));
+      absl::Status error = absl::DeadlineExceededError(
+          absl::StrCat(state_->backend(), " ", description_, " on ", state_->Who(),
+                       " made no progress for ", absl::FormatDuration(timeout),
+                       ": a peer is dead, stuck, or did not start the same operation"));
       state_->Break(error);
       return error;
     }
@@ -341,6 +369,100 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::StartBarrier() {
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Duplicate() {
   CAVS_RETURN_IF_ERROR(state_->health());
   return DoDuplicate();
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key,
+                                                                  absl::string_view label) {
+  CAVS_RETURN_IF_ERROR(state_->health());
+  // Every rank's (color, key), so that each knows its rank and size in the new communicator,
+  // and a dead peer fails here, with a deadline, before the backend's blocking split.
+  Tensor mine = Tensor::Host({2}, core::DType::kInt64);
+  mine.data<int64_t>()[0] = color;
+  mine.data<int64_t>()[1] = key;
+  Tensor all = Tensor::Host({2 * world_size()}, core::DType::kInt64);
+  CAVS_RETURN_IF_ERROR(AllGather(mine, all));
+  const int64_t* v = all.data<int64_t>();
+  std::vector<int> members;
+  for (int r = 0; r < world_size(); ++r) {
+    if (color >= 0 && v[2 * r] == color) members.push_back(r);
+  }
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return v[2 * a + 1] < v[2 * b + 1]; });
+  std::shared_ptr<internal::CommState> sub;
+  if (color >= 0) {
+    const int new_rank =
+        static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
+    sub = std::make_shared<internal::CommState>(state_, std::string(label), new_rank,
+                                                static_cast<int>(members.size()));
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> split = DoSplit(color, key, std::move(sub));
+  if (!split.ok()) state_->Break(split.status());
+  return split;
+}
+
+absl::StatusOr<Topology> Communicator::DiscoverTopology() {
+  CAVS_RETURN_IF_ERROR(state_->health());
+  Topology t;
+  const int per_host = options().ranks_per_host;
+  if (per_host < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ranks_per_host ", per_host, " is negative (0 asks the backend)"));
+  }
+  if (per_host > 0) {
+    for (int r = 0; r < world_size(); ++r) t.host_of_rank.push_back(r / per_host);
+    return t;
+  }
+  absl::StatusOr<int64_t> key = DoHostKey();
+  if (!key.ok()) {
+    state_->Break(key.status());
+    return key.status();
+  }
+  Tensor mine = Tensor::Host({1}, core::DType::kInt64);
+  mine.data<int64_t>()[0] = *key;
+  Tensor all = Tensor::Host({world_size()}, core::DType::kInt64);
+  CAVS_RETURN_IF_ERROR(AllGather(mine, all));
+  std::vector<int64_t> keys;  // hosts in the order of their lowest rank
+  for (int r = 0; r < world_size(); ++r) {
+    const int64_t k = all.data<int64_t>()[r];
+    auto it = std::find(keys.begin(), keys.end(), k);
+    if (it == keys.end()) {
+      keys.push_back(k);
+      it = keys.end() - 1;
+    }
+    t.host_of_rank.push_back(static_cast<int>(it - keys.begin()));
+  }
+  return t;
+}
+
+int Topology::num_hosts() const {
+  int n = 0;
+  for (int h : host_of_rank) n = std::max(n, h + 1);
+  return n;
+}
+
+std::vector<int> Topology::RanksOn(int host) const {
+  std::vector<int> ranks;
+  for (int r = 0; r < world_size(); ++r) {
+    if (host_of_rank[r] == host) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+int Topology::LocalRank(int rank) const {
+  int local = 0;
+  for (int r = 0; r < rank; ++r) local += host_of_rank[r] == host_of_rank[rank] ? 1 : 0;
+  return local;
+}
+
+std::string Topology::Describe() const {
+  const int hosts = num_hosts();
+  std::vector<int> sizes;
+  for (int h = 0; h < hosts; ++h) sizes.push_back(static_cast<int>(RanksOn(h).size()));
+  if (std::all_of(sizes.begin(), sizes.end(), [&](int n) { return n == sizes[0]; })) {
+    return absl::StrCat(hosts, hosts == 1 ? " host" : " hosts", " x ", sizes.empty() ? 0 : sizes[0],
+                        sizes.empty() || sizes[0] == 1 ? " rank" : " ranks");
+  }
+  return absl::StrCat(hosts, " hosts (ranks per host ", absl::StrJoin(sizes, ", "), ")");
 }
 
 // ---- Blocking forms ----------------------------------------------------------------------------

@@ -42,6 +42,28 @@ namespace cavs::distributed {
 struct CommOptions {
   // How long an operation may make no progress before it fails with DeadlineExceeded.
   absl::Duration timeout = absl::Seconds(60);
+  // Which ranks share a host, for Communicator::DiscoverTopology: 0 finds out (ranks with the
+  // same host name and network namespace share a host); k > 0 declares ranks [0, k),
+  // [k, 2k), ... one host each, e.g. to exercise hierarchical strategies on one machine.
+  int ranks_per_host = 0;
+};
+
+// Which ranks share a host (a node of shared memory: the ranks of one machine, or of one host
+// of the emulated cluster, docs/cluster.md). Hosts are numbered in the order of their lowest
+// rank.
+struct Topology {
+  std::vector<int> host_of_rank;  // per rank
+
+  int world_size() const { return static_cast<int>(host_of_rank.size()); }
+  int num_hosts() const;
+  // The ranks on `host`, ascending.
+  std::vector<int> RanksOn(int host) const;
+  // `rank`'s place among the ranks of its host (0 for the host's leader, its lowest rank).
+  int LocalRank(int rank) const;
+  // "2 hosts x 2 ranks" or "3 hosts (ranks per host 2, 1, 1)".
+  std::string Describe() const;
+
+  friend bool operator==(const Topology&, const Topology&) = default;
 };
 
 // Traffic of a communicator and its duplicates since creation, in bytes this rank sends and
@@ -170,6 +192,17 @@ class Communicator {
   // health and traffic counters. Collective: every rank calls it.
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Duplicate();
 
+  // A communicator of the ranks that pass the same `color` (>= 0), ranked by `key` (ties by
+  // rank); a rank passing a negative color takes part and gets nullptr. `label` names it in
+  // errors ("mpi host-local allreduce #3 ... on rank 1 of 2 (rank 3 of 4 in the job)"). It shares
+  // this one's health and traffic counters. Collective: every rank calls it; the colors are
+  // first exchanged with a nonblocking allgather, so a dead peer is a DeadlineExceeded.
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key,
+                                                                    absl::string_view label);
+  // Which ranks share a host (options().ranks_per_host, else each rank's host name and network
+  // namespace, allgathered). Collective; every rank gets the same answer.
+  [[nodiscard]] absl::StatusOr<Topology> DiscoverTopology();
+
  protected:
   explicit Communicator(std::shared_ptr<internal::CommState> state);
   const std::shared_ptr<internal::CommState>& shared_state() const { return state_; }
@@ -190,6 +223,14 @@ class Communicator {
   virtual WorkOr DoRecv(core::Tensor buf, int peer, int tag, std::string what) = 0;
   virtual WorkOr DoBarrier(std::string what) = 0;
   virtual absl::StatusOr<std::unique_ptr<Communicator>> DoDuplicate() = 0;
+  // Split after the colors were exchanged (every rank is known to be there): `color` < 0 gives
+  // nullptr. The new communicator's state is `state` (a sub-state of this one's), its rank and
+  // size already set from the exchanged colors.
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
+      int color, int key, std::shared_ptr<internal::CommState> state) = 0;
+  // An id of this rank's host, the same on every rank of that host and different across
+  // hosts (internal::HostKey: the host name and network namespace). Local: no communication.
+  virtual absl::StatusOr<int64_t> DoHostKey() = 0;
   // Whether the backend can work on buffers on `device` (checked before Do*, so that a wrong
   // device is an argument error, not a broken communicator). Default: any device.
   virtual bool AcceptsDevice(core::Device device) const {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -193,6 +194,12 @@ class NcclCommunicator final : public Communicator {
     });
   }
   absl::StatusOr<std::unique_ptr<Communicator>> DoDuplicate() override;
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
+      int color, int key, std::shared_ptr<internal::CommState> state) override;
+  absl::StatusOr<int64_t> DoHostKey() override;
+  // ncclCommSplit of this communicator: the duplicate (color 0, key rank) and Split.
+  absl::StatusOr<std::unique_ptr<Communicator>> SplitComm(
+      int color, int key, std::shared_ptr<internal::CommState> state);
   bool AcceptsDevice(core::Device device) const override { return device == buffer_device(); }
 
  private:
@@ -264,13 +271,27 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Create(
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoDuplicate() {
+  return SplitComm(0, rank(), shared_state());
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoSplit(
+    int color, int key, std::shared_ptr<internal::CommState> state) {
+  return SplitComm(color, key, std::move(state));
+}
+
+absl::StatusOr<int64_t> NcclCommunicator::DoHostKey() { return internal::HostKey(); }
+
+absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::SplitComm(
+    int color, int key, std::shared_ptr<internal::CommState> state) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   auto handle = std::make_shared<NcclHandle>();
   CAVS_NCCL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-  CAVS_NCCL_RETURN_IF_ERROR(ncclCommSplit(handle_->comm, 0, rank(), &handle->comm, &config));
+  CAVS_NCCL_RETURN_IF_ERROR(ncclCommSplit(handle_->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color,
+                                          key, &handle->comm, &config));
   // In nonblocking mode the new handle appears once the parent has done its part of the split.
   absl::Status ready = AwaitComm(*handle_, options().timeout, "ncclCommSplit");
+  if (ready.ok() && color < 0) return std::unique_ptr<Communicator>();
   if (ready.ok() && handle->comm == nullptr) {
     ready = absl::InternalError("ncclCommSplit returned no communicator");
   }
@@ -279,7 +300,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::DoDuplicate() {
     shared_state()->Break(ready);
     return ready;
   }
-  return Create(shared_state(), std::move(handle), device_);
+  return Create(std::move(state), std::move(handle), device_);
 }
 
 // The device of this rank: its rank among the processes of its node, modulo the device count.

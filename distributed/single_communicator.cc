@@ -81,6 +81,12 @@ class SingleCommunicator final : public Communicator {
   absl::StatusOr<std::unique_ptr<Communicator>> DoDuplicate() override {
     return std::unique_ptr<Communicator>(new SingleCommunicator(shared_state()));
   }
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSplit(
+      int color, int, std::shared_ptr<internal::CommState> state) override {
+    if (color < 0) return std::unique_ptr<Communicator>();
+    return std::unique_ptr<Communicator>(new SingleCommunicator(std::move(state)));
+  }
+  absl::StatusOr<int64_t> DoHostKey() override { return 0; }
 
  private:
   WorkOr Done(std::string what) { return internal::MakeDoneWork(shared_state(), std::move(what)); }

@@ -4,66 +4,20 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/status.h"
+#include "distributed/text_format.h"
 
 namespace cavs::distributed {
 
 namespace {
 
 constexpr int kVersion = 1;
-
-bool NeedsQuotes(absl::string_view s) {
-  if (s.empty()) return true;
-  for (char c : s) {
-    if (!absl::ascii_isgraph(static_cast<unsigned char>(c)) || c == '"' || c == '#') return true;
-  }
-  return false;
-}
-
-std::string Quote(const std::string& s) {
-  return NeedsQuotes(s) ? absl::StrCat("\"", absl::CEscape(s), "\"") : s;
-}
-
-// Splits a line into whitespace-separated tokens; "..." is one C-escaped token; '#' outside
-// quotes starts a comment.
-absl::StatusOr<std::vector<std::string>> Tokenize(absl::string_view line) {
-  std::vector<std::string> tokens;
-  size_t i = 0;
-  while (i < line.size()) {
-    const char c = line[i];
-    if (absl::ascii_isspace(static_cast<unsigned char>(c))) {
-      ++i;
-    } else if (c == '#') {
-      break;
-    } else if (c == '"') {
-      size_t end = i + 1;
-      while (end < line.size() && line[end] != '"') end += line[end] == '\\' ? 2 : 1;
-      if (end >= line.size()) return absl::InvalidArgumentError("unterminated quoted name");
-      std::string unescaped;
-      std::string error;
-      if (!absl::CUnescape(line.substr(i + 1, end - i - 1), &unescaped, &error)) {
-        return absl::InvalidArgumentError(absl::StrCat("bad escape in quoted name: ", error));
-      }
-      tokens.push_back(std::move(unescaped));
-      i = end + 1;
-    } else {
-      size_t end = i;
-      while (end < line.size() && !absl::ascii_isspace(static_cast<unsigned char>(line[end])) &&
-             line[end] != '#') {
-        ++end;
-      }
-      tokens.emplace_back(line.substr(i, end - i));
-      i = end;
-    }
-  }
-  return tokens;
-}
 
 template <typename T>
 absl::StatusOr<T> ParseInt(absl::string_view key, absl::string_view value, T min_value) {
@@ -107,7 +61,8 @@ absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ParseOptions(
 }
 
 absl::StatusOr<ParamSync> ParseAllReduce(const std::vector<std::string>& tokens) {
-  CAVS_ASSIGN_OR_RETURN(auto options, ParseOptions(tokens, "allreduce", {"group", "compressor"}));
+  CAVS_ASSIGN_OR_RETURN(auto options,
+                        ParseOptions(tokens, "allreduce", {"group", "compressor", "topology"}));
   AllReduceSync sync;
   if (auto it = options.find("group"); it != options.end()) {
     CAVS_ASSIGN_OR_RETURN(sync.group, ParseInt<int>("group", it->second, 0));
@@ -120,7 +75,35 @@ absl::StatusOr<ParamSync> ParseAllReduce(const std::vector<std::string>& tokens)
           absl::StrCat("unknown compressor '", it->second, "' (expected none or fp16)"));
     }
   }
+  if (auto it = options.find("topology"); it != options.end()) {
+    if (it->second == "hierarchical") {
+      sync.topology = AllReduceTopology::kHierarchical;
+    } else if (it->second != "flat") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown topology '", it->second, "' (expected flat or hierarchical)"));
+    }
+  }
   return sync;
+}
+
+// "h1.0,h0,h2.1": servers named by host (hH.L, or hH for local rank 0).
+absl::StatusOr<std::vector<HostRank>> ParseHostList(absl::string_view text) {
+  std::vector<HostRank> out;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    HostRank hr;
+    std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(item, '.');
+    const bool host_ok = absl::ConsumePrefix(&parts.first, "h") &&
+                         absl::SimpleAtoi(parts.first, &hr.host) && hr.host >= 0;
+    const bool local_ok = absl::StrContains(item, '.')
+                              ? absl::SimpleAtoi(parts.second, &hr.local) && hr.local >= 0
+                              : true;
+    if (!host_ok || !local_ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad value '", item, "' for placement (a rank, or hH.L: host H's L-th rank)"));
+    }
+    out.push_back(hr);
+  }
+  return out;
 }
 
 absl::StatusOr<ParamSync> ParsePs(const std::vector<std::string>& tokens) {
@@ -131,13 +114,18 @@ absl::StatusOr<ParamSync> ParsePs(const std::vector<std::string>& tokens) {
   if (placement == options.end()) {
     return absl::InvalidArgumentError("ps needs placement=<server rank per shard>");
   }
-  CAVS_ASSIGN_OR_RETURN(sync.placement, ParseIntList<int>("placement", placement->second));
+  if (absl::StartsWith(placement->second, "h")) {
+    CAVS_ASSIGN_OR_RETURN(sync.host_placement, ParseHostList(placement->second));
+  } else {
+    CAVS_ASSIGN_OR_RETURN(sync.placement, ParseIntList<int>("placement", placement->second));
+  }
+  const size_t shards = static_cast<size_t>(NumShards(sync));
   if (auto it = options.find("rows"); it != options.end()) {
     CAVS_ASSIGN_OR_RETURN(sync.row_splits, ParseIntList<int64_t>("rows", it->second));
-    if (sync.row_splits.size() != sync.placement.size() + 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rows has ", sync.row_splits.size(), " boundaries for ", sync.placement.size(),
-          " shards (expected ", sync.placement.size() + 1, ")"));
+    if (sync.row_splits.size() != shards + 1) {
+      return absl::InvalidArgumentError(absl::StrCat("rows has ", sync.row_splits.size(),
+                                                     " boundaries for ", shards,
+                                                     " shards (expected ", shards + 1, ")"));
     }
     if (sync.row_splits[0] != 0 ||
         std::adjacent_find(sync.row_splits.begin(), sync.row_splits.end(),
@@ -229,13 +217,25 @@ const ParamStrategy* Strategy::Find(absl::string_view param) const {
   return nullptr;
 }
 
+const char* TopologyName(AllReduceTopology t) {
+  return t == AllReduceTopology::kHierarchical ? "hierarchical" : "flat";
+}
+
 std::string DescribeSync(const ParamSync& sync) {
   if (const auto* ar = std::get_if<AllReduceSync>(&sync)) {
-    return absl::StrCat("allreduce group=", ar->group,
-                        " compressor=", CompressorName(ar->compressor));
+    return absl::StrCat(
+        "allreduce group=", ar->group, " compressor=", CompressorName(ar->compressor),
+        ar->topology == AllReduceTopology::kHierarchical ? " topology=hierarchical" : "");
   }
   if (const auto* ps = std::get_if<ParameterServerSync>(&sync)) {
-    std::string s = absl::StrCat("ps placement=", absl::StrJoin(ps->placement, ","));
+    std::string s = absl::StrCat("ps placement=");
+    if (!ps->host_placement.empty()) {
+      absl::StrAppend(&s, absl::StrJoin(ps->host_placement, ",", [](std::string* out, HostRank h) {
+        absl::StrAppend(out, "h", h.host, ".", h.local);
+      }));
+    } else {
+      absl::StrAppend(&s, absl::StrJoin(ps->placement, ","));
+    }
     if (!ps->row_splits.empty()) absl::StrAppend(&s, " rows=", absl::StrJoin(ps->row_splits, ","));
     absl::StrAppend(&s, " staleness=", ps->staleness);
     return s;
@@ -244,11 +244,11 @@ std::string DescribeSync(const ParamSync& sync) {
 }
 
 std::string SerializeStrategy(const Strategy& strategy) {
-  std::string out =
-      absl::StrCat("# cavs distributed strategy (see docs/distributed.md)\nversion ", kVersion,
-                   "\nname ", Quote(strategy.name), "\nworld_size ", strategy.world_size, "\n");
+  std::string out = absl::StrCat("# cavs distributed strategy (see docs/distributed.md)\nversion ",
+                                 kVersion, "\nname ", internal::QuoteToken(strategy.name),
+                                 "\nworld_size ", strategy.world_size, "\n");
   for (const ParamStrategy& p : strategy.params) {
-    absl::StrAppend(&out, "param ", Quote(p.param), " ", DescribeSync(p.sync), "\n");
+    absl::StrAppend(&out, "param ", internal::QuoteToken(p.param), " ", DescribeSync(p.sync), "\n");
   }
   return out;
 }
@@ -258,7 +258,7 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view text) {
   int line_number = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
-    absl::StatusOr<std::vector<std::string>> tokens = Tokenize(line);
+    absl::StatusOr<std::vector<std::string>> tokens = internal::TokenizeLine(line);
     if (!tokens.ok()) return LineError(line_number, tokens.status());
     if (tokens->empty()) continue;
     absl::Status s = ParseLine(*tokens, line_number, st);
@@ -284,9 +284,14 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view text) {
 namespace {
 
 absl::Status CheckPs(const ParameterServerSync& ps, const core::Parameter& p, int world_size) {
-  if (ps.placement.empty()) {
+  if (ps.placement.empty() && ps.host_placement.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': ps has no server"));
   }
+  if (!ps.placement.empty() && !ps.host_placement.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter '", p.name, "': ps names servers both by rank and by host"));
+  }
+  // Servers named by host are checked when they are resolved against the ranks' hosts.
   for (int server : ps.placement) {
     if (server < 0 || server >= world_size) {
       return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': server rank ",
@@ -295,7 +300,7 @@ absl::Status CheckPs(const ParameterServerSync& ps, const core::Parameter& p, in
     }
   }
   const int64_t rows = p.value.rows();
-  const int64_t shards = static_cast<int64_t>(ps.placement.size());
+  const int64_t shards = NumShards(ps);
   if (!ps.row_splits.empty() && ps.row_splits.back() != rows) {
     return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': shard rows end at ",
                                                    ps.row_splits.back(), " but it has ", rows,
@@ -361,6 +366,12 @@ absl::Status ValidateStrategy(const Strategy& strategy, const core::ParameterSto
                        "' uses ", CompressorName(ar->compressor), ", parameter '",
                        first->second->name, "' uses ", CompressorName(other.compressor)));
     }
+    if (!added && other.topology != ar->topology) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("allreduce group ", ar->group, " mixes topologies: parameter '", p->name,
+                       "' uses ", TopologyName(ar->topology), ", parameter '", first->second->name,
+                       "' uses ", TopologyName(other.topology)));
+    }
   }
   for (const ParamStrategy& e : strategy.params) {
     if (store.Find(e.param) == nullptr) {
@@ -372,9 +383,41 @@ absl::Status ValidateStrategy(const Strategy& strategy, const core::ParameterSto
   return absl::OkStatus();
 }
 
+int NumShards(const ParameterServerSync& ps) {
+  return static_cast<int>(ps.host_placement.empty() ? ps.placement.size()
+                                                    : ps.host_placement.size());
+}
+
+absl::StatusOr<Strategy> ResolveHostPlacements(const Strategy& strategy,
+                                               const std::vector<int>& host_of_rank) {
+  Strategy out = strategy;
+  int hosts = 0;
+  for (int h : host_of_rank) hosts = std::max(hosts, h + 1);
+  for (ParamStrategy& e : out.params) {
+    auto* ps = std::get_if<ParameterServerSync>(&e.sync);
+    if (ps == nullptr || ps->host_placement.empty()) continue;
+    ps->placement.clear();
+    for (const HostRank& hr : ps->host_placement) {
+      int rank = -1, seen = 0;
+      for (int r = 0; r < static_cast<int>(host_of_rank.size()) && rank < 0; ++r) {
+        if (host_of_rank[r] == hr.host && seen++ == hr.local) rank = r;
+      }
+      if (rank < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "parameter '", e.param, "': server h", hr.host, ".", hr.local, ": ",
+            hr.host >= hosts ? absl::StrCat("there are ", hosts, " hosts")
+                             : absl::StrCat("host ", hr.host, " has ", seen, " ranks")));
+      }
+      ps->placement.push_back(rank);
+    }
+    ps->host_placement.clear();
+  }
+  return out;
+}
+
 std::vector<int64_t> ShardRowSplits(const ParameterServerSync& ps, int64_t rows) {
   if (!ps.row_splits.empty()) return ps.row_splits;
-  const int64_t shards = std::max<int64_t>(1, static_cast<int64_t>(ps.placement.size()));
+  const int64_t shards = std::max<int64_t>(1, static_cast<int64_t>(NumShards(ps)));
   std::vector<int64_t> splits = {0};
   for (int64_t s = 0; s < shards; ++s) {
     splits.push_back(splits.back() + rows / shards + (s < rows % shards ? 1 : 0));

@@ -17,7 +17,9 @@
 //   world_size 4
 //   param embed/E sparse
 //   param fc/W allreduce group=0 compressor=none
+//   param fc/b allreduce group=1 compressor=none topology=hierarchical
 //   param out/W ps placement=1,3 rows=0,512,1000 staleness=0
+//   param out/b ps placement=h1.0 staleness=0          # host 1's first rank
 // Names with spaces, quotes or '#' are written as C-escaped strings in double quotes.
 //
 // Thread-safety: plain values.
@@ -40,15 +42,37 @@ enum class Compressor { kNone, kFp16 };
 // "none", "fp16".
 const char* CompressorName(Compressor c);
 
+// How an allreduce crosses hosts: kFlat, one allreduce over every rank; kHierarchical, a reduce
+// to each host's leader (its lowest rank) over shared memory, an allreduce among the leaders
+// over the network, and a broadcast within each host (Horovod's hierarchical allreduce), so
+// that each host sends one copy of the bucket instead of one per rank.
+enum class AllReduceTopology { kFlat, kHierarchical };
+
+// "flat", "hierarchical".
+const char* TopologyName(AllReduceTopology t);
+
 struct AllReduceSync {
   int group = 0;  // bucket id: parameters with the same group are fused into one allreduce
   Compressor compressor = Compressor::kNone;
+  AllReduceTopology topology = AllReduceTopology::kFlat;
 
   friend bool operator==(const AllReduceSync&, const AllReduceSync&) = default;
 };
 
+// A server named by its host instead of its rank: the `local`-th rank (0: the lowest) of the
+// `host`-th host (hosts in the order of their lowest rank; Communicator::DiscoverTopology).
+// Written hH.L (`h1.0`, or `h1` for local rank 0): a strategy that means the same on any
+// number of ranks per host.
+struct HostRank {
+  int host = 0;
+  int local = 0;
+
+  friend bool operator==(const HostRank&, const HostRank&) = default;
+};
+
 struct ParameterServerSync {
-  // Server rank of each shard; one entry for an unsharded parameter.
+  // Server rank of each shard; one entry for an unsharded parameter. Empty where the servers
+  // are named by host (host_placement) until ResolveHostPlacements fills it.
   std::vector<int> placement;
   // Shard boundaries in rows: placement.size() + 1 increasing values from 0 to the parameter's
   // rows. Empty: even split (see ShardRowSplits).
@@ -56,6 +80,8 @@ struct ParameterServerSync {
   // 0: synchronous. k > 0: a rank may run up to k steps ahead of the servers (bounded
   // staleness); recorded and checked, but the synchronizer supports only 0 so far.
   int staleness = 0;
+  // Servers by host, one per shard, or empty: placement names ranks.
+  std::vector<HostRank> host_placement;
 
   friend bool operator==(const ParameterServerSync&, const ParameterServerSync&) = default;
 };
@@ -85,7 +111,8 @@ struct Strategy {
 };
 
 // "allreduce group=0 compressor=none", "ps placement=1 staleness=0", "sparse": the text of one
-// synchronizer as it appears in a strategy file.
+// synchronizer as it appears in a strategy file (topology= only where it is hierarchical, so
+// that flat strategies read as they did before it existed).
 std::string DescribeSync(const ParamSync& sync);
 
 // The text form; ParseStrategy(SerializeStrategy(s)) == s.
@@ -104,5 +131,14 @@ std::string SerializeStrategy(const Strategy& strategy);
 // The shard boundaries of a PS synchronizer for a parameter with `rows` rows: its row_splits,
 // or an even split (the first rows % shards shards one row larger).
 std::vector<int64_t> ShardRowSplits(const ParameterServerSync& ps, int64_t rows);
+
+// Shards of a PS synchronizer: placement's, or host_placement's where servers are named by host.
+int NumShards(const ParameterServerSync& ps);
+
+// `strategy` with every server named by host replaced by its rank in `host_of_rank` (the host
+// of every rank, Topology::host_of_rank). Error: a host or local rank that does not exist,
+// naming the parameter ("parameter 'E': server h2.0: there are 2 hosts").
+[[nodiscard]] absl::StatusOr<Strategy> ResolveHostPlacements(const Strategy& strategy,
+                                                             const std::vector<int>& host_of_rank);
 
 }  // namespace cavs::distributed

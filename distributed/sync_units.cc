@@ -75,12 +75,23 @@ class Stage {
 // ---- AllReduce bucket
 // ----------------------------------------------------------------------------
 
+// The communicators a bucket's sum travels over. Flat: one allreduce on `flat` (shared with
+// the other flat buckets, which start in the same order on every rank). Hierarchical: a reduce
+// to the host's leader on `local`, an allreduce among the leaders on `leaders` (null off the
+// leaders), a broadcast on `local`; both owned by this bucket (its stages start at different
+// times on different ranks).
+struct BucketComms {
+  Communicator* flat = nullptr;
+  std::unique_ptr<Communicator> local;
+  std::unique_ptr<Communicator> leaders;
+};
+
 class BucketUnit final : public SyncUnit {
  public:
-  BucketUnit(Communicator* comm, std::vector<Parameter*> params, std::vector<int> indices,
+  BucketUnit(BucketComms comms, std::vector<Parameter*> params, std::vector<int> indices,
              std::string name, Compressor compressor, Tensor flat)
       : SyncUnit(std::move(indices), std::move(name)),
-        comm_(comm),
+        comms_(std::move(comms)),
         params_(std::move(params)),
         compressor_(compressor),
         flat_(std::move(flat)) {}
@@ -102,16 +113,20 @@ class BucketUnit final : public SyncUnit {
       const float* src = host.data<float>();
       uint16_t* dst = static_cast<uint16_t*>(half.raw_data());
       for (int64_t i = 0; i < host.numel(); ++i) dst[i] = FloatToHalf(src[i] * prescale);
-      CAVS_ASSIGN_OR_RETURN(wire_, OnDevice(half, comm_->buffer_device()));
+      CAVS_ASSIGN_OR_RETURN(wire_, OnDevice(half, flat_.device()));
     }
-    CAVS_ASSIGN_OR_RETURN(work_, comm_->StartAllReduce(wire_));
-    return absl::OkStatus();
+    stage_ = -1;
+    return StartNext();
   }
 
   absl::StatusOr<bool> Advance() override {
-    CAVS_ASSIGN_OR_RETURN(bool done, work_->Test());
-    if (done) Progressed();
-    return done;
+    while (work_ != nullptr) {
+      CAVS_ASSIGN_OR_RETURN(bool done, work_->Test());
+      if (!done) return false;
+      Progressed();
+      CAVS_RETURN_IF_ERROR(StartNext());
+    }
+    return true;
   }
 
   absl::Status Complete(float scale) override {
@@ -135,11 +150,35 @@ class BucketUnit final : public SyncUnit {
   }
 
  private:
-  Communicator* comm_;
+  // Starts the next stage that has something to do (work_ stays null after the last).
+  absl::Status StartNext() {
+    work_.reset();
+    if (comms_.flat != nullptr) {
+      if (++stage_ == 0) {
+        CAVS_ASSIGN_OR_RETURN(work_, comms_.flat->StartAllReduce(wire_));
+      }
+      return absl::OkStatus();
+    }
+    Communicator* local = comms_.local.get();
+    Communicator* leaders = comms_.leaders.get();
+    while (work_ == nullptr && ++stage_ < 3) {
+      if (stage_ == 0 && local->world_size() > 1) {
+        CAVS_ASSIGN_OR_RETURN(work_, local->StartReduce(wire_, 0));
+      } else if (stage_ == 1 && leaders != nullptr && leaders->world_size() > 1) {
+        CAVS_ASSIGN_OR_RETURN(work_, leaders->StartAllReduce(wire_));
+      } else if (stage_ == 2 && local->world_size() > 1) {
+        CAVS_ASSIGN_OR_RETURN(work_, local->StartBroadcast(wire_, 0));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  BucketComms comms_;
   std::vector<Parameter*> params_;
   Compressor compressor_;
   Tensor flat_;  // float32 [sum of numel], on the communicator's buffer device
-  Tensor wire_;  // what is allreduced: flat_, or its float16 copy
+  Tensor wire_;  // what is summed: flat_, or its float16 copy
+  int stage_ = -1;
   std::unique_ptr<Work> work_;
 };
 
@@ -403,10 +442,12 @@ SparseRows SumDuplicateRows(const int64_t* rows, int64_t n, const Tensor& values
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<SyncUnit>> MakeBucketUnit(Communicator* comm,
-                                                         const core::ParameterStore& store,
-                                                         std::vector<int> params, int group,
-                                                         Compressor compressor) {
+namespace {
+
+absl::StatusOr<std::unique_ptr<SyncUnit>> MakeBucket(BucketComms comms, core::Device device,
+                                                     const core::ParameterStore& store,
+                                                     std::vector<int> params, int group,
+                                                     Compressor compressor) {
   std::vector<Parameter*> ps;
   std::vector<std::string> names;
   int64_t total = 0;
@@ -415,12 +456,36 @@ absl::StatusOr<std::unique_ptr<SyncUnit>> MakeBucketUnit(Communicator* comm,
     names.push_back(ps.back()->name);
     total += ps.back()->value.numel();
   }
-  CAVS_ASSIGN_OR_RETURN(Tensor flat,
-                        Tensor::Zeros({total}, DType::kFloat32, comm->buffer_device()));
+  CAVS_ASSIGN_OR_RETURN(Tensor flat, Tensor::Zeros({total}, DType::kFloat32, device));
   std::string name = absl::StrCat("allreduce bucket ", group, " (", absl::StrJoin(names, ", "),
-                                  compressor == Compressor::kFp16 ? "; fp16" : "", ")");
-  return std::unique_ptr<SyncUnit>(new BucketUnit(comm, std::move(ps), std::move(params),
-                                                  std::move(name), compressor, std::move(flat)));
+                                  compressor == Compressor::kFp16 ? "; fp16" : "",
+                                  comms.flat == nullptr ? "; hierarchical" : "", ")");
+  return std::unique_ptr<SyncUnit>(new BucketUnit(std::move(comms), std::move(ps),
+                                                  std::move(params), std::move(name), compressor,
+                                                  std::move(flat)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SyncUnit>> MakeBucketUnit(Communicator* comm,
+                                                         const core::ParameterStore& store,
+                                                         std::vector<int> params, int group,
+                                                         Compressor compressor) {
+  BucketComms comms;
+  comms.flat = comm;
+  return MakeBucket(std::move(comms), comm->buffer_device(), store, std::move(params), group,
+                    compressor);
+}
+
+absl::StatusOr<std::unique_ptr<SyncUnit>> MakeHierarchicalBucketUnit(
+    std::unique_ptr<Communicator> local, std::unique_ptr<Communicator> leaders,
+    const core::ParameterStore& store, std::vector<int> params, int group, Compressor compressor) {
+  if (local == nullptr) return absl::InvalidArgumentError("hierarchical bucket: no local group");
+  const core::Device device = local->buffer_device();
+  BucketComms comms;
+  comms.local = std::move(local);
+  comms.leaders = std::move(leaders);
+  return MakeBucket(std::move(comms), device, store, std::move(params), group, compressor);
 }
 
 absl::StatusOr<std::unique_ptr<SyncUnit>> MakePsUnit(std::unique_ptr<Communicator> comm,

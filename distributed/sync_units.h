@@ -2,7 +2,8 @@
 // pipeline of nonblocking operations over the gradients of one or more parameters:
 //
 //   BucketUnit    AllReduce group: pack dense gradients into one flat buffer, allreduce it
-//                 (optionally as float16, pre-scaled by 1/global count), unpack.
+//                 (optionally as float16, pre-scaled by 1/global count), unpack; hierarchical:
+//                 reduce to the host's leader, allreduce among leaders, broadcast in the host.
 //   PsDenseUnit   one PS shard of a dense gradient: reduce the rows to the server, then
 //                 broadcast the sum back (in place in the gradient).
 //   SparseUnit    Sparse allgather of a row-sparse gradient: allgather row counts, then rows and
@@ -78,6 +79,12 @@ class SyncUnit {
 [[nodiscard]] absl::StatusOr<std::unique_ptr<SyncUnit>> MakeBucketUnit(
     Communicator* comm, const core::ParameterStore& store, std::vector<int> params, int group,
     Compressor compressor);
+
+// An AllReduce group with topology=hierarchical: `local` (this rank's host, leader first) and
+// `leaders` (one rank per host; null on the other ranks), both this unit's own.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<SyncUnit>> MakeHierarchicalBucketUnit(
+    std::unique_ptr<Communicator> local, std::unique_ptr<Communicator> leaders,
+    const core::ParameterStore& store, std::vector<int> params, int group, Compressor compressor);
 
 // Row shard [row_begin, row_end) of parameter `param`, served by rank `server`.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<SyncUnit>> MakePsUnit(

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -31,6 +32,7 @@ struct UnitSpec {
   int group = 0;            // bucket
   std::vector<int> params;  // bucket
   Compressor compressor = Compressor::kNone;
+  AllReduceTopology topology = AllReduceTopology::kFlat;  // bucket
   int64_t begin = 0, end = 0;
   int server = 0;
 };
@@ -49,6 +51,7 @@ std::vector<UnitSpec> PlanUnits(const Strategy& strategy, const core::ParameterS
         it->second.key = i;  // parameters are visited in creation order: i is the earliest
         it->second.group = ar->group;
         it->second.compressor = ar->compressor;
+        it->second.topology = ar->topology;
       }
       it->second.params.push_back(i);
     } else if (const auto* ps = std::get_if<ParameterServerSync>(&sync)) {
@@ -107,7 +110,17 @@ absl::StatusOr<std::unique_ptr<GradientSynchronizer>> GradientSynchronizer::Crea
                        ") is not supported by the gradient synchronizer yet; use staleness=0"));
     }
   }
-  std::unique_ptr<GradientSynchronizer> sync(new GradientSynchronizer(comm, store, strategy));
+  // Servers named by host become ranks (every rank asks for the topology, or none does).
+  Strategy resolved = strategy;
+  const bool by_host = std::any_of(strategy.params.begin(), strategy.params.end(), [](auto& e) {
+    const auto* ps = std::get_if<ParameterServerSync>(&e.sync);
+    return ps != nullptr && !ps->host_placement.empty();
+  });
+  if (by_host) {
+    CAVS_ASSIGN_OR_RETURN(Topology topology, comm->DiscoverTopology());
+    CAVS_ASSIGN_OR_RETURN(resolved, ResolveHostPlacements(strategy, topology.host_of_rank));
+  }
+  std::unique_ptr<GradientSynchronizer> sync(new GradientSynchronizer(comm, store, resolved));
   CAVS_ASSIGN_OR_RETURN(sync->control_, comm->Duplicate());
   CAVS_RETURN_IF_ERROR(sync->BuildUnits());
   return sync;
@@ -115,9 +128,30 @@ absl::StatusOr<std::unique_ptr<GradientSynchronizer>> GradientSynchronizer::Crea
 
 absl::Status GradientSynchronizer::BuildUnits() {
   param_units_.assign(store_->size(), {});
-  for (const UnitSpec& spec : PlanUnits(strategy_, *store_)) {
+  const std::vector<UnitSpec> specs = PlanUnits(strategy_, *store_);
+  // Hierarchical buckets need the hosts; every rank has the same strategy (verified), so every
+  // rank asks, collectively, or none does.
+  std::optional<Topology> topology;
+  for (const UnitSpec& spec : specs) {
+    if (spec.kind == UnitSpec::Kind::kBucket && spec.topology == AllReduceTopology::kHierarchical &&
+        !topology.has_value()) {
+      CAVS_ASSIGN_OR_RETURN(topology, comm_->DiscoverTopology());
+    }
+  }
+  for (const UnitSpec& spec : specs) {
     std::unique_ptr<internal::SyncUnit> unit;
-    if (spec.kind == UnitSpec::Kind::kBucket) {
+    if (spec.kind == UnitSpec::Kind::kBucket && spec.topology == AllReduceTopology::kHierarchical) {
+      // Split is collective: every rank makes each bucket's pair in this same order.
+      const int rank = comm_->rank();
+      CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> local,
+                            comm_->Split(topology->host_of_rank[rank], rank, "host-local"));
+      CAVS_ASSIGN_OR_RETURN(
+          std::unique_ptr<Communicator> leaders,
+          comm_->Split(topology->LocalRank(rank) == 0 ? 0 : -1, rank, "host leaders"));
+      CAVS_ASSIGN_OR_RETURN(
+          unit, internal::MakeHierarchicalBucketUnit(std::move(local), std::move(leaders), *store_,
+                                                     spec.params, spec.group, spec.compressor));
+    } else if (spec.kind == UnitSpec::Kind::kBucket) {
       CAVS_ASSIGN_OR_RETURN(unit, internal::MakeBucketUnit(control_.get(), *store_, spec.params,
                                                            spec.group, spec.compressor));
     } else {

@@ -69,9 +69,11 @@ class GradientSynchronizer {
   // Collective: every rank calls it with its own store. Checks that the strategy fits the store
   // and that all ranks agree on both (VerifyConsistent; an error names the first mismatching
   // parameter, on every rank), then sets up the units and their duplicate communicators.
-  // Errors also: a strategy whose world_size differs from the communicator's; staleness > 0
-  // (not supported yet). REQUIRES: `comm` and `store` outlive the synchronizer, and the store
-  // gains no parameters.
+  // Servers named by host (ps placement=hH.L) are resolved to ranks with the communicator's
+  // topology; strategy() returns the resolved strategy. Errors also: a strategy whose
+  // world_size differs from the communicator's; staleness > 0 (not supported yet); a server
+  // host or local rank that does not exist. REQUIRES: `comm` and `store` outlive the synchronizer,
+  // and the store gains no parameters.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<GradientSynchronizer>> Create(
       Communicator* comm, core::ParameterStore* store, const Strategy& strategy);
   ~GradientSynchronizer();

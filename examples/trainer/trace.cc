@@ -14,8 +14,12 @@ namespace cavs::trainer {
 int64_t TraceRecorder::Now() { return absl::GetCurrentTimeNanos() / 1000; }
 
 void TraceRecorder::Span(absl::string_view name, int64_t start_us, Args args) {
+  SpanTo(name, start_us, Now(), std::move(args));
+}
+
+void TraceRecorder::SpanTo(absl::string_view name, int64_t start_us, int64_t end_us, Args args) {
   if (!enabled_) return;
-  events_.push_back({std::string(name), start_us, Now() - start_us, std::move(args)});
+  events_.push_back({std::string(name), start_us, end_us - start_us, std::move(args)});
 }
 
 std::string TraceRecorder::Json() const {

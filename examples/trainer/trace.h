@@ -32,6 +32,8 @@ class TraceRecorder {
   static int64_t Now();
   // A span named `name` from `start_us` (a Now()) to now.
   void Span(absl::string_view name, int64_t start_us, Args args = {});
+  // A span from `start_us` to `end_us`.
+  void SpanTo(absl::string_view name, int64_t start_us, int64_t end_us, Args args = {});
   int num_spans() const { return static_cast<int>(events_.size()); }
 
   // The JSON document: {"traceEvents":[...],"displayTimeUnit":"ms"}.

@@ -41,18 +41,6 @@ int Fail(const absl::Status& status) {
   }
 }
 
-// Open MPI advances a nonblocking collective only inside MPI calls, one round per call, and the
-// gradient synchronizer polls with short sleeps; so its default segmented algorithms (a chain
-// reduce, a ring allreduce) are slow for the few large buffers of a training step. Unless the
-// user chose otherwise, use the ones with the fewest rounds (bench/RESULTS.md, "Distributed":
-// 2 ranks, PS strategies: 160 -> 1,620 trees/s; 4 ranks, allreduce: 420 -> 660). Before MPI
-// starts; other MPIs ignore these variables.
-void PreferFewRoundCollectives() {
-  if (cavs::trainer::LauncherRank() < 0) return;
-  setenv("OMPI_MCA_coll_libnbc_ireduce_algorithm", "2", /*overwrite=*/0);     // binomial
-  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "4", /*overwrite=*/0);  // rec. doubling
-}
-
 // Output that did not reach stdout (a full disk, /dev/full) is a failure, not a success.
 int FlushStdout() {
   errno = 0;
@@ -69,7 +57,6 @@ int main(int argc, char** argv) {
   // middle of a checkpoint; ignored, it fails with EFBIG, and the checkpoint's error path removes
   // its temporary file and reports (docs/checkpoint.md).
   std::signal(SIGXFSZ, SIG_IGN);
-  PreferFewRoundCollectives();
   std::vector<std::string> args(argv, argv + argc);
   absl::StatusOr<cavs::trainer::TrainerConfig> config = cavs::trainer::ParseTrainerFlags(args);
   if (!config.ok()) return Fail(config.status());

@@ -418,6 +418,12 @@ absl::Status Trainer::WriteOutputs(int test_epoch, const EvalMetrics* test,
                         epochs_done_, data_.train.size(), data_.dev.size());
   absl::StrAppendFormat(&json, ",\"hidden\":%d,\"embed\":%d,\"vocab\":%d,\"parameters\":%d",
                         config_.hidden, config_.embed, data_.vocab_size, store_->NumElements());
+  if (world_size() > 1) {
+    // This rank's traffic under CommStats' payload model (the wire count is the network's).
+    const distributed::CommStats comm = comm_->stats();
+    absl::StrAppendFormat(&json, ",\"ranks\":%d,\"comm_bytes_sent\":%d,\"comm_bytes_received\":%d",
+                          world_size(), comm.bytes_sent, comm.bytes_received);
+  }
   if (test != nullptr) {
     // The best dev epoch's parameters, or (a resumed run whose best did not reload) the best
     // kept since.

@@ -43,6 +43,7 @@
 #include "core/parameter.h"
 #include "core/random.h"
 #include "distributed/communicator.h"
+#include "distributed/step.h"
 #include "distributed/synchronizer.h"
 #include "examples/trainer/dataset.h"
 #include "examples/trainer/metrics.h"
@@ -214,6 +215,7 @@ class Trainer {
   std::unique_ptr<distributed::Communicator> owned_comm_;
   distributed::Communicator* comm_ = nullptr;
   std::unique_ptr<distributed::GradientSynchronizer> sync_;
+  std::unique_ptr<distributed::DataParallelStep> step_;  // the step under mpirun
   distributed::StepStats last_stats_;
   core::Rng shuffle_rng_;
   TraceRecorder trace_;

@@ -102,6 +102,8 @@ absl::Status Trainer::SetUpDistributed() {
   // Collective: VerifyConsistent before step 1 (an error names the parameter on every rank).
   CAVS_ASSIGN_OR_RETURN(sync_,
                         distributed::GradientSynchronizer::Create(comm_, store_.get(), strategy));
+  step_ =
+      std::make_unique<distributed::DataParallelStep>(store_.get(), optimizer_.get(), sync_.get());
   Say(absl::StrCat("distributed: ", comm_->world_size(), " ranks (", comm_->backend(),
                    "), strategy ", strategy.name, " (", sync_->num_units(), " units)"));
   return absl::OkStatus();
@@ -202,12 +204,10 @@ absl::StatusOr<scheduler::RunResult> Trainer::DistributedStep(scheduler::PlanQue
   trace_.Span("data", t0,
               {{"step", step}, {"samples", int64_t(batch.size())}, {"labelled", local}});
   const int64_t t1 = TraceRecorder::Now();
-  CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
-  // The global count's allreduce starts now and runs during forward and backward.
-  CAVS_RETURN_IF_ERROR(sync_->BeginStep(local));
   scheduler::RunResult r;
   int rounds = 0;
-  if (!batch.empty()) {  // a rank without samples joins with zero gradients and count 0
+  // On a rank without samples the step joins with zero gradients and count 0.
+  auto compute = [&](const distributed::StepHooks& hooks) -> absl::Status {
     scheduler::RunOptions ro;
     ro.training = true;
     ro.backward = true;
@@ -217,42 +217,33 @@ absl::StatusOr<scheduler::RunResult> Trainer::DistributedStep(scheduler::PlanQue
     // Overlap: the synchronizer starts each unit as soon as its gradients are final (on the
     // CPU the output layer's before the backward rounds, the rest as their weight-gradient
     // GEMMs finish) and drives the ones in flight between rounds.
-    ro.on_gradient_ready = [this](const std::string& name) {
-      return sync_->MarkReady(store_->Find(name));
-    };
-    ro.on_progress = [this]() { return sync_->Poll(); };
-    absl::StatusOr<scheduler::RunResult> run = engine_->Run(batch, ro, planned.plan);
-    if (!run.ok()) return Annotate(run.status(), step, config_.checkpoint_dir);
-    r = *std::move(run);
+    ro.on_gradient_ready = hooks.on_gradient_ready;
+    ro.on_progress = hooks.on_progress;
+    CAVS_ASSIGN_OR_RETURN(r, engine_->Run(batch, ro, planned.plan));
     rounds = engine_->stats().rounds;
     if (r.labelled != local) {
       return absl::InternalError(
           absl::StrCat("engine counted ", r.labelled, " labelled vertices, the trainer ", local));
     }
-  }
-  // Whatever the engine did not report (all of them on a GPU, or on a rank without samples)
-  // is ready now: mark it latest-created first (backward's order; marking twice is a no-op).
-  const auto& params = store_->parameters();
-  for (auto it = params.rbegin(); it != params.rend(); ++it) {
-    if (absl::Status s = sync_->MarkReady(it->get()); !s.ok()) {
-      return Annotate(s, step, config_.checkpoint_dir);
-    }
-  }
-  trace_.Span("forward+backward", t1, {{"step", step}, {"rounds", rounds}});
-  const int64_t t2 = TraceRecorder::Now();
-  absl::StatusOr<distributed::StepStats> stats = sync_->Finish();
-  if (!stats.ok()) return Annotate(stats.status(), step, config_.checkpoint_dir);
-  last_stats_ = *stats;
-  trace_.Span("gradient sync", t2,
-              {{"step", step},
-               {"bytes_sent", stats->bytes_sent},
-               {"bytes_received", stats->bytes_received},
-               {"units", stats->units},
-               {"units_started_early", stats->units_started_early},
-               {"global_count", stats->global_count}});
-  const int64_t t3 = TraceRecorder::Now();
-  CAVS_RETURN_IF_ERROR(optimizer_->Step(*store_));
-  trace_.Span("optimizer", t3, {{"step", step}});
+    return absl::OkStatus();
+  };
+  absl::StatusOr<distributed::StepTimes> times =
+      step_->Run(local, compute, /*run_empty=*/!batch.empty());
+  if (!times.ok()) return Annotate(times.status(), step, config_.checkpoint_dir);
+  const distributed::StepStats& stats = times->sync;
+  last_stats_ = stats;
+  const int64_t t2 = t1 + static_cast<int64_t>(times->compute * 1e6);
+  const int64_t t3 = t2 + static_cast<int64_t>(times->finish * 1e6);
+  trace_.SpanTo("forward+backward", t1, t2, {{"step", step}, {"rounds", rounds}});
+  trace_.SpanTo("gradient sync", t2, t3,
+                {{"step", step},
+                 {"bytes_sent", stats.bytes_sent},
+                 {"bytes_received", stats.bytes_received},
+                 {"units", stats.units},
+                 {"units_started_early", stats.units_started_early},
+                 {"global_count", stats.global_count}});
+  trace_.SpanTo("optimizer", t3, t3 + static_cast<int64_t>(times->optimizer * 1e6),
+                {{"step", step}});
   if (options_.after_step) options_.after_step(optimizer_->step());
   return r;
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "tests/distributed/test_model.h"
 
 namespace cavs::distributed {
@@ -162,13 +163,60 @@ TEST(HybridBuilderTest, SparseByAllgatherOrPsAndDenseByAllreduce) {
   EXPECT_TRUE(std::holds_alternative<AllReduceSync>(s->Find("out/W")->sync));
 }
 
+TEST(HierarchicalBuildersTest, AreAllreduceAndHybridWithHierarchicalBuckets) {
+  ParameterStore store;
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  for (const char* base : {"allreduce", "hybrid"}) {
+    const std::string name = absl::StrCat("hier-", base);
+    absl::StatusOr<Strategy> hier = BuildStrategy(name, store, 4, {.bucket_bytes = 64});
+    absl::StatusOr<Strategy> flat = BuildStrategy(base, store, 4, {.bucket_bytes = 64});
+    ASSERT_TRUE(hier.ok() && flat.ok()) << hier.status() << flat.status();
+    EXPECT_EQ(hier->name, name);
+    ASSERT_EQ(hier->params.size(), flat->params.size());
+    for (size_t i = 0; i < flat->params.size(); ++i) {
+      ParamSync want = flat->params[i].sync;
+      if (auto* ar = std::get_if<AllReduceSync>(&want)) {
+        ar->topology = AllReduceTopology::kHierarchical;
+      }
+      EXPECT_EQ(hier->params[i].sync, want) << name << " " << flat->params[i].param;
+    }
+  }
+}
+
+// Shards of a split tensor sized by their servers' weights: a server of weight 3 gets about
+// three times the rows of one of weight 1.
+TEST(PsBuilderTest, PartitionedPsSplitsRowsInProportionToServerWeights) {
+  ParameterStore store;
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  const std::vector<double> weights = {1, 3};
+  absl::StatusOr<Strategy> s = BuildStrategy(
+      "partitioned-ps", store, 2, {.partition_min_bytes = 16, .server_weights = weights});
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(ValidateStrategy(*s, store).ok());
+  const auto& e = std::get<ParameterServerSync>(s->Find("embed/E")->sync);
+  ASSERT_EQ(e.placement.size(), 2u);
+  const std::vector<int64_t> splits = ShardRowSplits(e, store.Find("embed/E")->value.rows());
+  for (int shard = 0; shard < 2; ++shard) {
+    const double rows = static_cast<double>(splits[shard + 1] - splits[shard]);
+    const double want = splits.back() * weights[e.placement[shard]] / 4.0;
+    EXPECT_NEAR(rows, want, 1.0) << "shard " << shard << " on rank " << e.placement[shard];
+  }
+  EXPECT_TRUE(Contains(BuildStrategy("partitioned-ps", store, 2, {.server_weights = {1}}).status(),
+                       "1 server weights for world size 2"));
+  EXPECT_TRUE(
+      Contains(BuildStrategy("partitioned-ps", store, 2, {.server_weights = {1, 0}}).status(),
+               "not positive"));
+}
+
 TEST(BuildStrategyTest, ErrorsForUnknownNamesAndBadArguments) {
   ParameterStore store;
   ASSERT_TRUE(testing::BuildModel(store).ok());
   absl::StatusOr<Strategy> s = BuildStrategy("horovod", store, 2);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(s.status(), "unknown strategy builder 'horovod'")) << s.status();
-  EXPECT_TRUE(Contains(s.status(), "allreduce, ps, ps-lb, partitioned-ps, hybrid")) << s.status();
+  EXPECT_TRUE(Contains(s.status(),
+                       "allreduce, ps, ps-lb, partitioned-ps, hybrid, hier-allreduce, hier-hybrid"))
+      << s.status();
   EXPECT_TRUE(Contains(BuildStrategy("ps", store, 0).status(), "world size 0"));
   EXPECT_TRUE(
       Contains(BuildStrategy("allreduce", store, 2, {.bucket_bytes = 0}).status(), "bucket size"));

@@ -172,6 +172,28 @@ TEST(SingleCommunicatorTest, ArgumentErrorsNameTheProblem) {
   EXPECT_TRUE(comm->health().ok());  // argument errors do not break the communicator
 }
 
+TEST(SingleCommunicatorTest, SplitAndTopologyOfOneRank) {
+  std::unique_ptr<Communicator> comm = *MakeCommunicator("single");
+  absl::StatusOr<std::unique_ptr<Communicator>> part = comm->Split(3, 0, "part");
+  ASSERT_TRUE(part.ok()) << part.status();
+  ASSERT_NE(*part, nullptr);
+  EXPECT_EQ((*part)->world_size(), 1);
+  EXPECT_EQ((*part)->backend(), "single part");
+  absl::StatusOr<std::unique_ptr<Communicator>> none = comm->Split(-1, 0, "none");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, nullptr);
+  absl::StatusOr<Topology> t = comm->DiscoverTopology();
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->host_of_rank, std::vector<int>({0}));
+  EXPECT_EQ(t->Describe(), "1 host x 1 rank");
+  EXPECT_EQ((Topology{{0, 0, 1, 2, 2}}).Describe(), "3 hosts (ranks per host 2, 1, 2)");
+  EXPECT_EQ((Topology{{0, 0, 1, 1}}).Describe(), "2 hosts x 2 ranks");
+  EXPECT_EQ((Topology{{0, 0, 1, 1}}).RanksOn(1), std::vector<int>({2, 3}));
+  EXPECT_EQ((Topology{{0, 0, 1, 1}}).LocalRank(3), 1);
+  std::unique_ptr<Communicator> bad = *MakeCommunicator("single", {.ranks_per_host = -1});
+  EXPECT_EQ(bad->DiscoverTopology().status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(SingleCommunicatorTest, CountsOperationsAndNoTrafficForOneRank) {
   std::unique_ptr<Communicator> comm = Single();
   ASSERT_TRUE(comm->AllReduce(Tensor::Host({100})).ok());

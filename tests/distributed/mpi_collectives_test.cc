@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "distributed/communicator.h"
 #include "distributed/half.h"
 #include "tests/distributed/mpi_test_util.h"
@@ -291,6 +293,78 @@ TEST_F(MpiCollectivesTest, ARankThatSkipsTheCollectiveIsADeadlineNotAHang) {
     EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition) << later;
   }
   ASSERT_TRUE(World().Barrier().ok());  // the world communicator is unaffected
+}
+
+// Split: even and odd ranks, ordered by descending rank; a rank with a negative color gets no
+// communicator. Sums within each part, and the parent's traffic counts the part's bytes.
+TEST_F(MpiCollectivesTest, SplitMakesIndependentGroups) {
+  const int color = r_ == w_ - 1 && w_ > 2 ? -1 : r_ % 2;
+  const int64_t bytes_before = comm_.stats().bytes_sent;
+  absl::StatusOr<std::unique_ptr<Communicator>> part = comm_.Split(color, -r_, "parity");
+  ASSERT_TRUE(part.ok()) << part.status();
+  if (color < 0) {
+    EXPECT_EQ(*part, nullptr);
+  } else {
+    ASSERT_NE(*part, nullptr);
+    std::vector<int> members;
+    for (int q = w_ - 1; q >= 0; --q) {
+      if (q % 2 == color && !(q == w_ - 1 && w_ > 2)) members.push_back(q);
+    }
+    EXPECT_EQ((*part)->world_size(), static_cast<int>(members.size()));
+    EXPECT_EQ(members[(*part)->rank()], r_);
+    Tensor t = Tensor::FromVector({static_cast<float>(r_ + 1)}, {1});
+    ASSERT_TRUE((*part)->AllReduce(t).ok());
+    float want = 0;
+    for (int q : members) want += static_cast<float>(q + 1);
+    EXPECT_EQ(t.ToVector()[0], want);
+    if (members.size() > 1) EXPECT_GT(comm_.stats().bytes_sent, bytes_before);
+  }
+  ASSERT_TRUE(World().Barrier().ok());
+}
+
+// The hosts found agree with the launcher's placement (Open MPI's local rank and size: one host
+// under a plain mpirun, several on the emulated cluster). Declared hosts follow ranks_per_host.
+TEST_F(MpiCollectivesTest, TopologyAsLaunchedAndDeclaredHosts) {
+  absl::StatusOr<Topology> t = comm_.DiscoverTopology();
+  ASSERT_TRUE(t.ok()) << t.status();
+  const char* local_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (local_rank != nullptr && local_size != nullptr) {
+    EXPECT_EQ(t->LocalRank(r_), std::atoi(local_rank)) << t->Describe();
+    EXPECT_EQ(t->RanksOn(t->host_of_rank[r_]).size(), static_cast<size_t>(std::atoi(local_size)))
+        << t->Describe();
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> two =
+      MakeCommunicator("mpi", {.timeout = absl::Seconds(10), .ranks_per_host = 2});
+  ASSERT_TRUE(two.ok()) << two.status();
+  absl::StatusOr<Topology> declared = (*two)->DiscoverTopology();
+  ASSERT_TRUE(declared.ok()) << declared.status();
+  EXPECT_EQ(declared->num_hosts(), (w_ + 1) / 2);
+  EXPECT_EQ(declared->host_of_rank[r_], r_ / 2);
+  EXPECT_EQ(declared->LocalRank(r_), r_ % 2);
+  ASSERT_TRUE(World().Barrier().ok());
+}
+
+// A sub-communicator's timeout names its own rank and the rank in the job, and breaks the
+// parent too.
+TEST_F(MpiCollectivesTest, ASplitTimeoutNamesBothRanksAndBreaksTheParent) {
+  std::unique_ptr<Communicator> comm = testing::FreshComm(absl::Seconds(1));
+  absl::StatusOr<std::unique_ptr<Communicator>> part = comm->Split(0, w_ - r_, "reversed");
+  ASSERT_TRUE(part.ok()) << part.status();
+  Tensor t = Tensor::FromVector({1.0f}, {1});
+  if (r_ == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    EXPECT_TRUE((*part)->AllReduce(t).ok());
+  } else {
+    absl::Status s = (*part)->AllReduce(t);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_TRUE(Contains(s, "mpi reversed allreduce")) << s;
+    EXPECT_TRUE(Contains(s, absl::StrCat("on rank ", w_ - 1 - r_, " of ", w_, " (rank ", r_, " of ",
+                                         w_, " in the job)")))
+        << s;
+    EXPECT_EQ(comm->Barrier().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  ASSERT_TRUE(World().Barrier().ok());
 }
 
 TEST_F(MpiCollectivesTest, NcclFailsCleanlyWithoutAGpu) {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/optimizer.h"
 #include "distributed/builders.h"
 #include "distributed/synchronizer.h"
@@ -60,6 +61,7 @@ absl::Status WriteMeans(const testing::GradSums& sums, int64_t count, ParameterS
 
 struct RunOptions {
   std::string builder;
+  Communicator* comm = nullptr;  // World() if null
   BuildOptions build;
   bool mark_ready = false;  // MarkReady in reverse creation order, then Finish
   double tolerance = 1e-5;
@@ -76,7 +78,7 @@ double Error(const RunOptions& run, const std::vector<float>& got,
 // Trains the test model for `steps` SGD-with-momentum steps on this rank's share of each batch
 // and, alongside, a reference store on the whole batch; compares gradients and parameters.
 void RunAndCompare(const RunOptions& run) {
-  Communicator& comm = World();
+  Communicator& comm = run.comm != nullptr ? *run.comm : World();
   const int r = comm.rank(), w = comm.world_size();
   ParameterStore store(5), reference(5);
   ASSERT_TRUE(testing::BuildModel(store).ok());
@@ -132,6 +134,51 @@ TEST(MpiSyncTest, AllReduceMatchesOneProcessOnTheUnionBatch) {
 
 TEST(MpiSyncTest, AllReduceInSmallBucketsWithMarkReady) {
   RunAndCompare({.builder = "allreduce", .build = {.bucket_bytes = 64}, .mark_ready = true});
+}
+
+// Hierarchical buckets (reduce in the host, allreduce among leaders, broadcast) with the hosts
+// declared by CommOptions::ranks_per_host: 1 (every rank a host: leaders only), 2 (2 hosts x 2
+// under -np 4, one host of 2 under -np 2) and the whole world on one host.
+TEST(MpiSyncTest, HierarchicalAllReduceMatchesOneProcess) {
+  for (const int per_host : {1, 2, World().world_size()}) {
+    absl::StatusOr<std::unique_ptr<Communicator>> comm =
+        MakeCommunicator("mpi", {.timeout = absl::Seconds(10), .ranks_per_host = per_host});
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    for (const char* builder : {"hier-allreduce", "hier-hybrid"}) {
+      SCOPED_TRACE(absl::StrCat(builder, ", ranks per host ", per_host));
+      RunAndCompare({.builder = builder, .comm = comm->get()});
+      RunAndCompare({.builder = builder,
+                     .comm = comm->get(),
+                     .build = {.bucket_bytes = 64},
+                     .mark_ready = true});
+    }
+  }
+}
+
+// Servers named by host, resolved against the hosts of a 2-rank-per-host layout.
+TEST(MpiSyncTest, ServersNamedByHostResolveToTheirHostsRanks) {
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      MakeCommunicator("mpi", {.timeout = absl::Seconds(10), .ranks_per_host = 2});
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  ParameterStore store;
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  absl::StatusOr<Strategy> s = BuildStrategy("ps-lb", store, World().world_size());
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int hosts = (World().world_size() + 1) / 2;
+  int next = 0;
+  for (ParamStrategy& e : s->params) {
+    auto& ps = std::get<ParameterServerSync>(e.sync);
+    ps.host_placement = {{next++ % hosts, 0}};
+    ps.placement.clear();
+  }
+  absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync =
+      GradientSynchronizer::Create(comm->get(), &store, *s);
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  for (const ParamStrategy& e : (*sync)->strategy().params) {
+    const auto& ps = std::get<ParameterServerSync>(e.sync);
+    ASSERT_EQ(ps.placement.size(), 1u);
+    EXPECT_EQ(ps.placement[0] % 2, 0) << e.param << ": a host's first rank";
+  }
 }
 
 TEST(MpiSyncTest, ParameterServerMatchesOneProcess) { RunAndCompare({.builder = "ps"}); }

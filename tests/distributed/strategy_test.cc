@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "absl/strings/match.h"
 #include "distributed/builders.h"
 #include "tests/distributed/test_model.h"
 
@@ -71,6 +72,54 @@ TEST(StrategyTextTest, AcceptsCommentsBlankLinesAndDefaults) {
   EXPECT_TRUE(std::holds_alternative<SparseSync>(s->params[2].sync));
 }
 
+// topology= is written only where it is hierarchical; files without it read as flat.
+TEST(StrategyTextTest, TopologyIsOptionalAndRoundTrips) {
+  absl::StatusOr<Strategy> s = ParseStrategy(
+      "version 1\nworld_size 4\nparam a allreduce group=0\n"
+      "param b allreduce group=1 topology=hierarchical\nparam c allreduce group=2 topology=flat\n");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(std::get<AllReduceSync>(s->params[0].sync).topology, AllReduceTopology::kFlat);
+  EXPECT_EQ(std::get<AllReduceSync>(s->params[1].sync).topology, AllReduceTopology::kHierarchical);
+  EXPECT_EQ(std::get<AllReduceSync>(s->params[2].sync).topology, AllReduceTopology::kFlat);
+  const std::string text = SerializeStrategy(*s);
+  EXPECT_TRUE(
+      absl::StrContains(text, "param b allreduce group=1 compressor=none topology=hierarchical\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "param c allreduce group=2 compressor=none\n")) << text;
+  EXPECT_EQ(*ParseStrategy(text), *s);
+}
+
+// Servers named by host: parsed, written back the same way, and resolved to ranks against the
+// hosts of the ranks; a host or local rank that does not exist names the parameter.
+TEST(StrategyTextTest, ServersNamedByHost) {
+  absl::StatusOr<Strategy> s = ParseStrategy(
+      "version 1\nworld_size 4\nparam a ps placement=h1.1,h0 rows=0,3,5\nparam b ps "
+      "placement=h1\n");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& a = std::get<ParameterServerSync>(s->params[0].sync);
+  EXPECT_TRUE(a.placement.empty());
+  EXPECT_EQ(a.host_placement, (std::vector<HostRank>{{1, 1}, {0, 0}}));
+  EXPECT_EQ(NumShards(a), 2);
+  const std::string text = SerializeStrategy(*s);
+  EXPECT_TRUE(absl::StrContains(text, "param a ps placement=h1.1,h0.0 rows=0,3,5")) << text;
+  EXPECT_EQ(*ParseStrategy(text), *s);
+  // Hosts of ranks 0..3: 2 hosts x 2 ranks.
+  absl::StatusOr<Strategy> resolved = ResolveHostPlacements(*s, {0, 0, 1, 1});
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(std::get<ParameterServerSync>(resolved->params[0].sync).placement,
+            std::vector<int>({3, 0}));
+  EXPECT_EQ(std::get<ParameterServerSync>(resolved->params[1].sync).placement,
+            std::vector<int>({2}));
+  absl::StatusOr<Strategy> one_host = ResolveHostPlacements(*s, {0, 0, 0, 0});
+  EXPECT_TRUE(Contains(one_host.status(), "parameter 'a': server h1.1: there are 1 hosts"))
+      << one_host.status();
+  absl::StatusOr<Strategy> small = ResolveHostPlacements(*s, {0, 0, 0, 1});
+  EXPECT_TRUE(Contains(small.status(), "server h1.1: host 1 has 1 ranks")) << small.status();
+  EXPECT_TRUE(
+      Contains(ParseStrategy("version 1\nworld_size 2\nparam a ps placement=h1.x\n").status(),
+               "bad value 'h1.x' for placement"));
+}
+
 TEST(StrategyTextTest, ParseErrorsNameTheLine) {
   struct Case {
     std::string text;
@@ -87,6 +136,7 @@ TEST(StrategyTextTest, ParseErrorsNameTheLine) {
       {head + "param a allreduce group=-1\n", "line 3", "bad value '-1' for group"},
       {head + "param a allreduce compressor=int8\n", "line 3", "unknown compressor 'int8'"},
       {head + "param a allreduce bucket=1\n", "line 3", "unknown option 'bucket=1'"},
+      {head + "param a allreduce topology=ring\n", "line 3", "unknown topology 'ring'"},
       {head + "param a allreduce group=1 group=2\n", "line 3", "given twice"},
       {head + "param a sparse rows=1\n", "line 3", "it takes none"},
       {head + "param a ps\n", "line 3", "ps needs placement"},
@@ -159,6 +209,9 @@ TEST_F(ValidateStrategyTest, ErrorsNameTheParameter) {
   s = Valid();
   SyncOf(s, "out/W") = AllReduceSync{0, Compressor::kFp16};
   EXPECT_TRUE(Contains(ValidateStrategy(s, store_), "group 0 mixes compressors"));
+  s = Valid();
+  SyncOf(s, "out/W") = AllReduceSync{0, Compressor::kNone, AllReduceTopology::kHierarchical};
+  EXPECT_TRUE(Contains(ValidateStrategy(s, store_), "group 0 mixes topologies"));
   s = Valid();
   SyncOf(s, "out/W") = ParameterServerSync{{0, 1}, {0, 2, 4}, 0};  // out/W has 5 rows
   EXPECT_TRUE(Contains(ValidateStrategy(s, store_), "'out/W': shard rows end at 4"));

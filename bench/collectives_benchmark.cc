@@ -1,0 +1,267 @@
+// The collectives cavs's synchronizer uses, timed against the alpha-beta bound of the link they
+// cross (bench/RESULTS.md, "Emulated cluster"; docs/cluster.md). Launched under mpirun, on one
+// machine or on the emulated cluster (scripts/cluster.sh run -- ...):
+//
+//   collectives_benchmark [--sizes=4K,64K,1M,16M,64M] [--reps=5] [--ops=...]
+//                         [--link-mbit=1000] [--latency-us=0] [--timeout=120]
+//
+// ops (default all):
+//   allreduce        Communicator::AllReduce (MPI_Iallreduce; Open MPI's algorithm as the
+//                    environment sets OMPI_MCA_coll_libnbc_iallreduce_algorithm)
+//   bucket           one allreduce bucket of the GradientSynchronizer, flat (pack, allreduce,
+//                    unpack: what a training step runs)
+//   hier-bucket      the same bucket with topology=hierarchical
+//   reduce-bcast     Reduce to rank 0, then Broadcast from it
+//   allgatherv       AllGatherV of size / ranks bytes from every rank
+//   exchange         rank 0 and the first rank of the next host send `size` bytes to each other
+//                    at once (Isend + Irecv both ways): the rate of each direction
+//   oneway           the same, from rank 0 only: the rate of one direction alone
+//
+// Each is run --reps times after one warm-up; a repetition's time is the slowest rank's (an
+// allreduce of the max), and the row gives the median. The bound assumes every host has one link
+// of --link-mbit each way (the emulated cluster's cap) and --latency-us one-way latency, ranks of
+// a host sharing memory at no cost, and H hosts: an allreduce (and reduce + broadcast) must put
+// 2 (H - 1) / H of the buffer on each host's link each way, an allgather (H - 1) / H, one
+// message its size; each pays the latency once per step of a log2(H)-deep exchange. Rank 0
+// prints one row per op and size: time, bound, time / bound, and the algorithm bandwidth.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/initializer.h"
+#include "core/parameter.h"
+#include "core/status.h"
+#include "distributed/communicator.h"
+#include "distributed/strategy.h"
+#include "distributed/synchronizer.h"
+
+namespace cavs {
+namespace {
+
+using core::Tensor;
+using distributed::Communicator;
+
+struct Flags {
+  std::vector<int64_t> sizes = {4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
+  int reps = 5;
+  std::vector<std::string> ops = {"allreduce",  "bucket",   "hier-bucket", "reduce-bcast",
+                                  "allgatherv", "exchange", "oneway"};
+  double link_mbit = 1000, latency_us = 0;
+  int timeout_s = 120;
+};
+
+absl::StatusOr<int64_t> ParseSize(absl::string_view s) {
+  int64_t mult = 1;
+  if (!s.empty() && (s.back() == 'K' || s.back() == 'M' || s.back() == 'G')) {
+    mult = s.back() == 'K' ? 1 << 10 : s.back() == 'M' ? 1 << 20 : int64_t{1} << 30;
+    s.remove_suffix(1);
+  }
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(s, &v) || v <= 0 || v > (int64_t{1} << 40) / mult) {
+    return absl::InvalidArgumentError(absl::StrCat("bad size '", s, "'"));
+  }
+  return v * mult;
+}
+
+absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    std::vector<std::string> kv = absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
+    bool ok = kv.size() == 2;
+    if (ok && kv[0] == "--sizes") {
+      f.sizes.clear();
+      for (absl::string_view s : absl::StrSplit(kv[1], ',')) {
+        CAVS_ASSIGN_OR_RETURN(int64_t v, ParseSize(s));
+        f.sizes.push_back(v);
+      }
+    } else if (ok && kv[0] == "--reps") {
+      ok = absl::SimpleAtoi(kv[1], &f.reps) && f.reps >= 1;
+    } else if (ok && kv[0] == "--ops") {
+      f.ops = absl::StrSplit(kv[1], ',');
+    } else if (ok && kv[0] == "--link-mbit") {
+      ok = absl::SimpleAtod(kv[1], &f.link_mbit) && f.link_mbit > 0;
+    } else if (ok && kv[0] == "--latency-us") {
+      ok = absl::SimpleAtod(kv[1], &f.latency_us) && f.latency_us >= 0;
+    } else if (ok && kv[0] == "--timeout") {
+      ok = absl::SimpleAtoi(kv[1], &f.timeout_s) && f.timeout_s >= 1;
+    } else {
+      ok = false;
+    }
+    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad argument '", argv[i], "'"));
+  }
+  const std::vector<std::string> known = Flags().ops;
+  for (const std::string& op : f.ops) {
+    if (std::find(known.begin(), known.end(), op) == known.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown op '", op, "' (expected ", absl::StrJoin(known, ", "), ")"));
+    }
+  }
+  return f;
+}
+
+double Seconds(std::chrono::steady_clock::time_point a) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+}
+
+// The slowest rank's time.
+absl::StatusOr<double> MaxOverRanks(Communicator& comm, double t) {
+  // int64 nanoseconds: the reduction is a sum, so gather and take the max.
+  Tensor mine = Tensor::Host({1}, core::DType::kInt64);
+  mine.data<int64_t>()[0] = static_cast<int64_t>(t * 1e9);
+  Tensor all = Tensor::Host({comm.world_size()}, core::DType::kInt64);
+  CAVS_RETURN_IF_ERROR(comm.AllGather(mine, all));
+  const int64_t* v = all.data<int64_t>();
+  return *std::max_element(v, v + comm.world_size()) * 1e-9;
+}
+
+// One synchronizer bucket of `floats` floats (one dense parameter), flat or hierarchical.
+struct Bucket {
+  core::ParameterStore store;
+  std::unique_ptr<distributed::GradientSynchronizer> sync;
+};
+
+absl::StatusOr<std::unique_ptr<Bucket>> MakeBucket(Communicator& comm, int64_t floats,
+                                                   bool hierarchical) {
+  auto b = std::make_unique<Bucket>();
+  CAVS_ASSIGN_OR_RETURN(core::Parameter * p, b->store.GetOrCreate("w", core::Shape({floats}),
+                                                                  core::Initializer::Zeros()));
+  (void)p;
+  distributed::Strategy s;
+  s.name = hierarchical ? "hier-bucket" : "bucket";
+  s.world_size = comm.world_size();
+  distributed::AllReduceSync ar;
+  if (hierarchical) ar.topology = distributed::AllReduceTopology::kHierarchical;
+  s.params.push_back({"w", ar});
+  CAVS_ASSIGN_OR_RETURN(b->sync, distributed::GradientSynchronizer::Create(&comm, &b->store, s));
+  return b;
+}
+
+struct Context {
+  Communicator& comm;
+  distributed::Topology topology;
+  int peer = -1;  // the first rank of host 1 (exchange, oneway)
+};
+
+// Runs `op` once on `bytes` bytes.
+absl::Status RunOnce(Context& c, const std::string& op, int64_t bytes, Tensor& buf,
+                     Bucket* bucket) {
+  Communicator& comm = c.comm;
+  const int r = comm.rank(), w = comm.world_size();
+  if (op == "allreduce") return comm.AllReduce(buf);
+  if (op == "bucket" || op == "hier-bucket") {
+    return bucket->sync->Synchronize(1).status();
+  }
+  if (op == "reduce-bcast") {
+    CAVS_RETURN_IF_ERROR(comm.Reduce(buf, 0));
+    return comm.Broadcast(buf, 0);
+  }
+  if (op == "allgatherv") {
+    const int64_t per = std::max<int64_t>(1, bytes / 4 / w);
+    std::vector<int64_t> counts(w, per);
+    Tensor send = buf.View(core::Shape({buf.numel(), 1})).Rows(0, per);
+    Tensor recv = Tensor::Host({per * w, 1});
+    return comm.AllGatherV(send, recv, counts);
+  }
+  // exchange, oneway: rank 0 and `peer`.
+  if (c.peer < 0 || (r != 0 && r != c.peer)) return absl::OkStatus();
+  const int other = r == 0 ? c.peer : 0;
+  const bool both = op == "exchange";
+  Tensor in = Tensor::Host(buf.shape());
+  std::vector<std::unique_ptr<distributed::Work>> works;
+  if (both || r == 0) {
+    CAVS_ASSIGN_OR_RETURN(auto s, comm.StartSend(buf, other, 7));
+    works.push_back(std::move(s));
+  }
+  if (both || r != 0) {
+    CAVS_ASSIGN_OR_RETURN(auto v, comm.StartRecv(in, other, 7));
+    works.push_back(std::move(v));
+  }
+  for (auto& work : works) CAVS_RETURN_IF_ERROR(work->Wait());
+  return absl::OkStatus();
+}
+
+// The alpha-beta floor of `op` on `bytes` (seconds).
+double Bound(const Flags& f, const std::string& op, int64_t bytes, int hosts) {
+  const double bw = f.link_mbit * 1e6 / 8, alpha = f.latency_us * 1e-6;
+  const double h = hosts;
+  const double steps = hosts > 1 ? std::ceil(std::log2(h)) : 0;
+  if (hosts <= 1) return 0;
+  if (op == "allreduce" || op == "bucket" || op == "hier-bucket" || op == "reduce-bcast") {
+    return 2 * steps * alpha + 2 * (h - 1) / h * bytes / bw;
+  }
+  if (op == "allgatherv") return steps * alpha + (h - 1) / h * bytes / bw;
+  return alpha + bytes / bw;  // exchange, oneway: one message each way
+}
+
+absl::Status Main(int argc, char** argv) {
+  CAVS_ASSIGN_OR_RETURN(Flags f, ParseFlags(argc, argv));
+  CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                        distributed::MakeCommunicator("auto", {absl::Seconds(f.timeout_s)}));
+  CAVS_ASSIGN_OR_RETURN(distributed::Topology topology, comm->DiscoverTopology());
+  Context c{*comm, topology};
+  if (topology.num_hosts() > 1) c.peer = topology.RanksOn(1)[0];
+  const bool chief = comm->rank() == 0;
+  const int hosts = topology.num_hosts();
+  if (chief) {
+    const char* algo = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+    std::printf(
+        "ranks %d as %s; link %.0f Mbit/s, latency %.0f us (for the bound); "
+        "iallreduce algorithm %s; %d reps, median of the slowest rank\n",
+        comm->world_size(), topology.Describe().c_str(), f.link_mbit, f.latency_us,
+        algo != nullptr ? algo : "(Open MPI's choice)", f.reps);
+    std::printf("%-13s %10s %11s %11s %8s %11s\n", "op", "bytes", "time_ms", "bound_ms", "x_bound",
+                "algbw_MB/s");
+  }
+  for (const std::string& op : f.ops) {
+    if ((op == "exchange" || op == "oneway") && c.peer < 0) continue;
+    for (int64_t bytes : f.sizes) {
+      const int64_t floats = std::max<int64_t>(1, bytes / 4);
+      Tensor buf = Tensor::Host({floats});
+      std::fill_n(buf.data<float>(), floats, 1.0f);
+      std::unique_ptr<Bucket> bucket;
+      if (op == "bucket" || op == "hier-bucket") {
+        CAVS_ASSIGN_OR_RETURN(bucket, MakeBucket(*comm, floats, op == "hier-bucket"));
+      }
+      std::vector<double> times;
+      for (int rep = 0; rep <= f.reps; ++rep) {
+        CAVS_RETURN_IF_ERROR(comm->Barrier());
+        const auto t0 = std::chrono::steady_clock::now();
+        CAVS_RETURN_IF_ERROR(RunOnce(c, op, bytes, buf, bucket.get()));
+        CAVS_ASSIGN_OR_RETURN(double t, MaxOverRanks(*comm, Seconds(t0)));
+        if (rep > 0) times.push_back(t);  // the first is a warm-up
+      }
+      std::sort(times.begin(), times.end());
+      const double t = times[times.size() / 2];
+      const double bound = Bound(f, op, floats * 4, hosts);
+      if (chief) {
+        std::printf("%-13s %10lld %11.3f %11.3f %8.2f %11.1f\n", op.c_str(),
+                    static_cast<long long>(floats * 4), t * 1e3, bound * 1e3,
+                    bound > 0 ? t / bound : 0.0, floats * 4 / t / 1e6);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace cavs
+
+int main(int argc, char** argv) {
+  absl::Status s = cavs::Main(argc, argv);
+  if (!s.ok()) {
+    std::fprintf(stderr, "collectives_benchmark: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,99 @@
+// ClusterSpec: the machines a strategy runs on, as the cost model (distributed/cost_model.h)
+// sees them: hosts with their ranks (uneven allowed) and network links (each host's may
+// differ), the links' latency, per-message overhead, efficiency and duplex behaviour, the
+// shared memory within a host, and the collective algorithms the MPI library runs. Written by
+// hand or by a probe, in a line format like the strategy's (docs/distributed.md, "Model
+// profiles and cluster descriptions"):
+//
+//   version 1
+//   name testbed-2x2
+//   inter latency_us=60 overhead_us=40 efficiency=0.95 duplex=0.5
+//   intra bandwidth_gbit=40 latency_us=2
+//   algorithms allreduce=ring reduce=linear broadcast=linear allgather=linear
+//   host a ranks=2 bandwidth_gbit=1
+//   host b ranks=2 bandwidth_gbit=0.25
+//   hosts 4 ranks=8 bandwidth_gbit=100        # four more hosts, named h2 .. h5
+//
+// Ranks are numbered host by host in file order (mpirun's default --map-by slot): host a holds
+// ranks 0-1, host b ranks 2-3. Parse errors name the file, line and field.
+//
+// Thread-safety: plain values; functions are pure.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace cavs::distributed {
+
+// The algorithms the MPI library uses for each collective the synchronizer calls (Open MPI's
+// libnbc: coll_libnbc_i*_algorithm). Each has its own alpha-beta form (docs/distributed.md).
+enum class AllReduceAlgorithm { kRing, kRecursiveDoubling };
+enum class ReduceAlgorithm { kLinear, kBinomial };
+// kLibnbc: linear up to 4 ranks, binomial above (libnbc's own choice in Open MPI 4.1).
+enum class BroadcastAlgorithm { kLinear, kBinomial, kLibnbc };
+// Also used for GatherV to a server (always linear there).
+enum class AllGatherAlgorithm { kLinear, kRing };
+
+struct CollectiveAlgorithms {
+  AllReduceAlgorithm allreduce = AllReduceAlgorithm::kRing;
+  ReduceAlgorithm reduce = ReduceAlgorithm::kLinear;
+  BroadcastAlgorithm broadcast = BroadcastAlgorithm::kLinear;
+  AllGatherAlgorithm allgather = AllGatherAlgorithm::kLinear;
+
+  friend bool operator==(const CollectiveAlgorithms&, const CollectiveAlgorithms&) = default;
+};
+
+struct HostSpec {
+  std::string name;
+  int ranks = 1;
+  double bandwidth = 0.0;  // bytes/s: the line rate of the host's network link, each direction
+
+  friend bool operator==(const HostSpec&, const HostSpec&) = default;
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::vector<HostSpec> hosts;  // ranks are numbered host by host in this order
+  // Between hosts.
+  double inter_latency = 0.0;     // s: one-way latency of a message
+  double message_overhead = 0.0;  // s: per message a rank sends or receives in one step
+  double efficiency = 1.0;        // fraction of the line rate one direction reaches alone
+  // Fraction of (efficiency x line rate) each direction gets while both directions of a link
+  // carry traffic (Open MPI 4.1's TCP transport: about 0.5; a full-duplex transport: 1).
+  double duplex = 1.0;
+  // Within a host (shared memory): aggregate bandwidth and latency.
+  double intra_bandwidth = 100e9 / 8;
+  double intra_latency = 1e-6;
+  CollectiveAlgorithms algorithms;
+
+  int world_size() const;
+  // The host of every rank, ranks numbered host by host.
+  std::vector<int> HostOfRank() const;
+
+  friend bool operator==(const ClusterSpec&, const ClusterSpec&) = default;
+};
+
+// "ring", "recursive_doubling"; "linear", "binomial"; "linear", "binomial", "libnbc"; "linear",
+// "ring".
+const char* AlgorithmName(AllReduceAlgorithm a);
+const char* AlgorithmName(ReduceAlgorithm a);
+const char* AlgorithmName(BroadcastAlgorithm a);
+const char* AlgorithmName(AllGatherAlgorithm a);
+
+// The text form (one `host` line per host); ParseClusterSpec(Serialize(c)) == c up to the
+// rounding of the units (bandwidths in Gbit/s, times in us, written exactly).
+std::string SerializeClusterSpec(const ClusterSpec& cluster);
+
+// Parses the text form; `file` names it in errors ("cluster.txt line 4: field 'duplex': ...").
+[[nodiscard]] absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view text,
+                                                           absl::string_view file);
+
+// `hosts` hosts of `ranks_per_host` ranks each, with `base`'s link parameters and algorithms;
+// host i has the bandwidth of base host (i mod base's hosts), so an uneven cluster keeps its
+// mix. Names h0, h1, ... REQUIRES: hosts >= 1, ranks_per_host >= 1, base has a host.
+ClusterSpec ScaleCluster(const ClusterSpec& base, int hosts, int ranks_per_host);
+
+}  // namespace cavs::distributed

@@ -1,0 +1,338 @@
+#include "distributed/collective_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+
+namespace cavs::distributed::internal {
+
+namespace {
+
+// Accumulates the messages of one collective, step by step, into a Phase.
+class PhaseBuilder {
+ public:
+  PhaseBuilder(const ClusterSpec& cluster, const std::vector<int>& host_of)
+      : cluster_(cluster),
+        host_of_(host_of),
+        bytes_(4 * cluster.hosts.size(), 0.0),
+        sent_(host_of.size(), 0),
+        received_(host_of.size(), 0),
+        handled_(host_of.size(), 0.0) {}
+
+  // `bytes` from a rank of host `from` to a rank of host `to`, in the current step (the ranks'
+  // message counts are kept by Send or Handles).
+  void HostSend(int from, int to, double bytes) {
+    if (from == to) {
+      bytes_[Resources::Shm(from)] += bytes;
+      return;
+    }
+    crosses_ = true;
+    bytes_[Resources::Out(from)] += bytes;
+    bytes_[Resources::In(to)] += bytes;
+    bytes_[Resources::Duplex(from)] += bytes;
+    bytes_[Resources::Duplex(to)] += bytes;
+  }
+  void Send(int from_rank, int to_rank, double bytes) {
+    HostSend(host_of_[from_rank], host_of_[to_rank], bytes);
+    Touch(from_rank), Touch(to_rank);
+    ++sent_[from_rank], ++received_[to_rank];
+  }
+  // `rank` sends and receives `messages` messages each in the current step.
+  void Handles(int rank, int messages) {
+    Touch(rank);
+    sent_[rank] += messages, received_[rank] += messages;
+  }
+  // Ends `count` steps like the current one.
+  void EndSteps(double count) {
+    int most = 0;
+    for (int r : touched_) {
+      const int m = std::max(sent_[r], received_[r]);
+      handled_[r] += count * m;
+      most = std::max(most, m);
+      sent_[r] = received_[r] = 0;
+    }
+    touched_.clear();
+    phase_.latency += count * (crosses_ ? cluster_.inter_latency : cluster_.intra_latency);
+    phase_.steps += count;
+    phase_.messages += count * most;
+    crosses_ = false;
+  }
+  Phase& phase() { return phase_; }
+  Phase Build() {
+    for (int r = 0; r < static_cast<int>(bytes_.size()); ++r) {
+      if (bytes_[r] > 0.0) phase_.loads.push_back({r, bytes_[r]});
+    }
+    std::vector<double> cpu(cluster_.hosts.size(), 0.0);
+    for (int r = 0; r < static_cast<int>(handled_.size()); ++r) {
+      cpu[host_of_[r]] = std::max(cpu[host_of_[r]], handled_[r] * cluster_.message_overhead);
+    }
+    for (int h = 0; h < static_cast<int>(cpu.size()); ++h) {
+      if (cpu[h] > 0.0) phase_.cpu.push_back({h, cpu[h]});
+    }
+    return std::move(phase_);
+  }
+
+ private:
+  void Touch(int rank) {
+    if (sent_[rank] == 0 && received_[rank] == 0) touched_.push_back(rank);
+  }
+
+  const ClusterSpec& cluster_;
+  const std::vector<int>& host_of_;
+  std::vector<double> bytes_;
+  std::vector<int> sent_, received_;  // in the current step
+  std::vector<int> touched_;          // ranks with messages in the current step
+  std::vector<double> handled_;       // messages over the steps so far
+  bool crosses_ = false;
+  Phase phase_;
+};
+
+int CeilLog2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+
+// Ring: 2(n-1) steps, each participant sends 1/n of the buffer to the next.
+void RingAllReduce(const std::vector<int>& p, PhaseBuilder& b) {
+  const int n = static_cast<int>(p.size());
+  for (int i = 0; i < n; ++i) b.Send(p[i], p[(i + 1) % n], 2.0 * (n - 1) / n);
+  b.EndSteps(2.0 * (n - 1));
+}
+
+// Recursive doubling over the largest power of two p2 <= n; the first 2(n - p2) participants
+// pair up first (the even one hands its buffer to the odd one) and get the result back at the
+// end, as MPICH and libnbc do.
+void RecursiveDoublingAllReduce(const std::vector<int>& p, PhaseBuilder& b) {
+  const int n = static_cast<int>(p.size());
+  const int p2 = 1 << (CeilLog2(n + 1) - 1);
+  const int rem = n - p2;
+  auto real = [&](int v) { return v < rem ? p[2 * v + 1] : p[v + rem]; };
+  if (rem > 0) {
+    for (int i = 0; i < rem; ++i) b.Send(p[2 * i], p[2 * i + 1], 1.0);
+    b.EndSteps(1);
+  }
+  for (int mask = 1; mask < p2; mask <<= 1) {
+    for (int v = 0; v < p2; ++v) b.Send(real(v), real(v ^ mask), 1.0);
+    b.EndSteps(1);
+  }
+  if (rem > 0) {
+    for (int i = 0; i < rem; ++i) b.Send(p[2 * i + 1], p[2 * i], 1.0);
+    b.EndSteps(1);
+  }
+}
+
+// Binomial tree on ranks relative to the root: in round k, relative rank v with bit k its
+// lowest set bit exchanges with v - 2^k (toward the root for a reduce, away for a broadcast).
+void BinomialTree(const std::vector<int>& p, int root, bool to_root, PhaseBuilder& b) {
+  const int n = static_cast<int>(p.size());
+  auto real = [&](int v) { return p[(v + root) % n]; };
+  for (int k = 0; (1 << k) < n; ++k) {
+    for (int v = 1 << k; v < n; v += 1 << (k + 1)) {
+      if (to_root) {
+        b.Send(real(v), real(v - (1 << k)), 1.0);
+      } else {
+        b.Send(real(v - (1 << k)), real(v), 1.0);
+      }
+    }
+    b.EndSteps(1);
+  }
+  (to_root ? b.phase().root_in : b.phase().root_out) = CeilLog2(n);
+}
+
+// Every non-root participant sends to (or receives from) the root in one step.
+void Linear(const std::vector<int>& p, int root, bool to_root, PhaseBuilder& b) {
+  const int n = static_cast<int>(p.size());
+  for (int i = 0; i < n; ++i) {
+    if (i == root) continue;
+    if (to_root) {
+      b.Send(p[i], p[root], 1.0);
+    } else {
+      b.Send(p[root], p[i], 1.0);
+    }
+  }
+  b.EndSteps(1);
+  (to_root ? b.phase().root_in : b.phase().root_out) = n - 1;
+}
+
+// Every participant sends its block to every other one (libnbc's allgatherv), counted per pair
+// of hosts: participants on hosts a and b exchange c_a * c_b blocks each way.
+void LinearAllGather(const std::vector<int>& p, const std::vector<int>& host_of, int hosts,
+                     PhaseBuilder& b) {
+  std::vector<double> count(hosts, 0.0);
+  for (int r : p) count[host_of[r]] += 1.0;
+  for (int from = 0; from < hosts; ++from) {
+    if (count[from] == 0.0) continue;
+    for (int to = 0; to < hosts; ++to) {
+      const double blocks = count[from] * (from == to ? count[to] - 1.0 : count[to]);
+      if (blocks > 0.0) b.HostSend(from, to, blocks);
+    }
+  }
+  for (int r : p) b.Handles(r, static_cast<int>(p.size()) - 1);
+  b.EndSteps(1);
+}
+
+// Ring: n-1 steps, each participant forwards one block to the next.
+void RingAllGather(const std::vector<int>& p, PhaseBuilder& b) {
+  const int n = static_cast<int>(p.size());
+  for (int i = 0; i < n; ++i) b.Send(p[i], p[(i + 1) % n], n - 1.0);
+  b.EndSteps(n - 1.0);
+}
+
+}  // namespace
+
+Phase Phase::Scaled(double factor) const {
+  Phase out = *this;
+  for (Load& l : out.loads) l.bytes *= factor;
+  out.root_in *= factor;
+  out.root_out *= factor;
+  return out;
+}
+
+namespace {
+
+// Two sorted load lists added.
+std::vector<Load> AddLoads(const std::vector<Load>& a, const std::vector<Load>& b) {
+  std::vector<Load> merged;
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    if (j == b.size() || (i < a.size() && a[i].resource < b[j].resource)) {
+      merged.push_back(a[i++]);
+    } else if (i == a.size() || b[j].resource < a[i].resource) {
+      merged.push_back(b[j++]);
+    } else {
+      merged.push_back({a[i].resource, a[i].bytes + b[j].bytes});
+      ++i, ++j;
+    }
+  }
+  return merged;
+}
+
+}  // namespace
+
+void Phase::Merge(const Phase& other) {
+  latency = std::max(latency, other.latency);
+  steps = std::max(steps, other.steps);
+  messages = std::max(messages, other.messages);
+  root_in += other.root_in;
+  root_out += other.root_out;
+  loads = AddLoads(loads, other.loads);
+  cpu = AddLoads(cpu, other.cpu);
+}
+
+Resources::Resources(const ClusterSpec& cluster) {
+  for (const HostSpec& h : cluster.hosts) {
+    const double rate = cluster.efficiency * h.bandwidth;
+    capacity_.insert(capacity_.end(),
+                     {rate, rate, 2.0 * cluster.duplex * rate, cluster.intra_bandwidth});
+  }
+}
+
+Collectives::Collectives(const ClusterSpec& cluster)
+    : cluster_(cluster), host_of_(cluster.HostOfRank()) {}
+
+Phase Collectives::Run(CollectiveOp op, const std::vector<int>& ranks, int root, double bytes) {
+  auto [it, added] = set_ids_.try_emplace(ranks, static_cast<int>(set_ids_.size()));
+  const std::tuple<int, int, int> key(static_cast<int>(op), it->second, root);
+  auto cached = cache_.find(key);
+  if (cached == cache_.end()) cached = cache_.emplace(key, OneByte(op, ranks, root)).first;
+  return cached->second.Scaled(bytes);
+}
+
+Phase Collectives::OneByte(CollectiveOp op, const std::vector<int>& p, int root) {
+  PhaseBuilder b(cluster_, host_of_);
+  const int n = static_cast<int>(p.size());
+  CAVS_CHECK(n >= 1 && root >= 0 && root < n, "collective over ", n, " ranks, root ", root);
+  if (n == 1) return b.Build();
+  const CollectiveAlgorithms& a = cluster_.algorithms;
+  switch (op) {
+    case CollectiveOp::kAllReduce:
+      if (a.allreduce == AllReduceAlgorithm::kRing) {
+        RingAllReduce(p, b);
+      } else {
+        RecursiveDoublingAllReduce(p, b);
+      }
+      break;
+    case CollectiveOp::kReduce:
+      if (a.reduce == ReduceAlgorithm::kLinear) {
+        Linear(p, root, /*to_root=*/true, b);
+      } else {
+        BinomialTree(p, root, /*to_root=*/true, b);
+      }
+      break;
+    case CollectiveOp::kBroadcast:
+      if (a.broadcast == BroadcastAlgorithm::kLinear ||
+          (a.broadcast == BroadcastAlgorithm::kLibnbc && n <= 4)) {
+        Linear(p, root, /*to_root=*/false, b);
+      } else {
+        BinomialTree(p, root, /*to_root=*/false, b);
+      }
+      break;
+    case CollectiveOp::kAllGather:
+      if (a.allgather == AllGatherAlgorithm::kLinear) {
+        LinearAllGather(p, host_of_, static_cast<int>(cluster_.hosts.size()), b);
+      } else {
+        RingAllGather(p, b);
+      }
+      break;
+    case CollectiveOp::kGather:
+      Linear(p, root, /*to_root=*/true, b);
+      break;
+  }
+  return b.Build();
+}
+
+absl::StatusOr<AlphaBeta> FitAlphaBeta(const std::vector<FitPoint>& points) {
+  if (points.size() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("alpha-beta fit: ", points.size(), " points (at least 2 needed)"));
+  }
+  double mm = 0, mb = 0, bb = 0, mt = 0, bt = 0;
+  for (const FitPoint& q : points) {
+    for (double v : {q.messages, q.bytes, q.seconds}) {
+      if (!std::isfinite(v) || v < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("alpha-beta fit: point (messages ", q.messages, ", bytes ", q.bytes,
+                         ", seconds ", q.seconds, ") has a negative or non-finite value"));
+      }
+    }
+    mm += q.messages * q.messages, mb += q.messages * q.bytes, bb += q.bytes * q.bytes;
+    mt += q.messages * q.seconds, bt += q.bytes * q.seconds;
+  }
+  const double det = mm * bb - mb * mb;
+  if (!(det > 1e-12 * mm * bb)) {
+    return absl::InvalidArgumentError(
+        "alpha-beta fit: the points cannot tell latency from bandwidth (measure several sizes)");
+  }
+  AlphaBeta fit{(mt * bb - bt * mb) / det, (bt * mm - mt * mb) / det, 0.0};
+  // A negative coefficient: the best fit with it at 0.
+  if (fit.alpha < 0) fit = {0.0, bt / bb, 0.0};
+  if (fit.beta < 0) fit = {mt / mm, 0.0, 0.0};
+  double sq = 0;
+  for (const FitPoint& q : points) {
+    const double r = q.messages * fit.alpha + q.bytes * fit.beta - q.seconds;
+    sq += r * r;
+  }
+  fit.rms_error = std::sqrt(sq / points.size());
+  return fit;
+}
+
+FitPoint CollectiveFitTerms(const ClusterSpec& cluster, CollectiveOp op, double bytes,
+                            double seconds) {
+  Collectives c(cluster);
+  std::vector<int> all(cluster.world_size());
+  for (int r = 0; r < cluster.world_size(); ++r) all[r] = r;
+  const Phase phase = c.Run(op, all, 0, bytes);
+  const bool one_host = cluster.hosts.size() == 1;
+  double busiest = 0;
+  for (const Load& l : phase.loads) {
+    const int kind = l.resource % 4;  // 0 out, 1 in, 2 duplex, 3 shared memory
+    if (one_host ? kind == 3 : kind < 2) busiest = std::max(busiest, l.bytes);
+  }
+  return {phase.messages, busiest, seconds};
+}
+
+}  // namespace cavs::distributed::internal

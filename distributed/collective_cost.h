@@ -1,0 +1,130 @@
+// Internal to distributed/: the alpha-beta cost of one collective on a ClusterSpec, for the cost
+// model (distributed/cost_model.h). A collective becomes a Phase of three parts, run in turn:
+//
+//   cpu      per host, the software time of the messages its busiest rank sends or receives:
+//            message_overhead x (the sum over the steps of that rank's messages in the step);
+//            a host's ranks run in parallel, a rank's messages one after another, and
+//            concurrent collectives queue for it (each rank progresses all of them)
+//   latency  the sum over the sequential steps of the step's link latency: inter-host if any
+//            of its messages crosses hosts, else intra-host; concurrent collectives overlap
+//   loads    the bytes put on each link resource, which concurrent collectives share
+//
+// Link resources, per host h:
+//
+//   Out(h), In(h)   the two directions of h's network link, efficiency x line rate each
+//   Duplex(h)       both directions together: 2 x duplex x efficiency x line rate, so that a
+//                   direction gets the full rate alone and duplex x rate while the other is busy
+//   Shm(h)          h's shared memory, for messages between two of its ranks
+//
+// A message of b bytes from a rank on host a to one on host b != a adds b to Out(a), In(b),
+// Duplex(a) and Duplex(b); within host a, b to Shm(a). Alone on idle resources a collective
+// takes cpu + latency + max over resources of (bytes / capacity): the alpha-beta form. The
+// algorithms enumerate their messages (docs/distributed.md, "The cost model", gives each
+// one's form). Loads scale with the bytes, so each collective is computed once per participant
+// set and root for one byte, and scaled.
+//
+// Thread-safety: a Collectives caches; one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "distributed/cluster_spec.h"
+
+namespace cavs::distributed::internal {
+
+struct Load {
+  int resource = 0;
+  double bytes = 0.0;
+};
+
+// One collective (or several run side by side) of a synchronizer unit.
+struct Phase {
+  std::vector<Load> cpu;    // s of software time per host (Load::resource is the host)
+  double latency = 0.0;     // s
+  std::vector<Load> loads;  // bytes per link resource, resource ascending, each at most once
+  double root_in = 0.0;     // bytes the root rank receives (rooted collectives; PS hot spots)
+  double root_out = 0.0;    // bytes the root rank sends
+  // For calibration: sequential steps, and the messages on the critical path (the sum over the
+  // steps of the most messages one rank handles in the step).
+  double steps = 0.0;
+  double messages = 0.0;
+
+  // This phase with every byte count times `factor` (cpu and latency unchanged).
+  Phase Scaled(double factor) const;
+  // Runs `other` beside this one (on other ranks): the longer latency, cpu and loads added.
+  void Merge(const Phase& other);
+};
+
+// The resources of a cluster and their capacities (bytes/s).
+class Resources {
+ public:
+  explicit Resources(const ClusterSpec& cluster);
+
+  static int Out(int host) { return 4 * host; }
+  static int In(int host) { return 4 * host + 1; }
+  static int Duplex(int host) { return 4 * host + 2; }
+  static int Shm(int host) { return 4 * host + 3; }
+  static int HostOf(int resource) { return resource / 4; }
+
+  int count() const { return static_cast<int>(capacity_.size()); }
+  double capacity(int resource) const { return capacity_[resource]; }
+
+ private:
+  std::vector<double> capacity_;
+};
+
+enum class CollectiveOp { kAllReduce, kReduce, kBroadcast, kAllGather, kGather };
+
+// The cost of each collective over a set of participants on one cluster.
+class Collectives {
+ public:
+  explicit Collectives(const ClusterSpec& cluster);
+
+  // `ranks`: the participants, ascending (a communicator's ranks in order); `root` an index
+  // into them. AllGather and Gather move `bytes` from every participant (a block each).
+  Phase Run(CollectiveOp op, const std::vector<int>& ranks, int root, double bytes);
+
+  const ClusterSpec& cluster() const { return cluster_; }
+  const std::vector<int>& host_of_rank() const { return host_of_; }
+
+ private:
+  Phase OneByte(CollectiveOp op, const std::vector<int>& ranks, int root);
+
+  ClusterSpec cluster_;
+  std::vector<int> host_of_;
+  std::map<std::vector<int>, int> set_ids_;
+  std::map<std::tuple<int, int, int>, Phase> cache_;  // (op, set, root) -> one-byte phase
+};
+
+// Least-squares fit of t = messages * alpha + bytes * beta over measured points, for calibrating
+// a ClusterSpec (docs/distributed.md, "Calibration"). `messages` and `bytes` are a collective's
+// messages on the critical path and the bytes on its busiest link direction under the model
+// (CollectiveFitTerms), `seconds` the time measured.
+struct FitPoint {
+  double messages = 0.0;
+  double bytes = 0.0;
+  double seconds = 0.0;
+};
+struct AlphaBeta {
+  double alpha = 0.0;      // s per message on the critical path (latency + overhead)
+  double beta = 0.0;       // s per byte on the busiest link direction
+  double rms_error = 0.0;  // s, root mean square of the residuals
+};
+// Nonnegative least squares in two unknowns (a coefficient the data would make negative is set
+// to 0 and the other refitted). Errors: fewer than 2 points, a non-finite or negative value,
+// points that cannot separate alpha from beta (all with the same messages/bytes ratio).
+[[nodiscard]] absl::StatusOr<AlphaBeta> FitAlphaBeta(const std::vector<FitPoint>& points);
+
+// The regressors of one measured collective of `bytes` (per participant for the gathers) over
+// every rank of `cluster` (root 0), under its algorithms: the messages on the critical path and
+// the most bytes put on one direction of one host's link (on a single host: on its shared
+// memory). With `seconds`, a FitPoint.
+FitPoint CollectiveFitTerms(const ClusterSpec& cluster, CollectiveOp op, double bytes,
+                            double seconds);
+
+}  // namespace cavs::distributed::internal

@@ -1,0 +1,399 @@
+#include "distributed/cost_model.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status.h"
+#include "distributed/collective_cost.h"
+
+namespace cavs::distributed {
+
+namespace {
+
+using internal::CollectiveOp;
+using internal::Load;
+using internal::Phase;
+using internal::Resources;
+
+constexpr double kMs = 1e-3;
+
+// A unit before it is costed, as the synchronizer plans it (synchronizer.cc, PlanUnits): where
+// it goes in the start order and what it covers.
+struct UnitSpec {
+  UnitKind kind = UnitKind::kBucket;
+  int key = 0;    // its earliest-created parameter; units start latest key first
+  int shard = 0;  // PS shards of one parameter start in row order
+  std::vector<int> params;
+  int group = 0;
+  Compressor compressor = Compressor::kNone;
+  AllReduceTopology topology = AllReduceTopology::kFlat;
+  int64_t begin = 0, end = 0;
+  int server = -1;
+};
+
+absl::Status CheckEntry(const ParamSync& sync, const ParamProfile& p, int world_size) {
+  if (std::holds_alternative<AllReduceSync>(sync) && p.sparse) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parameter '", p.name, "' has a row-sparse gradient; allreduce needs a dense one"));
+  }
+  if (std::holds_alternative<SparseSync>(sync) && !p.sparse) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parameter '", p.name, "' has a dense gradient; sparse needs a row-sparse one"));
+  }
+  const auto* ps = std::get_if<ParameterServerSync>(&sync);
+  if (ps == nullptr) return absl::OkStatus();
+  if (ps->placement.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': ps has no server"));
+  }
+  for (int server : ps->placement) {
+    if (server < 0 || server >= world_size) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': server rank ",
+                                                     server, " is out of range for world_size ",
+                                                     world_size));
+    }
+  }
+  const std::vector<int64_t> splits = ShardRowSplits(*ps, p.rows());
+  const bool tiles = splits.size() == ps->placement.size() + 1 && splits.front() == 0 &&
+                     splits.back() == p.rows() &&
+                     std::adjacent_find(splits.begin(), splits.end(),
+                                        std::greater_equal<int64_t>()) == splits.end();
+  if (!tiles) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': shards [",
+                                                   absl::StrJoin(splits, ", "),
+                                                   "] do not tile its ", p.rows(), " rows"));
+  }
+  return absl::OkStatus();
+}
+
+// The units in start order; errors as CostModel::Predict says.
+absl::StatusOr<std::vector<UnitSpec>> PlanUnits(const Strategy& strategy,
+                                                const ModelProfile& profile, int world_size) {
+  if (strategy.world_size != world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("strategy '", strategy.name, "' is for ",
+                                                   strategy.world_size, " ranks; the cluster has ",
+                                                   world_size));
+  }
+  absl::flat_hash_map<std::string, const ParamSync*> sync_of;
+  for (const ParamStrategy& e : strategy.params) {
+    if (profile.Find(e.param) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("strategy '", strategy.name,
+                                                     "' has an entry for '", e.param,
+                                                     "', which is not a parameter of the profile"));
+    }
+    if (!sync_of.emplace(e.param, &e.sync).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("strategy '", strategy.name, "': parameter '", e.param, "' appears twice"));
+    }
+  }
+  std::map<int, UnitSpec> buckets;  // by group
+  std::vector<UnitSpec> specs;
+  for (int i = 0; i < static_cast<int>(profile.params.size()); ++i) {
+    const ParamProfile& p = profile.params[i];
+    auto it = sync_of.find(p.name);
+    if (it == sync_of.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("strategy '", strategy.name, "' has no entry for parameter '", p.name, "'"));
+    }
+    CAVS_RETURN_IF_ERROR(CheckEntry(*it->second, p, world_size));
+    if (const auto* ar = std::get_if<AllReduceSync>(it->second)) {
+      auto [b, added] = buckets.try_emplace(ar->group);
+      if (added) {
+        b->second.key = i;
+        b->second.group = ar->group;
+        b->second.compressor = ar->compressor;
+        b->second.topology = ar->topology;
+      }
+      b->second.params.push_back(i);
+    } else if (const auto* ps = std::get_if<ParameterServerSync>(it->second)) {
+      const std::vector<int64_t> splits = ShardRowSplits(*ps, p.rows());
+      for (size_t s = 0; s < ps->placement.size(); ++s) {
+        UnitSpec spec;
+        spec.kind = p.sparse ? UnitKind::kPsSparseShard : UnitKind::kPsShard;
+        spec.key = i;
+        spec.shard = static_cast<int>(s);
+        spec.params = {i};
+        spec.begin = splits[s];
+        spec.end = splits[s + 1];
+        spec.server = ps->placement[s];
+        specs.push_back(std::move(spec));
+      }
+    } else {
+      UnitSpec spec;
+      spec.kind = UnitKind::kSparse;
+      spec.key = i;
+      spec.params = {i};
+      spec.end = p.rows();
+      specs.push_back(std::move(spec));
+    }
+  }
+  for (auto& [group, spec] : buckets) specs.push_back(std::move(spec));
+  std::sort(specs.begin(), specs.end(), [](const UnitSpec& a, const UnitSpec& b) {
+    return a.key != b.key ? a.key > b.key : a.shard < b.shard;
+  });
+  return specs;
+}
+
+std::string UnitName(const UnitSpec& u, const ModelProfile& profile) {
+  if (u.kind == UnitKind::kBucket) {
+    std::vector<std::string> names;
+    for (int i : u.params) names.push_back(profile.params[i].name);
+    return absl::StrCat("allreduce bucket ", u.group, " (", absl::StrJoin(names, ", "),
+                        u.compressor == Compressor::kFp16 ? "; fp16" : "",
+                        u.topology == AllReduceTopology::kHierarchical ? "; hierarchical" : "",
+                        ")");
+  }
+  const ParamProfile& p = profile.params[u.key];
+  std::string name =
+      absl::StrCat(u.kind == UnitKind::kSparse ? "sparse allgather" : "ps", " '", p.name, "'");
+  if (u.begin != 0 || u.end != p.rows())
+    absl::StrAppend(&name, " rows [", u.begin, ", ", u.end, ")");
+  if (u.server >= 0) absl::StrAppend(&name, " on server ", u.server);
+  return name;
+}
+
+// The ranks of each host, and the leaders (each host's lowest rank).
+struct Layout {
+  std::vector<int> all;
+  std::vector<int> leaders;
+  std::vector<std::vector<int>> host_ranks;
+};
+
+Layout MakeLayout(const ClusterSpec& cluster) {
+  Layout l;
+  int rank = 0;
+  for (const HostSpec& h : cluster.hosts) {
+    l.leaders.push_back(rank);
+    l.host_ranks.emplace_back();
+    for (int i = 0; i < h.ranks; ++i, ++rank) {
+      l.all.push_back(rank);
+      l.host_ranks.back().push_back(rank);
+    }
+  }
+  return l;
+}
+
+}  // namespace
+
+CostModel::CostModel(ModelProfile profile, ClusterSpec cluster)
+    : profile_(std::move(profile)),
+      cluster_(std::move(cluster)),
+      collectives_(std::make_unique<internal::Collectives>(cluster_)) {}
+
+CostModel::~CostModel() = default;
+
+absl::StatusOr<std::unique_ptr<CostModel>> CostModel::Create(ModelProfile profile,
+                                                             ClusterSpec cluster) {
+  if (profile.params.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model profile '", profile.name, "' has no parameters"));
+  }
+  if (cluster.world_size() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("cluster '", cluster.name, "' has no ranks"));
+  }
+  return std::unique_ptr<CostModel>(new CostModel(std::move(profile), std::move(cluster)));
+}
+
+namespace {
+
+// The collectives of one unit, in order.
+std::vector<Phase> UnitPhases(const UnitSpec& u, const ModelProfile& profile, const Layout& l,
+                              internal::Collectives& c, int64_t* payload) {
+  std::vector<Phase> phases;
+  const int server_index = u.server;  // ranks are 0..W-1 in `all`, so the rank is the index
+  if (u.kind == UnitKind::kBucket) {
+    double bytes = 0;
+    for (int i : u.params) bytes += static_cast<double>(profile.params[i].bytes());
+    if (u.compressor == Compressor::kFp16) bytes /= 2;
+    *payload = static_cast<int64_t>(bytes);
+    if (u.topology == AllReduceTopology::kFlat) {
+      phases.push_back(c.Run(CollectiveOp::kAllReduce, l.all, 0, bytes));
+      return phases;
+    }
+    Phase reduce, broadcast;
+    for (const std::vector<int>& host : l.host_ranks) {
+      reduce.Merge(c.Run(CollectiveOp::kReduce, host, 0, bytes));
+      broadcast.Merge(c.Run(CollectiveOp::kBroadcast, host, 0, bytes));
+    }
+    phases = {reduce, c.Run(CollectiveOp::kAllReduce, l.leaders, 0, bytes), broadcast};
+    return phases;
+  }
+  const ParamProfile& p = profile.params[u.key];
+  const double shard_rows = static_cast<double>(u.end - u.begin);
+  if (u.kind == UnitKind::kPsShard) {
+    const double bytes = shard_rows * p.cols() * 4.0;
+    *payload = static_cast<int64_t>(bytes);
+    phases.push_back(c.Run(CollectiveOp::kReduce, l.all, server_index, bytes));
+    phases.push_back(c.Run(CollectiveOp::kBroadcast, l.all, server_index, bytes));
+    return phases;
+  }
+  // Row-sparse: each row travels as an int64 id and cols floats; a shard holds its share of the
+  // touched rows in proportion to its rows.
+  const double row_bytes = 8.0 + 4.0 * p.cols();
+  const double fraction = shard_rows / static_cast<double>(p.rows());
+  const double touched = p.touched_rows * fraction;
+  const int world = static_cast<int>(l.all.size());
+  *payload = static_cast<int64_t>(touched * row_bytes);
+  phases.push_back(c.Run(CollectiveOp::kAllGather, l.all, 0, 8.0));  // the row counts
+  if (u.kind == UnitKind::kSparse) {
+    phases.push_back(c.Run(CollectiveOp::kAllGather, l.all, 0, touched * row_bytes));
+    return phases;
+  }
+  const double unique = p.UnionRows(world) * fraction;
+  phases.push_back(c.Run(CollectiveOp::kGather, l.all, server_index, touched * row_bytes));
+  phases.push_back(c.Run(CollectiveOp::kBroadcast, l.all, server_index, 8.0));
+  phases.push_back(c.Run(CollectiveOp::kBroadcast, l.all, server_index, unique * row_bytes));
+  return phases;
+}
+
+// One phase's work on one queue (a link resource, or a host's CPU), released when the phase
+// would reach it with nothing else running.
+struct Job {
+  double release = 0.0;
+  double work = 0.0;  // s
+  size_t unit = 0;
+  size_t phase = 0;
+};
+
+// Every unit's own chain, run alone from its start: sets end_s to it, and queues each phase's
+// work where it goes: queue h of `cpu` for host h's software time, queue r of `links` for link
+// resource r.
+void ChainUnits(const std::vector<std::vector<Phase>>& phases, const Resources& res,
+                std::vector<UnitPrediction>& units, std::vector<std::vector<Job>>& cpu,
+                std::vector<std::vector<Job>>& links) {
+  for (size_t u = 0; u < units.size(); ++u) {
+    double t = units[u].start_s;
+    for (size_t k = 0; k < phases[u].size(); ++k) {
+      const Phase& ph = phases[u][k];
+      double software = 0.0, transfer = 0.0;
+      for (const Load& c : ph.cpu) {
+        cpu[c.resource].push_back({t, c.bytes, u, k});
+        software = std::max(software, c.bytes);
+      }
+      const double begin = t + software + ph.latency;
+      for (const Load& l : ph.loads) {
+        const double work = l.bytes / res.capacity(l.resource);
+        links[l.resource].push_back({begin, work, u, k});
+        transfer = std::max(transfer, work);
+      }
+      t = begin + transfer;
+    }
+    units[u].end_s = t;
+  }
+}
+
+// Each queue serves its jobs in order of release (ties: unit, then phase), never idle while one
+// waits; a unit ends no earlier than its jobs there. The last job's end on a queue is the
+// single-server makespan, which no shorter work or earlier release can lengthen: so the step
+// time never grows with more bandwidth, less latency or less overhead.
+void Serve(std::vector<Job>& queue, std::vector<UnitPrediction>& units) {
+  std::sort(queue.begin(), queue.end(), [](const Job& a, const Job& b) {
+    return std::tie(a.release, a.unit, a.phase) < std::tie(b.release, b.unit, b.phase);
+  });
+  double free = 0.0;
+  for (const Job& j : queue) {
+    free = std::max(free, j.release) + j.work;
+    units[j.unit].end_s = std::max(units[j.unit].end_s, free);
+  }
+}
+
+// Exposure, in order of end: how far each unit extends backward and the units that end before.
+void Expose(Prediction& pred) {
+  std::vector<size_t> by_end(pred.units.size());
+  for (size_t u = 0; u < by_end.size(); ++u) by_end[u] = u;
+  std::stable_sort(by_end.begin(), by_end.end(),
+                   [&](size_t a, size_t b) { return pred.units[a].end_s < pred.units[b].end_s; });
+  double covered = pred.compute_s;
+  for (size_t u : by_end) {
+    pred.units[u].exposed_s = std::max(0.0, pred.units[u].end_s - covered);
+    covered = std::max(covered, pred.units[u].end_s);
+    pred.comm_end_s = std::max(pred.comm_end_s, pred.units[u].end_s);
+  }
+  pred.exposed_comm_s = covered - pred.compute_s;
+  pred.step_s = pred.compute_s + pred.exposed_comm_s + pred.optimizer_s;
+}
+
+// The host link busy the longest, from the bytes queued on each resource.
+LinkLoad BusiestLink(const std::vector<std::vector<Job>>& links, const Resources& res, int hosts) {
+  LinkLoad busiest;
+  if (hosts < 2) return busiest;
+  for (int h = 0; h < hosts; ++h) {
+    LinkLoad link;
+    link.host = h;
+    for (int r : {Resources::Out(h), Resources::In(h), Resources::Duplex(h)}) {
+      double busy = 0.0;
+      for (const Job& j : links[r]) busy += j.work;
+      link.busy_s = std::max(link.busy_s, busy);
+      const double bytes = busy * res.capacity(r);
+      if (r == Resources::Out(h)) link.bytes_out = bytes;
+      if (r == Resources::In(h)) link.bytes_in = bytes;
+    }
+    if (busiest.host < 0 || link.busy_s > busiest.busy_s) busiest = link;
+  }
+  return busiest;
+}
+
+}  // namespace
+
+absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
+  CAVS_ASSIGN_OR_RETURN(std::vector<UnitSpec> specs,
+                        PlanUnits(strategy, profile_, cluster_.world_size()));
+  const Layout layout = MakeLayout(cluster_);
+  const Resources res(cluster_);
+  const int hosts = static_cast<int>(cluster_.hosts.size());
+  Prediction pred;
+  pred.forward_s = profile_.forward_ms * kMs;
+  pred.backward_s = profile_.backward_ms * kMs;
+  pred.optimizer_s = profile_.optimizer_ms * kMs;
+  pred.compute_s = pred.forward_s + pred.backward_s;
+
+  std::vector<std::vector<Phase>> phases(specs.size());
+  std::map<int, ServerLoad> servers;
+  for (size_t u = 0; u < specs.size(); ++u) {
+    UnitPrediction unit;
+    unit.name = UnitName(specs[u], profile_);
+    unit.kind = specs[u].kind;
+    phases[u] = UnitPhases(specs[u], profile_, layout, *collectives_, &unit.payload_bytes);
+    unit.ready_s = pred.forward_s;
+    for (int i : specs[u].params) {
+      const double ready_ms = profile_.params[i].ready_ms.value_or(profile_.backward_ms);
+      unit.ready_s = std::max(unit.ready_s, pred.forward_s + ready_ms * kMs);
+    }
+    // Units start in order: a ready unit waits for the one before it.
+    unit.start_s = std::max(unit.ready_s, u == 0 ? 0.0 : pred.units.back().start_s);
+    if (specs[u].server >= 0) {
+      ServerLoad& s = servers[specs[u].server];
+      s.rank = specs[u].server;
+      s.host = collectives_->host_of_rank()[s.rank];
+      ++s.shards;
+      for (const Phase& ph : phases[u]) s.bytes_in += ph.root_in, s.bytes_out += ph.root_out;
+    }
+    pred.units.push_back(std::move(unit));
+  }
+  std::vector<std::vector<Job>> cpu(hosts), links(res.count());
+  ChainUnits(phases, res, pred.units, cpu, links);
+  for (std::vector<Job>& queue : cpu) Serve(queue, pred.units);
+  for (std::vector<Job>& queue : links) Serve(queue, pred.units);
+  Expose(pred);
+  for (const auto& [rank, s] : servers) {  // the most bytes; ties to the lower rank
+    const ServerLoad& b = pred.busiest_server;
+    if (b.rank < 0 || s.bytes_in + s.bytes_out > b.bytes_in + b.bytes_out) pred.busiest_server = s;
+  }
+  pred.busiest_link = BusiestLink(links, res, hosts);
+  return pred;
+}
+
+absl::StatusOr<Prediction> PredictStepTime(const Strategy& strategy, const ModelProfile& profile,
+                                           const ClusterSpec& cluster) {
+  CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model, CostModel::Create(profile, cluster));
+  return model->Predict(strategy);
+}
+
+}  // namespace cavs::distributed

@@ -1,0 +1,121 @@
+// The cost model: the predicted time of one training step of a model (ModelProfile) on a
+// cluster (ClusterSpec) under a strategy (Strategy), broken down per synchronizer unit.
+//
+// The step is replayed as the GradientSynchronizer runs it (docs/distributed.md, "The cost
+// model", has the equations):
+//   - forward, then backward; each parameter's gradient is ready at its profiled offset into
+//     backward (at the end of backward where the profile has none);
+//   - the strategy splits into units exactly as the synchronizer does (a bucket per allreduce
+//     group, a unit per PS shard, one per sparse table), started in the synchronizer's order
+//     (latest-created parameter first), each when its parameters are ready and the unit before
+//     it has started;
+//   - each unit is a chain of collectives (a flat bucket: one allreduce; hierarchical: a reduce
+//     in every host, an allreduce among the hosts' leaders, a broadcast in every host; a PS
+//     shard: a reduce to its server and a broadcast back; a sparse table: an allgather of the
+//     counts and of the touched rows; a sparse PS shard: counts, a gather of the rows to the
+//     server, which broadcasts the union back), each an alpha-beta Phase of the cluster's
+//     algorithms (distributed/collective_cost.h);
+//   - concurrent collectives contend: each link direction, and each host's CPU (the software
+//     time of messages), is a queue that serves the work put on it in the order it would
+//     arrive if nothing else ran, never idle while work waits; a unit ends when its own chain
+//     and every queue holding its work are done. So the step time is monotone: more bandwidth,
+//     less latency or less overhead never predicts a slower step;
+//   - the step ends when backward and the last unit are done, plus the optimizer.
+// Per-message overheads, efficiency and duplex are ClusterSpec fields, to be calibrated from
+// measurements (distributed/collective_cost.h: FitAlphaBeta).
+//
+// Thread-safety: a CostModel caches collective costs; one thread at a time. PredictStepTime is
+// a pure function.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "distributed/cluster_spec.h"
+#include "distributed/model_profile.h"
+#include "distributed/strategy.h"
+
+namespace cavs::distributed {
+
+namespace internal {
+class Collectives;
+}  // namespace internal
+
+enum class UnitKind { kBucket, kPsShard, kSparse, kPsSparseShard };
+
+// One synchronizer unit's predicted timeline. Times in seconds from the start of the step.
+struct UnitPrediction {
+  std::string name;  // as the synchronizer names it: "allreduce bucket 0 (out_W, out_b)", ...
+  UnitKind kind = UnitKind::kBucket;
+  int64_t payload_bytes = 0;  // gradient bytes the unit carries from one rank (fp16: halved)
+  double ready_s = 0.0;       // its last parameter's gradient is ready
+  double start_s = 0.0;       // started (ready, and the unit before it started)
+  double end_s = 0.0;         // its last collective is done everywhere
+  // The part of the step it alone accounts for past backward: how far its end extends the
+  // latest end among backward and the units that finish before it.
+  double exposed_s = 0.0;
+};
+
+// A parameter server rank's traffic, summed over the PS shards it serves.
+struct ServerLoad {
+  int rank = -1;  // -1: no PS unit
+  int host = -1;
+  double bytes_in = 0.0;   // received by the server rank
+  double bytes_out = 0.0;  // sent by it
+  int shards = 0;
+};
+
+// A host's network link over the step.
+struct LinkLoad {
+  int host = -1;  // -1: a single host, no network
+  double bytes_out = 0.0;
+  double bytes_in = 0.0;
+  double busy_s = 0.0;  // time the busier direction (or the duplex budget) was busy
+};
+
+struct Prediction {
+  double forward_s = 0.0;
+  double backward_s = 0.0;
+  double optimizer_s = 0.0;
+  double compute_s = 0.0;             // forward + backward
+  double comm_end_s = 0.0;            // the last unit's end (0 without units)
+  double exposed_comm_s = 0.0;        // max(0, comm_end - compute): communication not hidden
+  double step_s = 0.0;                // compute + exposed communication + optimizer
+  std::vector<UnitPrediction> units;  // in start order
+  ServerLoad busiest_server;          // the PS rank moving the most bytes (in + out)
+  LinkLoad busiest_link;              // the host link busy the longest
+};
+
+// The model for one profile on one cluster; predicts many strategies, caching the collectives.
+class CostModel {
+ public:
+  // Errors: a profile without parameters, a cluster without ranks.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<CostModel>> Create(ModelProfile profile,
+                                                                         ClusterSpec cluster);
+  ~CostModel();
+
+  // Errors (InvalidArgument, naming the parameter): the strategy's world size is not the
+  // cluster's; a parameter without an entry or an entry for none; allreduce on a row-sparse or
+  // sparse on a dense gradient; a server out of range; shards that do not tile the rows.
+  [[nodiscard]] absl::StatusOr<Prediction> Predict(const Strategy& strategy);
+
+  const ModelProfile& profile() const { return profile_; }
+  const ClusterSpec& cluster() const { return cluster_; }
+
+ private:
+  CostModel(ModelProfile profile, ClusterSpec cluster);
+
+  ModelProfile profile_;
+  ClusterSpec cluster_;
+  std::unique_ptr<internal::Collectives> collectives_;
+};
+
+// CostModel::Create(profile, cluster) and Predict(strategy), once.
+[[nodiscard]] absl::StatusOr<Prediction> PredictStepTime(const Strategy& strategy,
+                                                         const ModelProfile& profile,
+                                                         const ClusterSpec& cluster);
+
+}  // namespace cavs::distributed

@@ -1,0 +1,300 @@
+#include "distributed/model_profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/shape.h"
+#include "core/status.h"
+#include "distributed/text_format.h"
+
+namespace cavs::distributed {
+
+namespace {
+
+using internal::FieldError;
+using internal::LineOption;
+using internal::NumberRange;
+using internal::ParseInteger;
+using internal::ParseNumber;
+
+constexpr int kVersion = 1;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr NumberRange kNonNegative{0.0, false, kInf};
+
+std::string Num(double x) { return internal::FormatNumber(x); }
+
+absl::StatusOr<std::vector<int64_t>> ParseShape(absl::string_view value) {
+  std::vector<int64_t> dims;
+  for (absl::string_view d : absl::StrSplit(value, ',')) {
+    absl::StatusOr<int64_t> v = ParseInteger(d, 1, int64_t{1} << 40);
+    if (!v.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad dimension '", d, "' in '", value, "' (expected positive integers)"));
+    }
+    dims.push_back(*v);
+  }
+  core::Shape shape(dims);
+  if (shape.CheckedNumElements() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("shape '", value, "' is too large"));
+  }
+  return dims;
+}
+
+// "k:rows,k:rows": k >= 2 strictly increasing, rows nondecreasing.
+absl::StatusOr<std::vector<std::pair<int, double>>> ParseUnion(absl::string_view value) {
+  std::vector<std::pair<int, double>> points;
+  for (absl::string_view item : absl::StrSplit(value, ',')) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(item, absl::MaxSplits(':', 1));
+    absl::StatusOr<int64_t> k = ParseInteger(kv.first, 2, 1 << 24);
+    absl::StatusOr<double> rows = ParseNumber(kv.second, kNonNegative);
+    if (!k.ok() || !rows.ok() || item.find(':') == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad point '", item, "' (expected ranks:rows with ranks >= 2, e.g. 2:310,4:560)"));
+    }
+    if (!points.empty() && (*k <= points.back().first || *rows < points.back().second)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("point '", item, "' after ", points.back().first, ":", points.back().second,
+                       " (ranks must increase and rows must not decrease)"));
+    }
+    points.emplace_back(static_cast<int>(*k), *rows);
+  }
+  return points;
+}
+
+struct ParseState {
+  ModelProfile profile;
+  bool have_version = false;
+  absl::flat_hash_map<std::string, int> param_line;
+  absl::flat_hash_map<std::string, int> key_line;  // forward_ms, backward_ms, ...
+};
+
+// One `param` line's fields after the name.
+absl::StatusOr<ParamProfile> ParseParam(const std::vector<std::string>& tokens) {
+  CAVS_ASSIGN_OR_RETURN(std::vector<LineOption> options,
+                        internal::ParseLineOptions(
+                            tokens, 2, {"shape", "grad", "touched", "dup", "union", "ready_ms"}));
+  ParamProfile p;
+  p.name = tokens[1];
+  std::optional<double> dup;
+  bool have_shape = false, have_union = false, have_touched = false;
+  for (const LineOption& o : options) {
+    absl::Status s;
+    if (o.key == "shape") {
+      absl::StatusOr<std::vector<int64_t>> shape = ParseShape(o.value);
+      if (shape.ok()) p.shape = *std::move(shape), have_shape = true;
+      s = shape.status();
+    } else if (o.key == "grad") {
+      if (o.value != "dense" && o.value != "sparse") {
+        s = absl::InvalidArgumentError(
+            absl::StrCat("bad value '", o.value, "' (expected dense or sparse)"));
+      }
+      p.sparse = o.value == "sparse";
+    } else if (o.key == "touched") {
+      absl::StatusOr<double> v = ParseNumber(o.value, kNonNegative);
+      if (v.ok()) p.touched_rows = *v, have_touched = true;
+      s = v.status();
+    } else if (o.key == "dup") {
+      absl::StatusOr<double> v = ParseNumber(o.value, {0.0, false, 1.0});
+      if (v.ok()) dup = *v;
+      s = v.status();
+    } else if (o.key == "union") {
+      absl::StatusOr<std::vector<std::pair<int, double>>> u = ParseUnion(o.value);
+      if (u.ok()) p.union_rows = *std::move(u), have_union = true;
+      s = u.status();
+    } else if (o.key == "ready_ms") {
+      absl::StatusOr<double> v = ParseNumber(o.value, kNonNegative);
+      if (v.ok()) p.ready_ms = *v;
+      s = v.status();
+    }
+    if (!s.ok()) return FieldError(o.key, s);
+  }
+  if (!have_shape) return FieldError("shape", absl::InvalidArgumentError("missing"));
+  auto dense_only = [&](absl::string_view field, bool given) -> absl::Status {
+    if (!given || p.sparse) return absl::OkStatus();
+    return FieldError(field, absl::InvalidArgumentError(
+                                 "only a row-sparse parameter (grad=sparse) touches rows"));
+  };
+  CAVS_RETURN_IF_ERROR(dense_only("touched", have_touched));
+  CAVS_RETURN_IF_ERROR(dense_only("dup", dup.has_value()));
+  CAVS_RETURN_IF_ERROR(dense_only("union", have_union));
+  if (p.sparse && !have_touched) {
+    return FieldError("touched", absl::InvalidArgumentError("missing for grad=sparse"));
+  }
+  if (dup.has_value() && have_union) {
+    return FieldError("dup", absl::InvalidArgumentError("give dup= or union=, not both"));
+  }
+  const double rows = static_cast<double>(p.rows());
+  if (p.touched_rows > rows) {
+    return FieldError("touched", absl::InvalidArgumentError(absl::StrCat(
+                                     p.touched_rows, " rows of a table of ", p.rows())));
+  }
+  // dup = the fraction of one rank's rows that a second rank touches too.
+  if (dup.has_value()) p.union_rows = {{2, p.touched_rows * (2.0 - *dup)}};
+  for (const auto& [k, u] : p.union_rows) {
+    if (u < p.touched_rows || u > std::min(rows, k * p.touched_rows) * (1 + 1e-9)) {
+      return FieldError(
+          "union", absl::InvalidArgumentError(absl::StrCat(
+                       k, " ranks touch ", u, " rows: expected at least touched (", p.touched_rows,
+                       ") and at most min(table rows ", p.rows(), ", ", k, " x touched)")));
+    }
+  }
+  return p;
+}
+
+absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseState& st) {
+  const std::string& key = tokens[0];
+  if (!st.have_version && key != "version") {
+    return absl::InvalidArgumentError("the first line must be 'version 1'");
+  }
+  if (key != "param") {
+    if (tokens.size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", key, "' takes 1 value, got ", tokens.size() - 1));
+    }
+    if (auto [it, added] = st.key_line.emplace(key, line); !added) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", key, "' given twice (first on line ", it->second, ")"));
+    }
+  }
+  const std::string& value = tokens.size() > 1 ? tokens[1] : key;
+  absl::Status s;
+  if (key == "version") {
+    if (value != absl::StrCat(kVersion)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unsupported version '", value, "' (this build reads version ", kVersion, ")"));
+    }
+    st.have_version = true;
+  } else if (key == "name") {
+    st.profile.name = value;
+  } else if (key == "batch_per_rank") {
+    absl::StatusOr<int64_t> v = ParseInteger(value, 0, int64_t{1} << 40);
+    if (v.ok()) st.profile.batch_per_rank = *v;
+    s = v.status();
+  } else if (key == "forward_ms" || key == "backward_ms" || key == "optimizer_ms") {
+    absl::StatusOr<double> v = ParseNumber(value, kNonNegative);
+    if (v.ok()) {
+      (key == "forward_ms"    ? st.profile.forward_ms
+       : key == "backward_ms" ? st.profile.backward_ms
+                              : st.profile.optimizer_ms) = *v;
+    }
+    s = v.status();
+  } else if (key == "param") {
+    if (tokens.size() < 2) return absl::InvalidArgumentError("'param' needs a name");
+    if (auto [it, added] = st.param_line.emplace(tokens[1], line); !added) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", tokens[1], "' given twice (first on line ", it->second, ")"));
+    }
+    CAVS_ASSIGN_OR_RETURN(ParamProfile p, ParseParam(tokens));
+    st.profile.params.push_back(std::move(p));
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown directive '", key,
+                     "' (expected version, name, batch_per_rank, forward_ms, backward_ms, "
+                     "optimizer_ms or param)"));
+  }
+  return s.ok() ? s : FieldError(key, s);
+}
+
+}  // namespace
+
+int64_t ParamProfile::rows() const { return core::Shape(shape).Rows(); }
+
+int64_t ParamProfile::cols() const { return core::Shape(shape).Cols(); }
+
+double ParamProfile::UnionRows(int ranks) const {
+  if (!sparse || ranks <= 0) return 0.0;
+  const double t = touched_rows;
+  const double cap = std::min(static_cast<double>(rows()), ranks * t);
+  if (ranks == 1 || t <= 0.0) return std::min(t, cap);
+  // Points (1, t), then union_rows; with none, no overlap: the line of slope 1.
+  std::vector<std::pair<double, double>> pts = {{1.0, t}};
+  for (const auto& [k, u] : union_rows) pts.emplace_back(k, std::max(u, t));
+  if (pts.size() == 1) pts.emplace_back(2.0, 2.0 * t);
+  size_t seg = 1;  // the segment [pts[seg-1], pts[seg]] holding `ranks`, or the last one
+  while (seg + 1 < pts.size() && pts[seg].first < ranks) ++seg;
+  const auto [k0, u0] = pts[seg - 1];
+  const auto [k1, u1] = pts[seg];
+  const double slope = std::log(u1 / u0) / std::log(k1 / k0);
+  const double u = u0 * std::pow(ranks / k0, slope);
+  return std::clamp(u, std::min(t, cap), cap);
+}
+
+const ParamProfile* ModelProfile::Find(absl::string_view name) const {
+  for (const ParamProfile& p : params) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+std::string SerializeModelProfile(const ModelProfile& profile) {
+  std::string out =
+      absl::StrCat("# cavs model profile (see docs/distributed.md)\nversion ", kVersion, "\nname ",
+                   internal::QuoteToken(profile.name), "\nbatch_per_rank ", profile.batch_per_rank,
+                   "\nforward_ms ", Num(profile.forward_ms), "\nbackward_ms ",
+                   Num(profile.backward_ms), "\noptimizer_ms ", Num(profile.optimizer_ms), "\n");
+  for (const ParamProfile& p : profile.params) {
+    absl::StrAppend(&out, "param ", internal::QuoteToken(p.name),
+                    " shape=", absl::StrJoin(p.shape, ","));
+    if (p.sparse) {
+      absl::StrAppend(&out, " grad=sparse touched=", Num(p.touched_rows));
+      if (!p.union_rows.empty()) {
+        absl::StrAppend(
+            &out, " union=", absl::StrJoin(p.union_rows, ",", [](std::string* o, const auto& kv) {
+              absl::StrAppend(o, kv.first, ":", Num(kv.second));
+            }));
+      }
+    }
+    if (p.ready_ms.has_value()) absl::StrAppend(&out, " ready_ms=", Num(*p.ready_ms));
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<ModelProfile> ParseModelProfile(absl::string_view text, absl::string_view file) {
+  ParseState st;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    absl::StatusOr<std::vector<std::string>> tokens = internal::TokenizeLine(line);
+    if (!tokens.ok()) return internal::LineError(file, line_number, tokens.status());
+    if (tokens->empty()) continue;
+    absl::Status s = ParseLine(*tokens, line_number, st);
+    if (!s.ok()) return internal::LineError(file, line_number, s);
+  }
+  auto missing = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": no '", what, "' line"));
+  };
+  if (!st.have_version) return missing("version 1");
+  if (!st.key_line.contains("forward_ms")) return missing("forward_ms");
+  if (!st.key_line.contains("backward_ms")) return missing("backward_ms");
+  if (st.profile.params.empty()) return missing("param");
+  for (const ParamProfile& p : st.profile.params) {
+    if (p.ready_ms.has_value() && *p.ready_ms > st.profile.backward_ms) {
+      return internal::LineError(
+          file, st.param_line[p.name],
+          FieldError("ready_ms",
+                     absl::InvalidArgumentError(absl::StrCat(
+                         *p.ready_ms, " is after the end of backward (backward_ms ",
+                         st.profile.backward_ms, " on line ", st.key_line["backward_ms"], ")"))));
+    }
+  }
+  return st.profile;
+}
+
+absl::Status AddProfileParameters(const ModelProfile& profile, core::ParameterStore* store) {
+  if (store == nullptr) return absl::InvalidArgumentError("AddProfileParameters: no store");
+  for (const ParamProfile& p : profile.params) {
+    CAVS_RETURN_IF_ERROR(
+        store->GetOrCreate(p.name, core::Shape(p.shape), core::Initializer::Zeros(), p.sparse)
+            .status());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cavs::distributed

@@ -1,0 +1,300 @@
+#include "distributed/strategy_search.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+
+namespace cavs::distributed {
+
+namespace {
+
+// What one parameter does: allreduce (in the plan's buckets), sparse allgather, or a
+// parameter server with `shards` shards.
+struct Choice {
+  enum class Kind { kAllReduce, kSparse, kPs };
+  Kind kind = Kind::kAllReduce;
+  int shards = 1;
+
+  friend bool operator==(const Choice&, const Choice&) = default;
+};
+
+// A point of the search space, before it becomes a Strategy.
+struct Plan {
+  std::vector<Choice> choice;  // per parameter, in creation order
+  int64_t bucket_bytes = 0;
+  AllReduceTopology topology = AllReduceTopology::kFlat;
+  Compressor compressor = Compressor::kNone;
+};
+
+double RowBytes(const ParamProfile& p) { return 8.0 + 4.0 * p.cols(); }
+
+// The traffic one PS shard of `rows` rows brings to its server, for balancing.
+double ShardTraffic(const ParamProfile& p, int64_t rows, int world) {
+  const double fraction = static_cast<double>(rows) / p.rows();
+  if (!p.sparse) return fraction * p.bytes();
+  return fraction * (p.touched_rows + p.UnionRows(world)) * RowBytes(p);
+}
+
+// `rows` split in proportion to `weights`: each share rounded down, the rows left over to the
+// largest remainders (ties to the first), then a share of 0 given a row of the largest (ties to
+// the first). REQUIRES: rows >= weights.size() >= 1, weights > 0.
+std::vector<int64_t> ProportionalSplits(int64_t rows, const std::vector<double>& weights) {
+  const int n = static_cast<int>(weights.size());
+  const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  std::vector<int64_t> count(n);
+  std::vector<std::pair<double, int>> remainder;  // (-fraction, index): largest first
+  int64_t left = rows;
+  for (int i = 0; i < n; ++i) {
+    const double share = static_cast<double>(rows) * weights[i] / total;
+    count[i] = std::min<int64_t>(left, static_cast<int64_t>(share));
+    left -= count[i];
+    remainder.emplace_back(-(share - static_cast<double>(count[i])), i);
+  }
+  std::sort(remainder.begin(), remainder.end());
+  for (int k = 0; left > 0; k = (k + 1) % n, --left) ++count[remainder[k].second];
+  for (int i = 0; i < n; ++i) {
+    if (count[i] > 0) continue;
+    --*std::max_element(count.begin(), count.end());
+    count[i] = 1;
+  }
+  std::vector<int64_t> splits = {0};
+  for (int64_t c : count) splits.push_back(splits.back() + c);
+  return splits;
+}
+
+// Places PS shards: hosts by least normalized load (bytes / link bandwidth; ties to the lower
+// host), one shard per host until every host has one, then again; on a host, its rank with
+// the fewest shards (ties to the lower rank).
+class Placer {
+ public:
+  explicit Placer(const ClusterSpec& cluster)
+      : cluster_(cluster), host_load_(cluster.hosts.size(), 0.0) {
+    int rank = 0;
+    for (const HostSpec& h : cluster.hosts) {
+      ranks_.emplace_back();
+      for (int i = 0; i < h.ranks; ++i) ranks_.back().push_back({0, rank++});
+    }
+  }
+
+  ParameterServerSync Place(const ParamProfile& p, int shards, int world) {
+    shards = static_cast<int>(std::min<int64_t>(shards, p.rows()));
+    std::vector<int> hosts(cluster_.hosts.size());
+    std::iota(hosts.begin(), hosts.end(), 0);
+    std::stable_sort(hosts.begin(), hosts.end(), [&](int a, int b) {
+      return host_load_[a] / cluster_.hosts[a].bandwidth <
+             host_load_[b] / cluster_.hosts[b].bandwidth;
+    });
+    ParameterServerSync ps;
+    std::vector<double> weights;
+    std::vector<int> host_of_shard;
+    for (int s = 0; s < shards; ++s) {
+      const int host = hosts[s % hosts.size()];
+      auto& ranks = ranks_[host];
+      auto least = std::min_element(ranks.begin(), ranks.end());
+      ++least->first;
+      ps.placement.push_back(least->second);
+      weights.push_back(cluster_.hosts[host].bandwidth);
+      host_of_shard.push_back(host);
+    }
+    std::vector<int64_t> splits = ProportionalSplits(p.rows(), weights);
+    for (int s = 0; s < shards; ++s) {
+      host_load_[host_of_shard[s]] += ShardTraffic(p, splits[s + 1] - splits[s], world);
+    }
+    if (splits != ShardRowSplits(ps, p.rows())) ps.row_splits = std::move(splits);
+    return ps;
+  }
+
+ private:
+  const ClusterSpec& cluster_;
+  std::vector<double> host_load_;
+  std::vector<std::vector<std::pair<int, int>>> ranks_;  // per host: (shards, rank)
+};
+
+Strategy Materialize(const Plan& plan, const ModelProfile& profile, const ClusterSpec& cluster) {
+  const int n = static_cast<int>(profile.params.size());
+  const int world = cluster.world_size();
+  Strategy s;
+  s.name = "auto";
+  s.world_size = world;
+  std::vector<ParamSync> sync(n, SparseSync{});
+  // Buckets in reverse creation order (backward's), as the allreduce builder fills them.
+  int group = -1;
+  int64_t filled = 0;
+  for (int i = n - 1; i >= 0; --i) {
+    if (plan.choice[i].kind != Choice::Kind::kAllReduce) continue;
+    const int64_t bytes = profile.params[i].bytes();
+    if (group < 0 || (filled > 0 && filled + bytes > plan.bucket_bytes)) ++group, filled = 0;
+    filled += bytes;
+    sync[i] = AllReduceSync{group, plan.compressor, plan.topology};
+  }
+  // Servers for the largest tensors first (ties in creation order).
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return profile.params[a].bytes() > profile.params[b].bytes();
+  });
+  Placer placer(cluster);
+  for (int i : order) {
+    if (plan.choice[i].kind == Choice::Kind::kPs) {
+      sync[i] = placer.Place(profile.params[i], plan.choice[i].shards, world);
+    }
+  }
+  for (int i = 0; i < n; ++i) s.params.push_back({profile.params[i].name, std::move(sync[i])});
+  return s;
+}
+
+// The choices a parameter may take (tiny dense tensors: only allreduce).
+std::vector<Choice> ChoicesFor(const ParamProfile& p, const std::vector<int>& shard_options,
+                               int64_t tiny_bytes) {
+  std::vector<Choice> out;
+  if (!p.sparse && p.bytes() < tiny_bytes) return {Choice{}};
+  out.push_back(p.sparse ? Choice{Choice::Kind::kSparse, 1} : Choice{});
+  for (int k : shard_options) {
+    if (k <= p.rows()) out.push_back({Choice::Kind::kPs, k});
+  }
+  return out;
+}
+
+// Evaluated strategies, ranked: step time, then fewer units, then the text.
+class Ranking {
+ public:
+  Ranking(CostModel* model, const ModelProfile& profile, const ClusterSpec& cluster)
+      : model_(model), profile_(profile), cluster_(cluster) {}
+
+  // The predicted step of `plan` (evaluated once per distinct strategy).
+  absl::StatusOr<double> Evaluate(const Plan& plan) {
+    return Consider(Materialize(plan, profile_, cluster_));
+  }
+
+  absl::StatusOr<double> Consider(Strategy s) {
+    std::string text = SerializeStrategy(s);
+    if (auto it = seen_.find(text); it != seen_.end()) return it->second;
+    CAVS_ASSIGN_OR_RETURN(Prediction p, model_->Predict(s));
+    const double step = p.step_s;
+    seen_.emplace(text, step);
+    ranked_.emplace(Key{step, p.units.size(), text}, SearchResult{std::move(s), std::move(p)});
+    return step;
+  }
+
+  SearchReport Best(int k) const {
+    SearchReport r;
+    r.evaluated = static_cast<int64_t>(seen_.size());
+    for (const auto& [key, result] : ranked_) {
+      if (static_cast<int>(r.best.size()) == k) break;
+      r.best.push_back(result);
+    }
+    return r;
+  }
+
+ private:
+  using Key = std::tuple<double, size_t, std::string>;
+  CostModel* model_;
+  const ModelProfile& profile_;
+  const ClusterSpec& cluster_;
+  std::map<std::string, double> seen_;
+  std::map<Key, SearchResult> ranked_;
+};
+
+// Shard counts tried for a PS: one server, one per host, one per rank (up to 64 ranks).
+std::vector<int> ShardOptions(const ClusterSpec& cluster) {
+  std::set<int> k = {1, static_cast<int>(cluster.hosts.size())};
+  if (cluster.world_size() <= 64) k.insert(cluster.world_size());
+  return {k.begin(), k.end()};
+}
+
+}  // namespace
+
+absl::StatusOr<SearchReport> SearchStrategies(const ModelProfile& profile,
+                                              const ClusterSpec& cluster,
+                                              const SearchOptions& options) {
+  if (options.top_k < 1 || options.bucket_bytes.empty()) {
+    return absl::InvalidArgumentError("strategy search: top_k < 1 or no bucket sizes to try");
+  }
+  CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model, CostModel::Create(profile, cluster));
+  Ranking ranking(model.get(), profile, cluster);
+  const int n = static_cast<int>(profile.params.size());
+  const std::vector<int> shard_options = ShardOptions(cluster);
+  std::vector<std::vector<Choice>> choices;
+  for (const ParamProfile& p : profile.params) {
+    choices.push_back(ChoicesFor(p, shard_options, options.tiny_bytes));
+  }
+  bool several_per_host = false;
+  for (const HostSpec& h : cluster.hosts) several_per_host |= h.ranks > 1;
+  std::vector<AllReduceTopology> topologies = {AllReduceTopology::kFlat};
+  if (several_per_host && cluster.hosts.size() > 1) {
+    topologies.push_back(AllReduceTopology::kHierarchical);
+  }
+  std::vector<Compressor> compressors = {Compressor::kNone};
+  if (options.allow_compression) compressors.push_back(Compressor::kFp16);
+
+  for (const Strategy& seed : options.seeds) CAVS_RETURN_IF_ERROR(ranking.Consider(seed).status());
+  // Base plans: every global setting x (sparse tables' choice | everything large on PS).
+  std::vector<std::pair<double, Plan>> bases;
+  std::vector<Plan> globals;
+  for (int64_t cap : options.bucket_bytes) {
+    for (AllReduceTopology t : topologies) {
+      for (Compressor c : compressors) globals.push_back({{}, cap, t, c});
+    }
+  }
+  for (const Plan& g : globals) {
+    for (size_t variant = 0; variant < 1 + shard_options.size() * 2; ++variant) {
+      Plan plan = g;
+      for (int i = 0; i < n; ++i) {
+        const ParamProfile& p = profile.params[i];
+        Choice c = choices[i][0];
+        const int k = variant == 0 ? 0 : shard_options[(variant - 1) % shard_options.size()];
+        const bool all_ps = variant > shard_options.size();
+        if (variant > 0 && (p.sparse || all_ps) && choices[i].size() > 1 && k <= p.rows()) {
+          c = {Choice::Kind::kPs, k};
+        }
+        plan.choice.push_back(c);
+      }
+      CAVS_ASSIGN_OR_RETURN(double step, ranking.Evaluate(plan));
+      bases.emplace_back(step, std::move(plan));
+    }
+  }
+  std::stable_sort(bases.begin(), bases.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+
+  // One parameter at a time, largest first, the best of its choices, while the step improves.
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return profile.params[a].bytes() > profile.params[b].bytes();
+  });
+  const int starts = std::min<int>(options.start_points, static_cast<int>(bases.size()));
+  for (int s = 0; s < starts; ++s) {
+    auto [step, plan] = bases[s];
+    for (int round = 0; round < options.rounds; ++round) {
+      bool improved = false;
+      for (int i : order) {
+        for (const Choice& c : choices[i]) {
+          if (c == plan.choice[i]) continue;
+          Plan next = plan;
+          next.choice[i] = c;
+          CAVS_ASSIGN_OR_RETURN(double next_step, ranking.Evaluate(next));
+          if (next_step < step) step = next_step, plan = std::move(next), improved = true;
+        }
+      }
+      for (const Plan& g : globals) {
+        Plan next = plan;
+        next.bucket_bytes = g.bucket_bytes, next.topology = g.topology;
+        next.compressor = g.compressor;
+        CAVS_ASSIGN_OR_RETURN(double next_step, ranking.Evaluate(next));
+        if (next_step < step) step = next_step, plan = std::move(next), improved = true;
+      }
+      if (!improved) break;
+    }
+  }
+  return ranking.Best(options.top_k);
+}
+
+}  // namespace cavs::distributed

@@ -1,0 +1,146 @@
+#include "distributed/cluster_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace cavs::distributed {
+namespace {
+
+constexpr char kCluster[] = R"(# an uneven test bed
+version 1
+name testbed
+inter latency_us=60 overhead_us=40 efficiency=0.95 duplex=0.5
+intra bandwidth_gbit=40 latency_us=2
+algorithms allreduce=recursive_doubling reduce=binomial broadcast=libnbc allgather=ring
+host a ranks=2 bandwidth_gbit=1
+host "b 2" ranks=1 bandwidth_gbit=0.25
+hosts 2 ranks=3 bandwidth_gbit=10
+)";
+
+TEST(ClusterSpecTest, ParsesEveryFieldInSiUnits) {
+  absl::StatusOr<ClusterSpec> c = ParseClusterSpec(kCluster, "c.txt");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name, "testbed");
+  EXPECT_DOUBLE_EQ(c->inter_latency, 60e-6);
+  EXPECT_DOUBLE_EQ(c->message_overhead, 40e-6);
+  EXPECT_EQ(c->efficiency, 0.95);
+  EXPECT_EQ(c->duplex, 0.5);
+  EXPECT_DOUBLE_EQ(c->intra_bandwidth, 5e9);
+  EXPECT_DOUBLE_EQ(c->intra_latency, 2e-6);
+  EXPECT_EQ(c->algorithms.allreduce, AllReduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(c->algorithms.reduce, ReduceAlgorithm::kBinomial);
+  EXPECT_EQ(c->algorithms.broadcast, BroadcastAlgorithm::kLibnbc);
+  EXPECT_EQ(c->algorithms.allgather, AllGatherAlgorithm::kRing);
+  ASSERT_EQ(c->hosts.size(), 4u);
+  EXPECT_EQ(c->hosts[0], (HostSpec{"a", 2, 1.25e8}));
+  EXPECT_EQ(c->hosts[1], (HostSpec{"b 2", 1, 0.3125e8}));
+  EXPECT_EQ(c->hosts[2], (HostSpec{"h2", 3, 1.25e9}));
+  EXPECT_EQ(c->hosts[3], (HostSpec{"h3", 3, 1.25e9}));
+  EXPECT_EQ(c->world_size(), 9);
+  EXPECT_EQ(c->HostOfRank(), (std::vector<int>{0, 0, 1, 2, 2, 2, 3, 3, 3}));
+}
+
+TEST(ClusterSpecTest, DefaultsAreTheTextbookAlgorithmsOnAnIdealLink) {
+  absl::StatusOr<ClusterSpec> c = ParseClusterSpec("version 1\nhost x bandwidth_gbit=8\n", "c");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->hosts[0].ranks, 1);
+  EXPECT_EQ(c->inter_latency, 0.0);
+  EXPECT_EQ(c->efficiency, 1.0);
+  EXPECT_EQ(c->duplex, 1.0);
+  EXPECT_EQ(c->algorithms, CollectiveAlgorithms{});
+  EXPECT_EQ(c->algorithms.allreduce, AllReduceAlgorithm::kRing);
+  EXPECT_EQ(c->algorithms.reduce, ReduceAlgorithm::kLinear);
+}
+
+TEST(ClusterSpecTest, RoundTripsThroughTheText) {
+  absl::StatusOr<ClusterSpec> c = ParseClusterSpec(kCluster, "c.txt");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string text = SerializeClusterSpec(*c);
+  absl::StatusOr<ClusterSpec> again = ParseClusterSpec(text, "again.txt");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << text;
+  EXPECT_EQ(again->name, c->name);
+  EXPECT_EQ(again->algorithms, c->algorithms);
+  ASSERT_EQ(again->hosts.size(), c->hosts.size());
+  for (size_t i = 0; i < c->hosts.size(); ++i) {
+    EXPECT_EQ(again->hosts[i].name, c->hosts[i].name);
+    EXPECT_EQ(again->hosts[i].ranks, c->hosts[i].ranks);
+    EXPECT_DOUBLE_EQ(again->hosts[i].bandwidth, c->hosts[i].bandwidth);
+  }
+  EXPECT_DOUBLE_EQ(again->inter_latency, c->inter_latency);
+  EXPECT_DOUBLE_EQ(again->message_overhead, c->message_overhead);
+  EXPECT_DOUBLE_EQ(again->intra_bandwidth, c->intra_bandwidth);
+  EXPECT_DOUBLE_EQ(again->intra_latency, c->intra_latency);
+  EXPECT_EQ(again->duplex, c->duplex);
+  EXPECT_EQ(again->efficiency, c->efficiency);
+}
+
+TEST(ClusterSpecTest, ScaleKeepsTheLinksAndTheirMix) {
+  absl::StatusOr<ClusterSpec> c = ParseClusterSpec(kCluster, "c.txt");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const ClusterSpec big = ScaleCluster(*c, 6, 8);
+  EXPECT_EQ(big.world_size(), 48);
+  ASSERT_EQ(big.hosts.size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(big.hosts[i].ranks, 8);
+    EXPECT_EQ(big.hosts[i].bandwidth, c->hosts[i % 4].bandwidth);
+  }
+  EXPECT_EQ(big.duplex, c->duplex);
+  EXPECT_EQ(big.algorithms, c->algorithms);
+}
+
+TEST(ClusterSpecTest, ErrorsNameTheFileLineAndField) {
+  const std::string head = "version 1\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "c.txt: no 'version 1' line"},
+      {head, "c.txt: no 'host' or 'hosts' line"},
+      {"host a bandwidth_gbit=1\n", "c.txt line 1: the first line must be 'version 1'"},
+      {"version 1\nversion 1\n", "c.txt line 2: 'version' given twice (first on line 1)"},
+      {head + "inter latency_us=1\ninter duplex=1\n",
+       "c.txt line 3: 'inter' given twice (first on line 2)"},
+      {head + "inter duplex=0\n",
+       "c.txt line 2: field 'duplex': bad value '0' (expected a number in (0, 1])"},
+      {head + "inter duplex=1.5\n",
+       "c.txt line 2: field 'duplex': bad value '1.5' (expected a number in (0, 1])"},
+      {head + "inter latency_us=-5\n",
+       "c.txt line 2: field 'latency_us': bad value '-5' (expected a number >= 0)"},
+      {head + "inter latency=5\n",
+       "c.txt line 2: unknown field 'latency=5' (expected latency_us=, overhead_us=, "
+       "efficiency=, duplex=)"},
+      {head + "intra bandwidth_gbit=0\n",
+       "c.txt line 2: field 'bandwidth_gbit': bad value '0' (expected a number > 0)"},
+      {head + "algorithms allreduce=tree\n",
+       "c.txt line 2: field 'allreduce': unknown algorithm 'tree' (expected ring or "
+       "recursive_doubling)"},
+      {head + "algorithms broadcast=chain\n",
+       "c.txt line 2: field 'broadcast': unknown algorithm 'chain' (expected linear, binomial "
+       "or libnbc)"},
+      {head + "host\n", "c.txt line 2: 'host' needs a name"},
+      {head + "host a\n", "c.txt line 2: field 'bandwidth_gbit': missing"},
+      {head + "host a ranks=0 bandwidth_gbit=1\n",
+       "c.txt line 2: field 'ranks': bad value '0' (expected an integer in [1, 1048576])"},
+      {head + "host a bandwidth_gbit=fast\n",
+       "c.txt line 2: field 'bandwidth_gbit': bad value 'fast' (expected a number > 0)"},
+      {head + "host a bandwidth_gbit=1\nhost a bandwidth_gbit=2\n",
+       "c.txt line 3: host 'a' given twice (first on line 2)"},
+      {head + "host h1 bandwidth_gbit=1\nhosts 2 bandwidth_gbit=2\n",
+       "c.txt line 3: host 'h1' given twice (first on line 2)"},
+      {head + "hosts x bandwidth_gbit=1\n",
+       "c.txt line 2: field 'count': bad value 'x' (expected an integer in [1, 1048576])"},
+      {head + "hosts 2000 ranks=1000 bandwidth_gbit=1\n",
+       "c.txt line 2: more than 1048576 ranks in all"},
+      {head + "switch x\n",
+       "c.txt line 2: unknown directive 'switch' (expected version, name, inter, intra, "
+       "algorithms, host or hosts)"},
+  };
+  for (const auto& [text, error] : cases) {
+    absl::StatusOr<ClusterSpec> c = ParseClusterSpec(text, "c.txt");
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_EQ(c.status().message(), error) << text;
+  }
+}
+
+}  // namespace
+}  // namespace cavs::distributed

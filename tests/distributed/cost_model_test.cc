@@ -1,0 +1,342 @@
+#include "distributed/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "distributed/builders.h"
+#include "distributed/collective_cost.h"
+
+namespace cavs::distributed {
+namespace {
+
+constexpr double kUs = 1e-6;
+constexpr double kGbit = 1e9 / 8;
+
+// `hosts` hosts of `ranks` ranks on links of `gbit`, latency `alpha` and overhead `o` (s).
+ClusterSpec Cluster(int hosts, int ranks, double gbit, double alpha, double o) {
+  ClusterSpec c;
+  c.name = "test";
+  for (int h = 0; h < hosts; ++h) c.hosts.push_back({"h" + std::to_string(h), ranks, gbit * kGbit});
+  c.inter_latency = alpha;
+  c.message_overhead = o;
+  c.intra_bandwidth = 80 * kGbit;
+  c.intra_latency = 1 * kUs;
+  return c;
+}
+
+// No compute: the step is the communication alone. Gradients ready at the start of backward.
+ModelProfile Profile(const std::vector<std::vector<int64_t>>& shapes) {
+  ModelProfile p;
+  p.name = "test";
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    ParamProfile param;
+    param.name = "p" + std::to_string(i);
+    param.shape = shapes[i];
+    param.ready_ms = 0.0;
+    p.params.push_back(param);
+  }
+  return p;
+}
+
+Strategy OneEach(const ModelProfile& profile, int world, const ParamSync& sync) {
+  Strategy s;
+  s.name = "test";
+  s.world_size = world;
+  for (const ParamProfile& p : profile.params) s.params.push_back({p.name, sync});
+  return s;
+}
+
+double Step(const Strategy& s, const ModelProfile& p, const ClusterSpec& c) {
+  absl::StatusOr<Prediction> pred = PredictStepTime(s, p, c);
+  EXPECT_TRUE(pred.ok()) << pred.status();
+  return pred.ok() ? pred->step_s : -1;
+}
+
+// A ring allreduce of B bytes over W ranks, one per host: 2(W-1) steps of latency and overhead,
+// 2(W-1)/W B through every link direction.
+TEST(CostModelTest, RingAllReduceIsTheAlphaBetaFormula) {
+  const double alpha = 50 * kUs, o = 10 * kUs, bw = 1 * kGbit, bytes = 4e6;
+  const ModelProfile profile = Profile({{1000, 1000}});
+  for (int w : {2, 3, 4, 8}) {
+    ClusterSpec c = Cluster(w, 1, 1, alpha, o);
+    const Strategy s = OneEach(profile, w, AllReduceSync{});
+    const double expected = 2.0 * (w - 1) * (alpha + o) + 2.0 * (w - 1) / w * bytes / bw;
+    EXPECT_NEAR(Step(s, profile, c), expected, 1e-12) << w;
+    // Both directions busy at once: each gets the duplex factor of the rate.
+    c.duplex = 0.5;
+    EXPECT_NEAR(Step(s, profile, c), expected + 2.0 * (w - 1) / w * bytes / bw, 1e-12) << w;
+    c.efficiency = 0.8;
+    EXPECT_NEAR(Step(s, profile, c),
+                2.0 * (w - 1) * (alpha + o) + 2.0 * (w - 1) / w * bytes / bw / 0.5 / 0.8, 1e-12);
+  }
+}
+
+// Recursive doubling: log2(W) exchanges of the whole buffer; with 2 ranks per host the first is
+// within the hosts, the others put both ranks' buffers through the link.
+TEST(CostModelTest, RecursiveDoublingCountsEveryRankOnTheLink) {
+  const double alpha = 50 * kUs, o = 10 * kUs, bytes = 4e6, bw = 1 * kGbit;
+  const ModelProfile profile = Profile({{1000, 1000}});
+  ClusterSpec c = Cluster(4, 2, 1, alpha, o);
+  c.algorithms.allreduce = AllReduceAlgorithm::kRecursiveDoubling;
+  // Bytes per link direction: 2 ranks x B in each of the 2 inter-host steps; shared memory
+  // carries 2 x B (both ranks' messages of the first step), far below the link.
+  const double expected = 1 * kUs + 2 * alpha + 3 * o + 2 * 2 * bytes / bw;
+  EXPECT_NEAR(Step(OneEach(profile, 8, AllReduceSync{}), profile, c), expected, 1e-12);
+}
+
+// PS: the server's link carries (W-1) shards in (reduce) and out (broadcast); its CPU handles
+// W-1 messages in each.
+TEST(CostModelTest, ParameterServerHotSpotIsTheServersLink) {
+  const double alpha = 50 * kUs, o = 10 * kUs, bw = 1 * kGbit, bytes = 4e6;
+  const ModelProfile profile = Profile({{1000, 1000}});
+  const int w = 4;
+  const ClusterSpec c = Cluster(w, 1, 1, alpha, o);
+  const Strategy s = OneEach(profile, w, ParameterServerSync{{2}, {}, 0});
+  absl::StatusOr<Prediction> pred = PredictStepTime(s, profile, c);
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  EXPECT_NEAR(pred->step_s, 2 * ((w - 1) * o + alpha + (w - 1) * bytes / bw), 1e-12);
+  EXPECT_EQ(pred->busiest_server.rank, 2);
+  EXPECT_EQ(pred->busiest_server.host, 2);
+  EXPECT_EQ(pred->busiest_server.shards, 1);
+  EXPECT_DOUBLE_EQ(pred->busiest_server.bytes_in, (w - 1) * bytes);
+  EXPECT_DOUBLE_EQ(pred->busiest_server.bytes_out, (w - 1) * bytes);
+  EXPECT_EQ(pred->busiest_link.host, 2);
+  EXPECT_DOUBLE_EQ(pred->busiest_link.bytes_in, (w - 1) * bytes);
+  EXPECT_DOUBLE_EQ(pred->busiest_link.bytes_out, (w - 1) * bytes);
+  ASSERT_EQ(pred->units.size(), 1u);
+  EXPECT_EQ(pred->units[0].name, "ps 'p0' on server 2");
+  EXPECT_EQ(pred->units[0].payload_bytes, 4000000);
+
+  // One shard per server: every link carries (W-1)/W of the tensor each way per collective,
+  // twice; with no overhead and the links never idle, 2 alpha + 2 (W-1)/W B / bw.
+  const ClusterSpec quiet = Cluster(w, 1, 1, alpha, 0);
+  const Strategy split = OneEach(profile, w, ParameterServerSync{{0, 1, 2, 3}, {}, 0});
+  absl::StatusOr<Prediction> spread = PredictStepTime(split, profile, quiet);
+  ASSERT_TRUE(spread.ok()) << spread.status();
+  EXPECT_NEAR(spread->step_s, 2 * alpha + 2.0 * (w - 1) / w * bytes / bw, 1e-12);
+  EXPECT_EQ(spread->units.size(), 4u);
+  EXPECT_EQ(spread->units[1].name, "ps 'p0' rows [250, 500) on server 1");
+  EXPECT_DOUBLE_EQ(spread->busiest_server.bytes_in, (w - 1) * bytes / w);
+  EXPECT_EQ(spread->busiest_server.rank, 0);  // all equal: the lowest rank
+}
+
+// Hierarchical: a linear reduce to each host's leader over shared memory, a ring among the
+// leaders, a linear broadcast; against the flat ring over every rank.
+TEST(CostModelTest, HierarchicalAllReduceIsReduceRingBroadcast) {
+  const double alpha = 50 * kUs, o = 10 * kUs, bw = 1 * kGbit, shm = 80 * kGbit, bytes = 4e6;
+  const ModelProfile profile = Profile({{1000, 1000}});
+  const int h = 2, r = 4, w = h * r;
+  const ClusterSpec c = Cluster(h, r, 1, alpha, o);
+  AllReduceSync hier;
+  hier.topology = AllReduceTopology::kHierarchical;
+  const double local = (r - 1) * o + 1 * kUs + (r - 1) * bytes / shm;
+  const double leaders = 2.0 * (h - 1) * (alpha + o) + 2.0 * (h - 1) / h * bytes / bw;
+  absl::StatusOr<Prediction> pred = PredictStepTime(OneEach(profile, w, hier), profile, c);
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  EXPECT_NEAR(pred->step_s, 2 * local + leaders, 1e-12);
+  EXPECT_EQ(pred->units[0].name, "allreduce bucket 0 (p0; hierarchical)");
+  const double flat = 2.0 * (w - 1) * (alpha + o) + 2.0 * (w - 1) / w * bytes / bw;
+  EXPECT_NEAR(Step(OneEach(profile, w, AllReduceSync{}), profile, c), flat, 1e-12);
+}
+
+// Sparse allgather: every rank's touched rows (8 + 4 cols bytes each) to every other rank,
+// after an allgather of the counts.
+TEST(CostModelTest, SparseAllgatherSendsTouchedRowsToEveryRank) {
+  const double alpha = 50 * kUs, o = 10 * kUs, bw = 1 * kGbit;
+  ModelProfile profile = Profile({{10000, 100}});
+  profile.params[0].sparse = true;
+  profile.params[0].touched_rows = 500;
+  const int w = 4;
+  const ClusterSpec c = Cluster(w, 1, 1, alpha, o);
+  const double block = 500 * (8 + 4 * 100.0);
+  const double counts = alpha + (w - 1) * o + (w - 1) * 8 / bw;
+  const double rows = alpha + (w - 1) * o + (w - 1) * block / bw;
+  absl::StatusOr<Prediction> pred = PredictStepTime(OneEach(profile, w, SparseSync{}), profile, c);
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  EXPECT_NEAR(pred->step_s, counts + rows, 1e-12);
+  EXPECT_EQ(pred->units[0].name, "sparse allgather 'p0'");
+  EXPECT_EQ(pred->units[0].payload_bytes, 500 * 408);
+  EXPECT_EQ(pred->busiest_server.rank, -1);
+
+  // On a server: the rows gathered in (W-1 blocks), the union of the W ranks' rows broadcast.
+  profile.params[0].union_rows = {{2, 800}};  // dup 0.4: U(4) = 500 * 1.6^2 = 1280
+  absl::StatusOr<Prediction> ps =
+      PredictStepTime(OneEach(profile, w, ParameterServerSync{{1}, {}, 0}), profile, c);
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  const double unique = 1280 * (8 + 4 * 100.0);
+  const double expected = counts + (alpha + (w - 1) * o + (w - 1) * block / bw) +
+                          (alpha + (w - 1) * o + (w - 1) * 8 / bw) +
+                          (alpha + (w - 1) * o + (w - 1) * unique / bw);
+  EXPECT_NEAR(ps->step_s, expected, 1e-12);
+  EXPECT_DOUBLE_EQ(ps->busiest_server.bytes_out, (w - 1) * (8 + unique));
+}
+
+// Gradients ready early overlap the rest of backward; those ready at its end are exposed.
+TEST(CostModelTest, CommunicationOverlapsTheRestOfBackward) {
+  ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}});
+  profile.forward_ms = 5;
+  profile.backward_ms = 100;
+  profile.optimizer_ms = 2;
+  profile.params[1].ready_ms = 10;   // backward finishes p1 first (created last)
+  profile.params[0].ready_ms = 100;  // p0 at the very end
+  const ClusterSpec c = Cluster(2, 1, 1, 0, 0);
+  Strategy s = OneEach(profile, 2, AllReduceSync{});
+  std::get<AllReduceSync>(s.params[1].sync).group = 1;  // a bucket each
+  absl::StatusOr<Prediction> pred = PredictStepTime(s, profile, c);
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  const double one = 4e6 / kGbit;  // 32 ms: the ring moves B per direction for W = 2
+  ASSERT_EQ(pred->units.size(), 2u);
+  EXPECT_EQ(pred->units[0].name, "allreduce bucket 1 (p1)");  // latest-created first
+  EXPECT_NEAR(pred->units[0].start_s, 0.015, 1e-12);
+  EXPECT_NEAR(pred->units[0].end_s, 0.015 + one, 1e-12);
+  EXPECT_EQ(pred->units[0].exposed_s, 0.0);
+  EXPECT_NEAR(pred->units[1].start_s, 0.105, 1e-12);
+  EXPECT_NEAR(pred->units[1].exposed_s, one, 1e-12);
+  EXPECT_NEAR(pred->exposed_comm_s, one, 1e-12);
+  EXPECT_NEAR(pred->step_s, 0.105 + one + 0.002, 1e-12);
+  // One bucket for both: it waits for p0, then carries both.
+  std::get<AllReduceSync>(s.params[1].sync).group = 0;
+  EXPECT_NEAR(Step(s, profile, c), 0.105 + 2 * one + 0.002, 1e-12);
+}
+
+// Fusion: buckets that start together overlap their latencies and share the links, but each
+// rank handles their messages one after another: 4 buckets queue 4 x 2(W-1) messages per rank.
+TEST(CostModelTest, FusionSavesPerMessageOverhead) {
+  const ModelProfile profile = Profile({{10}, {10}, {10}, {10}});
+  const double alpha = 50 * kUs, o = 20 * kUs;
+  const ClusterSpec c = Cluster(4, 1, 10, alpha, o);
+  Strategy fused = OneEach(profile, 4, AllReduceSync{});
+  Strategy apart = fused;
+  for (int i = 0; i < 4; ++i) std::get<AllReduceSync>(apart.params[i].sync).group = i;
+  const double steps = 2.0 * 3;
+  const double b1 = 2.0 * 3 / 4 * 40 / (10 * kGbit);
+  EXPECT_NEAR(Step(fused, profile, c), steps * (alpha + o) + 4 * b1, 1e-12);
+  ASSERT_GT(4 * steps * o, steps * (alpha + o) + 4 * b1);  // the messages are the bottleneck
+  EXPECT_NEAR(Step(apart, profile, c), 4 * steps * o, 1e-12);
+}
+
+TEST(CostModelTest, ErrorsNameTheParameter) {
+  ModelProfile profile = Profile({{10, 4}, {4}});
+  profile.params[0].sparse = true;
+  profile.params[0].touched_rows = 2;
+  const ClusterSpec c = Cluster(2, 1, 1, 0, 0);
+  auto error = [&](const Strategy& s) {
+    absl::StatusOr<Prediction> p = PredictStepTime(s, profile, c);
+    EXPECT_FALSE(p.ok());
+    return std::string(p.status().message());
+  };
+  Strategy s = OneEach(profile, 2, AllReduceSync{});
+  EXPECT_EQ(error(s), "parameter 'p0' has a row-sparse gradient; allreduce needs a dense one");
+  s.params[0].sync = SparseSync{};
+  s.params[1].sync = SparseSync{};
+  EXPECT_EQ(error(s), "parameter 'p1' has a dense gradient; sparse needs a row-sparse one");
+  s.params[1].sync = ParameterServerSync{{2}, {}, 0};
+  EXPECT_EQ(error(s), "parameter 'p1': server rank 2 is out of range for world_size 2");
+  s.params[1].sync = ParameterServerSync{{0, 1}, {}, 0};  // 2 shards of a 1-row vector
+  EXPECT_EQ(error(s), "parameter 'p1': shards [0, 1, 1] do not tile its 1 rows");
+  s.params[1].sync = ParameterServerSync{{0}, {}, 0};
+  s.world_size = 3;
+  EXPECT_EQ(error(s), "strategy 'test' is for 3 ranks; the cluster has 2");
+  s.world_size = 2;
+  s.params.pop_back();
+  EXPECT_EQ(error(s), "strategy 'test' has no entry for parameter 'p1'");
+  s.params.push_back({"q", AllReduceSync{}});
+  EXPECT_EQ(error(s),
+            "strategy 'test' has an entry for 'q', which is not a parameter of the "
+            "profile");
+}
+
+// More bandwidth never predicts a slower step, more latency or overhead never a faster one:
+// every builder on uneven clusters, each link parameter raised in turn.
+TEST(CostModelTest, MonotoneInEveryLinkParameter) {
+  ModelProfile profile = Profile({{2000, 64}, {64, 256}, {256}, {256, 256}, {256}, {256, 10}});
+  profile.params[0].sparse = true;
+  profile.params[0].touched_rows = 300;
+  profile.params[0].union_rows = {{2, 500}};
+  profile.forward_ms = 2;
+  profile.backward_ms = 6;
+  for (size_t i = 1; i < profile.params.size(); ++i) profile.params[i].ready_ms = 6.0 - i;
+  core::ParameterStore store;
+  ASSERT_TRUE(AddProfileParameters(profile, &store).ok());
+  for (int variant = 0; variant < 4; ++variant) {
+    ClusterSpec base = Cluster(3, 2, 1, 40 * kUs, 15 * kUs);
+    base.hosts[1].bandwidth *= 0.25;
+    base.hosts[2].ranks = 1 + variant % 3;
+    base.duplex = 0.6;
+    base.algorithms.allreduce =
+        variant % 2 ? AllReduceAlgorithm::kRecursiveDoubling : AllReduceAlgorithm::kRing;
+    base.algorithms.reduce = variant % 2 ? ReduceAlgorithm::kBinomial : ReduceAlgorithm::kLinear;
+    base.algorithms.broadcast =
+        variant >= 2 ? BroadcastAlgorithm::kLibnbc : BroadcastAlgorithm::kLinear;
+    base.algorithms.allgather =
+        variant >= 2 ? AllGatherAlgorithm::kRing : AllGatherAlgorithm::kLinear;
+    for (const std::string& name : StrategyBuilderNames()) {
+      absl::StatusOr<Strategy> s =
+          BuildStrategy(name, store, base.world_size(), {.bucket_bytes = 70000});
+      ASSERT_TRUE(s.ok()) << s.status();
+      const double step = Step(*s, profile, base);
+      const double eps = step * 1e-12;
+      for (size_t h = 0; h < base.hosts.size(); ++h) {
+        ClusterSpec faster = base;
+        faster.hosts[h].bandwidth *= 1.7;
+        EXPECT_LE(Step(*s, profile, faster), step + eps) << name << " host " << h;
+      }
+      ClusterSpec c = base;
+      c.intra_bandwidth *= 2;
+      EXPECT_LE(Step(*s, profile, c), step + eps) << name;
+      c = base, c.duplex = 0.9;
+      EXPECT_LE(Step(*s, profile, c), step + eps) << name;
+      c = base, c.efficiency = 0.7;
+      EXPECT_GE(Step(*s, profile, c), step - eps) << name;
+      c = base, c.inter_latency *= 3;
+      EXPECT_GE(Step(*s, profile, c), step - eps) << name;
+      c = base, c.intra_latency *= 3;
+      EXPECT_GE(Step(*s, profile, c), step - eps) << name;
+      c = base, c.message_overhead *= 3;
+      EXPECT_GE(Step(*s, profile, c), step - eps) << name;
+    }
+  }
+}
+
+TEST(CostModelFitTest, RecoversAlphaAndBetaFromTheModelsOwnTerms) {
+  ClusterSpec c = Cluster(4, 2, 1, 0, 0);
+  c.algorithms.allreduce = AllReduceAlgorithm::kRecursiveDoubling;
+  const double alpha = 120 * kUs, beta = 1.0 / (0.45 * kGbit);
+  std::vector<internal::FitPoint> points;
+  for (double bytes : {4e3, 64e3, 1e6, 16e6}) {
+    internal::FitPoint terms =
+        internal::CollectiveFitTerms(c, internal::CollectiveOp::kAllReduce, bytes, 0);
+    // Two ranks per host: each inter-host step carries 2 B per direction, 2 such steps.
+    EXPECT_DOUBLE_EQ(terms.bytes, 4 * bytes);
+    EXPECT_DOUBLE_EQ(terms.messages, 3);
+    terms.seconds = terms.messages * alpha + terms.bytes * beta;
+    points.push_back(terms);
+  }
+  absl::StatusOr<internal::AlphaBeta> fit = internal::FitAlphaBeta(points);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_NEAR(fit->alpha, alpha, alpha * 1e-9);
+  EXPECT_NEAR(fit->beta, beta, beta * 1e-9);
+  EXPECT_NEAR(fit->rms_error, 0, 1e-12);
+  // A linear reduce to rank 0: its host's link takes (W - ranks on it) buffers in.
+  internal::FitPoint reduce =
+      internal::CollectiveFitTerms(c, internal::CollectiveOp::kReduce, 1000, 0);
+  EXPECT_DOUBLE_EQ(reduce.bytes, 6000);
+  EXPECT_DOUBLE_EQ(reduce.messages, 7);
+}
+
+TEST(CostModelFitTest, RejectsPointsThatCannotSeparateTheTerms) {
+  EXPECT_FALSE(internal::FitAlphaBeta({{1, 100, 1}}).ok());
+  EXPECT_FALSE(internal::FitAlphaBeta({{1, 100, 1}, {2, 200, 2}}).ok());
+  EXPECT_FALSE(internal::FitAlphaBeta({{1, 100, -1}, {2, 300, 2}}).ok());
+  // Noise that would make alpha negative: alpha 0, beta refitted.
+  absl::StatusOr<internal::AlphaBeta> fit = internal::FitAlphaBeta({{1, 100, 0.5}, {2, 300, 3}});
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->alpha, 0.0);
+  EXPECT_NEAR(fit->beta, (100 * 0.5 + 300 * 3.0) / (100.0 * 100 + 300.0 * 300), 1e-15);
+}
+
+}  // namespace
+}  // namespace cavs::distributed

@@ -1,0 +1,221 @@
+#include "distributed/strategy_search.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "distributed/builders.h"
+
+namespace cavs::distributed {
+namespace {
+
+constexpr double kGbit = 1e9 / 8;
+
+// The SST Tree-LSTM's parameters (vertex/models.h) with a CPU-like profile.
+ModelProfile TreeLstm() {
+  ModelProfile p;
+  p.name = "tree-lstm";
+  p.batch_per_rank = 25;
+  p.forward_ms = 9;
+  p.backward_ms = 14;
+  p.optimizer_ms = 1.4;
+  auto add = [&](const char* name, std::vector<int64_t> shape, double ready) {
+    ParamProfile param;
+    param.name = name;
+    param.shape = std::move(shape);
+    param.ready_ms = ready;
+    p.params.push_back(param);
+  };
+  add("embedding", {21701, 300}, 14);
+  p.params[0].sparse = true;
+  p.params[0].touched_rows = 287;
+  p.params[0].union_rows = {{2, 509}, {4, 891}};
+  add("W", {300, 750}, 13);
+  add("U", {300, 750}, 12.5);
+  add("b", {750}, 12.5);
+  add("out_W", {150, 5}, 0.2);
+  add("out_b", {5}, 0.2);
+  return p;
+}
+
+// A dense-heavy model: one large output layer and many small tensors.
+ModelProfile Dense() {
+  ModelProfile p;
+  p.name = "dense";
+  p.forward_ms = 2;
+  p.backward_ms = 4;
+  for (int i = 0; i < 12; ++i) {
+    ParamProfile param;
+    param.name = "small" + std::to_string(i);
+    param.shape = {64, 64};
+    param.ready_ms = 4.0 - i * 0.3;
+    p.params.push_back(param);
+  }
+  ParamProfile out;
+  out.name = "out";
+  out.shape = {512, 10000};
+  out.ready_ms = 0.1;
+  p.params.push_back(out);
+  return p;
+}
+
+ClusterSpec Cluster(std::vector<std::pair<int, double>> hosts) {
+  ClusterSpec c;
+  c.name = "test";
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    c.hosts.push_back({"h" + std::to_string(i), hosts[i].first, hosts[i].second * kGbit});
+  }
+  c.inter_latency = 50e-6;
+  c.message_overhead = 20e-6;
+  c.duplex = 0.5;
+  c.efficiency = 0.95;
+  return c;
+}
+
+std::vector<ClusterSpec> Clusters() {
+  std::vector<ClusterSpec> out = {Cluster({{1, 1}, {1, 1}, {1, 1}, {1, 1}}),
+                                  Cluster({{2, 1}, {2, 0.25}}),
+                                  Cluster({{4, 10}, {4, 10}, {2, 1}})};
+  out[1].algorithms = {AllReduceAlgorithm::kRecursiveDoubling, ReduceAlgorithm::kBinomial,
+                       BroadcastAlgorithm::kLibnbc, AllGatherAlgorithm::kLinear};
+  return out;
+}
+
+TEST(StrategySearchTest, ResultsAreValidRankedAndRoundTrip) {
+  for (const ModelProfile& profile : {TreeLstm(), Dense()}) {
+    core::ParameterStore store;
+    ASSERT_TRUE(AddProfileParameters(profile, &store).ok());
+    for (const ClusterSpec& cluster : Clusters()) {
+      absl::StatusOr<SearchReport> r = SearchStrategies(profile, cluster, {.top_k = 6});
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_EQ(r->best.size(), 6u);
+      EXPECT_GE(r->evaluated, 6);
+      for (size_t i = 0; i < r->best.size(); ++i) {
+        const Strategy& s = r->best[i].strategy;
+        EXPECT_EQ(s.name, "auto");
+        EXPECT_EQ(s.world_size, cluster.world_size());
+        EXPECT_TRUE(ValidateStrategy(s, store).ok()) << ValidateStrategy(s, store);
+        absl::StatusOr<Strategy> again = ParseStrategy(SerializeStrategy(s));
+        ASSERT_TRUE(again.ok()) << again.status();
+        EXPECT_EQ(*again, s);
+        // The prediction is the cost model's for that strategy.
+        absl::StatusOr<Prediction> p = PredictStepTime(s, profile, cluster);
+        ASSERT_TRUE(p.ok()) << p.status();
+        EXPECT_EQ(p->step_s, r->best[i].prediction.step_s);
+        if (i > 0) {
+          EXPECT_LE(r->best[i - 1].prediction.step_s, r->best[i].prediction.step_s);
+          EXPECT_NE(SerializeStrategy(r->best[i - 1].strategy), SerializeStrategy(s));
+        }
+        for (const ParamStrategy& e : s.params) {  // no compression unless allowed
+          const auto* ar = std::get_if<AllReduceSync>(&e.sync);
+          EXPECT_TRUE(ar == nullptr || ar->compressor == Compressor::kNone);
+        }
+      }
+    }
+  }
+}
+
+TEST(StrategySearchTest, IsDeterministic) {
+  const ModelProfile profile = TreeLstm();
+  for (const ClusterSpec& cluster : Clusters()) {
+    absl::StatusOr<SearchReport> a = SearchStrategies(profile, cluster, {.top_k = 5});
+    absl::StatusOr<SearchReport> b = SearchStrategies(profile, cluster, {.top_k = 5});
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->evaluated, b->evaluated);
+    ASSERT_EQ(a->best.size(), b->best.size());
+    for (size_t i = 0; i < a->best.size(); ++i) {
+      EXPECT_EQ(a->best[i].strategy, b->best[i].strategy);
+      EXPECT_EQ(a->best[i].prediction.step_s, b->best[i].prediction.step_s);
+    }
+  }
+}
+
+// Seeded with the builders' strategies, the best is never predicted slower than any of them.
+TEST(StrategySearchTest, NeverPredictedSlowerThanASeed) {
+  for (const ModelProfile& profile : {TreeLstm(), Dense()}) {
+    core::ParameterStore store;
+    ASSERT_TRUE(AddProfileParameters(profile, &store).ok());
+    for (const ClusterSpec& cluster : Clusters()) {
+      SearchOptions options;
+      for (const std::string& name : StrategyBuilderNames()) {
+        absl::StatusOr<Strategy> s = BuildStrategy(name, store, cluster.world_size());
+        ASSERT_TRUE(s.ok());
+        options.seeds.push_back(*s);
+      }
+      absl::StatusOr<SearchReport> r = SearchStrategies(profile, cluster, options);
+      ASSERT_TRUE(r.ok()) << r.status();
+      for (const Strategy& seed : options.seeds) {
+        absl::StatusOr<Prediction> p = PredictStepTime(seed, profile, cluster);
+        ASSERT_TRUE(p.ok());
+        EXPECT_LE(r->best[0].prediction.step_s, p->step_s) << seed.name;
+      }
+    }
+  }
+  SearchOptions bad;
+  bad.seeds.push_back(Strategy{"broken", 3, {}});
+  EXPECT_FALSE(SearchStrategies(TreeLstm(), Clusters()[0], bad).ok());
+}
+
+// On a slow link with a large dense layer, compression pays, but only where it is allowed;
+// the row-sparse table never goes dense either way.
+TEST(StrategySearchTest, CompressesOnlyWhenAllowed) {
+  ModelProfile profile = Dense();
+  ParamProfile table;
+  table.name = "table";
+  table.shape = {10000, 512};
+  table.sparse = true;
+  table.touched_rows = 500;
+  profile.params.insert(profile.params.begin(), table);
+  const ClusterSpec cluster = Cluster({{1, 1}, {1, 1}});
+  absl::StatusOr<SearchReport> plain = SearchStrategies(profile, cluster);
+  absl::StatusOr<SearchReport> fp16 =
+      SearchStrategies(profile, cluster, {.allow_compression = true});
+  ASSERT_TRUE(plain.ok() && fp16.ok());
+  auto compressed = [](const Strategy& s) {
+    const auto* ar = std::get_if<AllReduceSync>(&s.Find("out")->sync);
+    return ar != nullptr && ar->compressor == Compressor::kFp16;
+  };
+  EXPECT_FALSE(compressed(plain->best[0].strategy));
+  EXPECT_TRUE(compressed(fp16->best[0].strategy)) << SerializeStrategy(fp16->best[0].strategy);
+  EXPECT_LT(fp16->best[0].prediction.step_s, plain->best[0].prediction.step_s);
+  for (const SearchReport* r : {&*plain, &*fp16}) {
+    for (const SearchResult& result : r->best) {
+      EXPECT_FALSE(std::holds_alternative<AllReduceSync>(result.strategy.Find("table")->sync));
+    }
+  }
+}
+
+// A parameter server's rows follow its servers' bandwidth on an uneven cluster; tiny tensors
+// stay in allreduce buckets.
+TEST(StrategySearchTest, SplitsRowsByBandwidthAndFusesTinyTensors) {
+  const ModelProfile profile = Dense();
+  const ClusterSpec cluster = Cluster({{1, 4}, {1, 1}});
+  absl::StatusOr<SearchReport> r = SearchStrategies(profile, cluster, {.top_k = 100});
+  ASSERT_TRUE(r.ok()) << r.status();
+  bool saw_uneven = false;
+  for (const SearchResult& result : r->best) {
+    for (int i = 0; i < 12; ++i) {  // 16 KB each: under tiny_bytes
+      EXPECT_TRUE(std::holds_alternative<AllReduceSync>(
+          result.strategy.Find("small" + std::to_string(i))->sync));
+    }
+    const auto* ps = std::get_if<ParameterServerSync>(&result.strategy.Find("out")->sync);
+    if (ps == nullptr || ps->placement.size() != 2) continue;
+    // 512 rows in proportion 4 : 1, the faster host's server first.
+    EXPECT_EQ(ps->placement, (std::vector<int>{0, 1}));
+    EXPECT_EQ(ps->row_splits, (std::vector<int64_t>{0, 410, 512}));
+    saw_uneven = true;
+  }
+  EXPECT_TRUE(saw_uneven);
+}
+
+TEST(StrategySearchTest, RejectsBadOptions) {
+  EXPECT_FALSE(SearchStrategies(TreeLstm(), Clusters()[0], {.top_k = 0}).ok());
+  SearchOptions no_caps;
+  no_caps.bucket_bytes.clear();
+  EXPECT_FALSE(SearchStrategies(TreeLstm(), Clusters()[0], no_caps).ok());
+  EXPECT_FALSE(SearchStrategies(ModelProfile{}, Clusters()[0]).ok());
+}
+
+}  // namespace
+}  // namespace cavs::distributed
