@@ -49,6 +49,7 @@ struct ParseState {
   bool have_version = false;
   absl::flat_hash_map<std::string, int> key_line;  // name, inter, intra, algorithms
   absl::flat_hash_map<std::string, int> host_line;
+  int64_t ranks = 0;  // cluster.world_size(), kept as hosts are added (summing is O(hosts))
 };
 
 // Sets `*out` from `o` when its key is `key`: a number in `range` times `unit`.
@@ -142,9 +143,10 @@ absl::Status ParseHosts(const std::vector<std::string>& tokens, int line, ParseS
     have_bandwidth |= o.key == "bandwidth_gbit";
   }
   if (!have_bandwidth) return FieldError("bandwidth_gbit", absl::InvalidArgumentError("missing"));
-  if (st.cluster.world_size() + count * host.ranks > kMaxRanks) {
+  if (st.ranks + count * host.ranks > kMaxRanks) {
     return absl::InvalidArgumentError(absl::StrCat("more than ", kMaxRanks, " ranks in all"));
   }
+  st.ranks += count * host.ranks;
   for (int64_t i = 0; i < count; ++i) {
     host.name = many ? absl::StrCat("h", st.cluster.hosts.size()) : tokens[1];
     if (auto [it, added] = st.host_line.emplace(host.name, line); !added) {

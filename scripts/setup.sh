@@ -14,7 +14,9 @@ REQUIRED=(
   iproute2 iptables libnetfilter-queue-dev
 )
 # Useful but not needed for a passing build: a failure here is a warning.
-#   ccache: cheap rebuilds; gnuplot-nox: learning-curve plots; clang + libclang-rt: libFuzzer;
+#   ccache: cheap rebuilds; gnuplot-nox: learning-curve plots; clang + libclang-rt: libFuzzer,
+#   which scripts/test.sh's fuzz step needs (it fails saying so, or skips with
+#   CAVS_FUZZ_SECONDS=0); training never does, and scripts/train.sh runs this setup too;
 #   iperf3: `scripts/cluster.sh check` measures the emulated links with it.
 OPTIONAL=(ccache gnuplot-nox clang libclang-rt-14-dev iperf3)
 

@@ -15,6 +15,8 @@
 #                                  GPU tests skip without a GPU), in build/default, followed by
 #                                  the install into build/install and the consumer check
 #   CAVS_JOBS           build and ctest parallelism, default 2
+#   CAVS_FUZZ_SECONDS   the fuzz step (scripts/fuzz.sh, last): seconds per libFuzzer target,
+#                       default 30; 0 skips it and says so
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/common.sh
@@ -199,4 +201,6 @@ for config in $CONFIGS; do
       ;;
   esac
 done
+step "fuzz"
+bash scripts/fuzz.sh
 STEP="done"

@@ -58,7 +58,16 @@ absl::Status LineReader::Fill() {
   return absl::OkStatus();
 }
 
+absl::Status LineReader::SkipByteOrderMark() {
+  constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+  at_start_ = false;
+  while (file_ && data().size() - pos_ < kUtf8Bom.size() && !eof_) CAVS_RETURN_IF_ERROR(Fill());
+  if (data().substr(pos_, kUtf8Bom.size()) == kUtf8Bom) pos_ += kUtf8Bom.size();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> LineReader::Next(std::string_view* line) {
+  if (at_start_) CAVS_RETURN_IF_ERROR(SkipByteOrderMark());
   size_t scanned = pos_;  // bytes before this offset hold no '\n'
   while (true) {
     const std::string_view all = data();
@@ -84,6 +93,7 @@ absl::StatusOr<bool> LineReader::Next(std::string_view* line) {
 }
 
 absl::StatusOr<std::optional<char>> LineReader::PeekNonBlank() {
+  if (at_start_) CAVS_RETURN_IF_ERROR(SkipByteOrderMark());
   size_t i = pos_;  // the byte being looked at; pos_ is the start of its line
   while (true) {
     const std::string_view all = data();

@@ -3,7 +3,9 @@
 //
 // Invariants: a line never includes its '\n' nor a trailing '\r' (CRLF files read like LF
 // files); line numbers are 1-based and count every physical line, blank ones included; a final
-// line without '\n' is still a line. A line longer than the cap is an error naming the source
+// line without '\n' is still a line. A UTF-8 byte order mark (EF BB BF) at the very start of the
+// source, which some editors write, is skipped: it is not part of line 1, whose columns count
+// from after it. A line longer than the cap is an error naming the source
 // and the line, and a file is never held in memory beyond one chunk plus one line, so a
 // multi-gigabyte line cannot exhaust memory. Not thread-safe; one reader per thread.
 #pragma once
@@ -68,6 +70,8 @@ class LineReader {
   std::string_view data() const { return file_ ? std::string_view(buffer_) : text_; }
   // Drops consumed bytes and appends one chunk of the file to buffer_; sets eof_ at the end.
   absl::Status Fill();
+  // Before the first line: skips a UTF-8 byte order mark.
+  absl::Status SkipByteOrderMark();
 
   std::string name_;
   size_t max_line_bytes_;
@@ -76,6 +80,7 @@ class LineReader {
   std::string_view text_;                        // a string source's data
   size_t pos_ = 0;                               // first unread byte of buffer_ or text_
   bool eof_ = false;
+  bool at_start_ = true;  // nothing read yet: a byte order mark may come
   int line_number_ = 0;
 };
 

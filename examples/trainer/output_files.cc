@@ -79,6 +79,7 @@ NamedPaths OutputFiles(const TrainerConfig& c) {
   NamedPaths out;
   if (!c.log_json.empty()) out.emplace_back("--log-json", c.log_json);
   if (!c.csv.empty()) out.emplace_back("--csv", c.csv);
+  if (!c.save_best.empty()) out.emplace_back("--save-best", c.save_best);
   if (!c.plot.empty()) {
     out.emplace_back("--plot", c.plot);
     out.emplace_back("--plot", c.plot + ".gp");
@@ -121,6 +122,14 @@ absl::Status CheckOutputs(const TrainerConfig& config) {
   const NamedPaths outputs = OutputFiles(config);
   NamedPaths inputs = InputFiles(config);
   if (!config.strategy_file.empty()) inputs.emplace_back("--strategy-file", config.strategy_file);
+  // A checkpoint file is written beside its path and renamed over it: only a regular file may
+  // be replaced so (as root, a rename would replace /dev/full itself).
+  if (!config.save_best.empty()) {
+    CAVS_ASSIGN_OR_RETURN(fs::file_type type, TypeOf("--save-best", config.save_best));
+    if (type != fs::file_type::not_found && type != fs::file_type::regular) {
+      return Bad("--save-best", absl::StrCat(config.save_best, " is not a regular file"));
+    }
+  }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto& [flag, path] = outputs[i];
     CAVS_RETURN_IF_ERROR(CheckWritableFile(flag, path));

@@ -98,15 +98,15 @@ std::string EpochJson(const EpochRecord& r, const std::string& model, bool langu
                       ",\"seconds\":", JsonNumber(r.seconds), "}");
 }
 
+double DevScore(const EpochRecord& r, bool language_model) {
+  const double x = language_model ? -r.dev_perplexity : r.dev_root_acc;
+  return std::isnan(x) ? -std::numeric_limits<double>::infinity() : x;
+}
+
 const EpochRecord& BestEpoch(const std::vector<EpochRecord>& curve, bool language_model) {
-  // Higher is better; a NaN (no such metric) is worse than any number.
-  auto score = [language_model](const EpochRecord& r) {
-    const double x = language_model ? -r.dev_perplexity : r.dev_root_acc;
-    return std::isnan(x) ? -std::numeric_limits<double>::infinity() : x;
-  };
   size_t best = 0;
   for (size_t i = 1; i < curve.size(); ++i) {
-    if (score(curve[i]) > score(curve[best])) best = i;
+    if (DevScore(curve[i], language_model) > DevScore(curve[best], language_model)) best = i;
   }
   return curve[best];
 }
@@ -116,6 +116,13 @@ std::string BestLine(const EpochRecord& best, bool language_model) {
     return absl::StrFormat("best dev epoch %d: ppl %.2f", best.epoch, best.dev_perplexity);
   }
   return absl::StrCat("best dev epoch ", best.epoch, ": ", AccuracyFields(best));
+}
+
+std::string TestLine(int epoch, absl::string_view which, const EpochRecord& figures,
+                     bool language_model) {
+  const std::string head = absl::StrCat("test on epoch ", epoch, " (", which, "): ");
+  if (language_model) return absl::StrFormat("%sppl %.2f", head, figures.dev_perplexity);
+  return head + AccuracyFields(figures);
 }
 
 std::string CsvHeader(bool language_model) {
@@ -165,7 +172,9 @@ absl::Status WriteTextFile(const std::string& flag, const std::string& path,
                            const std::string& text) {
   const std::optional<examples::WriteFailure> failed = examples::WriteWholeFile(path, text);
   if (!failed.has_value()) return absl::OkStatus();
-  return absl::InvalidArgumentError(
+  // The path was checked before the run (output_files.h): what fails now is the machine (a
+  // full disk, a quota, EIO), a failure like a checkpoint's, not a usage error.
+  return absl::InternalError(
       failed->open
           ? absl::StrCat(flag, ": cannot write ", path, ": ", std::strerror(failed->error))
           : absl::StrCat(flag, ": writing ", path, " failed: ", std::strerror(failed->error)));

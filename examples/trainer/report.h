@@ -58,11 +58,20 @@ std::string JsonNumber(double x);
 // One JSON object (no newline) for --log-json and the SUMMARY line.
 std::string EpochJson(const EpochRecord& r, const std::string& model, bool language_model);
 
-// The epoch with the best dev metric (highest root accuracy; lowest perplexity), the first
-// of equals. REQUIRES: !curve.empty().
+// How good an epoch's dev figures are, higher is better: the root accuracy, or minus the
+// perplexity; -infinity where there is no such figure (NaN).
+double DevScore(const EpochRecord& r, bool language_model);
+// The epoch with the best dev metric (highest DevScore), the first of equals.
+// REQUIRES: !curve.empty().
 const EpochRecord& BestEpoch(const std::vector<EpochRecord>& curve, bool language_model);
 // "best dev epoch 3: root 45.05%  binary 84.52%  all-nodes 81.50%" (or perplexity).
 std::string BestLine(const EpochRecord& best, bool language_model);
+
+// "test on epoch 3 (best dev): root 45.05%  binary 84.52%  all-nodes 81.50%" (or perplexity):
+// the test figures, carried in the dev_* fields of `figures`, of the parameters of `epoch`;
+// `which` says which epoch that is.
+std::string TestLine(int epoch, absl::string_view which, const EpochRecord& figures,
+                     bool language_model);
 
 // CSV rows (no header), and the header, of the learning curve.
 std::string CsvHeader(bool language_model);
@@ -72,8 +81,8 @@ std::string CsvRow(const EpochRecord& r, bool language_model);
                                                                     bool language_model);
 
 // Writes `text` to `path` (truncate + write: atomic enough for a log), checking the write, the
-// flush and the close, so that a full disk is an error. Errors are InvalidArgument naming `flag`
-// (the flag that named the path), the path and the reason.
+// flush and the close, so that a full disk is an error. Errors are Internal (as a checkpoint's
+// write errors are) naming `flag` (the flag that named the path), the path and the reason.
 [[nodiscard]] absl::Status WriteTextFile(const std::string& flag, const std::string& path,
                                          const std::string& text);
 

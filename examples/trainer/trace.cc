@@ -1,10 +1,13 @@
 #include "examples/trainer/trace.h"
 
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "examples/data/text_file.h"
 
 namespace cavs::trainer {
 
@@ -39,13 +42,18 @@ std::string TraceRecorder::Json() const {
 
 absl::Status TraceRecorder::Write(const std::string& path) const {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream file(tmp, std::ios::trunc);
-    file << Json();
-    if (!file.flush()) return absl::InvalidArgumentError("--trace: cannot write " + tmp);
+  // Checked before the run (output_files.h): a failure now is the machine's (a full disk), an
+  // error like a checkpoint's.
+  if (const std::optional<examples::WriteFailure> failed = examples::WriteWholeFile(tmp, Json())) {
+    std::remove(tmp.c_str());
+    return absl::InternalError(
+        absl::StrCat("--trace: cannot write ", tmp, ": ", std::strerror(failed->error)));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InvalidArgumentError("--trace: cannot rename " + tmp + " to " + path);
+    const int err = errno;
+    std::remove(tmp.c_str());
+    return absl::InternalError(
+        absl::StrCat("--trace: cannot rename ", tmp, " to ", path, ": ", std::strerror(err)));
   }
   return absl::OkStatus();
 }

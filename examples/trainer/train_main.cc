@@ -1,11 +1,14 @@
 // cavs-train: trains a model with examples/trainer (see docs/trainer.md and --help).
-// Exit status: 0 on success, 2 on a usage, file or data error, 1 on any other failure (a peer
-// that stopped answering under mpirun included).
+// Exit status: 0 on success, 2 on a usage, file or data error, 1 on any other failure (a write
+// that fails on a full disk, to a log, a checkpoint or stdout, and a peer that stopped answering
+// under mpirun included).
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -38,6 +41,15 @@ int Fail(const absl::Status& status) {
   }
 }
 
+// Output that did not reach stdout (a full disk, /dev/full) is a failure, not a success.
+int FlushStdout() {
+  errno = 0;
+  std::cout.flush();
+  if (std::cout && std::fflush(stdout) == 0) return 0;
+  const int err = errno != 0 ? errno : EIO;
+  return Fail(absl::InternalError(absl::StrCat("writing to stdout: ", std::strerror(err))));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,7 +62,7 @@ int main(int argc, char** argv) {
   if (!config.ok()) return Fail(config.status());
   if (config->help) {
     std::cout << cavs::trainer::HelpText();
-    return 0;
+    return FlushStdout();
   }
   cavs::trainer::TrainOptions options;
   options.out = &std::cout;
@@ -62,5 +74,5 @@ int main(int argc, char** argv) {
   if (!trainer.ok()) return Fail(trainer.status());
   absl::Status status = (*trainer)->Run();
   if (!status.ok()) return Fail(status);
-  return 0;
+  return FlushStdout();
 }

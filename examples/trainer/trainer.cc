@@ -1,7 +1,9 @@
 #include "examples/trainer/trainer.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -33,6 +35,29 @@ std::vector<scheduler::Graph> Slice(const std::vector<scheduler::Graph>& all,
   return out;
 }
 
+// An evaluation's figures in the dev_* fields of an epoch record (the epoch line's format).
+EpochRecord Figures(const EvalMetrics& m) {
+  EpochRecord r;
+  r.dev_loss = m.MeanLoss();
+  r.dev_root_acc = m.RootAccuracy();
+  r.dev_binary_acc = m.BinaryAccuracy();
+  r.dev_all_acc = m.AllNodesAccuracy();
+  r.dev_perplexity = m.Perplexity();
+  return r;
+}
+
+// ',"<prefix>_epoch":3,"<prefix>_root_acc":0.45,"<prefix>_binary_acc":0.84' (or perplexity).
+void AppendTestJson(std::string* json, const char* prefix, int epoch, const EvalMetrics& m,
+                    bool language_model) {
+  absl::StrAppendFormat(json, ",\"%s_epoch\":%d", prefix, epoch);
+  if (language_model) {
+    absl::StrAppend(json, ",\"", prefix, "_perplexity\":", JsonNumber(m.Perplexity()));
+  } else {
+    absl::StrAppend(json, ",\"", prefix, "_root_acc\":", JsonNumber(m.RootAccuracy()), ",\"",
+                    prefix, "_binary_acc\":", JsonNumber(m.BinaryAccuracy()));
+  }
+}
+
 }  // namespace
 
 uint64_t StepDropoutSeed(uint64_t seed, int64_t step) {
@@ -60,14 +85,26 @@ absl::Status Trainer::Build() {
   if (config_.threads > 0) ops::SetCpuThreads(config_.threads);
   vertex::models::CellConfig cell{data_.vocab_size, config_.embed, config_.hidden, data_.classes,
                                   static_cast<float>(config_.dropout)};
-  CAVS_ASSIGN_OR_RETURN(vertex::Function f, MakeModel(kind_, cell));
-  function_ = std::make_unique<vertex::Function>(std::move(f));
+  // The sizes come from flags: an error here (a row too wide for a vertex function, parameters
+  // that do not fit in memory) names them, not only a shape or a byte count.
+  auto model_error = [&](const absl::Status& s) {
+    return absl::Status(
+        s.code(), absl::StrCat("cannot build the model --model=", config_.model,
+                               " --hidden=", config_.hidden, " --embed=", config_.embed,
+                               " (vocabulary of ", data_.vocab_size, " words): ", s.message()));
+  };
+  absl::StatusOr<vertex::Function> f = MakeModel(kind_, cell);
+  if (!f.ok()) return model_error(f.status());
+  function_ = std::make_unique<vertex::Function>(*std::move(f));
   CAVS_ASSIGN_OR_RETURN(core::Device device, core::ParseDevice(config_.device));
   store_ = std::make_unique<core::ParameterStore>(config_.seed, device);
   scheduler::EngineOptions eo;
   eo.device = device;
   CAVS_ASSIGN_OR_RETURN(eo.plan.policy, scheduler::ParsePolicy(config_.policy));
-  CAVS_ASSIGN_OR_RETURN(engine_, scheduler::Engine::Create(function_.get(), store_.get(), eo));
+  absl::StatusOr<std::unique_ptr<scheduler::Engine>> engine =
+      scheduler::Engine::Create(function_.get(), store_.get(), eo);
+  if (!engine.ok()) return model_error(engine.status());
+  engine_ = *std::move(engine);
   core::OptimizerConfig oc;
   CAVS_ASSIGN_OR_RETURN(oc.kind, core::ParseOptimizerKind(config_.optimizer));
   oc.lr = static_cast<float>(config_.lr);
@@ -252,16 +289,60 @@ absl::Status Trainer::RunEpochs() {
     record.epoch = epoch;
     CAVS_ASSIGN_OR_RETURN(record.train_loss, TrainEpoch(epoch, &record.trees_per_sec));
     CAVS_ASSIGN_OR_RETURN(EvalMetrics dev, Evaluate(data_.dev));
-    record.dev_loss = dev.MeanLoss();
-    record.dev_root_acc = dev.RootAccuracy();
-    record.dev_binary_acc = dev.BinaryAccuracy();
-    record.dev_all_acc = dev.AllNodesAccuracy();
-    record.dev_perplexity = dev.Perplexity();
+    const EpochRecord figures = Figures(dev);
+    record.dev_loss = figures.dev_loss;
+    record.dev_root_acc = figures.dev_root_acc;
+    record.dev_binary_acc = figures.dev_binary_acc;
+    record.dev_all_acc = figures.dev_all_acc;
+    record.dev_perplexity = figures.dev_perplexity;
     CAVS_RETURN_IF_ERROR(FinishEpoch(record));
   }
-  if (data_.test.empty()) return WriteOutputs(nullptr);
-  CAVS_ASSIGN_OR_RETURN(EvalMetrics test, Evaluate(data_.test));
-  return WriteOutputs(&test);
+  return FinishRun();
+}
+
+absl::StatusOr<std::vector<core::Tensor>> Trainer::CopyParameters() const {
+  std::vector<core::Tensor> out;
+  for (const auto& p : store_->parameters()) {
+    core::Tensor host = core::Tensor::Host(p->value.shape(), p->value.dtype());
+    CAVS_RETURN_IF_ERROR(host.CopyFrom(p->value));
+    out.push_back(std::move(host));
+  }
+  return out;
+}
+
+absl::Status Trainer::SetParameters(const std::vector<core::Tensor>& values) {
+  const auto& params = store_->parameters();
+  CAVS_CHECK(values.size() == params.size(), "kept parameters of another store");
+  for (size_t i = 0; i < params.size(); ++i)
+    CAVS_RETURN_IF_ERROR(params[i]->value.CopyFrom(values[i]));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::FinishRun() {
+  const bool test = !data_.test.empty();
+  std::optional<EvalMetrics> last_test, best_test;
+  if (test) {
+    CAVS_ASSIGN_OR_RETURN(last_test, Evaluate(data_.test));
+  }
+  // Without a kept epoch (none beat another after a resume whose best did not reload), the
+  // last epoch's parameters are the ones tested and saved.
+  const int best = best_.epoch != 0 ? best_.epoch : epochs_done_;
+  if (best == epochs_done_) {
+    CAVS_RETURN_IF_ERROR(SaveBest(best));
+    return WriteOutputs(best, test ? &*last_test : nullptr, nullptr);
+  }
+  CAVS_ASSIGN_OR_RETURN(std::vector<core::Tensor> last, CopyParameters());
+  CAVS_RETURN_IF_ERROR(SetParameters(best_.values));
+  absl::Status status = absl::OkStatus();
+  if (test) {
+    absl::StatusOr<EvalMetrics> m = Evaluate(data_.test);
+    if (m.ok()) best_test = *m;
+    status = m.status();
+  }
+  if (status.ok()) status = SaveBest(best);
+  CAVS_RETURN_IF_ERROR(SetParameters(last));  // the store ends with the last epoch's
+  CAVS_RETURN_IF_ERROR(status);
+  return WriteOutputs(best, test ? &*best_test : nullptr, test ? &*last_test : nullptr);
 }
 
 absl::Status Trainer::FinishEpoch(EpochRecord record) {
@@ -278,6 +359,13 @@ absl::Status Trainer::FinishEpoch(EpochRecord record) {
   record.seconds = Elapsed();
   curve_.push_back(record);
   Say(EpochLine(record, config_.epochs, data_.language_model));
+  const double score = DevScore(record, data_.language_model);
+  if (KeepsBest() && (best_.epoch == 0 || score > best_.score)) {
+    CAVS_ASSIGN_OR_RETURN(best_.values, CopyParameters());
+    best_.epoch = record.epoch;
+    best_.score = score;
+  }
+  CAVS_RETURN_IF_ERROR(OutputStatus());      // a full stdout stops the run at its first line
   if (!is_chief()) return absl::OkStatus();  // rank 0 alone writes files
   // The checkpoint first, then the logs, each rewritten whole from the curve (which the
   // checkpoint holds): a failure in between leaves logs that the resumed run rewrites, never a
@@ -300,7 +388,8 @@ absl::Status Trainer::FinishEpoch(EpochRecord record) {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::WriteOutputs(const EvalMetrics* test) {
+absl::Status Trainer::WriteOutputs(int test_epoch, const EvalMetrics* test,
+                                   const EvalMetrics* last_test) {
   std::string csv = config_.csv;
   if (!config_.plot.empty() && is_chief()) {
     if (csv.empty()) {
@@ -336,22 +425,43 @@ absl::Status Trainer::WriteOutputs(const EvalMetrics* test) {
                           world_size(), comm.bytes_sent, comm.bytes_received);
   }
   if (test != nullptr) {
-    if (data_.language_model) {
-      absl::StrAppend(&json, ",\"test_perplexity\":", JsonNumber(test->Perplexity()));
-    } else {
-      absl::StrAppend(&json, ",\"test_root_acc\":", JsonNumber(test->RootAccuracy()),
-                      ",\"test_binary_acc\":", JsonNumber(test->BinaryAccuracy()));
+    // The best dev epoch's parameters, or (a resumed run whose best did not reload) the best
+    // kept since.
+    const bool best =
+        !curve_.empty() && test_epoch == BestEpoch(curve_, data_.language_model).epoch;
+    Say(TestLine(test_epoch, best ? "best dev" : "best kept", Figures(*test),
+                 data_.language_model));
+    if (last_test != nullptr) {
+      Say(TestLine(epochs_done_, "last", Figures(*last_test), data_.language_model));
     }
+    AppendTestJson(&json, "test", test_epoch, *test, data_.language_model);
+    AppendTestJson(&json, "last_test", epochs_done_, last_test != nullptr ? *last_test : *test,
+                   data_.language_model);
+  }
+  if (!config_.save_best.empty()) {
+    Say(absl::StrCat("--save-best: the parameters of epoch ", test_epoch, " are in ",
+                     config_.save_best));
   }
   summary_json_ = json + "}";
   Say("SUMMARY " + summary_json_);
-  return absl::OkStatus();
+  return OutputStatus();
 }
 
 double Trainer::Elapsed() const { return elapsed_before_ + Since(start_); }
 
 void Trainer::Say(const std::string& line) const {
-  if (options_.out != nullptr && is_chief()) *options_.out << line << std::endl;
+  if (options_.out == nullptr || !is_chief()) return;
+  errno = 0;
+  *options_.out << line << std::endl;
+  if (!*options_.out && out_error_ == 0) out_error_ = errno != 0 ? errno : EIO;
+}
+
+absl::Status Trainer::OutputStatus() const {
+  if (out_error_ == 0) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("cannot write the run's output (the epoch lines, "
+                   "stdout for cavs-train): ",
+                   std::strerror(out_error_)));
 }
 
 }  // namespace cavs::trainer

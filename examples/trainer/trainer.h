@@ -78,8 +78,10 @@ class Trainer {
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Trainer>> Create(
       const TrainerConfig& config, const TrainOptions& options = {});
 
-  // Trains the remaining epochs up to config.epochs, then evaluates the test set if any and
-  // writes the CSV, the plot and the SUMMARY line; then (also after a failure) the trace.
+  // Trains the remaining epochs up to config.epochs, then evaluates the test set if any, on the
+  // parameters of the best dev epoch and on the last epoch's, writes --save-best, the CSV, the
+  // plot and the SUMMARY line; then (also after a failure) the trace. The store ends with the
+  // last epoch's parameters.
   [[nodiscard]] absl::Status Run();
 
   // Evaluates `graphs` in fixed order without touching gradients. Under mpirun: collective;
@@ -103,6 +105,9 @@ class Trainer {
   // folded (--fold-eval).
   int64_t evaluations_folded() const { return evaluations_folded_; }
   const std::vector<EpochRecord>& curve() const { return curve_; }
+  // The epoch whose parameters are kept as the best so far (0: none kept; they are kept only
+  // with a test set or --save-best).
+  int best_epoch_kept() const { return best_.epoch; }
   const Dataset& data() const { return data_; }
   int epochs_done() const { return epochs_done_; }
   // The SUMMARY line's JSON object (after Run).
@@ -159,15 +164,50 @@ class Trainer {
   bool distributed() const { return sync_ != nullptr || auto_ != nullptr; }
   bool is_chief() const { return rank() == 0; }
   [[nodiscard]] absl::Status FinishEpoch(EpochRecord record);
+  // The parameters of the best dev epoch so far: host copies in the store's order, taken as an
+  // epoch beats the one kept (every rank keeps them: all evaluate the test set). epoch 0: none.
+  struct KeptParameters {
+    int epoch = 0;
+    double score = 0;  // DevScore
+    std::vector<core::Tensor> values;
+  };
+  // Whether the run needs the best epoch's parameters at the end.
+  bool KeepsBest() const { return !data_.test.empty() || !config_.save_best.empty(); }
+  [[nodiscard]] absl::StatusOr<std::vector<core::Tensor>> CopyParameters() const;
+  [[nodiscard]] absl::Status SetParameters(const std::vector<core::Tensor>& values);
+  // trainer_checkpoint.cc: after --resume, the parameters of the best epoch so far, reloaded
+  // from its checkpoint (where that fails, a warning: the best is then kept from the resumed
+  // epochs on).
+  [[nodiscard]] absl::Status ReloadBest();
+  // trainer_checkpoint.cc: writes the store's parameters to --save-best as those of `epoch`.
+  [[nodiscard]] absl::Status SaveBest(int epoch) const;
+  // After the last epoch: the test set on the best epoch's parameters and on the last's,
+  // --save-best, then WriteOutputs.
+  [[nodiscard]] absl::Status FinishRun();
   [[nodiscard]] absl::Status Resume();
+  // Whether the checkpoint `path`, whose metadata is `info`, was written with this run's
+  // ResultSettings: a FailedPrecondition naming the first that differs. `warn`: say so where
+  // the checkpoint predates the training data's fingerprint.
+  [[nodiscard]] absl::Status CheckSettings(const std::string& path,
+                                           const core::CheckpointInfo& info, bool warn) const;
+  // The parameters of the checkpoint `path` of this run's epoch `epoch` (checked as --resume
+  // checks), on the host in the store's order.
+  [[nodiscard]] absl::StatusOr<std::vector<core::Tensor>> ReadParameters(const std::string& path,
+                                                                         int epoch) const;
   // Rank 0, with --checkpoint-dir: removes the partial checkpoints of writers that died in the
   // middle of a write (core::RemoveStaleTemporaryFiles), saying so.
   [[nodiscard]] absl::Status RemoveStaleCheckpointFiles() const;
   [[nodiscard]] absl::Status SaveEpochCheckpoint() const;
-  [[nodiscard]] absl::Status WriteOutputs(const EvalMetrics* test);
+  // The plot and the SUMMARY; `test` holds the test figures of `test_epoch`'s parameters (the
+  // best dev epoch's), `last_test` those of the last epoch's where that is another epoch.
+  [[nodiscard]] absl::Status WriteOutputs(int test_epoch, const EvalMetrics* test,
+                                          const EvalMetrics* last_test);
   core::CheckpointMetadata ConfigMetadata() const;
   double Elapsed() const;
+  // Prints `line` on options.out (rank 0); a failed write is remembered for OutputStatus.
   void Say(const std::string& line) const;
+  // An Internal error once a line could not be written (a full disk, /dev/full).
+  [[nodiscard]] absl::Status OutputStatus() const;
 
   TrainerConfig config_;
   TrainOptions options_;
@@ -188,9 +228,11 @@ class Trainer {
   TraceRecorder trace_;
   int epochs_done_ = 0;
   std::vector<EpochRecord> curve_;
+  KeptParameters best_;
   double elapsed_before_ = 0.0;  // wall time of the runs this one resumes
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::string summary_json_;
+  mutable int out_error_ = 0;  // errno of the first failed write to options.out
 };
 
 // The dropout seed of global step `step` (0-based) of a run seeded with `seed`.

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/initializer.h"
 #include "core/status.h"
 #include "examples/trainer/trainer.h"
 
@@ -23,6 +24,8 @@ constexpr char kElapsedKey[] = "trainer.elapsed_seconds";
 // distributed training existed: 1).
 constexpr char kWorldSizeKey[] = "trainer.world_size";
 constexpr char kConfigPrefix[] = "trainer.config.";
+// "best" in a --save-best file: parameters only, no optimizer state, not for --resume.
+constexpr char kSavedAsKey[] = "trainer.saved_as";
 
 // What a checkpoint says about where the run stands, checked.
 struct ResumeState {
@@ -77,7 +80,7 @@ std::string FirstBad(const core::Tensor& t, bool (*bad)(float)) {
 // finite, and the state that is a sum of squares (Adagrad's accumulator, Adam's second moment)
 // not negative, where a square root is taken of it.
 absl::Status CheckLoadedValues(const std::string& path, const core::ParameterStore& store,
-                               const core::Optimizer& optimizer) {
+                               const core::Optimizer* optimizer) {
   auto not_finite = [](float x) { return !std::isfinite(x); };
   auto negative = [](float x) { return x < 0; };
   for (const auto& p : store.parameters()) {
@@ -85,7 +88,8 @@ absl::Status CheckLoadedValues(const std::string& path, const core::ParameterSto
       return Corrupt(path, absl::StrCat("parameter '", p->name, "' is not finite", bad));
     }
   }
-  for (const auto& [name, tensor] : optimizer.StateTensors()) {
+  if (optimizer == nullptr) return absl::OkStatus();
+  for (const auto& [name, tensor] : optimizer->StateTensors()) {
     if (std::string bad = FirstBad(tensor, not_finite); !bad.empty()) {
       return Corrupt(path, absl::StrCat("optimizer state '", name, "' is not finite", bad));
     }
@@ -165,6 +169,36 @@ absl::Status Trainer::RemoveStaleCheckpointFiles() const {
   return absl::OkStatus();
 }
 
+absl::Status Trainer::CheckSettings(const std::string& path, const core::CheckpointInfo& info,
+                                    bool warn) const {
+  for (const Setting& s : ResultSettings()) {
+    auto it = info.metadata.find(kConfigPrefix + s.key);
+    if (it == info.metadata.end() && s.key == "train_hash") {
+      // Written before checkpoints recorded the data: the sizes and the vocabulary still match.
+      if (warn)
+        Say(absl::StrCat(
+            "warning: --resume: ", path,
+            " does not record its training data; cannot check that --train is the same"));
+      continue;
+    }
+    if (it == info.metadata.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": not a cavs-train checkpoint (no ", s.key, ")"));
+    }
+    if (it->second != s.value) {
+      // A flag's values say it all; data differs in ways only its flags can hint at.
+      const std::string hint =
+          absl::StartsWith(s.source, "--")
+              ? "use the same flags"
+              : absl::StrCat(s.source, " differs: use the same files and flags");
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot resume from ", path, ": it was written with ", s.key, "=", it->second,
+          ", this run has ", s.key, "=", s.value, " (", hint, " or another --checkpoint-dir)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::Resume() {
   std::vector<absl::Status> skipped;
   absl::StatusOr<std::string> path = core::LatestCheckpoint(config_.checkpoint_dir, &skipped);
@@ -191,40 +225,72 @@ absl::Status Trainer::Resume() {
                      " rank(s), this run has ", world_size(),
                      " (resume with the same number of ranks, or use another --checkpoint-dir)"));
   }
-  for (const Setting& s : ResultSettings()) {
-    auto it = info.metadata.find(kConfigPrefix + s.key);
-    if (it == info.metadata.end() && s.key == "train_hash") {
-      // Written before checkpoints recorded the data: the sizes and the vocabulary still match.
-      Say(absl::StrCat(
-          "warning: --resume: ", *path,
-          " does not record its training data; cannot check that --train is the same"));
-      continue;
-    }
-    if (it == info.metadata.end()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(*path, ": not a cavs-train checkpoint (no ", s.key, ")"));
-    }
-    if (it->second != s.value) {
-      // A flag's values say it all; data differs in ways only its flags can hint at.
-      const std::string hint =
-          absl::StartsWith(s.source, "--")
-              ? "use the same flags"
-              : absl::StrCat(s.source, " differs: use the same files and flags");
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot resume from ", *path, ": it was written with ", s.key, "=", it->second,
-          ", this run has ", s.key, "=", s.value, " (", hint, " or another --checkpoint-dir)"));
-    }
-  }
+  CAVS_RETURN_IF_ERROR(CheckSettings(*path, info, /*warn=*/true));
   CAVS_ASSIGN_OR_RETURN(ResumeState state, ReadResumeState(*path, info, data_.language_model));
   CAVS_RETURN_IF_ERROR(core::LoadCheckpoint(*path, *store_, optimizer_.get()).status());
   // A hand-made or damaged file can carry a valid checksum; garbage values must not train on.
-  CAVS_RETURN_IF_ERROR(CheckLoadedValues(*path, *store_, *optimizer_));
+  CAVS_RETURN_IF_ERROR(CheckLoadedValues(*path, *store_, optimizer_.get()));
   shuffle_rng_ = state.rng;
   epochs_done_ = state.epoch;
   elapsed_before_ = state.elapsed;
   curve_ = std::move(state.curve);
   Say(absl::StrCat("resumed from ", *path, " (epoch ", state.epoch, ", step ", optimizer_->step(),
                    ")"));
+  return ReloadBest();
+}
+
+absl::StatusOr<std::vector<core::Tensor>> Trainer::ReadParameters(const std::string& path,
+                                                                  int epoch) const {
+  CAVS_ASSIGN_OR_RETURN(core::CheckpointInfo info, core::ReadCheckpointMetadata(path));
+  CAVS_RETURN_IF_ERROR(CheckSettings(path, info, /*warn=*/false));
+  if (info.step != epoch) {
+    return Corrupt(path, absl::StrCat("holds epoch ", info.step, ", not epoch ", epoch));
+  }
+  core::ParameterStore scratch(config_.seed, core::Device::Cpu());
+  for (const auto& p : store_->parameters()) {
+    CAVS_RETURN_IF_ERROR(
+        scratch.GetOrCreate(p->name, p->value.shape(), core::Initializer::Zeros(), p->sparse_grad)
+            .status());
+  }
+  CAVS_RETURN_IF_ERROR(core::LoadCheckpoint(path, scratch, nullptr).status());
+  CAVS_RETURN_IF_ERROR(CheckLoadedValues(path, scratch, nullptr));
+  std::vector<core::Tensor> values;
+  for (const auto& p : scratch.parameters()) values.push_back(p->value);  // shares the storage
+  return values;
+}
+
+absl::Status Trainer::ReloadBest() {
+  if (!KeepsBest() || curve_.empty()) return absl::OkStatus();
+  const EpochRecord& best = BestEpoch(curve_, data_.language_model);
+  if (best.epoch == epochs_done_) {  // the parameters just resumed
+    CAVS_ASSIGN_OR_RETURN(best_.values, CopyParameters());
+  } else {
+    const std::string path = core::CheckpointPath(config_.checkpoint_dir, best.epoch);
+    absl::StatusOr<std::vector<core::Tensor>> values = ReadParameters(path, best.epoch);
+    if (!values.ok()) {
+      Say(absl::StrCat(
+          "warning: --resume: cannot reload the parameters of the best dev epoch so "
+          "far, ",
+          best.epoch, ": ", values.status().message(), "; --test and --save-best ",
+          epochs_done_ < config_.epochs
+              ? absl::StrCat("take the best epoch from epoch ", epochs_done_ + 1, " on")
+              : "take the last epoch's parameters"));
+      return absl::OkStatus();
+    }
+    best_.values = *std::move(values);
+  }
+  best_.epoch = best.epoch;
+  best_.score = DevScore(best, data_.language_model);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::SaveBest(int epoch) const {
+  if (config_.save_best.empty() || !is_chief()) return absl::OkStatus();
+  core::CheckpointMetadata m = ConfigMetadata();
+  m[kEpochKey] = absl::StrCat(epoch);
+  m[kSavedAsKey] = "best";
+  absl::Status s = core::SaveCheckpoint(config_.save_best, *store_, nullptr, epoch, m);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat("--save-best: ", s.message()));
   return absl::OkStatus();
 }
 

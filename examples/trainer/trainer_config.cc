@@ -4,12 +4,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -42,14 +46,67 @@ absl::Status BadValue(const std::string& flag, const std::string& value, const c
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", value, "' is not ", what));
 }
 
+// The range of an integer flag: within its field's type, and what makes sense for it (a value
+// that a narrower type would wrap, 2^32 + 1 epochs becoming 1, is out of range, not wrapped).
+struct IntRange {
+  const char* name;
+  int64_t lo, hi;
+};
+constexpr IntRange kMaxTrainRange{"max-train", 0, INT64_MAX};
+constexpr IntRange kMaxDevRange{"max-dev", 0, INT64_MAX};
+constexpr IntRange kEpochsRange{"epochs", 1, 1'000'000};
+constexpr IntRange kBatchRange{"batch", 1, 1'000'000};
+// A row of a vertex function holds at most 2^24 floats (vertex::kMaxWidth).
+constexpr IntRange kHiddenRange{"hidden", 1, int64_t{1} << 24};
+constexpr IntRange kEmbedRange{"embed", 1, int64_t{1} << 24};
+constexpr IntRange kMinCountRange{"min-count", 1, INT32_MAX};
+constexpr IntRange kThreadsRange{"threads", 0, 1024};
+constexpr IntRange kPlanThreadsRange{"plan-threads", -1, 64};
+
+absl::Status OutOfRange(const IntRange& r, const std::string& value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", r.name, ": ", value, " is out of range (", r.lo, " to ", r.hi, ")"));
+}
+
+absl::Status CheckRange(const IntRange& r, int64_t x) {
+  return x < r.lo || x > r.hi ? OutOfRange(r, absl::StrCat(x)) : absl::OkStatus();
+}
+
+// Whether `v` is a decimal integer, whatever its size: optional sign, digits.
+bool LooksLikeInteger(absl::string_view v) {
+  v = absl::StripAsciiWhitespace(v);
+  if (!v.empty() && (v[0] == '-' || v[0] == '+')) v.remove_prefix(1);
+  return !v.empty() && std::all_of(v.begin(), v.end(), absl::ascii_isdigit);
+}
+
 template <typename T>
-std::function<absl::Status(TrainerConfig&, const std::string&)> Int(const char* name,
+std::function<absl::Status(TrainerConfig&, const std::string&)> Int(const IntRange& range,
                                                                     T TrainerConfig::*field) {
-  return [name, field](TrainerConfig& c, const std::string& v) {
+  static_assert(sizeof(T) <= sizeof(int64_t) && std::is_signed_v<T>);
+  CAVS_CHECK(range.lo >= std::numeric_limits<T>::min() && range.hi <= std::numeric_limits<T>::max(),
+             "--", range.name, ": range wider than its type");
+  return [&range, field](TrainerConfig& c, const std::string& v) {
     int64_t x = 0;
-    if (!absl::SimpleAtoi(v, &x)) return BadValue(name, v, "an integer");
+    if (!absl::SimpleAtoi(v, &x)) {
+      return LooksLikeInteger(v) ? OutOfRange(range, v) : BadValue(range.name, v, "an integer");
+    }
+    CAVS_RETURN_IF_ERROR(CheckRange(range, x));
     c.*field = static_cast<T>(x);
     return absl::OkStatus();
+  };
+}
+
+// --seed: any 64-bit unsigned value; a negative one is out of range (it was taken modulo 2^64).
+std::function<absl::Status(TrainerConfig&, const std::string&)> Seed() {
+  return [](TrainerConfig& c, const std::string& v) {
+    uint64_t x = 0;
+    if (absl::SimpleAtoi(v, &x)) {
+      c.seed = x;
+      return absl::OkStatus();
+    }
+    if (!LooksLikeInteger(v)) return BadValue("seed", v, "an integer");
+    return absl::InvalidArgumentError(
+        absl::StrCat("--seed: ", v, " is out of range (0 to ", UINT64_MAX, ")"));
   };
 }
 
@@ -115,12 +172,12 @@ const std::vector<FlagSpec>& Flags() {
       {"dev-fraction", "F", "> 0: hold out the last fraction F of --train as dev (ignores --dev)",
        Real("dev-fraction", &C::dev_fraction)},
       {"max-train", "N", "use only the first N training samples (0: all)",
-       Int("max-train", &C::max_train)},
-      {"max-dev", "N", "use only the first N dev samples (0: all)", Int("max-dev", &C::max_dev)},
-      {"epochs", "N", "training epochs (default 5)", Int("epochs", &C::epochs)},
-      {"batch", "N", "samples per batch (default 25)", Int("batch", &C::batch)},
-      {"hidden", "N", "hidden state size (default 150)", Int("hidden", &C::hidden)},
-      {"embed", "N", "embedding size (default 300)", Int("embed", &C::embed)},
+       Int(kMaxTrainRange, &C::max_train)},
+      {"max-dev", "N", "use only the first N dev samples (0: all)", Int(kMaxDevRange, &C::max_dev)},
+      {"epochs", "N", "training epochs (default 5)", Int(kEpochsRange, &C::epochs)},
+      {"batch", "N", "samples per batch (default 25)", Int(kBatchRange, &C::batch)},
+      {"hidden", "N", "hidden state size (default 150)", Int(kHiddenRange, &C::hidden)},
+      {"embed", "N", "embedding size (default 300)", Int(kEmbedRange, &C::embed)},
       {"optimizer", "NAME", "sgd | adagrad | adam (default adagrad)", Text(&C::optimizer)},
       {"lr", "X", "learning rate (default 0.05)", Real("lr", &C::lr)},
       {"weight-decay", "X", "L2 weight decay (AdamW-style for adam; default 0)",
@@ -129,16 +186,15 @@ const std::vector<FlagSpec>& Flags() {
        Real("clip", &C::clip)},
       {"dropout", "P", "dropout on the input embedding (default 0)", Real("dropout", &C::dropout)},
       {"min-count", "N", "vocabulary: words seen fewer times become <unk> (default 1)",
-       Int("min-count", &C::min_count)},
-      {"seed", "N", "seed of initialization, shuffling and dropout (default 1)",
-       Int("seed", &C::seed)},
+       Int(kMinCountRange, &C::min_count)},
+      {"seed", "N", "seed of initialization, shuffling and dropout (default 1)", Seed()},
       {"device", "DEV", "cpu | cuda | cuda:N (default cpu)", Text(&C::device)},
       {"threads", "N", "CPU threads (default 0: the runtime's default)",
-       Int("threads", &C::threads)},
+       Int(kThreadsRange, &C::threads)},
       {"plan-threads", "N",
        "host threads planning the next batches ahead (default -1: none on the CPU, up to 4 on a "
        "GPU; 0: none)",
-       Int("plan-threads", &C::plan_threads)},
+       Int(kPlanThreadsRange, &C::plan_threads)},
       {"policy", "NAME", "batching policy: height | depth | agenda (default height)",
        Text(&C::policy)},
       {"fold-eval", "WHEN",
@@ -154,6 +210,9 @@ const std::vector<FlagSpec>& Flags() {
       {"csv", "FILE", "write the learning curve (one row per epoch) to FILE", Path("csv", &C::csv)},
       {"plot", "FILE.png", "plot the learning curve with gnuplot (needs --csv or writes one)",
        Path("plot", &C::plot)},
+      {"save-best", "FILE",
+       "write the parameters of the best dev epoch (the ones --test is evaluated on) to FILE",
+       Path("save-best", &C::save_best)},
       {"strategy", "NAME",
        "under mpirun: allreduce | ps | ps-lb | partitioned-ps | hybrid | hier-allreduce | "
        "hier-hybrid | auto (probe the cluster, profile the model, search and try strategies; "
@@ -242,9 +301,17 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   if (c.format != "auto" && c.format != "sst" && c.format != "text") {
     return bad(absl::StrCat("--format: '", c.format, "' is not auto, sst or text"));
   }
-  if (c.epochs < 1) return bad("--epochs must be at least 1");
-  if (c.batch < 1) return bad("--batch must be at least 1");
-  if (c.hidden < 1 || c.embed < 1) return bad("--hidden and --embed must be at least 1");
+  for (const auto& [range, x] : {std::pair<const IntRange&, int64_t>{kMaxTrainRange, c.max_train},
+                                 {kMaxDevRange, c.max_dev},
+                                 {kEpochsRange, c.epochs},
+                                 {kBatchRange, c.batch},
+                                 {kHiddenRange, c.hidden},
+                                 {kEmbedRange, c.embed},
+                                 {kMinCountRange, c.min_count},
+                                 {kThreadsRange, c.threads},
+                                 {kPlanThreadsRange, c.plan_threads}}) {
+    CAVS_RETURN_IF_ERROR(CheckRange(range, x));
+  }
   // The optimizer and the model take these as floats: a value that becomes inf, or 0 without
   // being 0, would fail far from the flag (or train with no effect).
   for (const auto& [flag, x] : {std::pair<const char*, double>{"--lr", c.lr},
@@ -264,12 +331,6 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
     return bad("--dropout must be in [0, 1) (as a float: below 0.99999994)");
   }
   if (!(c.dev_fraction >= 0 && c.dev_fraction < 1)) return bad("--dev-fraction must be in [0, 1)");
-  if (c.min_count < 1) return bad("--min-count must be at least 1");
-  if (c.threads < 0) return bad("--threads must be >= 0");
-  if (c.plan_threads < -1 || c.plan_threads > 64) {
-    return bad("--plan-threads must be in [-1, 64]");
-  }
-  if (c.max_train < 0 || c.max_dev < 0) return bad("--max-train and --max-dev must be >= 0");
   if (c.fold_eval != "auto" && c.fold_eval != "on" && c.fold_eval != "off") {
     return bad(absl::StrCat("--fold-eval: '", c.fold_eval, "' is not one of auto, on, off"));
   }

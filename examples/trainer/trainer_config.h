@@ -50,6 +50,9 @@ struct TrainerConfig {
   std::string log_json;
   std::string csv;
   std::string plot;
+  // Non-empty: write the parameters of the best dev epoch here at the end (a checkpoint file
+  // without optimizer state; docs/trainer.md).
+  std::string save_best;
   // Distributed (under mpirun; ignored by a single process): the strategy builder's name (empty:
   // allreduce), or a strategy file (distributed/strategy.h); the communication timeout.
   std::string strategy;

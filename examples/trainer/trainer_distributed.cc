@@ -34,7 +34,10 @@ absl::StatusOr<distributed::Strategy> ReadStrategyFile(const std::string& path) 
   if (!file) return absl::NotFoundError(absl::StrCat("--strategy-file: cannot read ", path));
   std::stringstream text;
   text << file.rdbuf();
-  absl::StatusOr<distributed::Strategy> strategy = distributed::ParseStrategy(text.str());
+  std::string bytes = text.str();
+  // A UTF-8 byte order mark (some editors write one) is not part of the first line.
+  if (bytes.rfind("\xEF\xBB\xBF", 0) == 0) bytes.erase(0, 3);
+  absl::StatusOr<distributed::Strategy> strategy = distributed::ParseStrategy(bytes);
   if (!strategy.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", strategy.status().message()));
   }
@@ -156,7 +159,8 @@ absl::Status Trainer::CheckRanksAgree(const std::vector<Setting>& settings) {
 absl::Status Trainer::CheckSameRun() {
   constexpr char kSource[] = "the checkpoint resumed (--resume, --checkpoint-dir)";
   return CheckRanksAgree({{"resumed_epoch", absl::StrCat(epochs_done_), kSource},
-                          {"resumed_step", absl::StrCat(optimizer_->step()), kSource}});
+                          {"resumed_step", absl::StrCat(optimizer_->step()), kSource},
+                          {"best_epoch_kept", absl::StrCat(best_.epoch), kSource}});
 }
 
 absl::Status Trainer::SumOverRanks(std::vector<double>* reals, std::vector<int64_t>* counts) {

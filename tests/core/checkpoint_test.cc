@@ -20,6 +20,7 @@
 #include "core/backend.h"
 #include "core/random.h"
 #include "tests/core/host_memory_device.h"
+#include "tests/testing/temp_dir.h"
 
 namespace cavs::core {
 namespace {
@@ -30,10 +31,10 @@ bool Contains(const absl::Status& s, const std::string& text) {
   return s.message().find(text) != std::string::npos;
 }
 
+// A new empty folder inside the test process's own (removed at exit, also after a failure).
 std::string MakeTempDir() {
-  std::string tmpl = (fs::path(testing::TempDir()) / "cavs_ckpt_XXXXXX").string();
-  CAVS_CHECK(mkdtemp(tmpl.data()) != nullptr, "mkdtemp ", tmpl);
-  return tmpl;
+  static int made = 0;
+  return cavs::tests::FreshTempDir("ckpt_" + std::to_string(made++));
 }
 
 std::string ReadBytes(const std::string& path) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "tests/testing/temp_dir.h"
 
 namespace cavs::examples::testing {
 
@@ -23,9 +24,9 @@ inline std::string Msg(const absl::Status& status) { return std::string(status.m
 
 // Writes `text` to a file named `name` in the test's temporary folder; returns its path.
 inline std::string WriteTemp(const std::string& name, const std::string& text) {
-  // Per process: ctest runs each test in its own process, in parallel, and several tests
-  // write files of the same name.
-  const std::string path = ::testing::TempDir() + "cavs_" + std::to_string(getpid()) + "_" + name;
+  // In the process's own folder (removed at exit): ctest runs each test in its own process, in
+  // parallel, and several tests write files of the same name.
+  const std::string path = cavs::tests::TempPath(name);
   std::FILE* f = std::fopen(path.c_str(), "wb");
   EXPECT_NE(f, nullptr) << path;
   if (f == nullptr) return path;

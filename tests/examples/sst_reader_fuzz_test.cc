@@ -1,7 +1,7 @@
 // A deterministic fuzz smoke test of the SST reader for the ordinary (gcc) test suite: tens of
 // thousands of mutated valid trees and random byte strings. Every input must give either an
 // error "fuzz:line:column: ..." or trees that pass ValidateSstTree and survive a format/parse
-// round trip. The libFuzzer target examples/data/sst_reader_fuzz.cc checks the same with
+// round trip. The libFuzzer target fuzz/sst_reader_fuzz.cc checks the same with
 // coverage guidance where clang is available.
 #include <gtest/gtest.h>
 

@@ -8,6 +8,7 @@
 
 #include "scheduler/graph.h"
 #include "tests/examples/data_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace cavs::examples {
 namespace {
@@ -70,6 +71,14 @@ TEST(TextReaderTest, WithoutBeginTokenAndUnknownWords) {
   EXPECT_EQ((*s)[0].graph.labels, (std::vector<int32_t>{v.Id("cat"), v.Id("</s>")}));
 }
 
+// A UTF-8 byte order mark at the start of the file is not a word (LineReader skips it).
+TEST(TextReaderTest, ByteOrderMarkIsNotAWord) {
+  absl::StatusOr<std::vector<std::vector<std::string>>> words =
+      ReadTextWords(WriteTemp("lm_bom.txt", "\xEF\xBB\xBFthe cat\nsat\n"));
+  ASSERT_TRUE(words.ok()) << words.status();
+  EXPECT_EQ(*words, (std::vector<std::vector<std::string>>{{"the", "cat"}, {"sat"}}));
+}
+
 TEST(TextReaderTest, Errors) {
   const Vocabulary v = TrainVocab();
   absl::StatusOr<std::vector<TextSentence>> s =
@@ -81,7 +90,7 @@ TEST(TextReaderTest, Errors) {
   EXPECT_EQ(Msg(s.status()), "p.txt:2:9: line longer than 8 bytes");
   s = ReadTextString("a b\n", Vocabulary(), {}, "p.txt");
   EXPECT_EQ(Msg(s.status()), "vocabulary for 'p.txt' lacks </s>");
-  EXPECT_EQ(ReadTextFile(::testing::TempDir() + "none.txt", v).status().code(),
+  EXPECT_EQ(ReadTextFile(cavs::tests::TempPath("none.txt"), v).status().code(),
             absl::StatusCode::kNotFound);
 }
 

@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "tests/examples/data_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace cavs::examples {
 namespace {
@@ -134,7 +135,7 @@ TEST(TreebankGeneratorTest, ContentWordsAreCheckedUpFront) {
 
 // The binary: a bad option exits with 2 and one error line naming it, never an abort.
 TEST(TreebankGeneratorTest, BinaryRejectsBadOptions) {
-  const std::string out_dir = ::testing::TempDir() + "cavs_gen_" + std::to_string(getpid());
+  const std::string out_dir = cavs::tests::TempPath("gen");
   for (const std::string& args :
        {std::string("--content_words 1"), std::string("--content_words 100"),
         std::string("--content_words=1000000000"), std::string("--train=-1"),
@@ -206,8 +207,7 @@ TEST(TreebankGeneratorTest, BinaryUsageErrorsNameTheArgument) {
 // --out_dir is created, parents included; a folder that cannot be made or a file that cannot
 // be written is exit status 1 with the OS's reason.
 TEST(TreebankGeneratorTest, BinaryCreatesTheFolderAndReportsWriteErrors) {
-  const std::string base = ::testing::TempDir() + "cavs_gen_out_" + std::to_string(getpid());
-  std::filesystem::remove_all(base);
+  const std::string base = cavs::tests::FreshTempDir("gen_out");
   const std::string out = base + "/a/b";
   GenOutcome o = RunGenerator("--out_dir " + out + " --train 3 --dev 1 --test 2");
   ASSERT_EQ(o.status, 0) << o.output;
@@ -229,7 +229,6 @@ TEST(TreebankGeneratorTest, BinaryCreatesTheFolderAndReportsWriteErrors) {
   EXPECT_EQ(o.status, 1) << o.output;
   EXPECT_TRUE(testing::Has(o.output, "cavs-gen-treebank: error: cannot write '" + out +
                                          "/dev.txt': " + std::strerror(ENOSPC)));
-  std::filesystem::remove_all(base);
 }
 
 struct Split {

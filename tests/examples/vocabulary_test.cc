@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tests/examples/data_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace cavs::examples {
 namespace {
@@ -49,7 +50,7 @@ TEST(VocabularyTest, MinCountOneKeepsEverythingAndReservedComeFirst) {
 
 TEST(VocabularyTest, SaveLoadRoundTrip) {
   const Vocabulary v = Sample();
-  const std::string path = ::testing::TempDir() + "vocab_rt.txt";
+  const std::string path = cavs::tests::TempPath("vocab_rt.txt");
   ASSERT_TRUE(v.Save(path).ok());
   absl::StatusOr<Vocabulary> loaded = Vocabulary::Load(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -94,7 +95,7 @@ TEST(VocabularyTest, SaveRefusesUnrepresentableTokens) {
   WordCounter counter;
   counter.Add("two words");
   const Vocabulary v = Vocabulary::FromCounts(counter.counts(), 1);
-  const absl::Status s = v.Save(::testing::TempDir() + "vocab_bad.txt");
+  const absl::Status s = v.Save(cavs::tests::TempPath("vocab_bad.txt"));
   EXPECT_TRUE(Has(s.message(), "cannot save token 1 'two words'"));
   EXPECT_FALSE(IsValidToken(""));
   EXPECT_FALSE(IsValidToken("a\tb"));

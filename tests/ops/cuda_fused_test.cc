@@ -24,6 +24,7 @@
 #include "tests/ops/cuda_test_util.h"
 #include "tests/ops/ew_programs.h"
 #include "tests/ops/ops_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace cavs::ops {
 namespace {
@@ -112,9 +113,7 @@ TEST(CudaFusedCompileTest, ACompileErrorCarriesTheLog) {
 // The on-disk cache: a second compile of the same source is read back; a torn or foreign entry
 // (another source under the same name) is compiled again and rewritten, never returned.
 TEST(CudaFusedCompileTest, KernelCacheReusesAndRepairsEntries) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("cavs_kernel_cache_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const std::filesystem::path dir = cavs::tests::FreshTempDir("kernel_cache");
   const EwProgram p = TreeLstmForward(150, 25, 1);
   const EwKernelPlan plan =
       PlanEwKernel(p.instrs.data(), static_cast<int>(p.instrs.size()), p.rows);

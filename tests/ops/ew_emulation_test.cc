@@ -33,6 +33,7 @@
 #include "ops/ew_codegen.h"
 #include "tests/ops/ew_programs.h"
 #include "tests/ops/ops_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace cavs::ops {
 namespace {
@@ -146,10 +147,9 @@ class EwEmulationTest : public ::testing::Test {
     if (!std::filesystem::exists(CAVS_TEST_CXX)) {
       GTEST_SKIP() << "the compiler that built this test is gone: " << CAVS_TEST_CXX;
     }
-    dir_ = std::filesystem::temp_directory_path() /
-           ("cavs_ew_emulation_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
+    dir_ =
+        cavs::tests::FreshTempDir(std::string("ew_emulation_") +
+                                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::ofstream(dir_ / "prelude.h") << kPrelude;
   }
   void TearDown() override {

@@ -1,8 +1,8 @@
 # cavs-train under mpirun, scenarios that end in an error on some rank, so that mpirun runs with
-# `--mca orte_abort_on_non_zero_status 0` (the others must report on their own, not be killed)
-# and each rank's output is checked here.
-#   cmake -DMPIEXEC=<mpiexec> -DNP=<n> -DSCENARIO=mismatch|settings|peer_exit -DTRAIN=<cavs-train>
-#         -DDRIVER=<trainer_mpi_driver> -DWORK_DIR=<dir> -P run_trainer_mpi.cmake
+# `--mca orte_abort_on_non_zero_status 0` (`--enable-recovery` for peer_killed: the others must
+# report on their own, not be killed) and each rank's output is checked here.
+#   cmake -DMPIEXEC=<mpiexec> -DNP=<n> -DSCENARIO=mismatch|settings|peer_exit|peer_killed
+#         -DTRAIN=<cavs-train> -DDRIVER=<trainer_mpi_driver> -DWORK_DIR=<dir> -P run_trainer_mpi.cmake
 #
 # mismatch:  rank 0 asks for --strategy=ps, the others for allreduce: every rank must exit with
 #            the same "ranks disagree" error naming a parameter, well within the timeout.
@@ -11,6 +11,10 @@
 # peer_exit: the last rank exits after step 6 (epoch 2); the others must fail with a clear error
 #            within --comm-timeout; then the epoch-1 checkpoint resumes at the same world size
 #            and is refused by a single process.
+# peer_killed: the last rank is killed by SIGKILL after step 6, under the launch line that
+#            docs/distributed.md recommends, `mpirun --enable-recovery`: the others must report
+#            within --comm-timeout and mpirun must exit (with orte_abort_on_non_zero_status 0 it
+#            never does after a signal).
 set(mpirun ${MPIEXEC} --oversubscribe --allow-run-as-root --mca orte_abort_on_non_zero_status 0)
 set(common --max-train=40 --max-dev=20 --hidden=8 --embed=8 --batch=10 --quiet)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -87,6 +91,25 @@ elseif(SCENARIO STREQUAL "peer_exit")
   run_checked(${TRAIN} ${common} --epochs=4 --checkpoint-dir=${ckpt} --resume)
   if(NOT rc EQUAL 2 OR NOT err MATCHES "written by a run of ${NP} rank\\(s\\), this run has 1")
     message(FATAL_ERROR "a single process did not refuse the ${NP}-rank checkpoint")
+  endif()
+elseif(SCENARIO STREQUAL "peer_killed")
+  run_checked(${MPIEXEC} --oversubscribe --allow-run-as-root --enable-recovery -np ${NP} ${DRIVER}
+              --exit-rank=${last} --exit-after-step=6 --exit-by-sigkill ${common} --epochs=3
+              --comm-timeout=2)
+  if(NOT rc MATCHES "^[0-9]+$")
+    message(FATAL_ERROR "mpirun did not exit after a rank was killed: ${rc}")
+  endif()
+  if(NOT out MATCHES "rank ${last} exits after step 6")
+    message(FATAL_ERROR "rank ${last} was not killed as planned")
+  endif()
+  math(EXPR survivors "${NP} - 2")
+  foreach(rank RANGE 0 ${survivors})
+    if(NOT out MATCHES "trainer-mpi-driver: rank ${rank} error: step 7: [^\n]*(made no progress|mpi)")
+      message(FATAL_ERROR "rank ${rank} did not report the killed peer")
+    endif()
+  endforeach()
+  if(out MATCHES "rank [0-9]+ ok" OR seconds GREATER 30)
+    message(FATAL_ERROR "a rank finished, or mpirun took ${seconds} s (timeout 2 s)")
   endif()
 else()
   message(FATAL_ERROR "unknown SCENARIO ${SCENARIO}")

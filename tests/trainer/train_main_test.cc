@@ -11,6 +11,7 @@
 
 #include "examples/trainer/trainer_config.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace {
 
@@ -19,10 +20,12 @@ struct Outcome {
   std::string output;  // stdout and stderr
 };
 
-// Runs cavs-train with `flags` through /bin/sh, after `prefix` (shell commands such as a ulimit).
-Outcome RunTrainer(const std::string& flags, const std::string& prefix = "") {
+// Runs cavs-train with `flags` through /bin/sh, after `prefix` (shell commands such as a ulimit)
+// and with `redirect` after its stderr joins the output (">/dev/full" sends stdout there).
+Outcome RunTrainer(const std::string& flags, const std::string& prefix = "",
+                   const std::string& redirect = "") {
   Outcome o;
-  std::string cmd = prefix + std::string(CAVS_TRAIN_BINARY) + " " + flags + " 2>&1";
+  std::string cmd = prefix + std::string(CAVS_TRAIN_BINARY) + " " + flags + " 2>&1 " + redirect;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return o;
   char buffer[4096];
@@ -40,12 +43,8 @@ std::string ShellQuote(const std::string& text) {
   return out + "'";
 }
 
-std::string FreshDir(const std::string& name) {
-  std::string dir = ::testing::TempDir() + "/cavs_main_" + name + "_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+// A new empty folder, removed with the test process's temporary folder (tests/testing/temp_dir.h).
+std::string FreshDir(const std::string& name) { return cavs::tests::FreshTempDir(name); }
 
 constexpr char kSmall[] = "--hidden=8 --embed=8 --max-train=50 --max-dev=50 --epochs=1 --quiet ";
 
@@ -149,14 +148,41 @@ TEST(TrainMainTest, FileSizeLimitIsACleanError) {
   EXPECT_TRUE(left.empty()) << left.front();
 }
 
-TEST(TrainMainTest, LogToAFullDiskFails) {
+// Sizes of which no model can be built name the flags, not only a shape or a row width.
+TEST(TrainMainTest, ModelSizesThatCannotBeBuiltNameTheFlags) {
+  Outcome o = RunTrainer("--hidden=4000000 --embed=8 --max-train=20 --max-dev=10 --epochs=1");
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_EQ(o.output.rfind("cavs-train: error: cannot build the model --model=tree-lstm "
+                           "--hidden=4000000 --embed=8 (vocabulary of ",
+                           0),
+            0u)
+      << o.output;
+  EXPECT_NE(o.output.find("row width 20000000 exceeds the limit of 16777216"), std::string::npos)
+      << o.output;
+}
+
+// A full disk is a failure of the machine, not of the flags: exit status 1 wherever it hits, a
+// log, the trace, a checkpoint (FileSizeLimitIsACleanError) or stdout.
+TEST(TrainMainTest, AFullDiskExitsWithOneWhateverItHits) {
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
   for (const char* flag : {"--log-json", "--csv"}) {
     Outcome o = RunTrainer(kSmall + std::string(flag) + "=/dev/full");
-    EXPECT_EQ(o.status, 2) << o.output;
+    EXPECT_EQ(o.status, 1) << o.output;
     EXPECT_NE(o.output.find(std::string(flag) + ": writing /dev/full failed"), std::string::npos)
         << o.output;
   }
+  Outcome o = RunTrainer(kSmall, "", ">/dev/full");
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_EQ(o.output,
+            "cavs-train: error: cannot write the run's output (the epoch lines, stdout for "
+            "cavs-train): No space left on device\n");
+  Outcome help = RunTrainer("--help", "", ">/dev/full");
+  EXPECT_EQ(help.status, 1) << help.output;
+  EXPECT_EQ(help.output, "cavs-train: error: writing to stdout: No space left on device\n");
+  // --save-best is replaced whole (a temporary file renamed over it): never over a device.
+  Outcome best = RunTrainer(kSmall + std::string("--save-best=/dev/full"));
+  EXPECT_EQ(best.status, 2) << best.output;
+  EXPECT_EQ(best.output, "cavs-train: error: --save-best: /dev/full is not a regular file\n");
 }
 
 }  // namespace

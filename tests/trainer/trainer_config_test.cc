@@ -81,7 +81,7 @@ TEST(TrainerFlagsTest, ErrorsNameTheFlag) {
   ExpectError({"--strategy=ring"}, "--strategy: 'ring' is not one of allreduce, ps, ps-lb");
   ExpectError({"--strategy=ps", "--strategy-file=s.txt"}, "exclude each other");
   ExpectError({"--comm-timeout=0"}, "--comm-timeout must be positive");
-  ExpectError({"--plan-threads=-2"}, "--plan-threads must be in [-1, 64]");
+  ExpectError({"--plan-threads=-2"}, "--plan-threads: -2 is out of range (-1 to 64)");
   ExpectError({"--fold-eval=maybe"}, "--fold-eval: 'maybe' is not one of auto, on, off");
 }
 
@@ -104,6 +104,36 @@ TEST(TrainerFlagsTest, NumbersMustFitTheirType) {
   ExpectError({"--comm-timeout=inf"}, "--comm-timeout: 'inf' is not a finite number");
   ExpectError({"--dropout=0.99999999999"}, "--dropout must be in [0, 1)");  // 1.0f as a float
   EXPECT_TRUE(Parse({"--dropout=0.9999", "--lr=1e-30", "--clip=0"}).ok());
+}
+
+// An integer flag out of its field's type or its sane range is an error naming the flag; before,
+// 2^32 + 1 epochs trained 1 epoch and --batch=4294967321 trained as --batch=25.
+TEST(TrainerFlagsTest, IntegersOutOfRangeAreErrorsNotWrapped) {
+  ExpectError({"--epochs=4294967297"}, "--epochs: 4294967297 is out of range (1 to 1000000)");
+  ExpectError({"--batch=4294967321"}, "--batch: 4294967321 is out of range (1 to 1000000)");
+  ExpectError({"--plan-threads=4294967296"}, "--plan-threads: 4294967296 is out of range");
+  ExpectError({"--threads=4294967297"}, "--threads: 4294967297 is out of range (0 to 1024)");
+  ExpectError({"--min-count=4294967297"}, "--min-count: 4294967297 is out of range");
+  ExpectError({"--hidden=2000000000"}, "--hidden: 2000000000 is out of range (1 to 16777216)");
+  ExpectError({"--embed=100000000"}, "--embed: 100000000 is out of range (1 to 16777216)");
+  ExpectError({"--max-train=-1"}, "--max-train: -1 is out of range");
+  ExpectError({"--max-dev=99999999999999999999"},
+              "--max-dev: 99999999999999999999 is out of range (0 to 9223372036854775807)");
+  ExpectError({"--seed=-1"}, "--seed: -1 is out of range (0 to 18446744073709551615)");
+  ExpectError({"--seed=18446744073709551616"}, "--seed: 18446744073709551616 is out of range");
+  ExpectError({"--epochs=1e3"}, "--epochs: '1e3' is not an integer");
+  absl::StatusOr<TrainerConfig> c =
+      Parse({"--seed=18446744073709551615", "--epochs=1000000", "--max-train=9223372036854775807",
+             "--threads=0", "--plan-threads=-1", "--hidden=16777216"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->seed, 18446744073709551615u);
+  EXPECT_EQ(c->epochs, 1000000);
+  EXPECT_EQ(c->max_train, INT64_MAX);
+  EXPECT_EQ(c->hidden, 16777216);
+  // A config made in code is checked against the same ranges.
+  TrainerConfig made;
+  made.threads = 5000;
+  EXPECT_EQ(ValidateConfig(made).message(), "--threads: 5000 is out of range (0 to 1024)");
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // cavs-train with one rank that dies mid-run, for run_trainer_mpi.cmake's peer-exit scenario:
-//   trainer_mpi_driver --exit-rank=R --exit-after-step=S <cavs-train flags...>
-// Rank R calls _exit(1) after optimizer step S; every other rank must fail with a clear error
-// within --comm-timeout and exit. Each rank prints one line:
+//   trainer_mpi_driver --exit-rank=R --exit-after-step=S [--exit-by-sigkill] <cavs-train flags...>
+// Rank R calls _exit(1) after optimizer step S (with --exit-by-sigkill it is killed by SIGKILL,
+// as by kill -9 or the OOM killer); every other rank must fail with a clear error within
+// --comm-timeout and exit. Each rank prints one line:
 //   "trainer-mpi-driver: rank R ok" (a normal end) or "trainer-mpi-driver: rank R error: ...".
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -18,6 +20,7 @@
 int main(int argc, char** argv) {
   int exit_rank = -1;
   int64_t exit_step = -1;
+  bool sigkill = false;
   std::vector<std::string> args = {argv[0]};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -25,6 +28,8 @@ int main(int argc, char** argv) {
       if (!absl::SimpleAtoi(a.substr(12), &exit_rank)) return 2;
     } else if (a.rfind("--exit-after-step=", 0) == 0) {
       if (!absl::SimpleAtoi(a.substr(18), &exit_step)) return 2;
+    } else if (a == "--exit-by-sigkill") {
+      sigkill = true;
     } else {
       args.push_back(a);
     }
@@ -43,6 +48,7 @@ int main(int argc, char** argv) {
     if (rank == exit_rank && step == exit_step) {
       std::printf("trainer-mpi-driver: rank %d exits after step %ld\n", rank, long{step});
       std::fflush(stdout);
+      if (sigkill) std::raise(SIGKILL);
       _exit(1);
     }
   };

@@ -23,6 +23,7 @@
 #include "distributed/builders.h"
 #include "examples/trainer/trainer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 #include "tests/trainer/near_ties.h"
 
 namespace cavs::trainer {
@@ -75,17 +76,19 @@ std::unique_ptr<Trainer> RunWith(const TrainerConfig& c, distributed::Communicat
   return s.ok() ? std::move(*t) : nullptr;
 }
 
-// A directory name every rank agrees on (rank 0's pid).
+// A new empty directory every rank uses: `name` in rank 0's temporary folder, which rank 0
+// removes when it exits (tests/testing/temp_dir.h), also after a failed test.
 std::string SharedDir(distributed::Communicator& comm, const std::string& name) {
-  core::Tensor pid = core::Tensor::Host(core::Shape{1}, core::DType::kInt64);
-  pid.data<int64_t>()[0] = getpid();
-  EXPECT_TRUE(comm.Broadcast(pid, 0).ok());
-  std::string dir =
-      absl::StrCat(::testing::TempDir(), "/cavs_dtrain_", name, "_", pid.data<int64_t>()[0]);
-  if (comm.rank() == 0) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-  }
+  std::string dir = comm.rank() == 0 ? cavs::tests::FreshTempDir(name) : "";
+  core::Tensor size = core::Tensor::Host(core::Shape{1}, core::DType::kInt64);
+  size.data<int64_t>()[0] = static_cast<int64_t>(dir.size());
+  EXPECT_TRUE(comm.Broadcast(size, 0).ok());
+  core::Tensor bytes =
+      core::Tensor::Host(core::Shape{size.data<int64_t>()[0]}, core::DType::kInt64);
+  for (size_t i = 0; i < dir.size(); ++i) bytes.data<int64_t>()[i] = dir[i];
+  EXPECT_TRUE(comm.Broadcast(bytes, 0).ok());
+  dir.resize(static_cast<size_t>(size.data<int64_t>()[0]));
+  for (size_t i = 0; i < dir.size(); ++i) dir[i] = static_cast<char>(bytes.data<int64_t>()[i]);
   EXPECT_TRUE(comm.Barrier().ok());
   return dir;
 }
@@ -236,7 +239,9 @@ TEST(TrainerMpiTest, StrategyFile) {
   ASSERT_TRUE(s.ok()) << s.status();
   s->name = "from-file";
   c.strategy_file = absl::StrCat(dir, "/strategy.rank", mpi->rank(), ".txt");
-  std::ofstream(c.strategy_file) << distributed::SerializeStrategy(*s);
+  // Rank 1's file starts with a UTF-8 byte order mark, as some editors write: skipped.
+  std::ofstream(c.strategy_file) << (mpi->rank() == 1 ? "\xEF\xBB\xBF" : "")
+                                 << distributed::SerializeStrategy(*s);
   std::unique_ptr<Trainer> dist = RunWith(c, mpi.get());
   ASSERT_TRUE(dist);
   EXPECT_EQ(dist->synchronizer()->strategy(), *s);

@@ -18,6 +18,7 @@
 #include "core/checkpoint.h"
 #include "core/optimizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 #include "tests/trainer/near_ties.h"
 
 namespace cavs::trainer {
@@ -26,12 +27,8 @@ namespace {
 // Root labels of data/synthetic/dev.txt: the most frequent class (2) covers 131 of 500.
 constexpr double kDevMajorityRate = 131.0 / 500.0;
 
-std::string FreshDir(const std::string& name) {
-  std::string dir = ::testing::TempDir() + "/cavs_trainer_" + name + "_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+// A new empty folder, removed with the test process's temporary folder (tests/testing/temp_dir.h).
+std::string FreshDir(const std::string& name) { return cavs::tests::FreshTempDir(name); }
 
 TrainerConfig Small() {
   TrainerConfig c;

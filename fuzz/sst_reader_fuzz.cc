@@ -1,7 +1,7 @@
-// libFuzzer entry point for the SST reader (built with -DCAVS_BUILD_FUZZERS=ON, clang only):
-//   cavs-sst-reader-fuzz -max_len=4096 corpus/
-// Any input must give either an error Status or trees that pass ValidateSstTree and survive a
-// format/parse round trip unchanged; anything else aborts, which libFuzzer reports.
+// libFuzzer target: the SST tree reader (examples/data/sst_reader.h), on a file's bytes.
+// Any input must give either an error "fuzz:line:column: ..." or trees that pass
+// ValidateSstTree and survive a format/parse round trip unchanged; anything else aborts, which
+// libFuzzer reports. Corpus: fuzz/corpus/sst_reader (docs/fuzzing.md).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
