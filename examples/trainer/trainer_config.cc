@@ -62,6 +62,9 @@ constexpr IntRange kEmbedRange{"embed", 1, int64_t{1} << 24};
 constexpr IntRange kMinCountRange{"min-count", 1, INT32_MAX};
 constexpr IntRange kThreadsRange{"threads", 0, 1024};
 constexpr IntRange kPlanThreadsRange{"plan-threads", -1, 64};
+constexpr IntRange kAutoCandidatesRange{"auto-candidates", 0, 100};
+constexpr IntRange kAutoStepsRange{"auto-steps", 1, 1000};
+constexpr IntRange kAutoBuildersRange{"auto-builders", 0, 1};
 
 absl::Status OutOfRange(const IntRange& r, const std::string& value) {
   return absl::InvalidArgumentError(
@@ -220,13 +223,13 @@ const std::vector<FlagSpec>& Flags() {
        Text(&C::strategy)},
       {"auto-candidates", "N",
        "--strategy=auto: searched strategies tried for a few steps each (default 3)",
-       Int("auto-candidates", &C::auto_candidates)},
+       Int(kAutoCandidatesRange, &C::auto_candidates)},
       {"auto-steps", "N",
        "--strategy=auto: steps profiled, and steps per strategy tried (default 3)",
-       Int("auto-steps", &C::auto_steps)},
+       Int(kAutoStepsRange, &C::auto_steps)},
       {"auto-builders", "BOOL",
        "--strategy=auto: also try every builder, for the comparison in the report (default 1)",
-       Int("auto-builders", &C::auto_builders)},
+       Int(kAutoBuildersRange, &C::auto_builders)},
       {"allow-compression", "", "--strategy=auto may send fp16 gradients (changes the numbers)",
        Bool("allow-compression", &C::allow_compression)},
       {"profile-out", "FILE",
@@ -309,7 +312,10 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
                                  {kEmbedRange, c.embed},
                                  {kMinCountRange, c.min_count},
                                  {kThreadsRange, c.threads},
-                                 {kPlanThreadsRange, c.plan_threads}}) {
+                                 {kPlanThreadsRange, c.plan_threads},
+                                 {kAutoCandidatesRange, c.auto_candidates},
+                                 {kAutoStepsRange, c.auto_steps},
+                                 {kAutoBuildersRange, c.auto_builders}}) {
     CAVS_RETURN_IF_ERROR(CheckRange(range, x));
   }
   // The optimizer and the model take these as floats: a value that becomes inf, or 0 without
@@ -345,11 +351,6 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
                               absl::StrJoin(names, ", "), ", auto"));
     }
   }
-  if (c.auto_candidates < 0 || c.auto_candidates > 100) {
-    return bad("--auto-candidates must be in [0, 100]");
-  }
-  if (c.auto_steps < 1 || c.auto_steps > 1000) return bad("--auto-steps must be in [1, 1000]");
-  if (c.auto_builders != 0 && c.auto_builders != 1) return bad("--auto-builders must be 0 or 1");
   if (c.strategy != "auto" &&
       (!c.profile_out.empty() || !c.cluster_out.empty() || c.allow_compression)) {
     return bad("--profile-out, --cluster-out and --allow-compression need --strategy=auto");

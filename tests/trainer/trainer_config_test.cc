@@ -80,6 +80,11 @@ TEST(TrainerFlagsTest, ErrorsNameTheFlag) {
   ExpectError({"stray"}, "unexpected argument 'stray'");
   ExpectError({"--strategy=ring"}, "--strategy: 'ring' is not one of allreduce, ps, ps-lb");
   ExpectError({"--strategy=ps", "--strategy-file=s.txt"}, "exclude each other");
+  ExpectError({"--auto-steps=0"}, "--auto-steps: 0 is out of range (1 to 1000)");
+  ExpectError({"--auto-candidates=101"}, "--auto-candidates: 101 is out of range (0 to 100)");
+  ExpectError({"--auto-builders=2"}, "--auto-builders: 2 is out of range (0 to 1)");
+  ExpectError({"--profile-out=p.txt"}, "need --strategy=auto");
+  ExpectError({"--strategy=allreduce", "--allow-compression"}, "need --strategy=auto");
   ExpectError({"--comm-timeout=0"}, "--comm-timeout must be positive");
   ExpectError({"--plan-threads=-2"}, "--plan-threads: -2 is out of range (-1 to 64)");
   ExpectError({"--fold-eval=maybe"}, "--fold-eval: 'maybe' is not one of auto, on, off");

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# cavs-train --strategy=auto on the emulated cluster (docs/cluster.md) over a grid of link
+# settings, hosts x ranks and models: each run probes, profiles, predicts every builder and the
+# searched strategies, tries them all for a few steps and prints predicted beside measured
+# (docs/distributed.md, "--strategy=auto"). As root, from the repository root, after a build of
+# build/default:
+#
+#   bench/auto_grid.sh [OUT_DIR] [SST train file] [PTB text file]
+#
+# One log per configuration and model under OUT_DIR (default bench-out/auto-<date>), with the
+# probed cluster and the profile beside it; then bench/auto_grid_summary.awk's table: per
+# configuration, the best builder, the chosen strategy and the ratio, and the prediction error.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+out="${1:-bench-out/auto-$(date +%Y%m%d-%H%M)}"
+sst="${2:-../shared/data/sst/train.txt}"
+ptb="${3:-../shared/data/ptb/valid.txt}"
+mkdir -p "$out"
+train=build/default/examples/trainer/cavs-train
+cluster=scripts/cluster.sh
+name=autogrid
+trap '"$cluster" down --name=$name >/dev/null 2>&1' EXIT
+
+# cap, host 0's cap (- for even), one-way latency us, hosts, ranks per host
+configs=(
+  "250mbit - 0 2 2"
+  "250mbit - 0 4 1"
+  "100mbit - 0 2 2"
+  "1gbit - 0 4 1"
+  "1gbit 100mbit 0 4 1"
+  "250mbit 50mbit 0 2 2"
+  "250mbit - 2000 4 1"
+  "100mbit - 0 2 1"
+)
+# model name and its cavs-train flags
+models=(
+  "tree-lstm|--model=tree-lstm --train=$sst --dev-fraction=0.02 --max-train=4000 --batch=32"
+  "lstm-lm|--model=lstm-lm --train=$ptb --dev-fraction=0.02 --hidden=512 --embed=512 --batch=16 --max-train=2400"
+)
+
+for c in "${configs[@]}"; do
+  read -r cap uneven lat hosts ranks <<<"$c"
+  extra=()
+  [[ "$uneven" != - ]] && extra+=(--host-cap=0:"$uneven")
+  "$cluster" up --name=$name --hosts="$hosts" --ranks="$ranks" --cap="$cap" --latency-us="$lat" \
+    "${extra[@]}" --owner=$$ >/dev/null || exit 1
+  for m in "${models[@]}"; do
+    model="${m%%|*}"
+    read -r -a flags <<<"${m#*|}"
+    tag="$model-$cap-host0_$uneven-lat$lat-${hosts}x$ranks"
+    log="$out/$tag.log"
+    {
+      echo "== $tag"
+      uptime
+    } >"$log"
+    "$cluster" run --name=$name --timeout=1500 -- "$train" "${flags[@]}" --epochs=1 \
+      --strategy=auto --auto-steps=3 --auto-candidates=3 --quiet \
+      --profile-out="$out/$tag.profile" --cluster-out="$out/$tag.cluster" >>"$log" 2>&1
+    echo "== $tag: exit $?"
+    sed -n '/^auto strategy on/,/cost of the search/p' "$log"
+  done
+done
