@@ -86,6 +86,20 @@ absl::Status ParseIntra(const std::vector<std::string>& tokens, ClusterSpec& c) 
   return absl::OkStatus();
 }
 
+absl::Status ParseCalibration(const std::vector<std::string>& tokens, ClusterSpec& c) {
+  CAVS_ASSIGN_OR_RETURN(
+      std::vector<LineOption> options,
+      internal::ParseLineOptions(tokens, 1,
+                                 {"allreduce", "reduce", "broadcast", "allgather", "gather"}));
+  for (const LineOption& o : options) {
+    for (int k = 0; k < 5; ++k) {
+      CAVS_RETURN_IF_ERROR(SetNumber(o, CollectiveName(static_cast<Collective>(k)), {0, true, 1000},
+                                     1, &c.factor[k]));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseAlgorithms(const std::vector<std::string>& tokens, CollectiveAlgorithms& a) {
   CAVS_ASSIGN_OR_RETURN(
       std::vector<LineOption> options,
@@ -187,9 +201,10 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
   if (key == "inter") return ParseInter(tokens, st.cluster);
   if (key == "intra") return ParseIntra(tokens, st.cluster);
   if (key == "algorithms") return ParseAlgorithms(tokens, st.cluster.algorithms);
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown directive '", key,
-                   "' (expected version, name, inter, intra, algorithms, host or hosts)"));
+  if (key == "calibration") return ParseCalibration(tokens, st.cluster);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown directive '", key,
+      "' (expected version, name, inter, intra, algorithms, calibration, host or hosts)"));
 }
 
 }  // namespace
@@ -235,6 +250,14 @@ std::string SerializeClusterSpec(const ClusterSpec& c) {
       " reduce=", AlgorithmName(c.algorithms.reduce),
       " broadcast=", AlgorithmName(c.algorithms.broadcast),
       " allgather=", AlgorithmName(c.algorithms.allgather), "\n");
+  if (c.factor != std::array<double, 5>{1, 1, 1, 1, 1}) {
+    absl::StrAppend(&out, "calibration");
+    for (int k = 0; k < 5; ++k) {
+      absl::StrAppend(&out, " ", CollectiveName(static_cast<Collective>(k)), "=",
+                      FormatNumber(c.factor[k]));
+    }
+    absl::StrAppend(&out, "\n");
+  }
   for (const HostSpec& h : c.hosts) {
     absl::StrAppend(&out, "host ", internal::QuoteToken(h.name), " ranks=", h.ranks,
                     " bandwidth_gbit=", FormatNumber(h.bandwidth / kGbit), "\n");

@@ -10,6 +10,7 @@
 //   inter latency_us=60 overhead_us=40 efficiency=0.95 duplex=0.5
 //   intra bandwidth_gbit=40 latency_us=2
 //   algorithms allreduce=ring reduce=linear broadcast=linear allgather=linear
+//   calibration allreduce=1.1 reduce=1.6 broadcast=1.5 allgather=2 gather=1   # optional
 //   host a ranks=2 bandwidth_gbit=1
 //   host b ranks=2 bandwidth_gbit=0.25
 //   hosts 4 ranks=8 bandwidth_gbit=100        # four more hosts, named h2 .. h5
@@ -20,6 +21,7 @@
 // Thread-safety: plain values; functions are pure.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -75,6 +77,11 @@ struct ClusterSpec {
   double intra_bandwidth = 100e9 / 8;
   double intra_latency = 1e-6;
   CollectiveAlgorithms algorithms;
+  // Measured over modelled time of each collective kind (index: Collective), from the probe
+  // (ProbeCluster times each one as cavs runs it, polled progress included): every byte a
+  // collective of that kind puts on a resource counts `factor` times. 1: the alpha-beta form as
+  // is. Written as `calibration allreduce=F reduce=F broadcast=F allgather=F gather=F`.
+  std::array<double, 5> factor = {1, 1, 1, 1, 1};
 
   int world_size() const;
   // The host of every rank, ranks numbered host by host.

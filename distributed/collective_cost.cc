@@ -274,7 +274,12 @@ Phase Collectives::Run(Collective op, const std::vector<int>& ranks, int root, d
   const std::tuple<int, int, int> key(static_cast<int>(op), it->second, root);
   auto cached = cache_.find(key);
   if (cached == cache_.end()) cached = cache_.emplace(key, OneByte(op, ranks, root)).first;
-  return cached->second.Scaled(bytes);
+  Phase phase = cached->second.Scaled(bytes);
+  // The probe's calibration: each byte on a resource counts `factor` times (root_in and
+  // root_out stay the payload, for the servers' report).
+  const double factor = cluster_.factor[static_cast<int>(op)];
+  for (Load& l : phase.loads) l.bytes *= factor;
+  return phase;
 }
 
 Phase Collectives::OneByte(Collective op, const std::vector<int>& p, int root) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "distributed/collective_cost.h"
 
 namespace cavs::distributed {
 
@@ -186,6 +187,47 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
     intra_lat = link.latency;
   }
 
+  // Each collective kind the synchronizer's units use, as cavs runs them (nonblocking, polled),
+  // over every rank with root 0: its measured time, for the calibration below.
+  std::vector<double> collective_s(5, 0.0);
+  if (comm.world_size() > 1 && options.calibration_bytes > 0) {
+    const int64_t n = std::max<int64_t>(1, options.calibration_bytes / 4);
+    const int w = comm.world_size();
+    Tensor buf = Tensor::Host({n});
+    std::fill_n(buf.data<float>(), n, 1.0f);
+    Tensor block = Tensor::Host({n, 1}), gathered = Tensor::Host({n * w, 1});
+    std::fill_n(block.data<float>(), n, 1.0f);
+    const std::vector<int64_t> counts(w, n);
+    for (int k = 0; k < 5; ++k) {
+      std::vector<double> times;
+      for (int rep = 0; rep <= reps; ++rep) {
+        CAVS_RETURN_IF_ERROR(comm.Barrier());
+        const double t0 = Now();
+        switch (static_cast<Collective>(k)) {
+          case Collective::kAllReduce:
+            CAVS_RETURN_IF_ERROR(comm.AllReduce(buf));
+            break;
+          case Collective::kReduce:
+            CAVS_RETURN_IF_ERROR(comm.Reduce(buf, 0));
+            break;
+          case Collective::kBroadcast:
+            CAVS_RETURN_IF_ERROR(comm.Broadcast(buf, 0));
+            break;
+          case Collective::kAllGather:
+            CAVS_RETURN_IF_ERROR(comm.AllGatherV(block, gathered, counts));
+            break;
+          case Collective::kGather:
+            CAVS_RETURN_IF_ERROR(comm.GatherV(block, gathered, counts, 0));
+            break;
+        }
+        // The slowest rank's time: every rank waits for the last to finish.
+        CAVS_RETURN_IF_ERROR(comm.Barrier());
+        if (rep > 0) times.push_back(Now() - t0);
+      }
+      collective_s[k] = Median(times);
+    }
+  }
+
   // Everything to every rank; rank 0 makes the spec and broadcasts its text.
   const int w = comm.world_size();
   Tensor row = Tensor::Host({3 * hosts + 2});
@@ -233,6 +275,24 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
       spec.intra_latency = Median(intra_lats);
     }
     spec.algorithms = AlgorithmsInUse();
+    // Calibration: each collective's measured time over what the model gives it on this spec
+    // (the barrier after it included on both sides), so that the model's bytes count as much
+    // time as they took; clamped to [0.5, 50].
+    if (w > 1 && options.calibration_bytes > 0) {
+      internal::Collectives model(spec);
+      internal::Resources resources(spec);
+      std::vector<int> everyone(w);
+      for (int q = 0; q < w; ++q) everyone[q] = q;
+      const double bytes =
+          static_cast<double>(std::max<int64_t>(1, options.calibration_bytes / 4) * 4);
+      for (int k = 0; k < 5; ++k) {
+        const double modelled = internal::AloneSeconds(
+            model.Run(static_cast<Collective>(k), everyone, 0, bytes), resources);
+        if (modelled > 0 && collective_s[k] > 0) {
+          spec.factor[k] = std::clamp(collective_s[k] / modelled, 0.5, 50.0);
+        }
+      }
+    }
     text = SerializeClusterSpec(spec);
   }
   CAVS_ASSIGN_OR_RETURN(std::string agreed, BroadcastText(comm, text));

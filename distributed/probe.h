@@ -16,7 +16,12 @@
 //     is in, so the fastest pair is the host's own limit; with 2 hosts both get the pair's);
 //   - the latency is the median a over all pairs, halved (a is a round trip's worth of
 //     overheads); `duplex` is one direction's time over both directions' on the first pair;
-//   - within a host, the same between its first two ranks (hosts with one rank skip it).
+//   - within a host, the same between its first two ranks (hosts with one rank skip it);
+//   - calibration: each collective kind the synchronizer uses is timed over all ranks (root 0)
+//     and compared with the cost model's time for it on the probed spec; the ratio becomes
+//     ClusterSpec::factor, so the model's bytes count as long as they took here (the polled
+//     progress of cavs's nonblocking MPI calls, libnbc's segmenting, CPU sharing: what the
+//     alpha-beta form leaves out).
 //
 // Thread-safety: as the communicator (one thread).
 #pragma once
@@ -33,6 +38,10 @@ struct ProbeOptions {
   int64_t small_bytes = 8 << 10;
   int64_t large_bytes = 1 << 20;
   int repetitions = 3;  // per size and pair; the median counts
+  // Each collective kind (allreduce, reduce, broadcast, allgatherv, gatherv) of this many bytes
+  // a rank, over every rank, timed as cavs runs them: ClusterSpec::factor is its time over the
+  // cost model's on the probed links. 0: no calibration.
+  int64_t calibration_bytes = 1 << 20;
 };
 
 // What the probe measured, besides the spec: for reports and calibration.

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
 #include <vector>
+
+#include "absl/strings/match.h"
 
 namespace cavs::distributed {
 namespace {
@@ -76,6 +79,26 @@ TEST(ClusterSpecTest, RoundTripsThroughTheText) {
   EXPECT_EQ(again->efficiency, c->efficiency);
 }
 
+// The probe's calibration line: optional (every factor 1 without it), written only where a
+// factor differs from 1, and read back the same; factors must be positive.
+TEST(ClusterSpecTest, CalibrationFactorsRoundTrip) {
+  absl::StatusOr<ClusterSpec> c = ParseClusterSpec(kCluster, "c.txt");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->factor, (std::array<double, 5>{1, 1, 1, 1, 1}));
+  EXPECT_FALSE(absl::StrContains(SerializeClusterSpec(*c), "calibration"));
+  absl::StatusOr<ClusterSpec> cal = ParseClusterSpec(
+      std::string(kCluster) + "calibration allreduce=1.25 broadcast=2\n", "cal.txt");
+  ASSERT_TRUE(cal.ok()) << cal.status();
+  EXPECT_EQ(cal->factor, (std::array<double, 5>{1.25, 1, 2, 1, 1}));
+  absl::StatusOr<ClusterSpec> again = ParseClusterSpec(SerializeClusterSpec(*cal), "again.txt");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->factor, cal->factor);
+  absl::StatusOr<ClusterSpec> bad =
+      ParseClusterSpec(std::string(kCluster) + "calibration gather=0\n", "bad.txt");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "field 'gather'")) << bad.status();
+}
+
 TEST(ClusterSpecTest, ScaleKeepsTheLinksAndTheirMix) {
   absl::StatusOr<ClusterSpec> c = ParseClusterSpec(kCluster, "c.txt");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -132,7 +155,7 @@ TEST(ClusterSpecTest, ErrorsNameTheFileLineAndField) {
        "c.txt line 2: more than 1048576 ranks in all"},
       {head + "switch x\n",
        "c.txt line 2: unknown directive 'switch' (expected version, name, inter, intra, "
-       "algorithms, host or hosts)"},
+       "algorithms, calibration, host or hosts)"},
   };
   for (const auto& [text, error] : cases) {
     absl::StatusOr<ClusterSpec> c = ParseClusterSpec(text, "c.txt");
