@@ -3,16 +3,19 @@
 # and hosts x ranks, for the two models of bench/distributed_benchmark.cc; and the collectives
 # against their bound. As root, from the repository root, after a build of build/default:
 #
-#   bench/cluster_grid.sh [OUT_DIR] [train|collectives|all]
+#   bench/cluster_grid.sh [OUT_DIR] [train|collectives|all] [CONFIG_PATTERN]
 #
 # Writes one log per configuration under OUT_DIR (default bench-out/cluster-<date>) and prints a
 # summary. A configuration: CAP (tc rate), UNEVEN (host 0's cap; empty for even), LAT (one-way
-# us), HOSTS x RANKS. Each training run prints its own single-process baseline, so each row's
-# efficiency is measured in the same run. Takes about an hour on the 2-core development machine.
+# us), HOSTS x RANKS; CONFIG_PATTERN (an extended regular expression, default all) keeps the
+# training configurations whose line below it matches, e.g. ' 2 2$' for the 2x2 ones. Each
+# training run prints its own single-process baseline, so each row's efficiency is measured in
+# the same run. Takes about an hour on the 2-core development machine.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out="${1:-bench-out/cluster-$(date +%Y%m%d-%H%M)}"
 what="${2:-all}"
+pattern="${3:-.}"
 mkdir -p "$out"
 bin=build/default/bench
 cluster=scripts/cluster.sh
@@ -61,6 +64,7 @@ fi
 
 if [[ "$what" == all || "$what" == train ]]; then
   for c in "${configs[@]}"; do
+    [[ "$c" =~ $pattern ]] || continue
     read -r cap uneven lat hosts ranks <<<"$c"
     up "$cap" "$uneven" "$lat" "$hosts" "$ranks"
     for model in tree-lstm lstm-lm; do
