@@ -2,6 +2,11 @@
 // sum of half-precision buffers (MPI has no half type). Round to nearest even; NaN stays NaN,
 // overflow becomes infinity, float16 subnormals are kept.
 //
+// The scalar functions below are the definition; the buffer functions at the end give the same
+// bits (NaN payloads aside) and use the F16C instructions where the CPU has them: the scalar
+// float-to-half conversion is branchy (about 16 ns a value on the development machine, so 130 ms
+// a step for an 8-million-value bucket), the instructions convert 8 values in a few cycles.
+//
 // Thread-safety: pure functions.
 #pragma once
 
@@ -67,5 +72,17 @@ inline uint16_t FloatToBFloat16(float f) {
 }
 
 inline float BFloat16ToFloat(uint16_t b) { return BitsToFloat(static_cast<uint32_t>(b) << 16); }
+
+// dst[i] = FloatToHalf(src[i] * scale), i < n.
+void FloatsToHalves(const float* src, float scale, uint16_t* dst, int64_t n);
+
+// dst[i] = HalfToFloat(src[i]), i < n.
+void HalvesToFloats(const uint16_t* src, float* dst, int64_t n);
+
+// inout[i] = FloatToHalf(HalfToFloat(in[i]) + HalfToFloat(inout[i])), i < n: MPI's half sum.
+void AddHalves(const uint16_t* in, uint16_t* inout, int64_t n);
+
+// Whether the buffer functions use the F16C instructions on this CPU.
+bool HalfConversionsUseF16c();
 
 }  // namespace cavs::distributed

@@ -28,9 +28,7 @@ using core::Tensor;
 // ---- MPI environment ---------------------------------------------------------------------------
 
 void HalfSum(void* in, void* inout, int* len, MPI_Datatype*) {
-  const uint16_t* a = static_cast<const uint16_t*>(in);
-  uint16_t* b = static_cast<uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = FloatToHalf(HalfToFloat(a[i]) + HalfToFloat(b[i]));
+  AddHalves(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), *len);
 }
 
 void BFloat16Sum(void* in, void* inout, int* len, MPI_Datatype*) {

@@ -110,9 +110,8 @@ class BucketUnit final : public SyncUnit {
       // Scaled before the cast, so that sums of many samples stay within float16's range.
       CAVS_ASSIGN_OR_RETURN(Tensor host, OnDevice(flat_, Device::Cpu()));
       Tensor half = Tensor::Host(flat_.shape(), DType::kFloat16);
-      const float* src = host.data<float>();
-      uint16_t* dst = static_cast<uint16_t*>(half.raw_data());
-      for (int64_t i = 0; i < host.numel(); ++i) dst[i] = FloatToHalf(src[i] * prescale);
+      FloatsToHalves(host.data<float>(), prescale, static_cast<uint16_t*>(half.raw_data()),
+                     host.numel());
       CAVS_ASSIGN_OR_RETURN(wire_, OnDevice(half, flat_.device()));
     }
     stage_ = -1;
@@ -133,9 +132,8 @@ class BucketUnit final : public SyncUnit {
     if (compressor_ == Compressor::kFp16) {
       CAVS_ASSIGN_OR_RETURN(Tensor half, OnDevice(wire_, Device::Cpu()));
       Tensor host = Tensor::Host(flat_.shape());
-      const uint16_t* src = static_cast<const uint16_t*>(half.raw_data());
-      float* dst = host.data<float>();
-      for (int64_t i = 0; i < host.numel(); ++i) dst[i] = HalfToFloat(src[i]);
+      HalvesToFloats(static_cast<const uint16_t*>(half.raw_data()), host.data<float>(),
+                     host.numel());
       CAVS_RETURN_IF_ERROR(flat_.CopyFrom(host));
     } else {
       CAVS_RETURN_IF_ERROR(ScaleInPlace(flat_, scale));

@@ -1,0 +1,119 @@
+#include "distributed/half.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace cavs::distributed {
+
+namespace {
+
+void FloatsToHalvesScalar(const float* src, float scale, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = FloatToHalf(src[i] * scale);
+}
+
+void HalvesToFloatsScalar(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = HalfToFloat(src[i]);
+}
+
+void AddHalvesScalar(const uint16_t* in, uint16_t* inout, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    inout[i] = FloatToHalf(HalfToFloat(in[i]) + HalfToFloat(inout[i]));
+}
+
+#if defined(__x86_64__)
+
+// The instructions round to nearest even, as FloatToHalf does. The caller's denormal modes
+// (core/flush_denormal.h) would make them read subnormal inputs as zero and, for the product
+// with `scale`, write zero: cleared for the call, so that the bits are the scalar functions'.
+class ScopedExactDenormals {
+ public:
+  static constexpr unsigned kFtzDaz = 0x8040;
+  ScopedExactDenormals() : saved_(_mm_getcsr()) {
+    if (saved_ & kFtzDaz) _mm_setcsr(saved_ & ~kFtzDaz);
+  }
+  ~ScopedExactDenormals() {
+    if (saved_ & kFtzDaz) _mm_setcsr(saved_);
+  }
+  ScopedExactDenormals(const ScopedExactDenormals&) = delete;
+  ScopedExactDenormals& operator=(const ScopedExactDenormals&) = delete;
+
+ private:
+  unsigned saved_;
+};
+
+constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+__attribute__((target("avx,f16c"))) void FloatsToHalvesF16c(const float* src, float scale,
+                                                            uint16_t* dst, int64_t n) {
+  ScopedExactDenormals exact;
+  const __m256 s = _mm256_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(src + i), s);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(v, kRound));
+  }
+  FloatsToHalvesScalar(src + i, scale, dst + i, n - i);
+}
+
+__attribute__((target("avx,f16c"))) void HalvesToFloatsF16c(const uint16_t* src, float* dst,
+                                                            int64_t n) {
+  ScopedExactDenormals exact;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  HalvesToFloatsScalar(src + i, dst + i, n - i);
+}
+
+__attribute__((target("avx,f16c"))) void AddHalvesF16c(const uint16_t* in, uint16_t* inout,
+                                                       int64_t n) {
+  ScopedExactDenormals exact;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(inout + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(inout + i),
+                     _mm256_cvtps_ph(_mm256_add_ps(a, b), kRound));
+  }
+  AddHalvesScalar(in + i, inout + i, n - i);
+}
+
+bool HasF16c() {
+  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return has;
+}
+
+#else
+
+bool HasF16c() { return false; }
+
+#endif
+
+}  // namespace
+
+bool HalfConversionsUseF16c() { return HasF16c(); }
+
+void FloatsToHalves(const float* src, float scale, uint16_t* dst, int64_t n) {
+#if defined(__x86_64__)
+  if (HasF16c()) return FloatsToHalvesF16c(src, scale, dst, n);
+#endif
+  FloatsToHalvesScalar(src, scale, dst, n);
+}
+
+void HalvesToFloats(const uint16_t* src, float* dst, int64_t n) {
+#if defined(__x86_64__)
+  if (HasF16c()) return HalvesToFloatsF16c(src, dst, n);
+#endif
+  HalvesToFloatsScalar(src, dst, n);
+}
+
+void AddHalves(const uint16_t* in, uint16_t* inout, int64_t n) {
+#if defined(__x86_64__)
+  if (HasF16c()) return AddHalvesF16c(in, inout, n);
+#endif
+  AddHalvesScalar(in, inout, n);
+}
+
+}  // namespace cavs::distributed
