@@ -67,11 +67,11 @@ absl::StatusOr<std::unique_ptr<AutoStrategy>> AutoStrategy::Create(Communicator*
     return absl::InvalidArgumentError("AutoStrategy needs a communicator, a store, an optimizer");
   }
   if (options.profile_steps < 1 || options.trial_steps < 1 || options.candidates < 0 ||
-      !(options.noise >= 0 && options.noise < 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("auto strategy: profile_steps (", options.profile_steps, ") and trial_steps (",
-                     options.trial_steps, ") must be >= 1, candidates (", options.candidates,
-                     ") >= 0, noise (", options.noise, ") in [0, 1)"));
+      options.reserve < 0 || !(options.noise >= 0 && options.noise < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "auto strategy: profile_steps (", options.profile_steps, ") and trial_steps (",
+        options.trial_steps, ") must be >= 1, candidates (", options.candidates, ") and reserve (",
+        options.reserve, ") >= 0, noise (", options.noise, ") in [0, 1)"));
   }
   std::unique_ptr<AutoStrategy> a(new AutoStrategy(comm, store, optimizer, std::move(options)));
   const double t0 = Now();
@@ -100,7 +100,7 @@ absl::Status AutoStrategy::Search() {
   const int w = comm_->world_size();
   SearchOptions so;
   so.allow_compression = options_.allow_compression;
-  so.top_k = std::max(1, options_.candidates);
+  so.top_k = std::max(1, options_.candidates + options_.reserve);
   candidates_.clear();
   if (options_.candidates > 0) {
     CAVS_ASSIGN_OR_RETURN(SearchReport found, SearchStrategies(profile_, cluster_, so));
@@ -110,6 +110,7 @@ absl::Status AutoStrategy::Search() {
       c.strategy = std::move(found.best[i].strategy);
       c.strategy.name = c.name;
       c.prediction = std::move(found.best[i].prediction);
+      c.reserve = static_cast<int>(i) >= options_.candidates;
       candidates_.push_back(std::move(c));
     }
   }
@@ -132,7 +133,16 @@ absl::Status AutoStrategy::Search() {
   return absl::OkStatus();
 }
 
-absl::Status AutoStrategy::Decide() {
+size_t AutoStrategy::NextTrial(size_t from) const {
+  for (size_t i = from; i < candidates_.size(); ++i) {
+    const AutoCandidate& c = candidates_[i];
+    if (c.measured_s >= 0 || c.reserve) continue;
+    if (options_.try_builders || absl::StartsWith(c.name, "auto#")) return i;
+  }
+  return candidates_.size();
+}
+
+size_t AutoStrategy::BestMeasured() const {
   size_t best = candidates_.size();
   for (size_t i = 0; i < candidates_.size(); ++i) {
     const AutoCandidate& c = candidates_[i];
@@ -149,7 +159,36 @@ absl::Status AutoStrategy::Decide() {
       best = i;
     }
   }
+  return best;
+}
+
+absl::Status AutoStrategy::Decide() {
+  // Every rank holds the same measurements (the slowest rank's), so the same fit.
+  std::vector<Trial> trials;
+  for (const AutoCandidate& c : candidates_) {
+    if (c.measured_s >= 0) trials.push_back({&c.prediction, c.measured_s});
+  }
+  correction_ = FitTrialCorrection(trials);
+  for (AutoCandidate& c : candidates_) c.corrected_s = correction_.Predict(c.prediction);
+  const size_t best = BestMeasured();
   if (best == candidates_.size()) return absl::InternalError("auto strategy: nothing was tried");
+  if (!corrected_round_) {
+    corrected_round_ = true;
+    std::vector<size_t> picked;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      const AutoCandidate& c = candidates_[i];
+      if (c.reserve && c.corrected_s < candidates_[best].measured_s * (1 - options_.noise)) {
+        picked.push_back(i);
+      }
+    }
+    std::stable_sort(picked.begin(), picked.end(), [&](size_t a, size_t b) {
+      return candidates_[a].corrected_s < candidates_[b].corrected_s;
+    });
+    picked.resize(std::min<size_t>(picked.size(), std::max(1, options_.candidates)));
+    for (size_t i : picked) candidates_[i].reserve = false;
+    trying_ = NextTrial(0);
+    if (trying_ < candidates_.size()) return Use(candidates_[trying_].strategy);
+  }
   chosen_ = best;
   for (double t : before_decision_) {
     extra_step_seconds_ += std::max(0.0, t - candidates_[chosen_].measured_s);
@@ -174,15 +213,13 @@ absl::StatusOr<StepTimes> AutoStrategy::Run(
     CAVS_ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverRanks(*comm_, totals));
     before_decision_.insert(before_decision_.end(), slowest.begin(), slowest.end());
     CAVS_RETURN_IF_ERROR(Search());
-    // Try the searched ones, then (where asked) the builders.
+    // Try the searched ones, then (where asked) the builders, in the candidates' order;
+    // candidates_ keeps the untried ones too (predicted only).
     phase_ = Phase::kTrial;
-    trying_ = 0;
     trial_times_.clear();
-    // Trials in the candidates' order; candidates_ keeps the untried ones too (predicted only).
-    std::stable_partition(candidates_.begin(), candidates_.end(), [&](const AutoCandidate& c) {
-      return options_.try_builders || absl::StartsWith(c.name, "auto#");
-    });
-    CAVS_RETURN_IF_ERROR(Use(candidates_[0].strategy));
+    trying_ = NextTrial(0);
+    if (trying_ == candidates_.size()) return absl::InternalError("auto strategy: no candidate");
+    CAVS_RETURN_IF_ERROR(Use(candidates_[trying_].strategy));
     return t;
   }
   // A trial step of candidates_[trying_].
@@ -193,10 +230,8 @@ absl::StatusOr<StepTimes> AutoStrategy::Run(
   if (slowest.size() > 1) slowest.erase(slowest.begin());  // its first step warms it up
   candidates_[trying_].measured_s = Median(slowest);
   trial_times_.clear();
-  ++trying_;
-  const bool more = trying_ < candidates_.size() &&
-                    (options_.try_builders || absl::StartsWith(candidates_[trying_].name, "auto#"));
-  if (more) {
+  trying_ = NextTrial(trying_ + 1);
+  if (trying_ < candidates_.size()) {
     CAVS_RETURN_IF_ERROR(Use(candidates_[trying_].strategy));
   } else {
     CAVS_RETURN_IF_ERROR(Decide());
@@ -207,17 +242,20 @@ absl::StatusOr<StepTimes> AutoStrategy::Run(
 std::string AutoStrategy::Report() const {
   std::string out = absl::StrFormat("auto strategy on %s (probe %.2f s, search %.3f s)\n",
                                     cluster_.name, probe_seconds_, search_seconds_);
-  absl::StrAppendFormat(&out, "  %-28s %6s %13s %12s\n", "strategy", "units", "predicted_ms",
-                        "measured_ms");
+  absl::StrAppendFormat(&out, "  %-28s %6s %13s %12s %12s\n", "strategy", "units", "predicted_ms",
+                        "corrected_ms", "measured_ms");
+  const auto ms = [](double s) {
+    return s < 0 ? std::string("-") : absl::StrFormat("%.2f", 1e3 * s);
+  };
   for (size_t i = 0; i < candidates_.size(); ++i) {
     const AutoCandidate& c = candidates_[i];
-    absl::StrAppendFormat(
-        &out, "  %-28s %6d %13.2f %12s%s\n", c.name, static_cast<int>(c.prediction.units.size()),
-        1e3 * c.prediction.step_s,
-        c.measured_s < 0 ? std::string("-") : absl::StrFormat("%.2f", 1e3 * c.measured_s),
-        decided() && i == chosen_ ? "  <- chosen" : "");
+    absl::StrAppendFormat(&out, "  %-28s %6d %13.2f %12s %12s%s\n", c.name,
+                          static_cast<int>(c.prediction.units.size()), 1e3 * c.prediction.step_s,
+                          ms(c.corrected_s), ms(c.measured_s),
+                          decided() && i == chosen_ ? "  <- chosen" : "");
   }
   if (decided()) {
+    absl::StrAppend(&out, "  trial correction: ", correction_.Describe(), "\n");
     absl::StrAppendFormat(&out,
                           "  cost of the search: probe %.2f s, cost model %.3f s, %.2f s of steps "
                           "slower than the chosen strategy's\n",

@@ -13,7 +13,12 @@
 //      `try_builders`, each for `trial_steps` real steps (every strategy computes the same mean
 //      gradient, so these are ordinary training steps); the measured step time of each is the
 //      median over its steps (after the first) of the slowest rank's time;
-//   5. the fastest measured is kept for the rest of training.
+//   5. correction: the trials' measured times fit the cost model's breakdown
+//      (FitTrialCorrection: an offset, a factor per unit kind); with it the `reserve` searched
+//      strategies ranked after the tried ones are predicted again, and those now predicted
+//      faster than the best measured by more than `noise` are tried too (once, up to
+//      `candidates` of them, best first);
+//   6. the fastest measured is kept for the rest of training.
 // All ranks end with the same strategy: everything decided is computed from data every rank
 // holds the same (the probe's spec is rank 0's, broadcast; the profile and the trial times are
 // gathered from every rank), and the synchronizers' VerifyConsistent checks it.
@@ -44,6 +49,7 @@
 #include "distributed/step.h"
 #include "distributed/strategy.h"
 #include "distributed/synchronizer.h"
+#include "distributed/trial_correction.h"
 
 namespace cavs::distributed {
 
@@ -52,6 +58,7 @@ struct AutoOptions {
   int profile_steps = 4;         // steps profiled (the first is not counted)
   int trial_steps = 3;           // steps per candidate (the first is not counted where > 1)
   int candidates = 3;            // searched strategies tried
+  int reserve = 6;               // searched strategies after those, tried only if corrected
   bool try_builders = true;      // also try every builder (the report's comparison)
   bool allow_compression = false;
   double noise = 0.03;
@@ -65,7 +72,9 @@ struct AutoCandidate {
   std::string name;  // "auto" (searched, ranked 1, 2, ... as auto#1 ...) or a builder's
   Strategy strategy;
   Prediction prediction;
-  double measured_s = -1;  // median of the slowest rank's step time; -1: not tried
+  double measured_s = -1;   // median of the slowest rank's step time; -1: not tried
+  bool reserve = false;     // searched beyond `candidates`: tried only if the correction says so
+  double corrected_s = -1;  // the prediction corrected by the trials (once they are done)
 };
 
 class AutoStrategy {
@@ -91,6 +100,8 @@ class AutoStrategy {
   const std::vector<AutoCandidate>& candidates() const { return candidates_; }
   // The chosen one (valid once decided()).
   const AutoCandidate& chosen() const { return candidates_[chosen_]; }
+  // The cost model's correction fitted to the trials (valid once decided()).
+  const TrialCorrection& correction() const { return correction_; }
   // Seconds spent probing, and in the steps before the decision beyond what the chosen
   // strategy would have taken (the search's cost), and the cost model's own time.
   double probe_seconds() const { return probe_seconds_; }
@@ -106,6 +117,10 @@ class AutoStrategy {
   absl::Status Use(const Strategy& strategy);
   absl::Status Search();
   absl::Status Decide();
+  // The first candidate at or after `from` still to be tried; candidates_.size() if none.
+  size_t NextTrial(size_t from) const;
+  // The fastest measured candidate within the noise band (see the header).
+  size_t BestMeasured() const;
 
   Communicator* comm_;
   core::ParameterStore* store_;
@@ -121,6 +136,8 @@ class AutoStrategy {
   size_t trying_ = 0;                // the candidate in trial
   std::vector<double> trial_times_;  // this rank's step times of the current candidate
   size_t chosen_ = 0;
+  TrialCorrection correction_;
+  bool corrected_round_ = false;  // the reserve candidates the correction picked were queued
   double probe_seconds_ = 0, search_seconds_ = 0, extra_step_seconds_ = 0;
   std::vector<double> before_decision_;  // slowest-rank step times before the decision
 };

@@ -63,6 +63,7 @@ constexpr IntRange kMinCountRange{"min-count", 1, INT32_MAX};
 constexpr IntRange kThreadsRange{"threads", 0, 1024};
 constexpr IntRange kPlanThreadsRange{"plan-threads", -1, 64};
 constexpr IntRange kAutoCandidatesRange{"auto-candidates", 0, 100};
+constexpr IntRange kAutoReserveRange{"auto-reserve", 0, 100};
 constexpr IntRange kAutoStepsRange{"auto-steps", 1, 1000};
 constexpr IntRange kAutoBuildersRange{"auto-builders", 0, 1};
 
@@ -224,6 +225,10 @@ const std::vector<FlagSpec>& Flags() {
       {"auto-candidates", "N",
        "--strategy=auto: searched strategies tried for a few steps each (default 3)",
        Int(kAutoCandidatesRange, &C::auto_candidates)},
+      {"auto-reserve", "N",
+       "--strategy=auto: searched strategies after those, tried only where the cost model "
+       "corrected by the trials predicts them faster than the best measured (default 6)",
+       Int(kAutoReserveRange, &C::auto_reserve)},
       {"auto-steps", "N",
        "--strategy=auto: steps profiled, and steps per strategy tried (default 3)",
        Int(kAutoStepsRange, &C::auto_steps)},
@@ -314,6 +319,7 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
                                  {kThreadsRange, c.threads},
                                  {kPlanThreadsRange, c.plan_threads},
                                  {kAutoCandidatesRange, c.auto_candidates},
+                                 {kAutoReserveRange, c.auto_reserve},
                                  {kAutoStepsRange, c.auto_steps},
                                  {kAutoBuildersRange, c.auto_builders}}) {
     CAVS_RETURN_IF_ERROR(CheckRange(range, x));

@@ -57,10 +57,12 @@ struct TrainerConfig {
   // allreduce), or a strategy file (distributed/strategy.h); the communication timeout.
   std::string strategy;
   std::string strategy_file;
-  // --strategy=auto (distributed/auto_strategy.h): searched strategies tried, steps profiled
-  // and per strategy tried, whether the builders are tried too, whether fp16 is allowed, and
-  // where the profile and the probed cluster are written (empty: not written).
+  // --strategy=auto (distributed/auto_strategy.h): searched strategies tried, and kept in
+  // reserve for the corrected model, steps profiled and per strategy tried, whether the builders
+  // are tried too, whether fp16 is allowed, and where the profile and the probed cluster are
+  // written (empty: not written).
   int auto_candidates = 3;
+  int auto_reserve = 6;
   int auto_steps = 3;
   int auto_builders = 1;
   bool allow_compression = false;

@@ -99,6 +99,7 @@ absl::Status Trainer::SetUpDistributed() {
     ao.profile_steps = config_.auto_steps + 1;  // the first is not counted
     ao.trial_steps = config_.auto_steps + (config_.auto_steps > 1 ? 1 : 0);
     ao.candidates = config_.auto_candidates;
+    ao.reserve = config_.auto_reserve;
     ao.try_builders = config_.auto_builders == 1;
     ao.allow_compression = config_.allow_compression;
     ao.batch_per_rank = (config_.batch + comm_->world_size() - 1) / comm_->world_size();

@@ -1,0 +1,49 @@
+// The cost model corrected by trials: after some strategies ran for a few steps, a fit of their
+// measured step times to the model's breakdown of its predictions, used to re-predict the
+// strategies that did not run (AutoSync's learned correction, as a least-squares fit: with a
+// handful of trials a linear model is what the data can carry).
+//
+// The form: a prediction's step is compute + optimizer + exposed communication, the exposed
+// part summed per unit kind (allreduce buckets, PS shards, sparse allgathers, sparse PS shards;
+// UnitPrediction::exposed_s). Measured,
+//
+//   measured_i = compute + optimizer + offset + sum_k factor_k * exposed_k,i
+//
+// offset for what every step pays beyond the model (polling, the synchronizer's bookkeeping)
+// and factor_k for how far each kind's time runs from the model on this cluster (a parameter
+// server's hot spot, a compressor's conversions). Fitted by least squares with a ridge towards
+// the model itself (offset 0, factors 1) weighted by `prior` trials' worth, so that a kind seen
+// in one trial moves only as far as the evidence allows; factors clamped to [1/8, 8].
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "distributed/cost_model.h"
+
+namespace cavs::distributed {
+
+struct TrialCorrection {
+  double offset_s = 0.0;
+  std::array<double, 4> factor = {1, 1, 1, 1};  // by UnitKind
+  int trials = 0;                               // measurements fitted
+
+  // The corrected step time of `p`.
+  double Predict(const Prediction& p) const;
+  // "offset +3.1 ms, allreduce x0.92, ps x0.74 (8 trials)": the kinds the fit moved.
+  std::string Describe() const;
+};
+
+// One measured strategy: its prediction and its measured step time (seconds).
+struct Trial {
+  const Prediction* prediction = nullptr;
+  double measured_s = 0.0;
+};
+
+// The fit; no trials: the identity correction. `prior` >= 0.
+TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prior = 0.5);
+
+}  // namespace cavs::distributed

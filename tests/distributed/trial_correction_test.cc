@@ -1,0 +1,110 @@
+#include "distributed/trial_correction.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "absl/strings/match.h"
+
+namespace cavs::distributed {
+namespace {
+
+// A prediction with 100 ms of compute, 10 ms of optimizer and the given exposed seconds of an
+// allreduce bucket and a PS shard.
+Prediction Made(double allreduce_s, double ps_s) {
+  Prediction p;
+  p.compute_s = 0.1;
+  p.optimizer_s = 0.01;
+  UnitPrediction a, b;
+  a.kind = UnitKind::kBucket;
+  a.exposed_s = allreduce_s;
+  b.kind = UnitKind::kPsShard;
+  b.exposed_s = ps_s;
+  p.units = {a, b};
+  p.exposed_comm_s = allreduce_s + ps_s;
+  p.step_s = p.compute_s + p.optimizer_s + p.exposed_comm_s;
+  return p;
+}
+
+// Strategies with varied shares of allreduce and PS time, measured as a cluster where every
+// step pays 5 ms more than the model, allreduce runs at 0.9 and PS at 1.6 of its prediction.
+struct Bench {
+  std::vector<Prediction> predictions;
+  std::vector<Trial> trials;
+  Bench() {
+    for (double ar : {0.0, 0.05, 0.2, 0.4}) {
+      for (double ps : {0.0, 0.1, 0.3}) predictions.push_back(Made(ar, ps));
+    }
+    for (const Prediction& p : predictions) {
+      trials.push_back({&p, p.compute_s + p.optimizer_s + 0.005 + 0.9 * p.units[0].exposed_s +
+                                1.6 * p.units[1].exposed_s});
+    }
+  }
+};
+
+TEST(TrialCorrectionTest, WithoutTrialsItIsTheModel) {
+  const TrialCorrection none = FitTrialCorrection({});
+  const Prediction p = Made(0.2, 0.1);
+  EXPECT_DOUBLE_EQ(none.Predict(p), p.step_s);
+  EXPECT_EQ(none.trials, 0);
+}
+
+TEST(TrialCorrectionTest, RecoversTheOffsetAndEachKindsFactor) {
+  const Bench bench;
+  const TrialCorrection fit = FitTrialCorrection(bench.trials, /*prior=*/1e-9);
+  EXPECT_NEAR(fit.offset_s, 0.005, 1e-6);
+  EXPECT_NEAR(fit.factor[static_cast<int>(UnitKind::kBucket)], 0.9, 1e-5);
+  EXPECT_NEAR(fit.factor[static_cast<int>(UnitKind::kPsShard)], 1.6, 1e-5);
+  // Kinds no trial used stay at the model's value.
+  EXPECT_EQ(fit.factor[static_cast<int>(UnitKind::kSparse)], 1.0);
+  EXPECT_EQ(fit.factor[static_cast<int>(UnitKind::kPsSparseShard)], 1.0);
+  for (const Trial& t : bench.trials) EXPECT_NEAR(fit.Predict(*t.prediction), t.measured_s, 1e-6);
+  EXPECT_TRUE(absl::StrContains(fit.Describe(), "ps x1.60")) << fit.Describe();
+}
+
+TEST(TrialCorrectionTest, ThePriorShrinksTowardsTheModelNotPastIt) {
+  const Bench bench;
+  const TrialCorrection fit = FitTrialCorrection(bench.trials);  // half a trial's worth
+  const double ar = fit.factor[static_cast<int>(UnitKind::kBucket)];
+  const double ps = fit.factor[static_cast<int>(UnitKind::kPsShard)];
+  EXPECT_GE(ar, 0.9 - 1e-9);
+  EXPECT_LE(ar, 1.0);
+  EXPECT_GE(ps, 1.0);
+  EXPECT_LE(ps, 1.6 + 1e-9);
+  EXPECT_NEAR(ps, 1.6, 0.1);  // twelve trials outweigh half a trial
+  // One trial that used only PS moves the PS factor part of the way.
+  const Prediction p = Made(0.0, 0.3);
+  const TrialCorrection one = FitTrialCorrection({{&p, p.step_s + 0.3}});
+  EXPECT_GT(one.factor[static_cast<int>(UnitKind::kPsShard)], 1.0);
+  EXPECT_EQ(one.factor[static_cast<int>(UnitKind::kBucket)], 1.0);
+}
+
+TEST(TrialCorrectionTest, ReranksStrategiesThatDidNotRun) {
+  // Trials of allreduce-heavy strategies measured slower than predicted and PS-heavy ones
+  // faster: an untried PS strategy predicted a little slower than an untried allreduce one is
+  // corrected to be faster.
+  std::vector<Prediction> tried = {Made(0.3, 0.0), Made(0.0, 0.3), Made(0.2, 0.1)};
+  std::vector<Trial> trials;
+  for (const Prediction& p : tried) {
+    trials.push_back({&p, p.compute_s + p.optimizer_s + 1.5 * p.units[0].exposed_s +
+                              0.6 * p.units[1].exposed_s});
+  }
+  const TrialCorrection fit = FitTrialCorrection(trials, 1e-6);
+  const Prediction allreduce = Made(0.25, 0.0), ps = Made(0.0, 0.27);
+  ASSERT_LT(allreduce.step_s, ps.step_s);
+  EXPECT_LT(fit.Predict(ps), fit.Predict(allreduce));
+}
+
+TEST(TrialCorrectionTest, FactorsStayWithinBounds) {
+  const Prediction p = Made(0.1, 0.0), q = Made(0.2, 0.0);
+  const TrialCorrection fit =
+      FitTrialCorrection({{&p, p.step_s + 100.0}, {&q, q.step_s + 300.0}}, 1e-9);
+  EXPECT_LE(fit.factor[static_cast<int>(UnitKind::kBucket)], 8.0);
+  // Never predicts less than the compute and the optimizer.
+  const TrialCorrection low = FitTrialCorrection({{&p, 0.0}, {&q, 0.0}}, 1e-9);
+  EXPECT_GE(low.factor[static_cast<int>(UnitKind::kBucket)], 0.125);
+  EXPECT_GE(low.Predict(q), q.compute_s + q.optimizer_s);
+}
+
+}  // namespace
+}  // namespace cavs::distributed
