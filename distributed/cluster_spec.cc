@@ -87,14 +87,16 @@ absl::Status ParseIntra(const std::vector<std::string>& tokens, ClusterSpec& c) 
 }
 
 absl::Status ParseCalibration(const std::vector<std::string>& tokens, ClusterSpec& c) {
-  CAVS_ASSIGN_OR_RETURN(
-      std::vector<LineOption> options,
-      internal::ParseLineOptions(tokens, 1,
-                                 {"allreduce", "reduce", "broadcast", "allgather", "gather"}));
+  CAVS_ASSIGN_OR_RETURN(std::vector<LineOption> options,
+                        internal::ParseLineOptions(tokens, 1,
+                                                   {"allreduce", "reduce", "broadcast", "allgather",
+                                                    "gather", "allreduce_us", "reduce_us",
+                                                    "broadcast_us", "allgather_us", "gather_us"}));
   for (const LineOption& o : options) {
     for (int k = 0; k < 5; ++k) {
-      CAVS_RETURN_IF_ERROR(SetNumber(o, CollectiveName(static_cast<Collective>(k)), {0, true, 1000},
-                                     1, &c.factor[k]));
+      const std::string name = CollectiveName(static_cast<Collective>(k));
+      CAVS_RETURN_IF_ERROR(SetNumber(o, name, {0, true, 1000}, 1, &c.factor[k]));
+      CAVS_RETURN_IF_ERROR(SetNumber(o, name + "_us", {0, false, 1e9}, kUs, &c.extra[k]));
     }
   }
   return absl::OkStatus();
@@ -250,11 +252,16 @@ std::string SerializeClusterSpec(const ClusterSpec& c) {
       " reduce=", AlgorithmName(c.algorithms.reduce),
       " broadcast=", AlgorithmName(c.algorithms.broadcast),
       " allgather=", AlgorithmName(c.algorithms.allgather), "\n");
-  if (c.factor != std::array<double, 5>{1, 1, 1, 1, 1}) {
+  if (c.factor != std::array<double, 5>{1, 1, 1, 1, 1} ||
+      c.extra != std::array<double, 5>{0, 0, 0, 0, 0}) {
     absl::StrAppend(&out, "calibration");
     for (int k = 0; k < 5; ++k) {
       absl::StrAppend(&out, " ", CollectiveName(static_cast<Collective>(k)), "=",
                       FormatNumber(c.factor[k]));
+      if (c.extra[k] != 0) {
+        absl::StrAppend(&out, " ", CollectiveName(static_cast<Collective>(k)),
+                        "_us=", FormatNumber(c.extra[k] / kUs));
+      }
     }
     absl::StrAppend(&out, "\n");
   }

@@ -77,11 +77,14 @@ struct ClusterSpec {
   double intra_bandwidth = 100e9 / 8;
   double intra_latency = 1e-6;
   CollectiveAlgorithms algorithms;
-  // Measured over modelled time of each collective kind (index: Collective), from the probe
-  // (ProbeCluster times each one as cavs runs it, polled progress included): every byte a
-  // collective of that kind puts on a resource counts `factor` times. 1: the alpha-beta form as
-  // is. Written as `calibration allreduce=F reduce=F broadcast=F allgather=F gather=F`.
+  // The probe's calibration of each collective kind (index: Collective; ProbeCluster times each
+  // one as cavs runs it, polled progress included, at two sizes): a collective of that kind
+  // takes `extra` seconds more than the alpha-beta form says, and every byte it puts on a
+  // resource counts `factor` times. factor 1, extra 0: the form as is. Written as
+  // `calibration allreduce=F allreduce_us=X reduce=F ...`, each key only where it is not the
+  // default.
   std::array<double, 5> factor = {1, 1, 1, 1, 1};
+  std::array<double, 5> extra = {0, 0, 0, 0, 0};
 
   int world_size() const;
   // The host of every rank, ranks numbered host by host.

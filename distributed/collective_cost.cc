@@ -275,10 +275,11 @@ Phase Collectives::Run(Collective op, const std::vector<int>& ranks, int root, d
   auto cached = cache_.find(key);
   if (cached == cache_.end()) cached = cache_.emplace(key, OneByte(op, ranks, root)).first;
   Phase phase = cached->second.Scaled(bytes);
-  // The probe's calibration: each byte on a resource counts `factor` times (root_in and
-  // root_out stay the payload, for the servers' report).
+  // The probe's calibration: `extra` seconds more, and each byte on a resource counts `factor`
+  // times (root_in and root_out stay the payload, for the servers' report).
   const double factor = cluster_.factor[static_cast<int>(op)];
   for (Load& l : phase.loads) l.bytes *= factor;
+  phase.latency += cluster_.extra[static_cast<int>(op)];
   return phase;
 }
 

@@ -1,6 +1,7 @@
 #include "distributed/probe.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -128,6 +129,58 @@ CollectiveAlgorithms AlgorithmsInUse() {
   return a;
 }
 
+namespace {
+
+// Floats in each rank's buffer for a collective of `bytes` in all: the whole buffer, or where
+// `gathers`, each rank's W-th part.
+int64_t BlockFloats(int64_t bytes, int w, bool gathers) {
+  return std::max<int64_t>(1, bytes / 4 / (gathers ? w : 1));
+}
+
+// The median over `reps` (after one to warm up) of each collective kind's time (index:
+// Collective) of `bytes` in all over every rank, root 0, the slowest rank's: every rank waits
+// at a barrier for the last.
+absl::StatusOr<std::array<double, 5>> TimeCollectives(Communicator& comm, int64_t bytes, int reps) {
+  const int w = comm.world_size();
+  const int64_t n = BlockFloats(bytes, w, false), block_rows = BlockFloats(bytes, w, true);
+  Tensor buf = Tensor::Host({n});
+  std::fill_n(buf.data<float>(), n, 1.0f);
+  Tensor block = Tensor::Host({block_rows, 1}), gathered = Tensor::Host({block_rows * w, 1});
+  std::fill_n(block.data<float>(), block_rows, 1.0f);
+  const std::vector<int64_t> counts(w, block_rows);
+  std::array<double, 5> out{};
+  for (int k = 0; k < 5; ++k) {
+    std::vector<double> times;
+    for (int rep = 0; rep <= reps; ++rep) {
+      CAVS_RETURN_IF_ERROR(comm.Barrier());
+      const double t0 = Now();
+      switch (static_cast<Collective>(k)) {
+        case Collective::kAllReduce:
+          CAVS_RETURN_IF_ERROR(comm.AllReduce(buf));
+          break;
+        case Collective::kReduce:
+          CAVS_RETURN_IF_ERROR(comm.Reduce(buf, 0));
+          break;
+        case Collective::kBroadcast:
+          CAVS_RETURN_IF_ERROR(comm.Broadcast(buf, 0));
+          break;
+        case Collective::kAllGather:
+          CAVS_RETURN_IF_ERROR(comm.AllGatherV(block, gathered, counts));
+          break;
+        case Collective::kGather:
+          CAVS_RETURN_IF_ERROR(comm.GatherV(block, gathered, counts, 0));
+          break;
+      }
+      CAVS_RETURN_IF_ERROR(comm.Barrier());
+      if (rep > 0) times.push_back(Now() - t0);
+    }
+    out[k] = Median(times);
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions& options) {
   if (options.small_bytes < 4 || options.large_bytes <= options.small_bytes ||
       options.repetitions < 1) {
@@ -188,46 +241,17 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
   }
 
   // Each collective kind the synchronizer's units use, as cavs runs them (nonblocking, polled),
-  // over every rank with root 0: its measured time, for the calibration below.
-  std::vector<double> collective_s(5, 0.0);
-  if (comm.world_size() > 1 && options.calibration_bytes > 0) {
-    const int64_t n = std::max<int64_t>(1, options.calibration_bytes / 4);
-    const int w = comm.world_size();
-    Tensor buf = Tensor::Host({n});
-    std::fill_n(buf.data<float>(), n, 1.0f);
-    Tensor block = Tensor::Host({n, 1}), gathered = Tensor::Host({n * w, 1});
-    std::fill_n(block.data<float>(), n, 1.0f);
-    const std::vector<int64_t> counts(w, n);
-    for (int k = 0; k < 5; ++k) {
-      std::vector<double> times;
-      for (int rep = 0; rep <= reps; ++rep) {
-        CAVS_RETURN_IF_ERROR(comm.Barrier());
-        const double t0 = Now();
-        switch (static_cast<Collective>(k)) {
-          case Collective::kAllReduce:
-            CAVS_RETURN_IF_ERROR(comm.AllReduce(buf));
-            break;
-          case Collective::kReduce:
-            CAVS_RETURN_IF_ERROR(comm.Reduce(buf, 0));
-            break;
-          case Collective::kBroadcast:
-            CAVS_RETURN_IF_ERROR(comm.Broadcast(buf, 0));
-            break;
-          case Collective::kAllGather:
-            CAVS_RETURN_IF_ERROR(comm.AllGatherV(block, gathered, counts));
-            break;
-          case Collective::kGather:
-            CAVS_RETURN_IF_ERROR(comm.GatherV(block, gathered, counts, 0));
-            break;
-        }
-        // The slowest rank's time: every rank waits for the last to finish.
-        CAVS_RETURN_IF_ERROR(comm.Barrier());
-        if (rep > 0) times.push_back(Now() - t0);
-      }
-      collective_s[k] = Median(times);
-    }
+  // over every rank with root 0, at the two calibration sizes: their measured times, for the
+  // calibration below. A size is the bytes of the whole collective: each rank's block of an
+  // allgather or gather is its W-th part.
+  const int64_t cal_sizes[2] = {options.calibration_bytes, options.calibration_large_bytes};
+  const int cal_points = options.calibration_large_bytes > options.calibration_bytes ? 2 : 1;
+  std::array<std::array<double, 5>, 2> collective_s{};
+  for (int point = 0; point < cal_points; ++point) {
+    if (comm.world_size() < 2 || options.calibration_bytes <= 0) break;
+    CAVS_ASSIGN_OR_RETURN(collective_s[point],
+                          TimeCollectives(comm, cal_sizes[point], point == 0 ? reps : 1));
   }
-
   // Everything to every rank; rank 0 makes the spec and broadcasts its text.
   const int w = comm.world_size();
   Tensor row = Tensor::Host({3 * hosts + 2});
@@ -275,21 +299,38 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
       spec.intra_latency = Median(intra_lats);
     }
     spec.algorithms = AlgorithmsInUse();
-    // Calibration: each collective's measured time over what the model gives it on this spec
-    // (the barrier after it included on both sides), so that the model's bytes count as much
-    // time as they took; clamped to [0.5, 50].
+    // Calibration: each collective's measured times against what the model gives it on this
+    // spec (the barrier after it included on both sides): at two sizes, a line through both,
+    // measured = extra + factor x modelled; at one, the ratio alone. factor within [0.5, 50],
+    // extra >= 0 (where the line would need a negative one, the larger size's ratio).
     if (w > 1 && options.calibration_bytes > 0) {
       internal::Collectives model(spec);
       internal::Resources resources(spec);
       std::vector<int> everyone(w);
       for (int q = 0; q < w; ++q) everyone[q] = q;
-      const double bytes =
-          static_cast<double>(std::max<int64_t>(1, options.calibration_bytes / 4) * 4);
       for (int k = 0; k < 5; ++k) {
-        const double modelled = internal::AloneSeconds(
-            model.Run(static_cast<Collective>(k), everyone, 0, bytes), resources);
-        if (modelled > 0 && collective_s[k] > 0) {
-          spec.factor[k] = std::clamp(collective_s[k] / modelled, 0.5, 50.0);
+        const auto op = static_cast<Collective>(k);
+        const bool gathers = op == Collective::kAllGather || op == Collective::kGather;
+        double modelled[2] = {0, 0};
+        for (int point = 0; point < cal_points; ++point) {
+          const double bytes = 4.0 *
+                               static_cast<double>(BlockFloats(cal_sizes[point], w, gathers)) *
+                               (gathers ? w : 1);
+          modelled[point] = internal::AloneSeconds(model.Run(op, everyone, 0, bytes), resources);
+        }
+        const auto& m = collective_s;
+        if (cal_points == 2 && modelled[1] > modelled[0] && m[1][k] > m[0][k]) {
+          const double slope = (m[1][k] - m[0][k]) / (modelled[1] - modelled[0]);
+          double factor = std::clamp(slope, 0.5, 50.0);
+          double extra = m[0][k] - factor * modelled[0];
+          if (extra < 0) factor = std::clamp(m[1][k] / modelled[1], 0.5, 50.0), extra = 0;
+          spec.factor[k] = factor;
+          spec.extra[k] = extra;
+        } else {
+          const int point = cal_points - 1;
+          if (modelled[point] > 0 && m[point][k] > 0) {
+            spec.factor[k] = std::clamp(m[point][k] / modelled[point], 0.5, 50.0);
+          }
         }
       }
     }

@@ -18,10 +18,12 @@
 //     overheads); `duplex` is one direction's time over both directions' on the first pair;
 //   - within a host, the same between its first two ranks (hosts with one rank skip it);
 //   - calibration: each collective kind the synchronizer uses is timed over all ranks (root 0)
-//     and compared with the cost model's time for it on the probed spec; the ratio becomes
-//     ClusterSpec::factor, so the model's bytes count as long as they took here (the polled
-//     progress of cavs's nonblocking MPI calls, libnbc's segmenting, CPU sharing: what the
-//     alpha-beta form leaves out).
+//     at two sizes and compared with the cost model's time for it on the probed spec; the line
+//     through the two points, measured = extra + factor x modelled, gives ClusterSpec::extra
+//     (what every such collective costs beyond the form: the polled progress of cavs's
+//     nonblocking MPI calls, synchronisation) and ::factor (how its bytes run: libnbc's
+//     segmenting, CPU sharing), so that the model's time matches at small and large sizes
+//     alike rather than carrying one size's overhead to every size.
 //
 // Thread-safety: as the communicator (one thread).
 #pragma once
@@ -39,9 +41,12 @@ struct ProbeOptions {
   int64_t large_bytes = 1 << 20;
   int repetitions = 3;  // per size and pair; the median counts
   // Each collective kind (allreduce, reduce, broadcast, allgatherv, gatherv) of this many bytes
-  // a rank, over every rank, timed as cavs runs them: ClusterSpec::factor is its time over the
-  // cost model's on the probed links. 0: no calibration.
+  // in all, over every rank, timed as cavs runs them (`repetitions` times), and again at
+  // `calibration_large_bytes` (once, after one to warm up): the line through the two against
+  // the cost model's times on the probed links gives ClusterSpec::extra and ::factor (at one
+  // size, where the large is not larger: the ratio, as factor). 0: no calibration.
   int64_t calibration_bytes = 1 << 20;
+  int64_t calibration_large_bytes = 4 << 20;
 };
 
 // What the probe measured, besides the spec: for reports and calibration.

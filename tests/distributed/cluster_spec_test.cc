@@ -93,6 +93,23 @@ TEST(ClusterSpecTest, CalibrationFactorsRoundTrip) {
   absl::StatusOr<ClusterSpec> again = ParseClusterSpec(SerializeClusterSpec(*cal), "again.txt");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->factor, cal->factor);
+  // A fixed time per collective beside the factor, in microseconds; written only where set.
+  EXPECT_FALSE(absl::StrContains(SerializeClusterSpec(*cal), "broadcast_us"));
+  absl::StatusOr<ClusterSpec> extra = ParseClusterSpec(
+      std::string(kCluster) + "calibration broadcast=0.9 broadcast_us=1500 gather_us=20\n",
+      "extra.txt");
+  ASSERT_TRUE(extra.ok()) << extra.status();
+  EXPECT_EQ(extra->factor, (std::array<double, 5>{1, 1, 0.9, 1, 1}));
+  EXPECT_NEAR(extra->extra[static_cast<int>(Collective::kBroadcast)], 1.5e-3, 1e-15);
+  EXPECT_NEAR(extra->extra[static_cast<int>(Collective::kGather)], 20e-6, 1e-15);
+  absl::StatusOr<ClusterSpec> round = ParseClusterSpec(SerializeClusterSpec(*extra), "round.txt");
+  ASSERT_TRUE(round.ok()) << round.status();
+  EXPECT_EQ(*round, *extra);
+  absl::StatusOr<ClusterSpec> negative =
+      ParseClusterSpec(std::string(kCluster) + "calibration reduce_us=-1\n", "neg.txt");
+  EXPECT_FALSE(negative.ok());
+  EXPECT_TRUE(absl::StrContains(negative.status().message(), "field 'reduce_us'"))
+      << negative.status();
   absl::StatusOr<ClusterSpec> bad =
       ParseClusterSpec(std::string(kCluster) + "calibration gather=0\n", "bad.txt");
   EXPECT_FALSE(bad.ok());

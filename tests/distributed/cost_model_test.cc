@@ -77,6 +77,13 @@ TEST(CostModelTest, RingAllReduceIsTheAlphaBetaFormula) {
     EXPECT_NEAR(Step(s, profile, c),
                 2.0 * (w - 1) * (alpha + o) + 1.5 * 2.0 * (w - 1) / w * bytes / bw / 0.5 / 0.8,
                 1e-12);
+    // And a fixed time per allreduce: the one bucket's allreduce takes it once.
+    c.extra[static_cast<int>(Collective::kAllReduce)] = 2e-3;
+    c.extra[static_cast<int>(Collective::kBroadcast)] = 1;
+    EXPECT_NEAR(
+        Step(s, profile, c),
+        2e-3 + 2.0 * (w - 1) * (alpha + o) + 1.5 * 2.0 * (w - 1) / w * bytes / bw / 0.5 / 0.8,
+        1e-12);
   }
 }
 
