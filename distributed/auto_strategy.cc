@@ -121,6 +121,8 @@ absl::Status AutoStrategy::Search() {
                              [&](const AutoCandidate& c) { return SameSync(c.strategy, s); });
     if (same != candidates_.end()) {
       absl::StrAppend(&same->name, " (= ", name, ")");
+      // A builder is tried where builders are, even as a searched strategy held in reserve.
+      if (options_.try_builders) same->reserve = false;
       continue;
     }
     AutoCandidate c;
@@ -242,14 +244,18 @@ absl::StatusOr<StepTimes> AutoStrategy::Run(
 std::string AutoStrategy::Report() const {
   std::string out = absl::StrFormat("auto strategy on %s (probe %.2f s, search %.3f s)\n",
                                     cluster_.name, probe_seconds_, search_seconds_);
-  absl::StrAppendFormat(&out, "  %-28s %6s %13s %12s %12s\n", "strategy", "units", "predicted_ms",
-                        "corrected_ms", "measured_ms");
+  int width = 28;
+  for (const AutoCandidate& c : candidates_) {
+    width = std::max(width, static_cast<int>(c.name.size()));
+  }
+  absl::StrAppendFormat(&out, "  %-*s %6s %13s %12s %12s\n", width, "strategy", "units",
+                        "predicted_ms", "corrected_ms", "measured_ms");
   const auto ms = [](double s) {
     return s < 0 ? std::string("-") : absl::StrFormat("%.2f", 1e3 * s);
   };
   for (size_t i = 0; i < candidates_.size(); ++i) {
     const AutoCandidate& c = candidates_[i];
-    absl::StrAppendFormat(&out, "  %-28s %6d %13.2f %12s %12s%s\n", c.name,
+    absl::StrAppendFormat(&out, "  %-*s %6d %13.2f %12s %12s%s\n", width, c.name,
                           static_cast<int>(c.prediction.units.size()), 1e3 * c.prediction.step_s,
                           ms(c.corrected_s), ms(c.measured_s),
                           decided() && i == chosen_ ? "  <- chosen" : "");

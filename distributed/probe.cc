@@ -313,9 +313,8 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
         const bool gathers = op == Collective::kAllGather || op == Collective::kGather;
         double modelled[2] = {0, 0};
         for (int point = 0; point < cal_points; ++point) {
-          const double bytes = 4.0 *
-                               static_cast<double>(BlockFloats(cal_sizes[point], w, gathers)) *
-                               (gathers ? w : 1);
+          // The model takes a gather's bytes per rank, the others' in all.
+          const double bytes = 4.0 * static_cast<double>(BlockFloats(cal_sizes[point], w, gathers));
           modelled[point] = internal::AloneSeconds(model.Run(op, everyone, 0, bytes), resources);
         }
         const auto& m = collective_s;

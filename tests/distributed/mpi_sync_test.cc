@@ -241,6 +241,12 @@ TEST(MpiAutoStrategyTest, TrainsLikeOneProcessAndAgreesOnTheChoice) {
   for (const AutoCandidate& c : (*a)->candidates()) tried += c.measured_s >= 0 ? 1 : 0;
   EXPECT_EQ(steps, 2 + 2 * tried);
   EXPECT_GE(tried, static_cast<int>(StrategyBuilderNames().size()) / 2);
+  // Every builder is tried, also where the search found it too and ranked it in reserve.
+  for (const AutoCandidate& c : (*a)->candidates()) {
+    if (!absl::StartsWith(c.name, "auto#") || absl::StrContains(c.name, "(= ")) {
+      EXPECT_GE(c.measured_s, 0) << c.name << " was not tried";
+    }
+  }
   // Each step's mean gradient differs from one process's by rounding only (within 1e-6 of its
   // magnitude, RunAndCompare), but over these 20 to 40 steps of SGD with momentum 0.9 those
   // differences add up along the trajectory: seen up to 5e-5 after 32 steps at -np 2; 1e-4.
