@@ -1,6 +1,7 @@
 #include "distributed/collective_cost.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <utility>
 
@@ -160,20 +161,30 @@ void RabenseifnerAllReduce(const std::vector<int>& p, PhaseBuilder& b) {
   }
 }
 
-// Binomial tree on ranks relative to the root: in round k, relative rank v with bit k its
-// lowest set bit exchanges with v - 2^k (toward the root for a reduce, away for a broadcast).
+// libnbc's binomial trees. Virtual ranks swap the root with participant 0 (libnbc's RANK2VRANK;
+// the others keep their place). A reduce: in round k, virtual rank v whose lowest set bit is k
+// sends its partial sum to v - 2^k. A broadcast: v receives from v less its highest set bit, so
+// the root sends to 1, 2, 4, ... at once and v, once it has the data, to v + 2^k for every
+// 2^k > v; step s carries the messages to the virtual ranks with s bits set.
 void BinomialTree(const std::vector<int>& p, int root, bool to_root, PhaseBuilder& b) {
   const int n = static_cast<int>(p.size());
-  auto real = [&](int v) { return p[(v + root) % n]; };
-  for (int k = 0; (1 << k) < n; ++k) {
-    for (int v = 1 << k; v < n; v += 1 << (k + 1)) {
-      if (to_root) {
-        b.Send(real(v), real(v - (1 << k)), 1.0);
-      } else {
-        b.Send(real(v - (1 << k)), real(v), 1.0);
-      }
+  auto real = [&](int v) { return p[v == 0 ? root : v == root ? 0 : v]; };
+  if (to_root) {
+    for (int k = 0; (1 << k) < n; ++k) {
+      for (int v = 1 << k; v < n; v += 1 << (k + 1)) b.Send(real(v), real(v - (1 << k)), 1.0);
+      b.EndSteps(1);
     }
-    b.EndSteps(1);
+  } else {
+    for (int bits = 1; (1 << (bits - 1)) < n; ++bits) {
+      bool any = false;
+      for (int v = 1; v < n; ++v) {
+        if (std::popcount(static_cast<unsigned>(v)) != bits) continue;
+        const int parent = v - (1 << (std::bit_width(static_cast<unsigned>(v)) - 1));
+        b.Send(real(parent), real(v), 1.0);
+        any = true;
+      }
+      if (any) b.EndSteps(1);
+    }
   }
   (to_root ? b.phase().root_in : b.phase().root_out) = CeilLog2(n);
 }

@@ -174,6 +174,33 @@ TEST(CostModelTest, ParameterServerHotSpotIsTheServersLink) {
   EXPECT_EQ(spread->busiest_server.rank, 0);  // all equal: the lowest rank
 }
 
+// libnbc's binomial trees swap the root with rank 0 (they do not rotate the ranks), and its
+// broadcast sends from the root to 1, 2, 4, ... at once. A PS shard on rank 1 of 2 hosts x 2
+// ranks: the reduce crosses once (rank 2 to 1, after 0 to 1 and 3 to 2 within the hosts), the
+// broadcast twice from host 0 (rank 1 to 2 beside 1 to 0, then 0 to 3): 3 B over the links, 2 B
+// out of host 0.
+TEST(CostModelTest, BinomialTreesAreLibnbcs) {
+  const double bw = 1 * kGbit, bytes = 4e6;
+  const ModelProfile profile = Profile({{1000, 1000}});
+  ClusterSpec c = Cluster(2, 2, 1, 0, 0);
+  c.algorithms.reduce = ReduceAlgorithm::kBinomial;
+  c.algorithms.broadcast = BroadcastAlgorithm::kBinomial;
+  absl::StatusOr<Prediction> pred =
+      PredictStepTime(OneEach(profile, 4, ParameterServerSync{{1}, {}, 0}), profile, c);
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  EXPECT_EQ(pred->busiest_link.host, 0);
+  EXPECT_DOUBLE_EQ(pred->busiest_link.bytes_out, 2 * bytes);
+  EXPECT_DOUBLE_EQ(pred->busiest_link.bytes_in, bytes);
+  EXPECT_GE(pred->step_s, 3 * bytes / bw);
+  EXPECT_LE(pred->step_s, 3 * bytes / bw * 1.02);  // plus the steps within the hosts
+  // From rank 0 the broadcast crosses twice too, both from host 0: 0 to 2, then 1 to 3.
+  absl::StatusOr<Prediction> root0 =
+      PredictStepTime(OneEach(profile, 4, ParameterServerSync{{0}, {}, 0}), profile, c);
+  ASSERT_TRUE(root0.ok()) << root0.status();
+  EXPECT_DOUBLE_EQ(root0->busiest_link.bytes_out, 2 * bytes);
+  EXPECT_DOUBLE_EQ(root0->busiest_link.bytes_in, bytes);
+}
+
 // Hierarchical: a linear reduce to each host's leader over shared memory, a ring among the
 // leaders, a linear broadcast; against the flat ring over every rank.
 TEST(CostModelTest, HierarchicalAllReduceIsReduceRingBroadcast) {

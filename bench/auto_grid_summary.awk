@@ -1,0 +1,55 @@
+# Summarizes bench/auto_grid.sh's logs: awk -f bench/auto_grid_summary.awk OUT_DIR/*.log
+#
+# Per log (a configuration and model): the best builder measured (the builders, and searched
+# strategies equal to one, "(= name)"), the strategy --strategy=auto chose and its measured step,
+# their ratio (> 1: auto faster), and the largest prediction error of the cost model (and of the
+# model corrected by the trials) over the strategies measured. Last, over every measured cell:
+# the median and largest absolute prediction error.
+function abs(x) { return x < 0 ? -x : x }
+FNR == 1 {
+  if (file != "") finish()
+  file = FILENAME; sub(/.*\//, "", file); sub(/\.log$/, "", file)
+  best_builder = ""; best_ms = 0; chosen = ""; chosen_ms = 0; max_err = 0; max_cerr = 0
+  in_table = 0
+}
+/predicted_ms corrected_ms/ { in_table = 1; next }
+/trial correction:|cost of the search:/ { in_table = 0 }
+in_table && NF >= 5 {
+  line = $0; is_chosen = sub(/  <- chosen$/, "", line)
+  n = split(line, f, " ")
+  measured = f[n]; corrected = f[n - 1]; predicted = f[n - 2]
+  name = f[1]; for (i = 2; i <= n - 4; ++i) name = name " " f[i]
+  if (measured == "-") next
+  err = (predicted - measured) / measured
+  cells[++ncells] = abs(err)
+  if (abs(err) > abs(max_err)) max_err = err
+  if (corrected != "-") {
+    cerr = (corrected - measured) / measured
+    ccells[++nccells] = abs(cerr)
+    if (abs(cerr) > abs(max_cerr)) max_cerr = cerr
+  }
+  builder = name !~ /^auto#/ || name ~ /\(= /
+  if (builder && (best_builder == "" || measured < best_ms)) { best_builder = name; best_ms = measured }
+  if (is_chosen) { chosen = name; chosen_ms = measured }
+}
+function finish() {
+  if (chosen == "") { printf "%-48s (no decision in the log)\n", file; return }
+  printf "%-48s best builder %-22s %9.1f ms  auto %-26s %9.1f ms  %5.2fx  max err %+5.0f%% (corrected %+5.0f%%)\n",
+         file, substr(best_builder, 1, 22), best_ms, substr(chosen, 1, 26), chosen_ms,
+         best_ms / chosen_ms, 100 * max_err, 100 * max_cerr
+}
+function median(a, n,    i, j, t) {
+  for (i = 2; i <= n; ++i) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; --j) a[j + 1] = a[j]; a[j + 1] = t }
+  return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+END {
+  if (file != "") finish()
+  if (ncells > 0) {
+    m = 0; for (i = 1; i <= ncells; ++i) if (cells[i] > m) m = cells[i]
+    printf "prediction error over %d measured cells: median %.1f%%, max %.1f%%\n", ncells, 100 * median(cells, ncells), 100 * m
+  }
+  if (nccells > 0) {
+    m = 0; for (i = 1; i <= nccells; ++i) if (ccells[i] > m) m = ccells[i]
+    printf "corrected by the trials (in-sample): median %.1f%%, max %.1f%%\n", 100 * median(ccells, nccells), 100 * m
+  }
+}
