@@ -24,20 +24,6 @@ using internal::Resources;
 
 constexpr double kMs = 1e-3;
 
-// A unit before it is costed, as the synchronizer plans it (synchronizer.cc, PlanUnits): where
-// it goes in the start order and what it covers.
-struct UnitSpec {
-  UnitKind kind = UnitKind::kBucket;
-  int key = 0;    // its earliest-created parameter; units start latest key first
-  int shard = 0;  // PS shards of one parameter start in row order
-  std::vector<int> params;
-  int group = 0;
-  Compressor compressor = Compressor::kNone;
-  AllReduceTopology topology = AllReduceTopology::kFlat;
-  int64_t begin = 0, end = 0;
-  int server = -1;
-};
-
 absl::Status CheckEntry(const ParamSync& sync, const ParamProfile& p, int world_size) {
   if (std::holds_alternative<AllReduceSync>(sync) && p.sparse) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -72,10 +58,11 @@ absl::Status CheckEntry(const ParamSync& sync, const ParamProfile& p, int world_
   return absl::OkStatus();
 }
 
-// The units in start order; errors as CostModel::Predict says. Servers named by host are
-// resolved against the cluster's hosts first.
-absl::StatusOr<std::vector<UnitSpec>> PlanUnits(const Strategy& named, const ModelProfile& profile,
-                                                const ClusterSpec& cluster) {
+// The units in start order (unit_plan.h, as the synchronizer makes them); errors as
+// CostModel::Predict says. Servers named by host are resolved against the cluster's hosts first.
+absl::StatusOr<std::vector<UnitSpec>> CheckedUnits(const Strategy& named,
+                                                   const ModelProfile& profile,
+                                                   const ClusterSpec& cluster) {
   const int world_size = cluster.world_size();
   if (named.world_size != world_size) {
     return absl::InvalidArgumentError(absl::StrCat("strategy '", named.name, "' is for ",
@@ -96,52 +83,17 @@ absl::StatusOr<std::vector<UnitSpec>> PlanUnits(const Strategy& named, const Mod
           absl::StrCat("strategy '", strategy.name, "': parameter '", e.param, "' appears twice"));
     }
   }
-  std::map<int, UnitSpec> buckets;  // by group
-  std::vector<UnitSpec> specs;
-  for (int i = 0; i < static_cast<int>(profile.params.size()); ++i) {
-    const ParamProfile& p = profile.params[i];
+  std::vector<UnitParam> params;
+  for (const ParamProfile& p : profile.params) {
     auto it = sync_of.find(p.name);
     if (it == sync_of.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat("strategy '", strategy.name, "' has no entry for parameter '", p.name, "'"));
     }
     CAVS_RETURN_IF_ERROR(CheckEntry(*it->second, p, world_size));
-    if (const auto* ar = std::get_if<AllReduceSync>(it->second)) {
-      auto [b, added] = buckets.try_emplace(ar->group);
-      if (added) {
-        b->second.key = i;
-        b->second.group = ar->group;
-        b->second.compressor = ar->compressor;
-        b->second.topology = ar->topology;
-      }
-      b->second.params.push_back(i);
-    } else if (const auto* ps = std::get_if<ParameterServerSync>(it->second)) {
-      const std::vector<int64_t> splits = ShardRowSplits(*ps, p.rows());
-      for (size_t s = 0; s < ps->placement.size(); ++s) {
-        UnitSpec spec;
-        spec.kind = p.sparse ? UnitKind::kPsSparseShard : UnitKind::kPsShard;
-        spec.key = i;
-        spec.shard = static_cast<int>(s);
-        spec.params = {i};
-        spec.begin = splits[s];
-        spec.end = splits[s + 1];
-        spec.server = ps->placement[s];
-        specs.push_back(std::move(spec));
-      }
-    } else {
-      UnitSpec spec;
-      spec.kind = UnitKind::kSparse;
-      spec.key = i;
-      spec.params = {i};
-      spec.end = p.rows();
-      specs.push_back(std::move(spec));
-    }
+    params.push_back({p.name, p.rows(), p.sparse});
   }
-  for (auto& [group, spec] : buckets) specs.push_back(std::move(spec));
-  std::sort(specs.begin(), specs.end(), [](const UnitSpec& a, const UnitSpec& b) {
-    return a.key != b.key ? a.key > b.key : a.shard < b.shard;
-  });
-  return specs;
+  return PlanUnits(strategy, params);
 }
 
 std::string UnitName(const UnitSpec& u, const ModelProfile& profile) {
@@ -346,7 +298,7 @@ LinkLoad BusiestLink(const std::vector<std::vector<Job>>& links, const Resources
 }  // namespace
 
 absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
-  CAVS_ASSIGN_OR_RETURN(std::vector<UnitSpec> specs, PlanUnits(strategy, profile_, cluster_));
+  CAVS_ASSIGN_OR_RETURN(std::vector<UnitSpec> specs, CheckedUnits(strategy, profile_, cluster_));
   const Layout layout = MakeLayout(cluster_);
   const Resources res(cluster_);
   const int hosts = static_cast<int>(cluster_.hosts.size());

@@ -5,8 +5,8 @@
 // model", has the equations):
 //   - forward, then backward; each parameter's gradient is ready at its profiled offset into
 //     backward (at the end of backward where the profile has none);
-//   - the strategy splits into units exactly as the synchronizer does (a bucket per allreduce
-//     group, a unit per PS shard, one per sparse table), started in the synchronizer's order
+//   - the strategy splits into units by the synchronizer's own planner (unit_plan.h: a bucket
+//     per allreduce group, a unit per PS shard, one per sparse table), started in its order
 //     (latest-created parameter first), each when its parameters are ready and the unit before
 //     it has started;
 //   - each unit is a chain of collectives (a flat bucket: one allreduce; hierarchical: a reduce
@@ -37,14 +37,13 @@
 #include "distributed/cluster_spec.h"
 #include "distributed/model_profile.h"
 #include "distributed/strategy.h"
+#include "distributed/unit_plan.h"
 
 namespace cavs::distributed {
 
 namespace internal {
 class Collectives;
 }  // namespace internal
-
-enum class UnitKind { kBucket, kPsShard, kSparse, kPsSparseShard };
 
 // One synchronizer unit's predicted timeline. Times in seconds from the start of the step.
 struct UnitPrediction {

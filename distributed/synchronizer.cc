@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "distributed/comm_state.h"
 #include "distributed/sync_units.h"
+#include "distributed/unit_plan.h"
 #include "distributed/verify.h"
 
 namespace cavs::distributed {
@@ -22,64 +23,13 @@ namespace {
 using core::DType;
 using core::Tensor;
 
-// A unit before it is made: where it goes in the start order, and what it covers.
-struct UnitSpec {
-  enum class Kind { kBucket, kPs, kSparse };
-  int key = 0;    // its earliest-created parameter; units start latest key first
-  int shard = 0;  // PS shards of one parameter start in row order
-  Kind kind = Kind::kBucket;
-  int param = 0;            // PS and sparse
-  int group = 0;            // bucket
-  std::vector<int> params;  // bucket
-  Compressor compressor = Compressor::kNone;
-  AllReduceTopology topology = AllReduceTopology::kFlat;  // bucket
-  int64_t begin = 0, end = 0;
-  int server = 0;
-};
-
-std::vector<UnitSpec> PlanUnits(const Strategy& strategy, const core::ParameterStore& store) {
-  absl::flat_hash_map<std::string, const ParamSync*> sync_of;
-  for (const ParamStrategy& e : strategy.params) sync_of[e.param] = &e.sync;
-  std::map<int, UnitSpec> buckets;  // by group
-  std::vector<UnitSpec> specs;
-  for (int i = 0; i < store.size(); ++i) {
-    const core::Parameter& p = *store.parameters()[i];
-    const ParamSync& sync = *sync_of.at(p.name);
-    if (const auto* ar = std::get_if<AllReduceSync>(&sync)) {
-      auto [it, added] = buckets.try_emplace(ar->group);
-      if (added) {
-        it->second.key = i;  // parameters are visited in creation order: i is the earliest
-        it->second.group = ar->group;
-        it->second.compressor = ar->compressor;
-        it->second.topology = ar->topology;
-      }
-      it->second.params.push_back(i);
-    } else if (const auto* ps = std::get_if<ParameterServerSync>(&sync)) {
-      const std::vector<int64_t> splits = ShardRowSplits(*ps, p.value.rows());
-      for (size_t s = 0; s < ps->placement.size(); ++s) {
-        UnitSpec spec;
-        spec.key = i;
-        spec.shard = static_cast<int>(s);
-        spec.kind = UnitSpec::Kind::kPs;
-        spec.param = i;
-        spec.begin = splits[s];
-        spec.end = splits[s + 1];
-        spec.server = ps->placement[s];
-        specs.push_back(spec);
-      }
-    } else {
-      UnitSpec spec;
-      spec.key = i;
-      spec.kind = UnitSpec::Kind::kSparse;
-      spec.param = i;
-      specs.push_back(std::move(spec));
-    }
+// The store's parameters as the unit planner takes them.
+std::vector<UnitParam> UnitParams(const core::ParameterStore& store) {
+  std::vector<UnitParam> params;
+  for (const auto& p : store.parameters()) {
+    params.push_back({p->name, p->value.rows(), p->sparse_grad});
   }
-  for (auto& [group, spec] : buckets) specs.push_back(std::move(spec));
-  std::sort(specs.begin(), specs.end(), [](const UnitSpec& a, const UnitSpec& b) {
-    return a.key != b.key ? a.key > b.key : a.shard < b.shard;
-  });
-  return specs;
+  return params;
 }
 
 }  // namespace
@@ -128,19 +78,19 @@ absl::StatusOr<std::unique_ptr<GradientSynchronizer>> GradientSynchronizer::Crea
 
 absl::Status GradientSynchronizer::BuildUnits() {
   param_units_.assign(store_->size(), {});
-  const std::vector<UnitSpec> specs = PlanUnits(strategy_, *store_);
+  const std::vector<UnitSpec> specs = PlanUnits(strategy_, UnitParams(*store_));
   // Hierarchical buckets need the hosts; every rank has the same strategy (verified), so every
   // rank asks, collectively, or none does.
   std::optional<Topology> topology;
   for (const UnitSpec& spec : specs) {
-    if (spec.kind == UnitSpec::Kind::kBucket && spec.topology == AllReduceTopology::kHierarchical &&
+    if (spec.kind == UnitKind::kBucket && spec.topology == AllReduceTopology::kHierarchical &&
         !topology.has_value()) {
       CAVS_ASSIGN_OR_RETURN(topology, comm_->DiscoverTopology());
     }
   }
   for (const UnitSpec& spec : specs) {
     std::unique_ptr<internal::SyncUnit> unit;
-    if (spec.kind == UnitSpec::Kind::kBucket && spec.topology == AllReduceTopology::kHierarchical) {
+    if (spec.kind == UnitKind::kBucket && spec.topology == AllReduceTopology::kHierarchical) {
       // Split is collective: every rank makes each bucket's pair in this same order.
       const int rank = comm_->rank();
       CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> local,
@@ -151,17 +101,17 @@ absl::Status GradientSynchronizer::BuildUnits() {
       CAVS_ASSIGN_OR_RETURN(
           unit, internal::MakeHierarchicalBucketUnit(std::move(local), std::move(leaders), *store_,
                                                      spec.params, spec.group, spec.compressor));
-    } else if (spec.kind == UnitSpec::Kind::kBucket) {
+    } else if (spec.kind == UnitKind::kBucket) {
       CAVS_ASSIGN_OR_RETURN(unit, internal::MakeBucketUnit(control_.get(), *store_, spec.params,
                                                            spec.group, spec.compressor));
     } else {
       // Duplicates are collective: every rank makes them in this same order.
       CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> dup, comm_->Duplicate());
-      if (spec.kind == UnitSpec::Kind::kPs) {
-        CAVS_ASSIGN_OR_RETURN(unit, internal::MakePsUnit(std::move(dup), *store_, spec.param,
-                                                         spec.begin, spec.end, spec.server));
+      if (spec.kind == UnitKind::kSparse) {
+        CAVS_ASSIGN_OR_RETURN(unit, internal::MakeSparseUnit(std::move(dup), *store_, spec.key));
       } else {
-        CAVS_ASSIGN_OR_RETURN(unit, internal::MakeSparseUnit(std::move(dup), *store_, spec.param));
+        CAVS_ASSIGN_OR_RETURN(unit, internal::MakePsUnit(std::move(dup), *store_, spec.key,
+                                                         spec.begin, spec.end, spec.server));
       }
     }
     for (int p : unit->params()) param_units_[p].push_back(static_cast<int>(units_.size()));
