@@ -40,10 +40,12 @@ absl::StatusOr<std::vector<double>> MaxOverRanks(Communicator& comm, const std::
   return out;
 }
 
+// The median; of an even count, the mean of the middle two.
 double Median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // The same strategy up to its name.

@@ -81,35 +81,70 @@ TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prio
   if (trials.empty()) return fit;
   fit.trials = static_cast<int>(trials.size());
   // Rows: [1, exposed_0, ..., exposed_3] -> measured - compute - optimizer.
-  std::array<std::array<double, kUnknowns>, kUnknowns> ata{};
-  std::array<double, kUnknowns> atb{};
+  std::vector<std::array<double, kUnknowns>> rows;
+  std::vector<double> ys;
   std::array<double, kUnknowns> scale{};  // mean square of each column, for the ridge
   for (const Trial& t : trials) {
     const std::array<double, kKinds> x = ExposedByKind(*t.prediction);
     std::array<double, kUnknowns> row{};
     row[0] = 1.0;
     for (int k = 0; k < kKinds; ++k) row[k + 1] = x[k];
-    const double y = t.measured_s - t.prediction->compute_s - t.prediction->optimizer_s;
+    rows.push_back(row);
+    ys.push_back(t.measured_s - t.prediction->compute_s - t.prediction->optimizer_s);
     for (int i = 0; i < kUnknowns; ++i) {
-      for (int j = 0; j < kUnknowns; ++j) ata[i][j] += row[i] * row[j];
-      atb[i] += row[i] * y;
       scale[i] += row[i] * row[i] / static_cast<double>(trials.size());
     }
   }
-  // The ridge: `prior` trials' worth of evidence that the model is right (offset 0, factor 1),
-  // per unknown on its own column's scale; a column no trial has (a kind none of them used) is
-  // held at the model's value by a unit weight.
+  // Least squares with the ridge: `prior` trials' worth of evidence that the model is right
+  // (offset 0, factors 1), per unknown on its own column's scale; a column no trial has (a kind
+  // none of them used) stays at the model's value. Factors are bounded: one the unbounded
+  // solution puts outside [kMinFactor, kMaxFactor] is fixed at the bound and the others are
+  // solved again (an active set; at most one pass per kind), so that no other unknown is left
+  // compensating for a value the bound took away.
   const std::array<double, kUnknowns> target = {0, 1, 1, 1, 1};
-  for (int i = 0; i < kUnknowns; ++i) {
-    const double w = scale[i] > 0 ? prior * scale[i] : 1.0;
-    ata[i][i] += w;
-    atb[i] += w * target[i];
+  std::array<bool, kUnknowns> fixed{};
+  std::array<double, kUnknowns> value = target;
+  for (int k = 0; k < kKinds; ++k) fixed[k + 1] = scale[k + 1] <= 0;
+  for (int pass = 0; pass <= kKinds; ++pass) {
+    std::array<std::array<double, kUnknowns>, kUnknowns> ata{};
+    std::array<double, kUnknowns> atb{};
+    for (size_t t = 0; t < rows.size(); ++t) {
+      double y = ys[t];
+      for (int i = 0; i < kUnknowns; ++i) {
+        if (fixed[i]) y -= rows[t][i] * value[i];
+      }
+      for (int i = 0; i < kUnknowns; ++i) {
+        if (fixed[i]) continue;
+        for (int j = 0; j < kUnknowns; ++j) {
+          if (!fixed[j]) ata[i][j] += rows[t][i] * rows[t][j];
+        }
+        atb[i] += rows[t][i] * y;
+      }
+    }
+    for (int i = 0; i < kUnknowns; ++i) {
+      if (fixed[i]) {  // an identity row: the solve leaves it at its value
+        ata[i][i] = 1.0;
+        atb[i] = value[i];
+        continue;
+      }
+      const double w = prior * scale[i];
+      ata[i][i] += w;
+      atb[i] += w * target[i];
+    }
+    if (!Solve(ata, atb)) return fit;
+    bool clamped = false;
+    for (int i = 0; i < kUnknowns; ++i) {
+      value[i] = atb[i];
+      if (i > 0 && !fixed[i] && (value[i] < kMinFactor || value[i] > kMaxFactor)) {
+        value[i] = std::clamp(value[i], kMinFactor, kMaxFactor);
+        fixed[i] = true;
+        clamped = true;
+      }
+    }
+    if (!clamped) break;
   }
-  if (!Solve(ata, atb)) return fit;
-  fit.offset_s = atb[0];
-  for (int k = 0; k < kKinds; ++k) {
-    fit.factor[k] = scale[k + 1] > 0 ? std::clamp(atb[k + 1], kMinFactor, kMaxFactor) : 1.0;
-  }
+  fit.offset_s = value[0];
+  for (int k = 0; k < kKinds; ++k) fit.factor[k] = value[k + 1];
   return fit;
 }
 

@@ -108,3 +108,39 @@ TEST(TrialCorrectionTest, FactorsStayWithinBounds) {
 
 }  // namespace
 }  // namespace cavs::distributed
+
+namespace cavs::distributed {
+namespace {
+
+// A kind whose unbounded factor would be negative is held at the bound, and the offset and the
+// other factors are solved again without it rather than left compensating for it.
+TEST(TrialCorrectionTest, ABoundFactorDoesNotLeaveTheOthersCompensating) {
+  auto made = [](double allreduce_s, double sparse_s) {
+    Prediction p = Made(allreduce_s, 0.0);
+    p.units[1].kind = UnitKind::kSparse;
+    p.units[1].exposed_s = sparse_s;
+    return p;
+  };
+  const std::vector<Prediction> ps = {made(1.0, 0.01), made(1.0, 0.0), made(0.5, 0.0),
+                                      made(0.25, 0.0)};
+  // Measured: the model's allreduce time exactly, and 0.5 s less where the sparse unit ran.
+  const std::vector<double> measured = {0.61, 1.11, 0.61, 0.36};
+  std::vector<Trial> trials;
+  for (size_t i = 0; i < ps.size(); ++i) trials.push_back({&ps[i], measured[i]});
+  const TrialCorrection fit = FitTrialCorrection(trials, 1e-9);
+  EXPECT_EQ(fit.factor[static_cast<int>(UnitKind::kSparse)], 0.125);
+  // The unbounded fit (offset 0, allreduce x1, sparse x-50) merely clamped misses the first
+  // trial by 0.5 s; solved again with the bound, the squared error over the trials is smaller.
+  double clamped_sse = 0, sse = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const double naive = ps[i].compute_s + ps[i].optimizer_s + ps[i].units[0].exposed_s +
+                         0.125 * ps[i].units[1].exposed_s;
+    clamped_sse += (naive - measured[i]) * (naive - measured[i]);
+    sse += (fit.Predict(ps[i]) - measured[i]) * (fit.Predict(ps[i]) - measured[i]);
+  }
+  EXPECT_NEAR(clamped_sse, 0.25, 0.01);
+  EXPECT_LT(sse, 0.6 * clamped_sse);  // 0.13 against 0.25
+}
+
+}  // namespace
+}  // namespace cavs::distributed
