@@ -13,7 +13,8 @@
 #                                  synchronizer, MPI)
 #                         default  everything found (CUDA sources compiled where nvcc exists;
 #                                  GPU tests skip without a GPU), in build/default, followed by
-#                                  the install into build/install and the consumer check
+#                                  the install into build/install and the consumer check (a
+#                                  separate project: tests/consumer, an example trained on it)
 #   CAVS_JOBS           build and ctest parallelism, default 2
 #   CAVS_FUZZ_SECONDS   the fuzz step (scripts/fuzz.sh, last): seconds per libFuzzer target,
 #                       default 30; 0 skips it and says so
@@ -197,7 +198,8 @@ for config in $CONFIGS; do
       fi
       cmake "${consumer_args[@]}"
       cmake --build build/consumer -j "$CAVS_JOBS"
-      build/consumer/cavs_consumer
+      # The chain-graph check and examples/tree_lstm_sentiment.cc trained on the installed data.
+      ctest --test-dir build/consumer --output-on-failure --no-tests=error --timeout 600
       ;;
   esac
 done
