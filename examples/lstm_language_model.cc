@@ -7,10 +7,10 @@
 //
 // STEPS is the number of training batches of 32 sentences (default 300); TEXT_FILE has one
 // sentence per line, words separated by spaces (Penn Treebank's format), by default the
-// sentences of the synthetic treebank bundled in data/synthetic, and its last tenth is held out
-// to measure perplexity; CHECKPOINT is where the trained model is saved (default: a temporary
-// file, removed at the end). Exits with 1 if a check fails (the held-out perplexity did not
-// fall, or the restored model scores differently), 2 on any other error.
+// sentences of the synthetic treebank bundled in data/synthetic; its last tenth (one sentence
+// at least) is held out to measure perplexity; CHECKPOINT is where the trained model is saved
+// (default: a temporary file, removed at the end). Exits with 1 if a check fails (the held-out
+// perplexity did not fall, or the restored model scores differently), 2 on any other error.
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,10 +76,10 @@ absl::Status Train(int64_t steps, const std::string& text_file, std::string chec
   // Data: a vocabulary of the training words ("<unk>", "<s>", "</s>" first), then one chain
   // per sentence: "<s> w1 .. wn" labelled "w1 .. wn </s>".
   CAVS_ASSIGN_OR_RETURN(auto sentences, ReadSentences(text_file));
-  const size_t num_train = sentences.size() - sentences.size() / 10;
-  if (num_train == 0 || num_train == sentences.size()) {
-    return absl::InvalidArgumentError("need at least 2 sentences to hold some out");
+  if (sentences.size() < 2) {
+    return absl::InvalidArgumentError("need at least 2 sentences, to hold one out");
   }
+  const size_t num_train = sentences.size() - std::max<size_t>(1, sentences.size() / 10);
   const std::vector<std::vector<std::string>> train_words(sentences.begin(),
                                                           sentences.begin() + num_train);
   const cavs::examples::Vocabulary vocab =
