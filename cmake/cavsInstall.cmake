@@ -15,12 +15,16 @@
 #
 #   cavs_install_package()
 #     Writes and installs cavsConfig.cmake, its version file, cavsTargets.cmake and cavsDeps.cmake.
+#     cavsConfig.cmake also sets cavs_DATA_DIR, the installed bundled data (<datadir>/cavs/data).
 include_guard(GLOBAL)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(CAVS_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/cavs")
 set(CAVS_INSTALL_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}/cavs")
+# The bundled datasets (data/synthetic, installed with cavs-train); cavsConfig.cmake sets
+# cavs_DATA_DIR to it.
+set(CAVS_INSTALL_DATADIR "${CMAKE_INSTALL_DATADIR}/cavs/data")
 set(_CAVS_LIBRARY_TYPES STATIC_LIBRARY SHARED_LIBRARY INTERFACE_LIBRARY OBJECT_LIBRARY)
 
 # Installs the headers of the top-level folder holding `source_dir`, once per folder.
@@ -174,7 +178,8 @@ function(cavs_install_package)
   configure_package_config_file(
     "${PROJECT_SOURCE_DIR}/cmake/cavsConfig.cmake.in"
     "${PROJECT_BINARY_DIR}/cavsConfig.cmake"
-    INSTALL_DESTINATION "${CAVS_INSTALL_CMAKEDIR}")
+    INSTALL_DESTINATION "${CAVS_INSTALL_CMAKEDIR}"
+    PATH_VARS CAVS_INSTALL_DATADIR)
   write_basic_package_version_file(
     "${PROJECT_BINARY_DIR}/cavsConfigVersion.cmake"
     VERSION "${PROJECT_VERSION}"

@@ -16,7 +16,8 @@
 #                                  test, the portability runs (the CPU kernel and engine suites
 #                                  again under other OpenBLAS kernels, OPENBLAS_CORETYPE, and with
 #                                  the packed GEMM off), the install into build/install and the
-#                                  consumer check
+#                                  consumer check (a separate project: tests/consumer, an
+#                                  example trained on it)
 #                       The CPU-only Release build (cpu) repeats what asan and default cover,
 #                       so it is left out by default to keep CI's time; name it to run it.
 #   CAVS_JOBS           build and ctest parallelism, default 2
@@ -205,7 +206,8 @@ for config in $CONFIGS; do
       fi
       cmake "${consumer_args[@]}"
       cmake --build build/consumer -j "$CAVS_JOBS"
-      build/consumer/cavs_consumer
+      # The chain-graph check and examples/tree_lstm_sentiment.cc trained on the installed data.
+      ctest --test-dir build/consumer --output-on-failure --no-tests=error --timeout 600
       ;;
   esac
 done

@@ -26,7 +26,9 @@ absl::StatusOr<std::vector<std::string_view>> SplitWords(const LineReader& reade
   return words;
 }
 
-TextSentence MakeSentence(const std::vector<std::string_view>& words, const Vocabulary& vocab,
+// REQUIRES: `words` or add_begin_token non-empty.
+template <typename Word>
+TextSentence MakeSentence(const std::vector<Word>& words, const Vocabulary& vocab,
                           bool add_begin_token) {
   TextSentence s;
   const int offset = add_begin_token ? 1 : 0;
@@ -45,6 +47,19 @@ TextSentence MakeSentence(const std::vector<std::string_view>& words, const Voca
   return s;
 }
 
+// That `vocab` holds the tokens a chain reads; `what` names its text in the error.
+absl::Status CheckSpecialTokens(const Vocabulary& vocab, bool add_begin_token,
+                                const std::string& what) {
+  for (std::string_view special : {kEndToken, kBeginToken}) {
+    if (special == kBeginToken && !add_begin_token) continue;
+    if (!vocab.Contains(special)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("vocabulary for ", what, " lacks ", AbslView(special)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Calls `visit(words)` for the words of every non-blank line.
 template <typename Visit>
 absl::Status ForEachSentence(LineReader& reader, Visit visit) {
@@ -59,13 +74,8 @@ absl::Status ForEachSentence(LineReader& reader, Visit visit) {
 
 absl::StatusOr<std::vector<TextSentence>> ReadSentences(LineReader& reader, const Vocabulary& vocab,
                                                         const TextReadOptions& options) {
-  for (std::string_view special : {kEndToken, kBeginToken}) {
-    if (special == kBeginToken && !options.add_begin_token) continue;
-    if (!vocab.Contains(special)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("vocabulary for '", reader.name(), "' lacks ", AbslView(special)));
-    }
-  }
+  CAVS_RETURN_IF_ERROR(
+      CheckSpecialTokens(vocab, options.add_begin_token, absl::StrCat("'", reader.name(), "'")));
   std::vector<TextSentence> sentences;
   CAVS_RETURN_IF_ERROR(ForEachSentence(reader, [&](const std::vector<std::string_view>& words) {
     sentences.push_back(MakeSentence(words, vocab, options.add_begin_token));
@@ -91,10 +101,25 @@ absl::StatusOr<std::vector<std::vector<std::string>>> ReadTextWords(LineReader& 
 
 absl::StatusOr<Vocabulary> BuildTextVocabulary(const std::string& path, int min_count) {
   CAVS_ASSIGN_OR_RETURN(const auto sentences, ReadTextWords(path));
+  return BuildTextVocabularyFromWords(sentences, min_count);
+}
+
+Vocabulary BuildTextVocabularyFromWords(const std::vector<std::vector<std::string>>& sentences,
+                                        int min_count) {
   WordCounter counter;
   for (const auto& words : sentences) counter.AddAll(words);
   return Vocabulary::FromCounts(counter.counts(), min_count,
                                 {std::string(kBeginToken), std::string(kEndToken)});
+}
+
+absl::StatusOr<TextSentence> MakeTextSentence(const std::vector<std::string>& words,
+                                              const Vocabulary& vocabulary, bool add_begin_token) {
+  CAVS_RETURN_IF_ERROR(CheckSpecialTokens(vocabulary, add_begin_token, "a sentence"));
+  if (words.empty() && !add_begin_token) {
+    return absl::InvalidArgumentError(
+        "a sentence without words and without a begin token has no vertex");
+  }
+  return MakeSentence(words, vocabulary, add_begin_token);
 }
 
 absl::StatusOr<std::vector<TextSentence>> ReadTextFile(const std::string& path,

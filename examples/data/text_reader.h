@@ -49,6 +49,16 @@ struct TextReadOptions {
 // "<unk>", "<s>", "</s>", then the words of `path` seen at least `min_count` times.
 [[nodiscard]] absl::StatusOr<Vocabulary> BuildTextVocabulary(const std::string& path,
                                                              int min_count = 1);
+// The same from sentences in memory (ReadTextWords', or words from any other source).
+Vocabulary BuildTextVocabularyFromWords(const std::vector<std::vector<std::string>>& sentences,
+                                        int min_count = 1);
+
+// The chain of one sentence, as ReadTextFile makes it from a line holding `words` (given
+// without "<s>" and "</s>"). Errors: `vocabulary` lacks "</s>" (or "<s>" with
+// add_begin_token); no words and no begin token (a chain needs a vertex).
+[[nodiscard]] absl::StatusOr<TextSentence> MakeTextSentence(const std::vector<std::string>& words,
+                                                            const Vocabulary& vocabulary,
+                                                            bool add_begin_token = true);
 
 // Reads every sentence of a file with token ids from `vocabulary`, which must hold "</s>"
 // (and "<s>" when add_begin_token): an error otherwise.

@@ -71,6 +71,46 @@ TEST(TextReaderTest, WithoutBeginTokenAndUnknownWords) {
   EXPECT_EQ((*s)[0].graph.labels, (std::vector<int32_t>{v.Id("cat"), v.Id("</s>")}));
 }
 
+// Sentences from memory give the vocabulary and the chains that the same text read from a file
+// gives.
+TEST(TextReaderTest, SentencesFromWordsInMemoryMatchTheFileReader) {
+  absl::StatusOr<std::vector<std::vector<std::string>>> words =
+      ReadTextWords(WriteTemp("lm_words.txt", kTrain));
+  ASSERT_TRUE(words.ok()) << words.status();
+  const Vocabulary from_words = BuildTextVocabularyFromWords(*words);
+  const Vocabulary from_file = TrainVocab();
+  ASSERT_EQ(from_words.size(), from_file.size());
+  for (int32_t id = 0; id < from_file.size(); ++id) {
+    EXPECT_EQ(from_words.Word(id), from_file.Word(id));
+  }
+  EXPECT_EQ(BuildTextVocabularyFromWords(*words, 2).size(), 6);
+  absl::StatusOr<std::vector<TextSentence>> read = ReadTextString(kTrain, from_file);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), words->size());
+  for (size_t i = 0; i < words->size(); ++i) {
+    absl::StatusOr<TextSentence> made = MakeTextSentence((*words)[i], from_words);
+    ASSERT_TRUE(made.ok()) << made.status();
+    EXPECT_EQ(made->words, (*read)[i].words);
+    EXPECT_EQ(made->graph.child_offsets, (*read)[i].graph.child_offsets);
+    EXPECT_EQ(made->graph.child_ids, (*read)[i].graph.child_ids);
+    EXPECT_EQ(made->graph.tokens, (*read)[i].graph.tokens);
+    EXPECT_EQ(made->graph.labels, (*read)[i].graph.labels);
+  }
+  // No words: <s> predicting </s>, or without <s> nothing to build.
+  absl::StatusOr<TextSentence> empty = MakeTextSentence({}, from_words);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->graph.tokens, (std::vector<int32_t>{from_words.Id("<s>")}));
+  EXPECT_EQ(empty->graph.labels, (std::vector<int32_t>{from_words.Id("</s>")}));
+  EXPECT_EQ(Msg(MakeTextSentence({}, from_words, /*add_begin_token=*/false).status()),
+            "a sentence without words and without a begin token has no vertex");
+  EXPECT_EQ(Msg(MakeTextSentence({"the"}, Vocabulary()).status()),
+            "vocabulary for a sentence lacks </s>");
+  const Vocabulary no_begin = Vocabulary::FromCounts({{"the", 1}}, 1, {"</s>"});
+  EXPECT_EQ(Msg(MakeTextSentence({"the"}, no_begin).status()),
+            "vocabulary for a sentence lacks <s>");
+  EXPECT_TRUE(MakeTextSentence({"the"}, no_begin, /*add_begin_token=*/false).ok());
+}
+
 // A UTF-8 byte order mark at the start of the file is not a word (LineReader skips it).
 TEST(TextReaderTest, ByteOrderMarkIsNotAWord) {
   absl::StatusOr<std::vector<std::vector<std::string>>> words =
