@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernel_environment.h"
 #include "core/parameter.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/cuda_status.h"
@@ -298,4 +299,11 @@ BENCHMARK(BM_CudnnLstm)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2
 }  // namespace
 }  // namespace cavs
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  cavs::bench::ApplyKernelEnvironment("lstm_gpu_benchmark");
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -21,8 +21,7 @@
 // instructions, backward 16) alone, as the generated kernel and as the interpreter (its scratch
 // temporaries then in a device buffer): device_us per launch from CUDA events over 100 launches
 // queued behind a delay kernel (so the device's time alone), host_us per Elementwise call; and
-// the forward round's GEMM and program as two launches against one (CAVS_FUSED_ROUND's round
-// kernel), the same two figures per GemmThenElementwise call.
+// the forward round's GEMM and program, the same two figures per GemmThenElementwise call.
 // BM_GemmCall times the rounds' GEMM shapes through cublasSgemm, cuBLASLt with the heuristic's
 // algorithm (the default where the small GEMM does not run), cuBLASLt autotuned and the
 // small-GEMM kernel (CAVS_CUBLASLT=0, CAVS_GEMM_AUTOTUNE=1 and CAVS_SMALL_GEMM=0 or 1 run the
@@ -56,12 +55,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "bench/bench_common.h"
+#include "bench/kernel_environment.h"
 #include "core/backend.h"
-#include "core/env.h"
 #include "core/optimizer.h"
 #include "core/parameter.h"
 #include "examples/data/sst_reader.h"
@@ -153,8 +153,7 @@ struct Totals {
   bool device_phases = true;  // the phase and optimizer events were read (not pipelined)
   std::array<double, scheduler::kNumPhases> phase_ms{};
   double opt_ms = 0, plan_s = 0, run_s = 0, build_s = 0, queue_s = 0, rounds = 0, flops = 0,
-         bytes = 0, plan_bytes = 0, syncs = 0, commands = 0, round_commands = 0,
-         one_launch_rounds = 0;
+         bytes = 0, plan_bytes = 0, syncs = 0, commands = 0, round_commands = 0;
   int64_t peak = 0;
 };
 
@@ -164,13 +163,10 @@ void Report(benchmark::State& state, const Totals& t, const scheduler::Engine& e
   state.counters["kernels_per_round"] =
       e.ForwardLaunchesPerRound() + (train ? e.BackwardLaunchesPerRound() : 0);
   // As recorded (EngineStats' round commands), forward + backward: what kernels_per_round
-  // counts from the compiled steps, less the one-launch rounds.
-  state.counters["round_kernels"] =
-      t.rounds > 0 ? (t.round_commands - t.one_launch_rounds) / t.rounds : 0.0;
-  // Launches: the recorded calls (a GEMM with its program counted as two), less the rounds
-  // that ran as one launch (CAVS_FUSED_ROUND=1 or path 6).
-  state.counters["kernels_per_batch"] = (t.commands - t.one_launch_rounds) / n;
-  state.counters["one_launch_rounds"] = t.one_launch_rounds / n;
+  // counts from the compiled steps.
+  state.counters["round_kernels"] = t.rounds > 0 ? t.round_commands / t.rounds : 0.0;
+  // Launches: the recorded calls (a GEMM with its program counted as two).
+  state.counters["kernels_per_batch"] = t.commands / n;
   // The element-wise path: kernels generated so far in the process (0: the interpreter).
   if (absl::StatusOr<ops::CudaKernels*> k = ops::GetCudaKernels(0); k.ok()) {
     state.counters["ew_kernels"] = static_cast<double>((*k)->fused_kernels_compiled());
@@ -243,7 +239,8 @@ class TreeLstmRun {
     eo.phase_timer = timer_.get();
     CAVS_ASSIGN_OR_RETURN(engine_, scheduler::Engine::Create(f_.get(), store_.get(), eo));
     // CAVS_BENCH_FOLDED=1: inference with the input projections folded (FoldInputProjections).
-    folded_ = !train_ && core::EnvFlag("CAVS_BENCH_FOLDED", false);
+    const char* folded = std::getenv("CAVS_BENCH_FOLDED");
+    folded_ = !train_ && folded != nullptr && std::string_view(folded) == "1";
     if (folded_) CAVS_RETURN_IF_ERROR(engine_->FoldInputProjections());
     core::OptimizerConfig oc;
     oc.kind = core::OptimizerKind::kAdagrad;
@@ -314,8 +311,6 @@ class TreeLstmRun {
           [this](int64_t k) { return batches_[k % batches_.size()]; },
           scheduler::PlanQueueOptions{.threads = PlanThreads()});
     }
-    CAVS_ASSIGN_OR_RETURN(ops::CudaKernels * kernels, ops::GetCudaKernels(0));
-    const int64_t fused_before = kernels->rounds_fused();
     size_t i = 0;
     for (auto _ : state) {
       const std::vector<scheduler::Graph>& graphs = *batches_[i++ % batches_.size()];
@@ -328,7 +323,6 @@ class TreeLstmRun {
       }
     }
     CAVS_RETURN_IF_ERROR(FinishLast());
-    t->one_launch_rounds += static_cast<double>(kernels->rounds_fused() - fused_before);
     t->device_phases = !pipelined;
     queue.reset();
     CAVS_RETURN_IF_ERROR(backend_->Synchronize());
@@ -403,18 +397,12 @@ class PathSetting {
   // 0: generated kernels + cublasSgemm, 1: + cuBLASLt, 2: + cuBLASLt autotuned, 3: the
   // interpreter + cublasSgemm, 4: generated kernels + the small-GEMM kernel wherever it applies
   // (cublasSgemm elsewhere), 5: the defaults (generated kernels, the small GEMM where faster,
-  // cuBLASLt elsewhere), 6: the defaults with each forward round whose GEMM takes the small GEMM
-  // in one launch (CAVS_FUSED_ROUND=1), 7: the small GEMM wherever it applies and every forward
-  // round of at most 512 rows in one launch (CAVS_SMALL_GEMM=1 CAVS_FUSED_ROUND=1). Paths 0 to
-  // 3 have the small GEMM off.
+  // cuBLASLt elsewhere). Paths 0 to 3 have the small GEMM off.
   static absl::StatusOr<PathSetting> Set(int path) {
     CAVS_ASSIGN_OR_RETURN(ops::CudaKernels * k, ops::GetCudaKernels(0));
     PathSetting s(k);
     using Small = ops::CudaKernels::SmallGemm;
-    k->SetSmallGemm(path == 4 || path == 7 ? Small::kEverywhere
-                    : path >= 5            ? Small::kWhereFaster
-                                           : Small::kOff);
-    k->SetFusedRound(path >= 6);
+    k->SetSmallGemm(path == 4 ? Small::kEverywhere : path == 5 ? Small::kWhereFaster : Small::kOff);
     CAVS_RETURN_IF_ERROR(k->SetFusedElementwise(path != 3));
     const bool lt = path == 1 || path == 2 || path >= 5;
     CAVS_RETURN_IF_ERROR(k->SetCublasLt(lt));
@@ -422,20 +410,16 @@ class PathSetting {
     return s;
   }
   static const char* Name(int path) {
-    static const char* kNames[] = {
-        "generated + cublasSgemm",
-        "generated + cuBLASLt",
-        "generated + cuBLASLt autotuned",
-        "interpreter + cublasSgemm",
-        "generated + small GEMM",
-        "defaults: generated + small GEMM where faster + cuBLASLt",
-        "defaults + one launch per small-GEMM round",
-        "small GEMM everywhere, cuBLASLt elsewhere + one launch per round"};
+    static const char* kNames[] = {"generated + cublasSgemm",
+                                   "generated + cuBLASLt",
+                                   "generated + cuBLASLt autotuned",
+                                   "interpreter + cublasSgemm",
+                                   "generated + small GEMM",
+                                   "defaults: generated + small GEMM where faster + cuBLASLt"};
     return kNames[path];
   }
   absl::Status Restore() {
     k_->SetSmallGemm(small_);
-    k_->SetFusedRound(round_);
     if (k_->cublas_lt()) CAVS_RETURN_IF_ERROR(k_->SetGemmAutotune(tuning_));
     CAVS_RETURN_IF_ERROR(k_->SetCublasLt(lt_));
     return k_->SetFusedElementwise(fused_);
@@ -447,10 +431,9 @@ class PathSetting {
         fused_(k->fused_elementwise()),
         lt_(k->cublas_lt()),
         tuning_(k->gemm_autotune()),
-        round_(k->fused_round()),
         small_(k->small_gemm()) {}
   ops::CudaKernels* k_;
-  bool fused_, lt_, tuning_, round_;
+  bool fused_, lt_, tuning_;
   ops::CudaKernels::SmallGemm small_;
 };
 
@@ -611,8 +594,7 @@ CallTimes TimeCalls(benchmark::State& state, cudaStream_t stream, Call call) {
 
 // range(0): 0 forward, 1 backward; range(1): 0 generated kernel, 1 interpreter, 2 (forward) the
 // round's GEMM ([rows, 300] x [300, 750] onto the gates, beta 1, the default GEMM path) then the
-// generated kernel, 3 the same as one launch (GemmThenElementwise with the fused round on:
-// cuda_fused.h's round kernel where the small GEMM takes the GEMM); range(2): rows.
+// generated kernel (GemmThenElementwise); range(2): rows.
 void BM_FusedRound(benchmark::State& state) {
   const int how = static_cast<int>(state.range(1));
   const bool backward = state.range(0) == 1, interpreter = how == 1, with_gemm = how >= 2;
@@ -660,9 +642,8 @@ void BM_FusedRound(benchmark::State& state) {
            cudaSuccess &&
        cudaMemcpy(dev_program, program.data(), program.size() * sizeof(ops::EwInstr),
                   cudaMemcpyHostToDevice) == cudaSuccess;
-  const bool was_fused = (*kernels)->fused_elementwise(), was_round = (*kernels)->fused_round();
+  const bool was_fused = (*kernels)->fused_elementwise();
   ok = ok && (*kernels)->SetFusedElementwise(!interpreter).ok();
-  (*kernels)->SetFusedRound(how == 3);
   const int count = static_cast<int>(program.size());
   absl::StatusOr<core::Tensor> x = RandomDevice(with_gemm ? rows * 300 : 1),
                                w = RandomDevice(with_gemm ? 300 * 750 : 1);
@@ -674,7 +655,6 @@ void BM_FusedRound(benchmark::State& state) {
     gemm.a = static_cast<const float*>(x->raw_data());
     gemm.b = static_cast<const float*>(w->raw_data());
   }
-  const int64_t one_launch = (*kernels)->rounds_fused();
   const CallTimes t =
       ok ? TimeCalls(state, (*kernels)->stream(),
                      [&]() {
@@ -685,9 +665,7 @@ void BM_FusedRound(benchmark::State& state) {
                        return (*kernels)->Elementwise(program.data(), dev_program, count, rows, 77);
                      })
          : CallTimes{false};
-  const bool joined = (*kernels)->rounds_fused() > one_launch;
   (void)(*kernels)->SetFusedElementwise(was_fused);
-  (*kernels)->SetFusedRound(was_round);
   if (!ok || !t.ok) state.SkipWithError("a CUDA call or launch failed");
   if (t.calls > 0) {
     state.counters["device_us"] = t.device_us;
@@ -706,11 +684,9 @@ void BM_FusedRound(benchmark::State& state) {
     }
     if (!with_gemm) state.counters["GBps"] = bytes / (t.device_us * 1e-6) / 1e9;
   }
-  static const char* kHow[] = {"generated", "interpreter", "GEMM + generated, two launches",
-                               "GEMM + generated, one launch"};
-  state.SetLabel(absl::StrCat(backward ? "backward" : "forward", ", ", kHow[how],
-                              how == 3 && !joined ? " (NOT joined: two launches)" : "", ", ", rows,
-                              " rows"));
+  static const char* kHow[] = {"generated", "interpreter", "GEMM + generated"};
+  state.SetLabel(
+      absl::StrCat(backward ? "backward" : "forward", ", ", kHow[how], ", ", rows, " rows"));
   for (float* d : dev) cudaFree(d);
   cudaFree(dev_program);
 }
@@ -843,7 +819,7 @@ BENCHMARK(BM_GemmCall)
 BENCHMARK(BM_LaunchFloor)->DenseRange(0, 3)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FusedRound)
     ->ArgsProduct({{0, 1}, {0, 1}, {64, 4096}})
-    ->ArgsProduct({{0}, {2, 3}, {16, 64, 80}})
+    ->ArgsProduct({{0}, {2}, {16, 64, 80}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_TreeLstm, train, true, false, false)
@@ -862,7 +838,7 @@ BENCHMARK_CAPTURE(BM_TreeLstm, infer_overlap, false, true, false)->Arg(256)->App
 BENCHMARK_CAPTURE(BM_TreeLstm, infer_pipelined, false, true, true)->Arg(256)->Apply(bench::Timed);
 
 BENCHMARK(BM_TreeLstmPaths)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2, 3}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3}})
     ->Repetitions(3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
@@ -897,6 +873,7 @@ class TargetReporter : public bench::RateReporter {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  cavs::bench::ApplyKernelEnvironment("tree_lstm_gpu_benchmark");
   cavs::TargetReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

@@ -61,6 +61,9 @@ namespace cavs::trainer {
 struct TrainOptions {
   std::ostream* out = nullptr;  // epoch lines, notes and the SUMMARY line; null: silent
   bool progress = false;        // draw the progress bar on `out` (a terminal)
+  // Printed on `out` before the first epoch (cavs-train: the kernel options its environment
+  // override set); empty: nothing.
+  std::string startup_line;
   // The ranks to train with (not owned; must outlive the Trainer). Null: the trainer makes its
   // own, MakeCommunicator("auto") with --comm-timeout (MPI under mpirun, else one process).
   distributed::Communicator* comm = nullptr;

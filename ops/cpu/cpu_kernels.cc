@@ -13,9 +13,19 @@
 namespace cavs::ops {
 
 CpuKernels::CpuKernels() {
-  CpuThreads();  // reads CAVS_NUM_THREADS and puts OpenBLAS in single-threaded mode
-  if (VerifyEwShapesFromEnv()) shape_checker_ = std::make_unique<EwShapeChecker>();
-  as_planned_ = EwAsPlannedFromEnv();
+  CpuThreads();  // puts OpenBLAS in single-threaded mode
+}
+
+absl::Status CpuKernels::Configure(const KernelOptions& options) {
+  SetCpuThreads(options.cpu.threads);
+  cpu::SetPackedGemmEnabled(options.cpu.packed_gemm);
+  if (!options.verify_ew_shapes) {
+    shape_checker_.reset();
+  } else if (shape_checker_ == nullptr) {
+    shape_checker_ = std::make_unique<EwShapeChecker>();
+  }
+  as_planned_ = options.cpu.ew_as_planned;
+  return absl::OkStatus();
 }
 
 CpuKernels* CpuKernels::Get() {

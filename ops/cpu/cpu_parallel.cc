@@ -7,14 +7,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "core/flush_denormal.h"
 
 namespace cavs::ops {
@@ -164,10 +162,6 @@ PoolState& State() {
 }
 
 int DefaultThreads() {
-  if (const char* env = std::getenv("CAVS_NUM_THREADS")) {
-    int n = 0;
-    if (absl::SimpleAtoi(env, &n) && n > 0) return std::min(n, kMaxThreads);
-  }
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) {
     return std::clamp(CPU_COUNT(&set), 1, kMaxThreads);

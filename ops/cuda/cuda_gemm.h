@@ -66,11 +66,11 @@ struct SmallGemmSetup {
 // (docs/gpu_performance.md); NVIDIA's RAFT measured its GEMM launch latency halved this way
 // (10 to 5 us). The plans are kept for up to kMaxProblems problems, then dropped and rebuilt.
 //
-// Autotuning (off by default; SetAutotune, CAVS_GEMM_AUTOTUNE=1 turns it on). The engine's
-// rounds are GEMMs of a few to a few hundred rows against a weight matrix ([m, 300] x [300, 750]
-// for the Tree-LSTM's forward). Every algorithm cuBLAS's heuristic offers for them took 9 us on
-// an H100 at 64 rows (bench/RESULTS.md, run 6), for 0.4 us of arithmetic spread over the chip:
-// with 64x128 or larger tiles, 6 of 132 multiprocessors have work. So the first problem of
+// Autotuning (off by default; SetAutotune, CudaKernelOptions::gemm_autotune turns it on). The
+// engine's rounds are GEMMs of a few to a few hundred rows against a weight matrix ([m, 300] x
+// [300, 750] for the Tree-LSTM's forward). Every algorithm cuBLAS's heuristic offers for them took
+// 9 us on an H100 at 64 rows (bench/RESULTS.md, run 6), for 0.4 us of arithmetic spread over the
+// chip: with 64x128 or larger tiles, 6 of 132 multiprocessors have work. So the first problem of
 // each class (the transposes, TF32, and m, n and k each rounded up to a step of at most 1.5x)
 // times candidates on the caller's operands, writing a scratch matrix, behind a delay kernel
 // (cuda_delay.h) so that the events time the device alone: the heuristic's
@@ -129,7 +129,7 @@ class CublasLtGemm {
                                  int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                                  int64_t ldc, const float* bias = nullptr);
 
-  // Autotuning on (CAVS_GEMM_AUTOTUNE=1) or off (the default: the heuristic's first
+  // Autotuning on (CudaKernelOptions::gemm_autotune) or off (the default: the heuristic's first
   // algorithm). Switching drops the plans and the tuned choices.
   void SetAutotune(bool on);
   bool autotune() const { return autotune_; }

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/env.h"
 #include "core/status.h"
 #include "ops/cpu/cpu_elementwise.h"
 #include "ops/cuda/cublas_status.h"
@@ -56,7 +55,8 @@ absl::Status CheckGemmArgs(int64_t m, int64_t n, int64_t k, const float* a, cons
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* backend) {
+absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* backend,
+                                                                 const KernelOptions& options) {
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend->MakeCurrent(guard));
   int num_sms = 0, major = 0, minor = 0;
@@ -70,15 +70,6 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
   std::unique_ptr<CudaKernels> kernels(
       new CudaKernels(backend, handle, num_sms, major * 10 + minor));
-  if (FusedElementwiseFromEnv()) {
-    const absl::Status fused = kernels->SetFusedElementwise(true);
-    if (!fused.ok()) {  // e.g. no NVRTC for this device: the interpreter still runs everything
-      std::fprintf(stderr,
-                   "cavs: generated element-wise kernels unavailable (%s); using the "
-                   "interpreter\n",
-                   std::string(fused.message()).c_str());
-    }
-  }
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, backend->stream()));
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
   // The reductions' workspace now, before the caching allocator holds the device's memory: made
@@ -96,16 +87,30 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
       bytes = 0;
     }
   }
-  kernels->SetTallTile(core::EnvFlag("CAVS_SMALL_GEMM_TALL", false));
-  if (std::getenv("CAVS_SMALL_GEMM") != nullptr) {  // else where faster
-    kernels->SetSmallGemm(core::EnvFlag("CAVS_SMALL_GEMM", false) ? SmallGemm::kEverywhere
-                                                                  : SmallGemm::kOff);
-  }
-  kernels->SetFusedRound(FusedRoundFromEnv());
-  // cuBLASLt with memoized plans (run 7: ahead of cublasSgemm in 11 of 12 batch-256 rows of
-  // three processes) unless CAVS_CUBLASLT=0 (then cublasSgemm).
-  CAVS_RETURN_IF_ERROR(kernels->SetCublasLt(core::EnvFlag("CAVS_CUBLASLT", true)));
+  CAVS_RETURN_IF_ERROR(kernels->Configure(options));
   return kernels;
+}
+
+absl::Status CudaKernels::Configure(const KernelOptions& options) {
+  verify_ew_shapes_ = options.verify_ew_shapes;
+  kernel_cache_dir_ = KernelCacheDir(options.cuda);
+  // New settings for the generated kernels take effect in a new CudaFusedElementwise.
+  if (fused_ != nullptr &&
+      (fused_->verify_all() != verify_ew_shapes_ || fused_->cache_dir() != kernel_cache_dir_)) {
+    CAVS_RETURN_IF_ERROR(SetFusedElementwise(false));
+  }
+  const absl::Status fused = SetFusedElementwise(options.cuda.generated_elementwise);
+  if (!fused.ok()) {  // e.g. no NVRTC for this device: the interpreter still runs everything
+    std::fprintf(stderr,
+                 "cavs: generated element-wise kernels unavailable (%s); using the "
+                 "interpreter\n",
+                 std::string(fused.message()).c_str());
+  }
+  SetSmallGemm(options.cuda.small_gemm);
+  CAVS_RETURN_IF_ERROR(SetCublasLt(options.cuda.cublas_lt));
+  gemm_autotune_ = options.cuda.gemm_autotune;
+  if (lt_ != nullptr) lt_->SetAutotune(gemm_autotune_);
+  return absl::OkStatus();
 }
 
 CudaKernels::CudaKernels(CudaBackend* backend, cublasHandle_t cublas, int num_sms, int arch)
@@ -132,7 +137,7 @@ absl::Status CudaKernels::SetCublasLt(bool on) {
     return absl::OkStatus();
   }
   CAVS_ASSIGN_OR_RETURN(lt_, CublasLtGemm::Create(cublas_));
-  lt_->SetAutotune(core::EnvFlag("CAVS_GEMM_AUTOTUNE", false));
+  lt_->SetAutotune(gemm_autotune_);
   return absl::OkStatus();
 }
 
@@ -168,7 +173,8 @@ absl::Status CudaKernels::SetFusedElementwise(bool on) {
     fused_.reset();
     return absl::OkStatus();
   }
-  auto fused = std::make_unique<CudaFusedElementwise>(arch_, num_sms_);
+  auto fused =
+      std::make_unique<CudaFusedElementwise>(arch_, num_sms_, verify_ew_shapes_, kernel_cache_dir_);
   CAVS_RETURN_IF_ERROR(fused->Probe());
   fused_ = std::move(fused);
   return absl::OkStatus();
@@ -268,32 +274,6 @@ absl::Status CudaKernels::GemmBias(const GemmCall& g) {
   }
   return absl::OkStatus();
 }
-
-absl::Status CudaKernels::GemmThenElementwise(const GemmCall& g, const EwInstr* host,
-                                              const EwInstr* device, int count, int64_t rows,
-                                              uint64_t shape) {
-  // Only with the one-launch round on (else the two calls, whose Gemm chooses its own path).
-  // The round kernels run the GEMM in RoundTiles, k not split; other problems take two launches.
-  const std::optional<SmallGemmChoice> choice =
-      FusesGemmThenElementwise() ? SmallGemmFor(g.trans_a, g.trans_b, g.m, g.n, g.k) : std::nullopt;
-  if (choice.has_value() && choice->tile == small_gemm::TileShape::kRound) {
-    CAVS_RETURN_IF_ERROR(CheckGemmArgs(g.m, g.n, g.k, g.a, g.b, g.c));
-    CAVS_RETURN_IF_ERROR(CheckProgram(host, device, count, rows));
-    const size_t gemm_bytes = small_gemm_shared_bytes_[static_cast<int>(choice->tile)];
-    absl::StatusOr<small_gemm::Args> args =
-        SmallGemmArgs(SmallGemmSetup{choice->tile, gemm_bytes}, g.trans_a, g.trans_b, g.m, g.n, g.k,
-                      g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, g.bias);
-    if (!args.ok() && !absl::IsNotFound(args.status())) return args.status();
-    if (args.ok()) {
-      CudaDeviceGuard guard;
-      CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-      return fused_->LaunchRound(stream(), *args, gemm_bytes, host, device, count, rows, shape);
-    }
-  }
-  return Kernels::GemmThenElementwise(g, host, device, count, rows, shape);
-}
-
-int64_t CudaKernels::rounds_fused() const { return fused_ == nullptr ? 0 : fused_->rounds_fused(); }
 
 absl::Status CudaKernels::CheckProgram(const EwInstr* host, const EwInstr* device, int count,
                                        int64_t rows) const {
@@ -439,7 +419,8 @@ absl::StatusOr<CudaKernels*> GetCudaKernels(int ordinal) {
   std::lock_guard<std::mutex> lock(*mu);
   if (all->size() <= static_cast<size_t>(ordinal)) all->resize(ordinal + 1, nullptr);
   if ((*all)[ordinal] == nullptr) {
-    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CudaKernels> kernels, CudaKernels::Create(backend));
+    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CudaKernels> kernels,
+                          CudaKernels::Create(backend, GetKernelOptions()));
     (*all)[ordinal] = kernels.release();
   }
   return (*all)[ordinal];

@@ -28,9 +28,9 @@
 //   inputs, so the chains are short and 16 warps hide each other's latency. The slices' sums
 //   are then added in slice order through shared memory; results do not depend on timing.
 //
-// The phases are plain functions of the thread and block indices, shared by the CUDA kernels
-// (small_gemm_tile.cuh: the precompiled kernel in cuda_small_gemm.cu and the generated round
-// kernels of cuda_fused.h, with a barrier between phases, the copies asynchronous) and a
+// The phases are plain functions of the thread and block indices, shared by the CUDA kernel
+// (small_gemm_tile.cuh: the precompiled kernel in cuda_small_gemm.cu, with a barrier between
+// phases, the copies asynchronous) and a
 // host emulation that runs every thread of a phase before the next (tests/ops/
 // small_gemm_test.cc), so the indexing is checked without a GPU. No CUDA types here: the
 // header is host C++ as well.

@@ -1,7 +1,6 @@
-// The small GEMM's device code (small_gemm.h): one block's tile of C, and the grid-wide barrier
-// of a forward round's single launch. Shared by the precompiled kernel (cuda_small_gemm.cu) and
-// the generated round kernels (cuda_fused.h, NVRTC: this header travels to it as a string, so it
-// includes only small_gemm.h and uses inline PTX, not cuda_pipeline.h, for the copies).
+// The small GEMM's device code (small_gemm.h): one block's tile of C, for the precompiled kernel
+// (cuda_small_gemm.cu). It includes only small_gemm.h and uses inline PTX, not cuda_pipeline.h,
+// for the copies, so that tests/ops/ew_emulation_test.cc builds it as host C++ too.
 #pragma once
 
 #include "ops/cuda/small_gemm.h"
@@ -89,42 +88,6 @@ __device__ __forceinline__ void RunSplitTile(const Args& g, int bx, int by, int 
     __threadfence();  // the other splits' sums, read after their counts
     StoreSplits<T>(g, bx, by, threadIdx.x);
   }
-}
-
-// A barrier over every block of the grid, which must all be resident at once (a cooperative
-// launch guarantees it or refuses). `arrived` is one word of device memory, zero before its
-// first use, used by one grid at a time (launches on one stream). Every block's writes before
-// the barrier are visible to every block after it.
-//
-// As cooperative groups' grid sync does it: each block's thread 0 adds 1 (block 0 adds
-// 0x80000000 - (blocks - 1)) with release semantics, and waits with acquire loads for the top
-// bit to flip, which happens exactly when the last block arrives. Each barrier adds 0x80000000
-// in all, so the low bits are zero again afterwards, for the next barrier of any grid size.
-__device__ __forceinline__ void GridBarrier(unsigned* arrived) {
-  __syncthreads();  // the block's writes before its arrival (thread 0's release covers them)
-  if (threadIdx.x == 0) {
-    const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
-    const unsigned add =
-        blockIdx.x + blockIdx.y + blockIdx.z == 0 ? 0x80000000u - (blocks - 1) : 1u;
-    unsigned old = 0, now = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;"
-                 : "=r"(old)
-                 : "l"(arrived), "r"(add)
-                 : "memory");
-    do {
-      asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(now) : "l"(arrived) : "memory");
-    } while (((old ^ now) & 0x80000000u) == 0);
-#else  // before sm_70, and host threads (tests/ops/ew_emulation_test.cc): fences, atomic reads
-    __threadfence();
-    old = atomicAdd(arrived, add);
-    do {
-      now = atomicAdd(arrived, 0u);
-    } while (((old ^ now) & 0x80000000u) == 0);
-    __threadfence();
-#endif
-  }
-  __syncthreads();  // the other blocks' writes before this block's later reads
 }
 
 }  // namespace cavs::ops::small_gemm

@@ -63,20 +63,15 @@ class DeviceArray {
   T* ptr_ = nullptr;
 };
 
-// The small-GEMM, one-launch-round and cuBLASLt settings of `k` as they were, put back when
+// The small-GEMM and cuBLASLt settings of `k` as they were, put back when
 // this goes out of scope (also after a failed ASSERT).
 class KeepGemmSettings {
  public:
   explicit KeepGemmSettings(CudaKernels* k)
-      : k_(k),
-        small_(k->small_gemm()),
-        tall_(k->tall_tile()),
-        round_(k->fused_round()),
-        lt_(k->cublas_lt()) {}
+      : k_(k), small_(k->small_gemm()), tall_(k->tall_tile()), lt_(k->cublas_lt()) {}
   ~KeepGemmSettings() {
     k_->SetSmallGemm(small_);
     k_->SetTallTile(tall_);
-    k_->SetFusedRound(round_);
     EXPECT_TRUE(k_->SetCublasLt(lt_).ok());
   }
   KeepGemmSettings(const KeepGemmSettings&) = delete;
@@ -85,7 +80,7 @@ class KeepGemmSettings {
  private:
   CudaKernels* k_;
   CudaKernels::SmallGemm small_;
-  bool tall_, round_, lt_;
+  bool tall_, lt_;
 };
 
 }  // namespace cavs::ops::testing

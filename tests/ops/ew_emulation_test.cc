@@ -9,10 +9,6 @@
 // row (CAVS_EW_SHARED) is a buffer per block. The kernel is built as a shared object with the
 // compiler that built this test and loaded with dlopen; the test skips where that compiler is
 // gone. The launch shape (rows per block) is the one CudaFusedElementwise computes for one SM.
-//
-// A forward round's single launch (EmitRoundKernelCuda) runs the same way, every block at once
-// (its grid barrier needs them all): the small GEMM's tiles (on the host its copies are plain
-// and its barrier the fenced atomics of GPUs before sm_70), the barrier, the program's body.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -236,19 +232,6 @@ class EwEmulationTest : public ::testing::Test {
   std::vector<void*> loaded_;
 };
 
-// Runs a round kernel: `grid` blocks of 512 threads, all at once, each with its shared memory.
-constexpr const char* kRoundRunner = R"(
-using CavsEmuRound = void (*)(cavs::ops::small_gemm::Args, const unsigned char*, long long, int,
-                              unsigned*);
-extern "C" void cavs_emu_run_round(CavsEmuRound kernel, const cavs::ops::small_gemm::Args* g,
-                                   const unsigned char* program, long long rows,
-                                   int rows_per_block, long long shared_floats, unsigned grid,
-                                   unsigned* barrier) {
-  CavsEmuRunGrid(CavsEmuDim{grid, 1, 1}, cavs::ops::small_gemm::kThreads, shared_floats,
-                 [&] { kernel(*g, program, rows, rows_per_block, barrier); });
-}
-)";
-
 // Runs the small GEMM's split kernel (small_gemm_tile.cuh's RunSplitTile in TallTiles): every
 // block of its grid (tiles x splits) at once, 512 threads each with its shared memory, so the
 // splits of a tile race to count themselves in as they do on the device.
@@ -441,81 +424,6 @@ TEST_F(EwEmulationTest, ColumnReduceKernel) {
         EXPECT_EQ(got, first) << what << ", launch " << launch << ": not the same bits";
       }
     }
-  }
-}
-
-// A Tree-LSTM round's GEMM (onto the gates, beta 0 or 1, k over one or two chunks) and its
-// program in one round kernel, against the CPU's GEMM then program: over as many blocks as
-// tiles, and over fewer (each block then takes several tiles), the program's rows spread over
-// the blocks; the barrier's word is reused from launch to launch, as on the device.
-TEST_F(EwEmulationTest, RoundKernels) {
-  absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
-  ASSERT_TRUE(cpu.ok());
-  core::Rng rng(9);
-  unsigned barrier = 0;
-  struct Case {
-    int64_t rows, k;
-    float beta;
-    unsigned max_grid;  // the blocks "resident at once"
-    bool bias;          // a bias row in the GEMM (x W + b starting the gates)
-  };
-  for (const Case& c : {Case{5, 24, 0.0f, 8, true}, Case{37, 40, 1.0f, 12, false},
-                        Case{37, 40, 0.0f, 3, true}, Case{20, 600, 1.0f, 4, true}}) {
-    const std::string what = "rows " + std::to_string(c.rows) + ", k " + std::to_string(c.k) +
-                             ", beta " + std::to_string(c.beta) + ", at most " +
-                             std::to_string(c.max_grid) + " blocks" + (c.bias ? ", bias" : "");
-    EwProgram p = testing::TreeLstmForward(20, c.rows, 70 + c.rows);
-    float* gates = p.buffers[0]->data();
-    const float* x = p.Buffer(c.rows * c.k, rng);
-    const float* w = p.Buffer(c.k * 100, rng);
-    const float* bias = c.bias ? p.Buffer(100, rng) : nullptr;
-    const int count = static_cast<int>(p.instrs.size());
-    const EwKernelPlan plan = PlanEwKernel(p.instrs.data(), count, p.rows);
-    const std::string name = EwKernelName(plan) + "_round";
-    void* so = Build(name, EmitRoundKernelCuda(plan, name), kRoundRunner, what);
-    if (so == nullptr) return;
-    using Round = void (*)(small_gemm::Args, const unsigned char*, long long, int, unsigned*);
-    using Run = void (*)(Round, const small_gemm::Args*, const unsigned char*, long long, int,
-                         long long, unsigned, unsigned*);
-    auto kernel = reinterpret_cast<Round>(dlsym(so, name.c_str()));
-    auto run = reinterpret_cast<Run>(dlsym(so, "cavs_emu_run_round"));
-    ASSERT_NE(kernel, nullptr);
-    ASSERT_NE(run, nullptr);
-
-    const Kernels::GemmCall g{false, false, c.rows, 100,    c.k,   0.75f, x,
-                              c.k,   w,     100,    c.beta, gates, 100,   bias};
-    const std::vector<std::vector<float>> want = Expected(p, [&] {
-      return (*cpu)->GemmThenElementwise(g, p.instrs.data(), p.instrs.data(), count, p.rows, 0);
-    });
-
-    const int chunk = static_cast<int>(std::min<int64_t>(c.k, small_gemm::kMaxChunk));
-    const small_gemm::Args args{static_cast<int>(c.rows),
-                                100,
-                                static_cast<int>(c.k),
-                                0.75f,
-                                c.beta,
-                                x,
-                                c.k,
-                                w,
-                                100,
-                                gates,
-                                100,
-                                false,
-                                chunk,
-                                bias};
-    const int64_t tiles = small_gemm::Blocks<small_gemm::RoundTile>(c.rows, 100);
-    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, c.max_grid));
-    const int64_t gemm_floats = small_gemm::SharedFloats<small_gemm::RoundTile>(chunk);
-    const int64_t per_block =
-        RoundRowsPerBlock(p.rows, plan.max_width, plan.shared_width, grid, gemm_floats);
-    ASSERT_GT(per_block, 0) << what;
-    run(kernel, &args, reinterpret_cast<const unsigned char*>(p.instrs.data()), p.rows,
-        static_cast<int>(per_block), std::max(gemm_floats, per_block * plan.shared_width), grid,
-        &barrier);
-    for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_TRUE(AllClose(*p.buffers[i], want[i], 1e-5, 1e-5)) << what << ", buffer " << i;
-    }
-    EXPECT_EQ(barrier & 0x7fffffffu, 0u) << what << ": the barrier's count is not back to zero";
   }
 }
 

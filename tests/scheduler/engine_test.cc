@@ -43,7 +43,7 @@ using testing::RandomTree;
 // (γ_3000 = 1.8e-4 of Σ|terms|) is above the tolerance, and the test relies on those roundings
 // being random, about sqrt(rows) u = 3e-6. Measured worst: 2.4e-6 (2026-11, AVX-512 Xeon), the same
 // with OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512, with Nehalem and the packed GEMM off, and
-// with CAVS_CPU_EW_AS_PLANNED=1.
+// with KernelOptions::cpu.ew_as_planned (CAVS_CPU_EW_AS_PLANNED=1 in tests/scheduler).
 constexpr double kTolerance = 1e-5;
 
 vertex::models::CellConfig Cell() { return {.vocab = 50, .embed = 8, .hidden = 6, .classes = 5}; }
