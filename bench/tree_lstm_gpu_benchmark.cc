@@ -695,8 +695,7 @@ void BM_FusedRound(benchmark::State& state) {
 // GEMM path: host_us per Gemm call (the host time a launch-bound round pays), device_us per
 // GEMM. range(0): 0 cublasSgemm, 1 cuBLASLt with the heuristic's algorithm (cuda_gemm.h; the
 // default where the small GEMM does not run), 2 cuBLASLt autotuned, 3 the small-GEMM kernel
-// (CudaKernels::SetSmallGemm), 4 the same with its 64 x 16 tiles and splits of k where
-// small_gemm::TallSplits says (CudaKernels::SetTallTile); range(1): rows m; range(2): the
+// (CudaKernels::SetSmallGemm); range(1): rows m; range(2): the
 // GEMM of a round: 0 the Tree-LSTM's forward [m, 300] x [300, 750], 1 its backward to the inputs
 // [m, 750] x [750, 300]^T, 2 its weight gradient [m, 300]^T x [m, 750] (m is then the summed
 // dimension), 3 the LSTM's recurrent forward [m, 512] x [512, 2048], 4 its backward to h
@@ -722,12 +721,9 @@ void BM_GemmCall(benchmark::State& state) {
   }
   absl::StatusOr<core::Tensor> a = RandomDevice(g.m * g.k), b = RandomDevice(g.k * g.n),
                                c = RandomDevice(g.m * g.n);
-  constexpr int kPath[] = {0, 1, 2, 4, 4};  // PathSetting's, by mode
+  constexpr int kPath[] = {0, 1, 2, 4};  // PathSetting's, by mode
   absl::StatusOr<PathSetting> setting = PathSetting::Set(kPath[mode]);
-  const bool was_tall = (*kernels)->tall_tile();
-  (*kernels)->SetTallTile(mode == 4);
-  const std::optional<ops::CudaKernels::SmallGemmChoice> choice =
-      mode >= 3 ? (*kernels)->SmallGemmFor(g.ta, g.tb, g.m, g.n, g.k) : std::nullopt;
+  const bool small = mode == 3 && (*kernels)->UsesSmallGemm(g.ta, g.tb, g.m, g.n, g.k);
   bool ok = a.ok() && b.ok() && c.ok() && setting.ok();
   const int64_t tuned = (*kernels)->lt_classes_tuned();
   const int64_t to_sgemm = (*kernels)->lt_problems_to_sgemm();
@@ -741,7 +737,6 @@ void BM_GemmCall(benchmark::State& state) {
   const bool left_to_sgemm = (*kernels)->lt_problems_to_sgemm() > to_sgemm;
   const bool timed = (*kernels)->lt_classes_tuned() > tuned;
   const std::string tuning = timed ? (*kernels)->lt_last_tuning() : "";  // Restore clears it
-  (*kernels)->SetTallTile(was_tall);
   ok = (!setting.ok() || setting->Restore().ok()) && ok && t.ok;
   if (!ok) state.SkipWithError("a CUDA call or GEMM failed");
   if (t.calls > 0) {
@@ -750,15 +745,10 @@ void BM_GemmCall(benchmark::State& state) {
     state.counters["TFLOPs"] = 2.0 * g.m * g.n * g.k / (t.device_us * 1e6);
   }
   const char* how[] = {"cublasSgemm", "cuBLASLt heuristic", "cuBLASLt autotuned",
-                       "small GEMM (small_gemm.h; cublasSgemm where it does not apply)",
-                       "small GEMM, 64 x 16 tiles where small_gemm::TallSplits says"};
-  const std::string tiles = !choice.has_value() ? ""
-                            : choice->tile == ops::small_gemm::TileShape::kTall
-                                ? absl::StrCat(" [64 x 16 tiles, k in ", choice->splits, " splits]")
-                                : std::string(" [16 x 32 tiles]");
-  state.SetLabel(absl::StrCat(how[mode], tiles, mode == 2 && timed ? " [" + tuning + "]" : "",
-                              left_to_sgemm ? " -> cublasSgemm" : "", ", ", g.what, " m=", g.m,
-                              " n=", g.n, " k=", g.k));
+                       "small GEMM (small_gemm.h; cublasSgemm where it does not apply)"};
+  state.SetLabel(absl::StrCat(
+      how[mode], small ? " [16 x 32 tiles]" : "", mode == 2 && timed ? " [" + tuning + "]" : "",
+      left_to_sgemm ? " -> cublasSgemm" : "", ", ", g.what, " m=", g.m, " n=", g.n, " k=", g.k));
 }
 
 // The floor of a launch's host time on this machine: what a round pays per kernel before any
@@ -811,9 +801,8 @@ BENCHMARK(BM_GemmCall)
     ->ArgsProduct({{0, 1, 2, 3}, {64, 512, 4096}, {0}})
     ->ArgsProduct({{0, 1, 2, 3}, {64, 512}, {1}})
     ->ArgsProduct({{0, 1, 2}, {512, 4096}, {2}})
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {64}, {3, 4}})
-    ->ArgsProduct({{4}, {64}, {1}})
-    ->ArgsProduct({{1, 3, 4}, {100}, {0}})
+    ->ArgsProduct({{0, 1, 2, 3}, {64}, {3, 4}})
+    ->ArgsProduct({{1, 3}, {100}, {0}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_LaunchFloor)->DenseRange(0, 3)->UseManualTime()->Unit(benchmark::kMicrosecond);

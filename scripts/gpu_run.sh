@@ -94,8 +94,6 @@ if want verify; then
   vpart engine_sgemm 150 env CAVS_CUBLASLT=0 CAVS_SMALL_GEMM=0 "$bin/scheduler_engine_test" \
     --gtest_brief=1
   vpart engine_small_gemm 150 env CAVS_SMALL_GEMM=1 "$bin/scheduler_engine_test" --gtest_brief=1
-  vpart engine_tall_tile 150 env CAVS_SMALL_GEMM_TALL=1 "$bin/scheduler_engine_test" \
-    --gtest_brief=1
   vpart trainer 150 "$bin/trainer_test" --gtest_brief=1 --gtest_filter='*Cuda*'
   if [[ -f data/sst_train.txt && -f data/sst_dev.txt ]]; then
     vpart trainer_sst 200 "$bin/cavs-train" "${sst_flags[@]}"
@@ -104,7 +102,7 @@ if want verify; then
     --gtest_brief=1 --gtest_filter='CudaFused*:CudaKernels*:*CublasLt*'
   vpart racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 1 \
     "$bin/ops_cuda_test" --gtest_brief=1 \
-    --gtest_filter='CudaKernels*SmallGemm*:CudaKernels*Tall*:CudaFused*:CudaKernels*Column*:CudaKernels*Softmax*'
+    --gtest_filter='CudaKernels*SmallGemm*:CudaFused*:CudaKernels*Column*:CudaKernels*Softmax*'
   vjoin
   unset CAVS_VERIFY_EW_SHAPES
   tabular=--benchmark_counters_tabular=true
@@ -115,12 +113,7 @@ if want verify; then
   part bench_paths paths_defaults 60 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter='^BM_TreeLstmPaths/5/' --benchmark_enable_random_interleaving=true \
     --benchmark_report_aggregates_only=true
-  for pair in 1 2; do
-    for tall in 0 1; do
-      CAVS_SMALL_GEMM_TALL=$tall part bench_lstm "lstm_tall_${tall}_$pair" 40 \
-        "$bin/lstm_gpu_benchmark" "$tabular"
-    done
-  done
+  part bench_lstm lstm_gpu_bench 40 "$bin/lstm_gpu_benchmark" "$tabular"
 fi
 if want tests all; then
   export CAVS_VERIFY_EW_SHAPES=1
@@ -134,8 +127,6 @@ if want tests all; then
   CAVS_GEMM_AUTOTUNE=1 part tests engine_autotuned 120 \
     "$bin/scheduler_engine_test" --gtest_brief=1
   CAVS_SMALL_GEMM=1 part tests engine_small_gemm 90 "$bin/scheduler_engine_test" --gtest_brief=1
-  CAVS_SMALL_GEMM_TALL=1 part tests engine_tall_tile 90 "$bin/scheduler_engine_test" \
-    --gtest_brief=1
   part tests trainer 60 "$bin/trainer_test" --gtest_brief=1 --gtest_filter='*Cuda*'
   # SST on the GPU, 3 epochs (bench/RESULTS.md (b): the CPU's dev roots 45.1, 47.1, 48.4%).
   if [[ -f data/sst_train.txt && -f data/sst_dev.txt ]]; then
@@ -159,8 +150,6 @@ if want bench all; then
   CAVS_CUBLASLT=0 part bench_lstm lstm_gpu_bench_sgemm 90 "$bin/lstm_gpu_benchmark" "$tabular"
   CAVS_SMALL_GEMM=1 part bench_lstm lstm_gpu_bench_small_gemm 90 "$bin/lstm_gpu_benchmark" \
     "$tabular"
-  CAVS_SMALL_GEMM_TALL=1 part bench_lstm lstm_gpu_bench_tall_tile 90 "$bin/lstm_gpu_benchmark" \
-    "$tabular"
 fi
 if want bench_ab all; then
   # Every element-wise and GEMM path at batch 256, overlapped and pipelined, in one process
@@ -168,25 +157,5 @@ if want bench_ab all; then
   part bench_paths tree_gpu_bench_paths 420 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter=BM_TreeLstmPaths --benchmark_enable_random_interleaving=true \
     --benchmark_report_aggregates_only=true
-fi
-if want tall; then
-  # The 64 x 16 tiles first (about 3 minutes): the kernel against the CPU, the engine with them
-  # on, memcheck and racecheck, the GEMM rows (the LSTM's recurrent GEMM, the Tree-LSTM's
-  # forward at 100 rows) against cuBLASLt and the 16 x 32 tiles, then the LSTM against cuDNN,
-  # three alternating pairs of processes without and with them.
-  part tests ops_cuda_tall 240 "$bin/ops_cuda_test" --gtest_brief=1 \
-    --gtest_filter='CudaKernels*Gemm*:CudaKernels*Tall*'
-  CAVS_SMALL_GEMM_TALL=1 part tests engine_tall_tile 90 "$bin/scheduler_engine_test" \
-    --gtest_brief=1
-  sanitize memcheck memcheck_tall 'CudaKernels*SmallGemm*:CudaKernels*Tall*'
-  sanitize racecheck racecheck_tall 'CudaKernels*SmallGemm*'
-  part bench_tree gemm_tall 60 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
-    --benchmark_filter='^BM_GemmCall/./(64/[134]|100/0)/'
-  for pair in 1 2 3; do
-    for tall in 0 1; do
-      CAVS_SMALL_GEMM_TALL=$tall part bench_lstm "lstm_tall_${tall}_$pair" 90 \
-        "$bin/lstm_gpu_benchmark" "$tabular"
-    done
-  done
 fi
 cat "$summary"

@@ -31,33 +31,23 @@ namespace cavs::ops {
                                               const float* a, int64_t lda, const float* b,
                                               int64_t ldb, float beta, float* c, int64_t ldc);
 
-// How the small GEMM runs a problem: its tiles, the shared memory PrepareSmallGemm allowed them
-// on the current device, and the splits of k (1: none) with their workspace, at least
-// splits x the tiles' outputs floats and a zeroed count per tile (small_gemm::Args).
-struct SmallGemmSetup {
-  small_gemm::TileShape tile = small_gemm::TileShape::kRound;
-  size_t shared_bytes = 0;
-  int splits = 1;
-  float* partial = nullptr;
-  unsigned* arrivals = nullptr;
-};
-
-// The same GEMM through the small-GEMM kernel (small_gemm.h; one launch) as `setup` says, where
-// it applies: a not transposed, 0 < m <= small_gemm::kMaxRows, k > 0, and a chunk's shared
-// memory within setup.shared_bytes. NotFound elsewhere (the caller then uses cuBLAS). `bias`
-// (or null): one row of n added to every row of c (Kernels::GemmBias), in the kernel's store.
-[[nodiscard]] absl::Status SmallGemmRowMajor(cudaStream_t stream, const SmallGemmSetup& setup,
-                                             bool trans_a, bool trans_b, int64_t m, int64_t n,
-                                             int64_t k, float alpha, const float* a, int64_t lda,
+// The same GEMM through the small-GEMM kernel (small_gemm.h; one launch), where it applies: a
+// not transposed, 0 < m <= small_gemm::kMaxRows, k > 0, and a chunk's shared memory within
+// `shared_bytes` (what PrepareSmallGemm allowed on the current device). NotFound elsewhere (the
+// caller then uses cuBLAS). `bias` (or null): one row of n added to every row of c
+// (Kernels::GemmBias), in the kernel's store.
+[[nodiscard]] absl::Status SmallGemmRowMajor(cudaStream_t stream, size_t shared_bytes, bool trans_a,
+                                             bool trans_b, int64_t m, int64_t n, int64_t k,
+                                             float alpha, const float* a, int64_t lda,
                                              const float* b, int64_t ldb, float beta, float* c,
                                              int64_t ldc, const float* bias = nullptr);
 
 // SmallGemmRowMajor's checks, and the kernel's arguments where it applies (NotFound elsewhere,
-// m or n 0 included), for kernels that run the small GEMM with other work (cuda_fused.h).
+// m or n 0 included).
 [[nodiscard]] absl::StatusOr<small_gemm::Args> SmallGemmArgs(
-    const SmallGemmSetup& setup, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-    float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-    int64_t ldc, const float* bias = nullptr);
+    size_t shared_bytes, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+    const float* bias = nullptr);
 
 // The same GEMM through cuBLASLt, with the descriptors and the algorithm chosen once per problem
 // (transposes, sizes, row strides, the operands' alignment, TF32, a bias) and reused: a call of a

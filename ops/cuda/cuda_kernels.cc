@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,13 +78,9 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
   // The small GEMM's shared memory, set once here (the device is current), not per launch. A
   // device that refuses leaves it nowhere to run (NotFound: cuBLAS takes its GEMMs).
-  for (const small_gemm::TileShape tile :
-       {small_gemm::TileShape::kRound, small_gemm::TileShape::kTall}) {
-    size_t& bytes = kernels->small_gemm_shared_bytes_[static_cast<int>(tile)];
-    if (PrepareSmallGemm(tile, &bytes) != cudaSuccess) {
-      (void)cudaGetLastError();
-      bytes = 0;
-    }
+  if (PrepareSmallGemm(&kernels->small_gemm_shared_bytes_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    kernels->small_gemm_shared_bytes_ = 0;
   }
   CAVS_RETURN_IF_ERROR(kernels->Configure(options));
   return kernels;
@@ -191,30 +186,14 @@ absl::Status CudaKernels::SetAllowTf32(bool allow) {
   return absl::OkStatus();
 }
 
-std::optional<CudaKernels::SmallGemmChoice> CudaKernels::SmallGemmFor(bool trans_a, bool trans_b,
-                                                                      int64_t m, int64_t n,
-                                                                      int64_t k) const {
-  using small_gemm::TileShape;
-  if (small_gemm_ == SmallGemm::kOff) return std::nullopt;
-  if (tall_tile_) {  // never where RoundTile is Faster
-    const int splits = small_gemm::TallSplits(trans_a, trans_b, m, n, k, num_sms_);
-    const int64_t chunk = splits > 0 ? (k + splits - 1) / splits : 0;  // at most kMaxChunk
-    if (splits > 0 &&
-        small_gemm::SharedFloats(TileShape::kTall, static_cast<int>(chunk)) * sizeof(float) <=
-            small_gemm_shared_bytes_[static_cast<int>(TileShape::kTall)]) {
-      return SmallGemmChoice{TileShape::kTall, splits};
-    }
-  }
-  if (small_gemm_ == SmallGemm::kEverywhere ||
-      small_gemm::Faster(trans_a, trans_b, m, n, k, num_sms_)) {
-    return SmallGemmChoice{TileShape::kRound, 1};
-  }
-  return std::nullopt;
+bool CudaKernels::UsesSmallGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) const {
+  return small_gemm_ == SmallGemm::kEverywhere ||
+         (small_gemm_ == SmallGemm::kWhereFaster &&
+          small_gemm::Faster(trans_a, trans_b, m, n, k, num_sms_));
 }
 
 absl::Status CudaKernels::MakeWorkspace() {
-  const size_t floats =
-      static_cast<size_t>(num_sms_) * static_cast<size_t>(small_gemm::TallTile::kOutputs);
+  const size_t floats = static_cast<size_t>(num_sms_) * static_cast<size_t>(kWorkspaceFloatsPerSm);
   void* arrivals = nullptr;
   void* partial = nullptr;
   cudaError_t err = cudaMalloc(&arrivals, num_sms_ * sizeof(unsigned));
@@ -233,16 +212,6 @@ absl::Status CudaKernels::MakeWorkspace() {
   return absl::OkStatus();
 }
 
-SmallGemmSetup CudaKernels::SetupFor(const SmallGemmChoice& choice) const {
-  SmallGemmSetup setup{choice.tile, small_gemm_shared_bytes_[static_cast<int>(choice.tile)],
-                       choice.splits};
-  if (choice.splits > 1) {
-    setup.partial = workspace_.partial;
-    setup.arrivals = workspace_.arrivals;
-  }
-  return setup;
-}
-
 absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                float alpha, const float* a, int64_t lda, const float* b,
                                int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -253,12 +222,11 @@ absl::Status CudaKernels::GemmBias(const GemmCall& g) {
   CAVS_RETURN_IF_ERROR(CheckGemmArgs(g.m, g.n, g.k, g.a, g.b, g.c));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  if (const std::optional<SmallGemmChoice> choice =
-          SmallGemmFor(g.trans_a, g.trans_b, g.m, g.n, g.k)) {
+  if (UsesSmallGemm(g.trans_a, g.trans_b, g.m, g.n, g.k)) {
     const absl::Status s =
-        SmallGemmRowMajor(backend_->stream(), SetupFor(*choice), g.trans_a, g.trans_b, g.m, g.n,
-                          g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, g.bias);
-    if (s.ok()) ++small_gemms_[static_cast<int>(choice->tile)];
+        SmallGemmRowMajor(backend_->stream(), small_gemm_shared_bytes_, g.trans_a, g.trans_b, g.m,
+                          g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, g.bias);
+    if (s.ok()) ++small_gemms_;
     if (!absl::IsNotFound(s)) return s;  // NotFound where it cannot: cuBLAS
   }
   if (lt_ != nullptr && g.k > 0) {

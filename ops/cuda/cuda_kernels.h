@@ -32,10 +32,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include <array>
 #include <cstddef>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -127,31 +125,17 @@ class CudaKernels final : public Kernels {
   std::string lt_last_tuning() const;
 
   // Where Gemm uses the small-GEMM kernel (small_gemm.h; one launch whose 16 x 32 tiles spread
-  // over the chip; fp32 whatever the TF32 setting): nowhere, where run 7 measured it faster than
-  // cuBLAS (small_gemm::Faster: the Tree-LSTM's forward rounds; the default), or wherever it
+  // over the chip; fp32 whatever the TF32 setting): nowhere, where measured faster than cuBLAS
+  // (small_gemm::Faster: the Tree-LSTM's forward rounds; the default), or wherever it
   // applies (a not transposed, m <= small_gemm::kMaxRows; for tests and A/B rows).
   using SmallGemm = SmallGemmUse;
   void SetSmallGemm(SmallGemm use) { small_gemm_ = use; }
   SmallGemm small_gemm() const { return small_gemm_; }
-  // Whether the small GEMM may take 64 x 16 tiles (small_gemm::TallTile) where its 16 x 32 tiles
-  // are not Faster and those are one wave, with k split over the multiprocessors the tiles
-  // leave (small_gemm::TallSplits: the LSTM's recurrent GEMM and its backward to h, the
-  // Tree-LSTM's backward to the children), in either setting above but off. Off.
-  void SetTallTile(bool on) { tall_tile_ = on; }
-  bool tall_tile() const { return tall_tile_; }
-  // How Gemm runs this problem on the small GEMM by the settings above, its tiles and splits of
-  // k (1: none); none for cuBLAS (before the small GEMM's own checks, which may still leave it
-  // to cuBLAS).
-  struct SmallGemmChoice {
-    small_gemm::TileShape tile;
-    int splits;
-  };
-  std::optional<SmallGemmChoice> SmallGemmFor(bool trans_a, bool trans_b, int64_t m, int64_t n,
-                                              int64_t k) const;
-  // The GEMMs that Gemm ran on the small GEMM so far, by tile (small_gemm::TileShape).
-  int64_t small_gemms(small_gemm::TileShape tile) const {
-    return small_gemms_[static_cast<int>(tile)];
-  }
+  // Whether Gemm takes the small GEMM for this problem by the setting above (before the small
+  // GEMM's own checks, which may still leave it to cuBLAS).
+  bool UsesSmallGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) const;
+  // The GEMMs that Gemm ran on the small GEMM so far.
+  int64_t small_gemms() const { return small_gemms_; }
 
   // Lets Gemm use TF32 tensor cores (off by default).
   [[nodiscard]] absl::Status SetAllowTf32(bool allow);
@@ -159,6 +143,9 @@ class CudaKernels final : public Kernels {
 
   CudaBackend* backend() const { return backend_; }
   int num_sms() const { return num_sms_; }  // the device's multiprocessors
+  // The reductions' workspace per multiprocessor, in floats (column sums' chunks, the loss
+  // statistics' blocks).
+  static constexpr int64_t kWorkspaceFloatsPerSm = 1024;
   cudaStream_t stream() const { return backend_->stream(); }
   cublasHandle_t cublas() const { return cublas_; }
 
@@ -170,8 +157,6 @@ class CudaKernels final : public Kernels {
                             int64_t rows) const;
   // Makes the reductions' workspace (workspace_), its counts zeroed on the stream.
   absl::Status MakeWorkspace();
-  // The setup of the small GEMM for `choice`, with the workspace where it needs one.
-  SmallGemmSetup SetupFor(const SmallGemmChoice& choice) const;
 
   CudaBackend* backend_;
   cublasHandle_t cublas_;
@@ -181,15 +166,12 @@ class CudaKernels final : public Kernels {
   std::unique_ptr<CublasLtGemm> lt_;
   bool allow_tf32_ = false;
   SmallGemm small_gemm_ = SmallGemm::kWhereFaster;
-  // PrepareSmallGemm's shared memory for this device, by small_gemm::TileShape (0: none).
-  std::array<size_t, 2> small_gemm_shared_bytes_{};
-  bool tall_tile_ = false;
-  std::array<int64_t, 2> small_gemms_{};  // by small_gemm::TileShape
-  // Where the blocks of a reduction split over blocks meet, made by Create: small GEMMs split
-  // over k (a partial tile for each of at most num_sms_ blocks, a count for each of at most
-  // num_sms_ tiles; small_gemm::TallSplits), column sums over row chunks (ColumnSum,
-  // ColumnDot) and the loss statistics over blocks (SoftmaxCrossEntropy). Kernels on the one
-  // stream take turns with it.
+  size_t small_gemm_shared_bytes_ = 0;  // PrepareSmallGemm's for this device (0: none)
+  int64_t small_gemms_ = 0;
+  // Where the blocks of a reduction split over blocks meet, made by Create: column sums over row
+  // chunks (ColumnSum, ColumnDot) and the loss statistics over blocks (SoftmaxCrossEntropy),
+  // kWorkspaceFloatsPerSm floats and a count per multiprocessor. Kernels on the one stream take
+  // turns with it.
   ReduceWorkspace workspace_;
   // Configure's settings for what the setters make later: the generated kernels' checks and
   // cache directory, and cuBLASLt's autotuning.

@@ -32,8 +32,8 @@ __device__ __forceinline__ void WaitCopies() {
 #endif
 }
 
-// Block-wide (kThreads threads): the products of tile (bx, by) of a T (RoundTile or TallTile)
-// over inputs k_begin .. k_end, parked as the slices' sums in `shared` (SharedFloats<T>(g.chunk)
+// Block-wide (kThreads threads): the products of tile (bx, by) of a T (RoundTile) over inputs
+// k_begin .. k_end, parked as the slices' sums in `shared` (SharedFloats<T>(g.chunk)
 // floats, 16-byte aligned). Every thread of the block calls it; it starts and ends with a
 // barrier.
 template <typename T>
@@ -62,32 +62,6 @@ template <typename T>
 __device__ __forceinline__ void RunTile(const Args& g, int bx, int by, float* shared) {
   AccumulateAndPark<T>(g, bx, by, 0, g.k, shared);
   Store<T>(g, bx, by, threadIdx.x, shared);
-}
-
-// Block-wide: split z of tile (bx, by) (g.splits > 1, small_gemm.h's Args), as the CUDA
-// samples' threadFenceReduction ends a reduction: the split's sums go to the workspace, each
-// thread fences its writes, thread 0 counts the split in, and the tile's last split to arrive
-// (whichever block that is) adds every split's sums in split order into C and sets the count
-// back to zero for the next launch.
-template <typename T>
-__device__ __forceinline__ void RunSplitTile(const Args& g, int bx, int by, int z, float* shared) {
-  const int k_begin = z * g.split_k, k_end = min(g.k, k_begin + g.split_k);
-  AccumulateAndPark<T>(g, bx, by, k_begin, k_end, shared);
-  const int tile = TileIndex<T>(g, bx, by);
-  StoreSplit<T>(g, tile, z, threadIdx.x, shared);
-  __threadfence();  // this thread's sums are visible to every block before the count
-  __syncthreads();  // every thread's, and the parked sums are read: shared[0] is free
-  unsigned* last = reinterpret_cast<unsigned*>(shared);
-  if (threadIdx.x == 0) {
-    const unsigned before = atomicAdd(g.arrivals + tile, 1u);
-    *last = before + 1 == static_cast<unsigned>(g.splits) ? 1u : 0u;
-    if (*last != 0) g.arrivals[tile] = 0;  // every split has counted: none adds again
-  }
-  __syncthreads();
-  if (*last != 0) {
-    __threadfence();  // the other splits' sums, read after their counts
-    StoreSplits<T>(g, bx, by, threadIdx.x);
-  }
 }
 
 }  // namespace cavs::ops::small_gemm

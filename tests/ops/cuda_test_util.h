@@ -67,11 +67,9 @@ class DeviceArray {
 // this goes out of scope (also after a failed ASSERT).
 class KeepGemmSettings {
  public:
-  explicit KeepGemmSettings(CudaKernels* k)
-      : k_(k), small_(k->small_gemm()), tall_(k->tall_tile()), lt_(k->cublas_lt()) {}
+  explicit KeepGemmSettings(CudaKernels* k) : k_(k), small_(k->small_gemm()), lt_(k->cublas_lt()) {}
   ~KeepGemmSettings() {
     k_->SetSmallGemm(small_);
-    k_->SetTallTile(tall_);
     EXPECT_TRUE(k_->SetCublasLt(lt_).ok());
   }
   KeepGemmSettings(const KeepGemmSettings&) = delete;
@@ -80,7 +78,7 @@ class KeepGemmSettings {
  private:
   CudaKernels* k_;
   CudaKernels::SmallGemm small_;
-  bool tall_, lt_;
+  bool lt_;
 };
 
 }  // namespace cavs::ops::testing

@@ -25,7 +25,6 @@
 #include "gtest/gtest.h"
 #include "ops/cpu/cpu_elementwise.h"
 #include "ops/cuda/column_reduce.h"
-#include "ops/cuda/small_gemm.h"
 #include "ops/ew_codegen.h"
 #include "tests/ops/ew_programs.h"
 #include "tests/ops/ops_test_util.h"
@@ -232,77 +231,6 @@ class EwEmulationTest : public ::testing::Test {
   std::vector<void*> loaded_;
 };
 
-// Runs the small GEMM's split kernel (small_gemm_tile.cuh's RunSplitTile in TallTiles): every
-// block of its grid (tiles x splits) at once, 512 threads each with its shared memory, so the
-// splits of a tile race to count themselves in as they do on the device.
-constexpr const char* kSplitRunner = R"(
-#include "ops/cuda/small_gemm_tile.cuh"
-extern "C" void cavs_emu_run_split(const cavs::ops::small_gemm::Args* g, long long shared_floats) {
-  namespace sg = cavs::ops::small_gemm;
-  using T = sg::TallTile;
-  const CavsEmuDim grid{static_cast<unsigned>((g->n + T::kCols - 1) / T::kCols),
-                        static_cast<unsigned>((g->m + T::kRows - 1) / T::kRows),
-                        static_cast<unsigned>(g->splits)};
-  CavsEmuRunGrid(grid, sg::kThreads, shared_floats, [&] {
-    sg::RunSplitTile<T>(*g, blockIdx.x, blockIdx.y, blockIdx.z, cavs_emu_shared);
-  });
-}
-)";
-
-// The split kernel on host threads against the CPU's GEMM: B transposed or not, a split past
-// the end of k, with and without a bias row (added once, by the last split); the counts are
-// back at zero after each launch, and the same workspace serves the next.
-TEST_F(EwEmulationTest, SplitKernel) {
-  absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
-  ASSERT_TRUE(cpu.ok());
-  void* so = Build("split_kernel", "", kSplitRunner, "the split kernel");
-  if (so == nullptr) return;
-  using Run = void (*)(const small_gemm::Args*, long long);
-  auto run = reinterpret_cast<Run>(dlsym(so, "cavs_emu_run_split"));
-  ASSERT_NE(run, nullptr);
-  using T = small_gemm::TallTile;
-  core::Rng rng(12);
-  std::vector<float> partial(8 * T::kOutputs);
-  std::vector<unsigned> arrivals(2, 0);
-  struct Case {
-    int m, n, k, splits;
-    bool trans_b, bias;
-  };
-  for (const Case& c : {Case{70, 16, 600, 3, true, false}, Case{64, 30, 300, 4, false, true},
-                        Case{3, 5, 130, 4, true, true}}) {
-    const std::string what = std::to_string(c.m) + " x " + std::to_string(c.n) + " x " +
-                             std::to_string(c.k) + " in " + std::to_string(c.splits) + " splits";
-    ASSERT_LE(small_gemm::Blocks<T>(c.m, c.n) * c.splits, 8) << what;
-    std::vector<float> a(c.m * c.k), b(c.k * c.n), got(c.m * c.n), want;
-    for (float& x : a) x = rng.Uniform(-1.0f, 1.0f);
-    for (float& x : b) x = rng.Uniform(-1.0f, 1.0f);
-    for (float& x : got) x = rng.Uniform(-1.0f, 1.0f);
-    want = got;
-    std::vector<float> bias_row(c.n);
-    for (float& x : bias_row) x = rng.Uniform(-1.0f, 1.0f);
-    const float* bias = c.bias ? bias_row.data() : nullptr;
-    const int split_k = (c.k + c.splits - 1) / c.splits;
-    small_gemm::Args g{
-        c.m,        c.n, c.k,       0.5f,    1.0f, a.data(), c.k, b.data(), c.trans_b ? c.k : c.n,
-        got.data(), c.n, c.trans_b, split_k, bias};
-    g.splits = c.splits;
-    g.split_k = split_k;
-    g.partial = partial.data();
-    g.arrivals = arrivals.data();
-    run(&g, small_gemm::SharedFloats<T>(split_k));
-    const Kernels::GemmCall on_cpu{false, c.trans_b,   c.m, c.n,      c.k,
-                                   0.5f,  a.data(),    c.k, b.data(), c.trans_b ? c.k : c.n,
-                                   1.0f,  want.data(), c.n, bias};
-    const std::vector<double> scale = testing::GemmScale(on_cpu);
-    ASSERT_TRUE((*cpu)->Gemm(on_cpu).ok());
-    // The splits and OpenBLAS sum in other orders: within twice the float32 bound of the sums.
-    EXPECT_TRUE(AllClose(got, std::vector<double>(want.begin(), want.end()),
-                         2 * testing::GemmErrorBound(c.k), 0.0, &scale))
-        << what << (c.bias ? ", bias" : "");
-    EXPECT_EQ(arrivals, std::vector<unsigned>(2, 0)) << what;
-  }
-}
-
 // Runs a column reduction (column_reduce.cuh), 256 threads a block: every block of its grid
 // (column blocks x chunks of rows) at once, so the chunks of a column block race to count
 // themselves in as they do on the device; or, with `order`, one block after another in that
@@ -338,7 +266,7 @@ extern "C" void cavs_emu_run_column_reduce(const cavs::ops::column_reduce::Args*
 // least 64 rows each, within the workspace, and one where a column block would have no count.
 // The figures are an H100's 132 multiprocessors and the workspace CudaKernels makes there.
 TEST(ColumnReduceTest, ChunksFillTheChipWithinTheWorkspace) {
-  const int64_t floats = 132 * small_gemm::TallTile::kOutputs;
+  const int64_t floats = 132 * 1024;  // an H100's (CudaKernels::kWorkspaceFloatsPerSm)
   EXPECT_EQ(column_reduce::Chunks(10000, 750, 132, floats, 132), 22);  // 24 column blocks
   EXPECT_EQ(column_reduce::Chunks(100, 750, 132, floats, 132), 2);     // 64 rows a chunk at least
   EXPECT_EQ(column_reduce::Chunks(10000, 5000, 132, floats, 132), 1);  // 157 column blocks

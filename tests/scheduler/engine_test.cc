@@ -256,10 +256,9 @@ TEST(EngineTest, SequenceCellsOnChains) {
 }
 
 // Cells wide enough that a round's GEMM of 64 rows is more than one wave of the small GEMM's
-// 16 x 32 tiles on an H100 (4 gates x 300 columns: 152 blocks) but one of its 64 x 16 tiles
-// (75), and the backward's to h (64 x 300 x 1200, B transposed) 19 of those: with
-// CAVS_SMALL_GEMM_TALL=1 (scripts/gpu_run.sh) the GPU runs the first in 64 x 16 tiles and the
-// second in them with k in 6 splits (small_gemm::TallSplits).
+// 16 x 32 tiles on an H100 (4 gates x 300 columns: 152 blocks), with the backward's to h
+// 64 x 300 x 1200, B transposed: on a GPU, cuBLAS's shapes unless the small GEMM is everywhere
+// (CAVS_SMALL_GEMM=1 in scripts/gpu_run.sh).
 TEST(EngineTest, WideSequenceCellsOnChains) {
   core::Rng rng(9);
   const std::vector<Graph> gs = Chains(rng, 64, 12);
