@@ -1,4 +1,4 @@
-// Host memory of a batch beyond its activations, per round (issue 21): one chain-shaped tree
+// Host memory of a batch beyond its activations, per round: one chain-shaped tree
 // of N rounds, (2 (2 a) (2 (2 a) ... (2 a))) -- a leaf and an inner vertex per round, the shape
 // of a long sentence -- trained one step (forward, backward) by the binary Tree-LSTM on the CPU.
 //

@@ -42,7 +42,7 @@
 //   ew_kernels: element-wise kernels generated so far in the process (0 with CAVS_CUDA_FUSED=0);
 //   gemm_tuned: GEMM classes autotuned so far in the process, gemm_sgemm: problems left to
 //   cublasSgemm (timed faster), gemm_planned: GEMM problems (shapes) planned.
-// A table against the issue #6 targets is printed last.
+// A table against the targets (docs/gpu_performance.md, "Against the targets") is printed last.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
@@ -441,7 +441,7 @@ class PathSetting {
 // step: 0 training with plans overlapped, 1 inference overlapped, 2 training pipelined,
 // 3 inference pipelined; batch 256. Run with --benchmark_enable_random_interleaving=true: the
 // repetitions of every configuration interleave, so a drift of the machine (engine rows moved
-// by up to 30% between processes in run 6) falls on all paths alike.
+// by up to 30% between processes on an H100) falls on all paths alike.
 void BM_TreeLstmPaths(benchmark::State& state) {
   if (!core::DeviceAvailable(core::DeviceType::kCuda)) {
     state.SkipWithError("no CUDA device");
@@ -833,7 +833,7 @@ BENCHMARK(BM_TreeLstmPaths)
     ->UseRealTime()
     ->MinTime(1.0);
 
-// Prints trees/s against the issue #6 targets.
+// Prints trees/s against the targets (docs/gpu_performance.md).
 class TargetReporter : public bench::RateReporter {
  public:
   void Finalize() override {

@@ -1,4 +1,4 @@
-// Fused element-wise kernels generated per program shape (issue #6): the analysis and the CUDA
+// Fused element-wise kernels generated per program shape: the analysis and the CUDA
 // source, device-agnostic (no CUDA type, built and tested in every configuration).
 //
 // Kernels::Elementwise gets a program of EwInstr with the round's pointers. The interpreter

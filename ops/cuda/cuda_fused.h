@@ -1,4 +1,4 @@
-// Generated fused element-wise kernels on CUDA (issue #6): NVRTC compiles the kernel that
+// Generated fused element-wise kernels on CUDA: NVRTC compiles the kernel that
 // ops/ew_codegen.h emits for a program's shape, once per process and shape, and
 // Kernels::Elementwise launches it instead of the interpreter (cuda_elementwise.cu).
 //

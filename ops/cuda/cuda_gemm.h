@@ -59,7 +59,7 @@ namespace cavs::ops {
 // Autotuning (off by default; SetAutotune, CudaKernelOptions::gemm_autotune turns it on). The
 // engine's rounds are GEMMs of a few to a few hundred rows against a weight matrix ([m, 300] x
 // [300, 750] for the Tree-LSTM's forward). Every algorithm cuBLAS's heuristic offers for them took
-// 9 us on an H100 at 64 rows (bench/RESULTS.md, run 6), for 0.4 us of arithmetic spread over the
+// 9 us on an H100 at 64 rows (bench/RESULTS.md), for 0.4 us of arithmetic spread over the
 // chip: with 64x128 or larger tiles, 6 of 132 multiprocessors have work. So the first problem of
 // each class (the transposes, TF32, and m, n and k each rounded up to a step of at most 1.5x)
 // times candidates on the caller's operands, writing a scratch matrix, behind a delay kernel
@@ -76,9 +76,9 @@ namespace cavs::ops {
 // a training run; under stream capture nothing is timed. A problem where cublasSgemm won, or
 // cuBLASLt has nothing, returns NotFound and the caller calls cublasSgemm. Tuned choices can
 // differ between runs (timings are noisy), so results can differ in the last bits between runs.
-// Measured (runs 6 and 7, H100): the weight gradients' GEMMs up to 1.28x faster (78 to 61 us
-// at k = 4,096), the rounds' GEMMs within 0.3 us of the heuristic's (about 9 us at 64 rows:
-// no tile or split-K configuration spreads 64 rows over the chip), so it stays off by default.
+// Measured on an H100 (bench/RESULTS.md): the weight gradients' GEMMs up to 1.28x faster (78 to 61
+// us at k = 4,096), the rounds' GEMMs within 0.3 us of the heuristic's (about 9 us at 64 rows: no
+// tile or split-K configuration spreads 64 rows over the chip), so it stays off by default.
 //
 // Alignment: cuBLASLt assumes 256-byte aligned operands unless told otherwise, and the engine
 // passes row offsets into its buffers; each problem records the alignment its pointers and row

@@ -15,10 +15,10 @@
 // up to summation order. SetAllowTf32(true) lets cuBLAS use TF32 tensor cores (about 10 bits of
 // mantissa in the products), faster and less exact.
 //
-// Gemm is, by default, the small-GEMM kernel where run 7 measured it faster (small_gemm.h:
+// Gemm is, by default, the small-GEMM kernel where it measured faster (small_gemm.h:
 // the Tree-LSTM's forward rounds, a few rows against a wide weight) and elsewhere cuBLASLt with
 // a plan memoized per problem (cuda_gemm.h: no heuristic query per call), falling back to
-// cublasSgemm where cuBLASLt has no algorithm. In run 7 (H100, batch 256, three processes)
+// cublasSgemm where cuBLASLt has no algorithm. On an H100 (batch 256, three processes)
 // cuBLASLt was ahead of cublasSgemm in 11 of 12 rows, and these defaults led every other path
 // in 3 of 4 rows of one process and tied the fourth (bench/RESULTS.md). How they run is set by
 // KernelOptions (ops/kernel_options.h; Configure), or one setting at a time by the setters:
