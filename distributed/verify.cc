@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/random.h"
 #include "core/status.h"
 
 namespace cavs::distributed {
@@ -65,12 +66,6 @@ std::vector<Record> Parse(const std::string& description) {
     records.push_back(std::move(r));
   }
   return records;
-}
-
-uint64_t Fnv1a(const std::string& s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
 }
 
 std::string ParamText(const Record& r) { return absl::StrCat("'", r.name, "' ", r.value); }
@@ -153,7 +148,7 @@ absl::Status VerifyConsistent(Communicator& comm, const Strategy& strategy,
   const std::string mine = Describe(strategy, store);
   const int w = comm.world_size();
   Tensor key = Tensor::Host({2}, DType::kInt64);
-  key.data<int64_t>()[0] = static_cast<int64_t>(Fnv1a(mine));
+  key.data<int64_t>()[0] = static_cast<int64_t>(core::Fnv1a(mine));
   key.data<int64_t>()[1] = static_cast<int64_t>(mine.size());
   CAVS_ASSIGN_OR_RETURN(Tensor key_dev, key.CopyTo(comm.buffer_device()));
   CAVS_ASSIGN_OR_RETURN(Tensor keys_dev, Tensor::Empty({2 * static_cast<int64_t>(w)}, DType::kInt64,
