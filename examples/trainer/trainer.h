@@ -246,8 +246,7 @@ uint64_t StepDropoutSeed(uint64_t seed, int64_t step);
 // extra samples; ranks past the batch's size get none).
 std::pair<size_t, size_t> RankSlice(size_t begin, size_t end, int rank, int world_size);
 
-// The rank an MPI launcher gave this process (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK), or
-// -1 when there is none: for error messages printed before a communicator exists.
-int LauncherRank();
+// The rank an MPI launcher gave this process, or -1 (distributed/communicator.h).
+using distributed::LauncherRank;
 
 }  // namespace cavs::trainer

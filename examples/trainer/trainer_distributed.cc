@@ -1,7 +1,6 @@
 // Trainer under mpirun: the communicator, the strategy and the gradient synchronizer; one
 // distributed epoch and step; sums over ranks. See trainer.h for the scheme.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -60,13 +59,6 @@ std::pair<size_t, size_t> RankSlice(size_t begin, size_t end, int rank, int worl
   const size_t base = n / w, extra = n % w;
   const size_t first = begin + r * base + std::min(r, extra);
   return {first, first + base + (r < extra ? 1 : 0)};
-}
-
-int LauncherRank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
-    if (const char* v = std::getenv(name); v != nullptr) return std::atoi(v);
-  }
-  return -1;
 }
 
 absl::Status Trainer::SetUpDistributed() {
