@@ -63,7 +63,7 @@ absl::StatusOr<Kernels*> GetKernels(core::Device device) {
       return absl::InvalidArgumentError(
           absl::StrCat("no kernels for cpu:", device.ordinal, ": the CPU is device cpu (0)"));
     }
-    return CpuKernels::Get();
+    return cpu::CpuKernels::Get();
   }
   EnsureBuiltinFactories(device.type);
   KernelsFactory factory;
@@ -93,7 +93,7 @@ absl::StatusOr<Kernels*> GetKernels(core::Device device) {
 }
 
 absl::Status SetKernelOptions(const KernelOptions& options) {
-  std::vector<Kernels*> kernels = {CpuKernels::Get()};
+  std::vector<Kernels*> kernels = {cpu::CpuKernels::Get()};
   {
     Registry& r = GetRegistry();
     std::lock_guard<std::mutex> lock(r.mu);

@@ -10,7 +10,7 @@
 #include "ops/cpu/cpu_reduce.h"
 #include "ops/cpu/cpu_softmax.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cpu {
 
 CpuKernels::CpuKernels() {
   CpuThreads();  // puts OpenBLAS in single-threaded mode
@@ -140,4 +140,4 @@ absl::Status CpuKernels::Fill(float* dst, int64_t n, float value) {
   return cpu::Fill(dst, n, value);
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

@@ -23,7 +23,7 @@
 #include "ops/ew_codegen.h"
 #include "ops/kernels.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cpu {
 
 class CpuKernels final : public Kernels {
  public:
@@ -86,4 +86,4 @@ class CpuKernels final : public Kernels {
   bool gemm_adds_bias_ = true;
 };
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

@@ -15,8 +15,7 @@
 
 #include "core/flush_denormal.h"
 
-namespace cavs::ops {
-namespace cpu {
+namespace cavs::ops::cpu {
 namespace {
 
 // How long an idle worker spins before it sleeps: long enough to bridge the gap between the
@@ -240,17 +239,15 @@ void ParallelForChunks(int64_t n, int64_t chunk_size, int64_t work_per_item,
   RunTasks(chunks, body);
 }
 
-}  // namespace cpu
-
 void SetCpuThreads(int n) {
-  cpu::PoolState& s = cpu::State();
+  PoolState& s = State();
   std::lock_guard<std::mutex> lock(s.mu);
-  cpu::Configure(s, n);
+  Configure(s, n);
 }
 
 int CpuThreads() {
-  cpu::EnsureConfigured();
-  return cpu::State().threads.load(std::memory_order_acquire);
+  EnsureConfigured();
+  return State().threads.load(std::memory_order_acquire);
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

@@ -17,7 +17,7 @@
 #include "ops/kernels.h"
 #include "tests/ops/ops_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cpu {
 namespace {
 
 using testing::AllClose;
@@ -205,4 +205,4 @@ TEST(CpuColumnTest, EmptyAndBadArguments) {
 }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

@@ -756,9 +756,9 @@ TEST(EngineTest, RoundsRecordTheLaunchesCounted) {
 // bias and runs the GEMM onto it: the results are the same (on NaN-poisoned buffers), and the
 // forward rounds record one launch more, as ForwardLaunchesPerRound counts.
 TEST(EngineTest, WithoutGemmBiasAFillStartsTheSum) {
-  ops::CpuKernels* cpu = ops::CpuKernels::Get();
+  ops::cpu::CpuKernels* cpu = ops::cpu::CpuKernels::Get();
   struct Restore {
-    ops::CpuKernels* k;
+    ops::cpu::CpuKernels* k;
     ~Restore() { k->SetGemmAddsBias(true); }
   } restore{cpu};
   cpu->SetGemmAddsBias(false);
