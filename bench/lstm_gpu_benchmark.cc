@@ -266,7 +266,7 @@ absl::Status CudnnLstm::Step(std::vector<int> lengths) {
 }
 
 void BM_CudnnLstm(benchmark::State& state) {
-  absl::StatusOr<ops::CudaBackend*> backend = ops::GetCudaBackend(0);
+  absl::StatusOr<ops::cuda::CudaBackend*> backend = ops::cuda::GetCudaBackend(0);
   if (!backend.ok()) return state.SkipWithError(backend.status().ToString().c_str());
   int max_tokens = 0;
   for (int b = 0; b < kNumBatches; ++b) max_tokens = std::max<int>(max_tokens, Tokens(b));

@@ -168,7 +168,7 @@ void Report(benchmark::State& state, const Totals& t, const scheduler::Engine& e
   // Launches: the recorded calls (a GEMM with its program counted as two).
   state.counters["kernels_per_batch"] = t.commands / n;
   // The element-wise path: kernels generated so far in the process (0: the interpreter).
-  if (absl::StatusOr<ops::CudaKernels*> k = ops::GetCudaKernels(0); k.ok()) {
+  if (absl::StatusOr<ops::cuda::CudaKernels*> k = ops::cuda::GetCudaKernels(0); k.ok()) {
     state.counters["ew_kernels"] = static_cast<double>((*k)->fused_kernels_compiled());
     state.counters["gemm_tuned"] = static_cast<double>((*k)->lt_classes_tuned());
     state.counters["gemm_sgemm"] = static_cast<double>((*k)->lt_problems_to_sgemm());
@@ -229,7 +229,7 @@ class TreeLstmRun {
   }
 
   absl::Status Init() {
-    CAVS_ASSIGN_OR_RETURN(backend_, ops::GetCudaBackend(0));
+    CAVS_ASSIGN_OR_RETURN(backend_, ops::cuda::GetCudaBackend(0));
     CAVS_ASSIGN_OR_RETURN(vertex::Function f, Model());
     f_ = std::make_unique<vertex::Function>(std::move(f));
     timer_ = std::make_unique<EventTimer>(backend_->stream());
@@ -357,7 +357,7 @@ class TreeLstmRun {
 
   const bool train_;
   std::vector<std::shared_ptr<const std::vector<scheduler::Graph>>> batches_;
-  ops::CudaBackend* backend_ = nullptr;
+  ops::cuda::CudaBackend* backend_ = nullptr;
   std::unique_ptr<vertex::Function> f_;
   std::unique_ptr<EventTimer> timer_;
   std::unique_ptr<core::ParameterStore> store_;
@@ -399,9 +399,9 @@ class PathSetting {
   // (cublasSgemm elsewhere), 5: the defaults (generated kernels, the small GEMM where faster,
   // cuBLASLt elsewhere). Paths 0 to 3 have the small GEMM off.
   static absl::StatusOr<PathSetting> Set(int path) {
-    CAVS_ASSIGN_OR_RETURN(ops::CudaKernels * k, ops::GetCudaKernels(0));
+    CAVS_ASSIGN_OR_RETURN(ops::cuda::CudaKernels * k, ops::cuda::GetCudaKernels(0));
     PathSetting s(k);
-    using Small = ops::CudaKernels::SmallGemm;
+    using Small = ops::cuda::CudaKernels::SmallGemm;
     k->SetSmallGemm(path == 4 ? Small::kEverywhere : path == 5 ? Small::kWhereFaster : Small::kOff);
     CAVS_RETURN_IF_ERROR(k->SetFusedElementwise(path != 3));
     const bool lt = path == 1 || path == 2 || path >= 5;
@@ -426,15 +426,15 @@ class PathSetting {
   }
 
  private:
-  explicit PathSetting(ops::CudaKernels* k)
+  explicit PathSetting(ops::cuda::CudaKernels* k)
       : k_(k),
         fused_(k->fused_elementwise()),
         lt_(k->cublas_lt()),
         tuning_(k->gemm_autotune()),
         small_(k->small_gemm()) {}
-  ops::CudaKernels* k_;
+  ops::cuda::CudaKernels* k_;
   bool fused_, lt_, tuning_;
-  ops::CudaKernels::SmallGemm small_;
+  ops::cuda::CudaKernels::SmallGemm small_;
 };
 
 // The paths against each other in one process: range(0) the path (PathSetting), range(1) the
@@ -516,7 +516,7 @@ absl::StatusOr<double> SgemmRate(cudaStream_t stream, int64_t m, int64_t n, int6
 }
 
 void BM_DeviceCeilings(benchmark::State& state) {
-  absl::StatusOr<ops::CudaBackend*> backend = ops::GetCudaBackend(0);
+  absl::StatusOr<ops::cuda::CudaBackend*> backend = ops::cuda::GetCudaBackend(0);
   if (!backend.ok()) {
     state.SkipWithError(backend.status().ToString().c_str());
     return;
@@ -570,7 +570,7 @@ CallTimes TimeCalls(benchmark::State& state, cudaStream_t stream, Call call) {
   double host_s = 0, device_ms = 0;
   for (auto _ : state) {
     if (!t.ok) break;
-    t.ok = ops::LaunchDelay(stream, 3'000'000) == cudaSuccess;  // 100 calls queue in ~1 ms
+    t.ok = ops::cuda::LaunchDelay(stream, 3'000'000) == cudaSuccess;  // 100 calls queue in ~1 ms
     cudaEventRecord(start, stream);
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < kCalls; ++i) t.ok = t.ok && call().ok();
@@ -601,7 +601,7 @@ void BM_FusedRound(benchmark::State& state) {
   const int64_t rows = state.range(2);
   ops::testing::EwProgram p = backward ? ops::testing::TreeLstmBackward(150, rows, 1)
                                        : ops::testing::TreeLstmForward(150, rows, 1);
-  absl::StatusOr<ops::CudaKernels*> kernels = ops::GetCudaKernels(0);
+  absl::StatusOr<ops::cuda::CudaKernels*> kernels = ops::cuda::GetCudaKernels(0);
   if (!kernels.ok()) {
     state.SkipWithError(kernels.status().ToString().c_str());
     return;
@@ -714,7 +714,7 @@ void BM_GemmCall(benchmark::State& state) {
                   : shape == 2 ? Shape{true, false, 300, 750, rows, "Tree-LSTM weight gradient"}
                   : shape == 3 ? Shape{false, false, rows, 2048, 512, "LSTM recurrent"}
                                : Shape{false, true, rows, 512, 2048, "LSTM backward to h"};
-  absl::StatusOr<ops::CudaKernels*> kernels = ops::GetCudaKernels(0);
+  absl::StatusOr<ops::cuda::CudaKernels*> kernels = ops::cuda::GetCudaKernels(0);
   if (!kernels.ok()) {
     state.SkipWithError(kernels.status().ToString().c_str());
     return;
@@ -760,7 +760,7 @@ void BM_GemmCall(benchmark::State& state) {
 // the part of a launch's host time that is ours.
 void BM_LaunchFloor(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));
-  absl::StatusOr<ops::CudaKernels*> kernels = ops::GetCudaKernels(0);
+  absl::StatusOr<ops::cuda::CudaKernels*> kernels = ops::cuda::GetCudaKernels(0);
   if (!kernels.ok()) {
     state.SkipWithError(kernels.status().ToString().c_str());
     return;
@@ -777,7 +777,7 @@ void BM_LaunchFloor(benchmark::State& state) {
   const CallTimes t = TimeCalls(state, stream, [&]() -> absl::Status {
     switch (mode) {
       case 0:
-        return CAVS_CUDA_STATUS(ops::LaunchDelay(stream, 0));
+        return CAVS_CUDA_STATUS(ops::cuda::LaunchDelay(stream, 0));
       case 1:
         return CAVS_CUDA_STATUS(cudaMemsetAsync(dst, 0, sizeof(float), stream));
       case 2:

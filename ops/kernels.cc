@@ -1,6 +1,6 @@
 // The kernels registry: DeviceType -> factory, and the process's KernelOptions. The CPU kernels
 // need no registration (they are constructed on first use, so static-initialization order never
-// matters); CUDA kernels are registered by cavs::ops::RegisterCudaKernels() (ops/cuda), which
+// matters); CUDA kernels are registered by cavs::ops::cuda::RegisterCudaKernels() (ops/cuda), which
 // GetKernels calls once on the first request for a CUDA device. Calling it explicitly, rather than
 // relying on a static initializer alone, keeps the linker from dropping the CUDA objects out of the
 // static library.
@@ -20,8 +20,10 @@
 namespace cavs::ops {
 
 #if defined(CAVS_OPS_HAVE_CUDA_KERNELS)
+namespace cuda {
 // Defined in ops/cuda: registers the CUDA factory (and core's CUDA backend).
 void RegisterCudaKernels();
+}  // namespace cuda
 #endif
 
 namespace {
@@ -42,7 +44,7 @@ void EnsureBuiltinFactories(core::DeviceType type) {
 #if defined(CAVS_OPS_HAVE_CUDA_KERNELS)
   if (type == core::DeviceType::kCuda) {
     static std::once_flag once;
-    std::call_once(once, [] { RegisterCudaKernels(); });
+    std::call_once(once, [] { cuda::RegisterCudaKernels(); });
   }
 #else
   (void)type;

@@ -13,7 +13,7 @@
 
 #include "core/host_device.h"
 
-namespace cavs::ops::block_meet {
+namespace cavs::ops::cuda::block_meet {
 
 // A float of the workspace where the blocks meet, through L2 only on the GPU (other blocks write
 // and read it within one launch, and L1 is not coherent between multiprocessors).
@@ -72,4 +72,4 @@ __device__ __forceinline__ void Meet(float value, int block, int blocks, int tid
   }
 }
 
-}  // namespace cavs::ops::block_meet
+}  // namespace cavs::ops::cuda::block_meet

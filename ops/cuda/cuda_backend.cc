@@ -10,7 +10,7 @@
 #include "core/status.h"
 #include "ops/cuda/cuda_status.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 int CudaDeviceCount() {
   int count = 0;
@@ -313,4 +313,4 @@ absl::Status PinnedStaging::Upload(void* dst, size_t bytes) {
   return absl::OkStatus();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -30,7 +30,7 @@
 #include "ops/cuda/cuda_allocator.h"
 #include "ops/cuda/cuda_device_guard.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 class PinnedStaging;
 
@@ -128,4 +128,4 @@ class PinnedStaging {
   bool pending_ = false;
 };
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

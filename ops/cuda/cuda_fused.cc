@@ -22,7 +22,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/nvrtc_status.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -393,4 +393,4 @@ absl::Status CudaFusedElementwise::LaunchKernel(cudaStream_t stream, const Compi
   return absl::OkStatus();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -34,7 +34,7 @@
 #include "ops/kernel_options.h"
 #include "ops/kernels.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 // NVRTC: `source` (which may include "core/philox.h") to a cubin for sm_<arch> (e.g. 90), or,
 // where this NVRTC does not know that architecture, to PTX for the newest one below it (the
@@ -125,4 +125,4 @@ class CudaFusedElementwise {
   absl::flat_hash_map<uint64_t, Shaped> shapes_;
 };
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

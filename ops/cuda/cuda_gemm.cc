@@ -17,7 +17,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/small_gemm.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -528,4 +528,4 @@ absl::Status CublasLtGemm::Run(cudaStream_t stream, bool allow_tf32, bool trans_
   return absl::OkStatus();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "ops/cuda/small_gemm.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 // c: [m, n] = alpha * op(a) op(b) + beta * c (row-major; see Kernels::Gemm). Queued on the
 // handle's stream with the handle's math mode.
@@ -205,4 +205,4 @@ class CublasLtGemm {
   std::string last_tuning_;
 };
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

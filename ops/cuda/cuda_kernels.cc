@@ -22,7 +22,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/small_gemm.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -394,4 +394,4 @@ absl::StatusOr<CudaKernels*> GetCudaKernels(int ordinal) {
   return (*all)[ordinal];
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

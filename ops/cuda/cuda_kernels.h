@@ -44,7 +44,7 @@
 #include "ops/cuda/small_gemm.h"
 #include "ops/kernels.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 class CudaFusedElementwise;
 class CublasLtGemm;
@@ -184,4 +184,4 @@ class CudaKernels final : public Kernels {
 // machine has no such device.
 [[nodiscard]] absl::StatusOr<CudaKernels*> GetCudaKernels(int ordinal);
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

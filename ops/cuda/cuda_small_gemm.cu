@@ -3,7 +3,7 @@
 #include "ops/cuda/cuda_small_gemm.h"
 #include "ops/cuda/small_gemm_tile.cuh"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -54,4 +54,4 @@ cudaError_t LaunchSmallGemm(cudaStream_t stream, const sg::Args& g) {
   return Launch<sg::RoundTile>(stream, g);
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

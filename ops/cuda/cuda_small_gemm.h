@@ -7,7 +7,7 @@
 
 #include "ops/cuda/small_gemm.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 // Opts the kernel in to as much shared memory as it can use on the current device (a chunk of
 // small_gemm::kMaxChunk inputs, or less where the device allows less) and returns the bytes a
@@ -21,4 +21,4 @@ cudaError_t PrepareSmallGemm(size_t* shared_bytes);
 // 0 < g.m <= small_gemm::kMaxRows, g.n > 0, g.k > 0, g.chunk = min(g.k, small_gemm::kMaxChunk).
 cudaError_t LaunchSmallGemm(cudaStream_t stream, const small_gemm::Args& g);
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

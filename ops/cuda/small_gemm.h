@@ -34,7 +34,7 @@
 
 #include "core/host_device.h"
 
-namespace cavs::ops::small_gemm {
+namespace cavs::ops::cuda::small_gemm {
 
 inline constexpr int kSlices = 16;             // warps, each over 1/kSlices of a chunk's k
 inline constexpr int kThreads = 32 * kSlices;  // 512
@@ -253,4 +253,4 @@ CAVS_HOST_DEVICE inline void Store(const Args& g, int bx, int by, int tid, const
   }
 }
 
-}  // namespace cavs::ops::small_gemm
+}  // namespace cavs::ops::cuda::small_gemm

@@ -5,7 +5,7 @@
 
 #include "ops/cuda/small_gemm.h"
 
-namespace cavs::ops::small_gemm {
+namespace cavs::ops::cuda::small_gemm {
 
 // One float into shared memory without waiting for it (cp.async, 4 bytes, from sm_80; a plain
 // copy before); zero past the edges.
@@ -64,4 +64,4 @@ __device__ __forceinline__ void RunTile(const Args& g, int bx, int by, float* sh
   Store<T>(g, bx, by, threadIdx.x, shared);
 }
 
-}  // namespace cavs::ops::small_gemm
+}  // namespace cavs::ops::cuda::small_gemm

@@ -25,7 +25,7 @@
 #include "tests/ops/ops_test_util.h"
 #include "tests/testing/temp_dir.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 namespace {
 
 using testing::AllClose;
@@ -319,4 +319,4 @@ TEST_F(CudaFusedTest, AShapeCompilesOnce) {
 }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

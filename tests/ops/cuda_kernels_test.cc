@@ -19,7 +19,7 @@
 #include "tests/ops/cuda_test_util.h"
 #include "tests/ops/ops_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 namespace {
 
 using testing::AllClose;
@@ -556,4 +556,4 @@ INSTANTIATE_TEST_SUITE_P(HeuristicAndTuned, CublasLtTest, ::testing::Bool(),
                          });
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -16,7 +16,7 @@
 #include "tests/ops/cuda_test_util.h"
 #include "tests/ops/ops_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 namespace {
 
 using testing::AllClose;
@@ -206,4 +206,4 @@ TEST_F(CudaOptimizerTest, OptimizerStepOnCudaParameters) {
 }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

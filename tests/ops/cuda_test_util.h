@@ -22,8 +22,8 @@ namespace cavs::ops::testing {
   } while (0)
 
 // The backend of cuda:0. REQUIRES: a device is present.
-inline CudaBackend* Backend0() {
-  absl::StatusOr<CudaBackend*> backend = GetCudaBackend(0);
+inline cuda::CudaBackend* Backend0() {
+  absl::StatusOr<cuda::CudaBackend*> backend = cuda::GetCudaBackend(0);
   CAVS_CHECK(backend.ok(), backend.status().ToString());
   return *backend;
 }
@@ -67,7 +67,8 @@ class DeviceArray {
 // this goes out of scope (also after a failed ASSERT).
 class KeepGemmSettings {
  public:
-  explicit KeepGemmSettings(CudaKernels* k) : k_(k), small_(k->small_gemm()), lt_(k->cublas_lt()) {}
+  explicit KeepGemmSettings(cuda::CudaKernels* k)
+      : k_(k), small_(k->small_gemm()), lt_(k->cublas_lt()) {}
   ~KeepGemmSettings() {
     k_->SetSmallGemm(small_);
     EXPECT_TRUE(k_->SetCublasLt(lt_).ok());
@@ -76,8 +77,8 @@ class KeepGemmSettings {
   KeepGemmSettings& operator=(const KeepGemmSettings&) = delete;
 
  private:
-  CudaKernels* k_;
-  CudaKernels::SmallGemm small_;
+  cuda::CudaKernels* k_;
+  cuda::CudaKernels::SmallGemm small_;
   bool lt_;
 };
 

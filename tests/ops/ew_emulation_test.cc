@@ -238,9 +238,9 @@ class EwEmulationTest : public ::testing::Test {
 // chooses which chunk arrives last.
 constexpr const char* kColumnReduceRunner = R"(
 #include "ops/cuda/column_reduce.cuh"
-extern "C" void cavs_emu_run_column_reduce(const cavs::ops::column_reduce::Args* g,
+extern "C" void cavs_emu_run_column_reduce(const cavs::ops::cuda::column_reduce::Args* g,
                                            const int* order) {
-  namespace cr = cavs::ops::column_reduce;
+  namespace cr = cavs::ops::cuda::column_reduce;
   const unsigned columns = static_cast<unsigned>((g->w + cr::kColumns - 1) / cr::kColumns);
   auto block = [g](unsigned bx, unsigned by) {
     if (g->y != nullptr) {
@@ -267,13 +267,14 @@ extern "C" void cavs_emu_run_column_reduce(const cavs::ops::column_reduce::Args*
 // The figures are an H100's 132 multiprocessors and the workspace CudaKernels makes there.
 TEST(ColumnReduceTest, ChunksFillTheChipWithinTheWorkspace) {
   const int64_t floats = 132 * 1024;  // an H100's (CudaKernels::kWorkspaceFloatsPerSm)
-  EXPECT_EQ(column_reduce::Chunks(10000, 750, 132, floats, 132), 22);  // 24 column blocks
-  EXPECT_EQ(column_reduce::Chunks(100, 750, 132, floats, 132), 2);     // 64 rows a chunk at least
-  EXPECT_EQ(column_reduce::Chunks(10000, 5000, 132, floats, 132), 1);  // 157 column blocks
-  EXPECT_EQ(column_reduce::Chunks(1000000, 5, 132, floats, 132), 528);
-  EXPECT_EQ(column_reduce::Chunks(1000000, 5, 132, 1000, 132), 31);  // 32 floats a chunk
-  EXPECT_EQ(column_reduce::Chunks(1, 5, 132, floats, 132), 1);
-  EXPECT_EQ(column_reduce::Chunks(10000, 750, 132, floats, 0), 1);  // no workspace
+  EXPECT_EQ(cuda::column_reduce::Chunks(10000, 750, 132, floats, 132), 22);  // 24 column blocks
+  EXPECT_EQ(cuda::column_reduce::Chunks(100, 750, 132, floats, 132),
+            2);  // 64 rows a chunk at least
+  EXPECT_EQ(cuda::column_reduce::Chunks(10000, 5000, 132, floats, 132), 1);  // 157 column blocks
+  EXPECT_EQ(cuda::column_reduce::Chunks(1000000, 5, 132, floats, 132), 528);
+  EXPECT_EQ(cuda::column_reduce::Chunks(1000000, 5, 132, 1000, 132), 31);  // 32 floats a chunk
+  EXPECT_EQ(cuda::column_reduce::Chunks(1, 5, 132, floats, 132), 1);
+  EXPECT_EQ(cuda::column_reduce::Chunks(10000, 750, 132, floats, 0), 1);  // no workspace
 }
 
 // ColumnSum and ColumnDot's kernel on host threads against the CPU: one chunk of rows, and
@@ -286,7 +287,7 @@ TEST_F(EwEmulationTest, ColumnReduceKernel) {
   ASSERT_TRUE(cpu.ok());
   void* so = Build("column_reduce", "", kColumnReduceRunner, "the column reduction");
   if (so == nullptr) return;
-  using Run = void (*)(const column_reduce::Args*, const int*);
+  using Run = void (*)(const cuda::column_reduce::Args*, const int*);
   auto run = reinterpret_cast<Run>(dlsym(so, "cavs_emu_run_column_reduce"));
   ASSERT_NE(run, nullptr);
   core::Rng rng(14);
@@ -320,10 +321,12 @@ TEST_F(EwEmulationTest, ColumnReduceKernel) {
     ASSERT_TRUE((c.dot ? (*cpu)->ColumnDot(x.data(), ld, y.data(), ld, c.m, c.w, want.data())
                        : (*cpu)->ColumnSum(x.data(), ld, c.m, c.w, alpha, want.data()))
                     .ok());
-    ASSERT_LE(c.chunks * column_reduce::PaddedWidth(c.w), static_cast<int64_t>(partial.size()))
+    ASSERT_LE(c.chunks * cuda::column_reduce::PaddedWidth(c.w),
+              static_cast<int64_t>(partial.size()))
         << what;
-    const int blocks =
-        static_cast<int>((c.w + column_reduce::kColumns - 1) / column_reduce::kColumns) * c.chunks;
+    const int blocks = static_cast<int>((c.w + cuda::column_reduce::kColumns - 1) /
+                                        cuda::column_reduce::kColumns) *
+                       c.chunks;
     std::vector<std::vector<int>> orders(4, std::vector<int>(blocks));
     for (int b = 0; b < blocks; ++b) orders[0][b] = b;
     orders[1].assign(orders[0].rbegin(), orders[0].rend());
@@ -334,9 +337,9 @@ TEST_F(EwEmulationTest, ColumnReduceKernel) {
     std::vector<float> first;
     for (int launch = 0; launch < 6; ++launch) {
       std::vector<float> got = dst0;
-      column_reduce::Args g{x.data(), ld,        c.dot ? y.data() : nullptr,      ld,
-                            c.m,      c.w,       (c.m + c.chunks - 1) / c.chunks, c.chunks,
-                            alpha,    got.data()};
+      cuda::column_reduce::Args g{x.data(), ld,        c.dot ? y.data() : nullptr,      ld,
+                                  c.m,      c.w,       (c.m + c.chunks - 1) / c.chunks, c.chunks,
+                                  alpha,    got.data()};
       g.partial = partial.data();
       g.arrivals = arrivals.data();
       run(&g, launch < 2 ? nullptr : orders[launch - 2].data());

@@ -20,7 +20,7 @@
 #include "ops/kernels.h"
 #include "tests/ops/ops_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 namespace {
 
 namespace sg = small_gemm;
@@ -264,4 +264,4 @@ void ExpectFewBankConflicts() {
 TEST(SmallGemmTest, FewBankConflictsInSharedMemory) { ExpectFewBankConflicts<sg::RoundTile>(); }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda
