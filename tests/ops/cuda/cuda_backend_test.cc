@@ -15,7 +15,7 @@
 #include "ops/cuda/cuda_register.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/kernels.h"
-#include "tests/ops/cuda_test_util.h"
+#include "tests/ops/cuda/cuda_test_util.h"
 
 namespace cavs::ops::cuda {
 namespace {

@@ -16,7 +16,7 @@
 #include "ops/cuda/cuda_small_gemm.h"
 #include "ops/cuda/small_gemm.h"
 #include "ops/kernels.h"
-#include "tests/ops/cuda_test_util.h"
+#include "tests/ops/cuda/cuda_test_util.h"
 #include "tests/ops/ops_test_util.h"
 
 namespace cavs::ops::cuda {

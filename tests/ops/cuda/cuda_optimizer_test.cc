@@ -13,7 +13,7 @@
 #include "core/parameter.h"
 #include "gtest/gtest.h"
 #include "ops/cuda/cuda_register.h"
-#include "tests/ops/cuda_test_util.h"
+#include "tests/ops/cuda/cuda_test_util.h"
 #include "tests/ops/ops_test_util.h"
 
 namespace cavs::ops::cuda {

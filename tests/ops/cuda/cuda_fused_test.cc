@@ -20,7 +20,7 @@
 #include "gtest/gtest.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/ew_codegen.h"
-#include "tests/ops/cuda_test_util.h"
+#include "tests/ops/cuda/cuda_test_util.h"
 #include "tests/ops/ew_programs.h"
 #include "tests/ops/ops_test_util.h"
 #include "tests/testing/temp_dir.h"
