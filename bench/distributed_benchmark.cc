@@ -317,7 +317,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 absl::Status Main(int argc, char** argv) {
   CAVS_ASSIGN_OR_RETURN(Flags f, ParseFlags(argc, argv));
-  ops::SetCpuThreads(f.threads);
+  ops::cpu::SetCpuThreads(f.threads);
   CAVS_ASSIGN_OR_RETURN(auto comm, distributed::MakeCommunicator("auto", {absl::Seconds(600)}));
   CAVS_ASSIGN_OR_RETURN(distributed::Topology topology, comm->DiscoverTopology());
   CAVS_ASSIGN_OR_RETURN(Data d, LoadData(f));

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernel_environment.h"
 #include "core/parameter.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/cuda_status.h"
@@ -265,7 +266,7 @@ absl::Status CudnnLstm::Step(std::vector<int> lengths) {
 }
 
 void BM_CudnnLstm(benchmark::State& state) {
-  absl::StatusOr<ops::CudaBackend*> backend = ops::GetCudaBackend(0);
+  absl::StatusOr<ops::cuda::CudaBackend*> backend = ops::cuda::GetCudaBackend(0);
   if (!backend.ok()) return state.SkipWithError(backend.status().ToString().c_str());
   int max_tokens = 0;
   for (int b = 0; b < kNumBatches; ++b) max_tokens = std::max<int>(max_tokens, Tokens(b));
@@ -298,4 +299,11 @@ BENCHMARK(BM_CudnnLstm)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2
 }  // namespace
 }  // namespace cavs
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  cavs::bench::ApplyKernelEnvironment("lstm_gpu_benchmark");
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,4 +1,4 @@
-// Host memory of a batch beyond its activations, per round (issue 21): one chain-shaped tree
+// Host memory of a batch beyond its activations, per round: one chain-shaped tree
 // of N rounds, (2 (2 a) (2 (2 a) ... (2 a))) -- a leaf and an inner vertex per round, the shape
 // of a long sentence -- trained one step (forward, backward) by the binary Tree-LSTM on the CPU.
 //
@@ -17,6 +17,7 @@
 #include <new>
 #include <vector>
 
+#include "bench/kernel_environment.h"
 #include "core/parameter.h"
 #include "scheduler/engine.h"
 #include "scheduler/graph.h"
@@ -107,4 +108,11 @@ BENCHMARK(BM_HostMemoryPerRound)
 }  // namespace
 }  // namespace cavs
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  cavs::bench::ApplyKernelEnvironment("round_memory_benchmark");
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

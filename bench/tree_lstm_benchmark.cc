@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "bench/bench_common.h"
+#include "bench/kernel_environment.h"
 #include "core/optimizer.h"
 #include "core/parameter.h"
 #include "examples/data/sst_reader.h"
@@ -447,6 +448,7 @@ class RatioReporter : public bench::RateReporter {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  cavs::bench::ApplyKernelEnvironment("tree_lstm_benchmark");
   cavs::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

@@ -56,6 +56,11 @@ class Backend {
   // backend has no better host memory than the caller's own (the CPU). REQUIRES: one caller
   // at a time per device.
   [[nodiscard]] virtual absl::StatusOr<void*> HostStaging(size_t /*bytes*/) { return nullptr; }
+  // A block of at least `bytes` of the backend's page-locked host memory, from a pool shared by
+  // every user of it (its readbacks, the distributed layer's host staging), back in the pool when
+  // the last copy of the pointer goes. CopyFromHost from such a block waits for the copy.
+  // nullptr where the backend has none (the CPU, or none to be had).
+  virtual std::shared_ptr<void> PinnedHostBlock(size_t /*bytes*/) { return nullptr; }
   // Queues a copy of every part to host memory the Readback owns, after the work queued so far,
   // and returns without waiting where the backend can (CUDA: pinned memory and an event); the
   // default copies with CopyToHost, so it has waited when it returns. The device memory must

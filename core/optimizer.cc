@@ -127,7 +127,7 @@ using optimizer_internal::AdagradRun;
 using optimizer_internal::AdamRun;
 using optimizer_internal::SgdRun;
 
-class CpuKernels final : public OptimizerKernels {
+class CpuOptimizerKernelsImpl final : public OptimizerKernels {
  public:
   absl::Status Sgd(const SgdHyper& h, absl::Span<const OptimizerSlot> slots) override {
     ScopedFlushDenormal flush;  // core/flush_denormal.h
@@ -184,7 +184,7 @@ KernelRegistry& GetKernelRegistry() {
 }  // namespace
 
 OptimizerKernels* CpuOptimizerKernels() {
-  static CpuKernels* kernels = new CpuKernels();
+  static CpuOptimizerKernelsImpl* kernels = new CpuOptimizerKernelsImpl();
   return kernels;
 }
 

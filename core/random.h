@@ -31,15 +31,19 @@
 
 namespace cavs::core {
 
-// FNV-1a, 64 bit: a hash of a name that is the same in every process and on every machine.
-constexpr uint64_t HashName(std::string_view name) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : name) {
+// FNV-1a, 64 bit: `h` (the hash so far; kFnv1aBasis to start) extended by `bytes`. The same in
+// every process and on every machine, unlike absl::Hash.
+inline constexpr uint64_t kFnv1aBasis = 0xcbf29ce484222325ull;
+constexpr uint64_t Fnv1a(std::string_view bytes, uint64_t h = kFnv1aBasis) {
+  for (char c : bytes) {
     h ^= static_cast<uint8_t>(c);
     h *= 0x100000001b3ull;
   }
   return h;
 }
+
+// A hash of a name: FNV-1a of its bytes.
+constexpr uint64_t HashName(std::string_view name) { return Fnv1a(name); }
 
 // A sequential reader of one Philox stream. Its whole state is (seed, stream, offset), where
 // offset counts the 32-bit words drawn so far; State()/FromState() carry it through a

@@ -96,11 +96,32 @@ int64_t SliceElements(const core::Shape& shape) {
   return n;
 }
 
+namespace {
+
+// What each MPI launcher sets in the processes it starts (Open MPI's mpirun, MPICH's Hydra,
+// PMIx): the variable of the rank and the one of the world size.
+struct LauncherVariables {
+  const char* rank;
+  const char* size;
+};
+constexpr LauncherVariables kLaunchers[] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                            {"PMI_RANK", "PMI_SIZE"},
+                                            {"PMIX_RANK", "PMIX_RANK"}};
+
+}  // namespace
+
 bool LaunchedByMpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
-    if (std::getenv(var) != nullptr) return true;
+  for (const LauncherVariables& v : kLaunchers) {
+    if (std::getenv(v.size) != nullptr) return true;
   }
   return false;
+}
+
+int LauncherRank() {
+  for (const LauncherVariables& v : kLaunchers) {
+    if (const char* r = std::getenv(v.rank); r != nullptr) return std::atoi(r);
+  }
+  return -1;
 }
 
 // ---- Work ---------------------------------------------------------------------------------------

@@ -252,15 +252,19 @@ class Communicator {
 };
 
 // Builds a communicator. `kind`: "single" (world size 1), "mpi", "nccl" (GPU buffers, bootstrap
-// over MPI), or "auto": MPI when the process was started by an MPI launcher (mpirun/mpiexec set
-// OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK), else single. MPI is initialized on first use and
+// over MPI), or "auto": MPI when the process was started by an MPI launcher (LaunchedByMpi),
+// else single. MPI is initialized on first use and
 // finalized at process exit. Errors: an unknown kind; a backend this build lacks; a failure to
 // set up the backend (within options.timeout).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(
     absl::string_view kind, const CommOptions& options = {});
 
-// True if an MPI launcher started this process (the test "auto" uses).
+// True if an MPI launcher started this process (the test "auto" uses): it set a world size
+// (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK).
 bool LaunchedByMpi();
+// The rank an MPI launcher gave this process (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK), or -1
+// when there is none: for messages printed before a communicator exists.
+int LauncherRank();
 
 // First-dimension slices of a tensor of `shape` (1 for a scalar) and elements per slice.
 int64_t NumSlices(const core::Shape& shape);

@@ -1,8 +1,8 @@
 // HostStaging: a host buffer standing in for a tensor while a host-only transport (MPI) works on
 // it. For a host tensor it is the tensor's own memory (no copy); for a device tensor it is
-// page-locked host memory when the CUDA runtime can provide it (pageable memory otherwise),
-// filled from the device at creation if asked and written back by Finish() if asked. Page-locked
-// blocks are pooled by size class, since allocating them costs milliseconds.
+// a block of the device backend's page-locked host memory (core::Backend::PinnedHostBlock, pooled
+// by the backend) where it has one (pageable memory otherwise), filled from the device at
+// creation if asked and written back by Finish() if asked.
 //
 // Thread-safety: a HostStaging is used by one thread; the pool behind it is internally locked.
 #pragma once

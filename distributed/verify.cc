@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/random.h"
 #include "core/status.h"
 
 namespace cavs::distributed {
@@ -67,12 +69,6 @@ std::vector<Record> Parse(const std::string& description) {
   return records;
 }
 
-uint64_t Fnv1a(const std::string& s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 std::string ParamText(const Record& r) { return absl::StrCat("'", r.name, "' ", r.value); }
 
 // The message for the first difference between rank 0's and rank r's records at index i, or ""
@@ -122,10 +118,19 @@ std::string FirstMismatch(const std::vector<std::string>& descriptions) {
   return "the descriptions differ in a way this check cannot name";
 }
 
-// Every rank's description, given every rank's length in bytes.
+// Every rank's description.
 absl::StatusOr<std::vector<std::string>> GatherDescriptions(Communicator& comm,
-                                                            const std::string& mine,
-                                                            const std::vector<int64_t>& lengths) {
+                                                            const std::string& mine) {
+  const int w = comm.world_size();
+  Tensor length = Tensor::Host({1}, DType::kInt64);
+  length.data<int64_t>()[0] = static_cast<int64_t>(mine.size());
+  CAVS_ASSIGN_OR_RETURN(Tensor length_dev, length.CopyTo(comm.buffer_device()));
+  CAVS_ASSIGN_OR_RETURN(Tensor lengths_dev, Tensor::Empty({static_cast<int64_t>(w)}, DType::kInt64,
+                                                          comm.buffer_device()));
+  CAVS_RETURN_IF_ERROR(comm.AllGather(length_dev, lengths_dev));
+  CAVS_ASSIGN_OR_RETURN(Tensor lengths_host, lengths_dev.CopyTo(core::Device::Cpu()));
+  const std::vector<int64_t> lengths(lengths_host.data<int64_t>(),
+                                     lengths_host.data<int64_t>() + w);
   std::vector<int64_t> words(lengths.size());
   int64_t total = 0;
   for (size_t r = 0; r < lengths.size(); ++r) total += words[r] = (lengths[r] + 7) / 8;
@@ -148,32 +153,42 @@ absl::StatusOr<std::vector<std::string>> GatherDescriptions(Communicator& comm,
 
 }  // namespace
 
+absl::StatusOr<std::optional<RankDifference>> FirstDifference(
+    Communicator& comm, const std::vector<std::string>& values) {
+  const int64_t n = static_cast<int64_t>(values.size()), w = comm.world_size();
+  Tensor mine = Tensor::Host({2 * n}, DType::kInt64);
+  for (int64_t i = 0; i < n; ++i) {
+    mine.data<int64_t>()[2 * i] = static_cast<int64_t>(core::Fnv1a(values[i]));
+    mine.data<int64_t>()[2 * i + 1] = static_cast<int64_t>(values[i].size());
+  }
+  CAVS_ASSIGN_OR_RETURN(Tensor mine_dev, mine.CopyTo(comm.buffer_device()));
+  CAVS_ASSIGN_OR_RETURN(Tensor all_dev,
+                        Tensor::Empty({2 * n * w}, DType::kInt64, comm.buffer_device()));
+  CAVS_RETURN_IF_ERROR(comm.AllGather(mine_dev, all_dev));
+  CAVS_ASSIGN_OR_RETURN(Tensor all, all_dev.CopyTo(core::Device::Cpu()));
+  const int64_t* k = all.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t r = 1; r < w; ++r) {
+      const int64_t* theirs = k + 2 * (r * n + i);
+      if (theirs[0] != k[2 * i] || theirs[1] != k[2 * i + 1]) {
+        return RankDifference{i, static_cast<int>(r)};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 absl::Status VerifyConsistent(Communicator& comm, const Strategy& strategy,
                               const core::ParameterStore& store) {
   const std::string mine = Describe(strategy, store);
-  const int w = comm.world_size();
-  Tensor key = Tensor::Host({2}, DType::kInt64);
-  key.data<int64_t>()[0] = static_cast<int64_t>(Fnv1a(mine));
-  key.data<int64_t>()[1] = static_cast<int64_t>(mine.size());
-  CAVS_ASSIGN_OR_RETURN(Tensor key_dev, key.CopyTo(comm.buffer_device()));
-  CAVS_ASSIGN_OR_RETURN(Tensor keys_dev, Tensor::Empty({2 * static_cast<int64_t>(w)}, DType::kInt64,
-                                                       comm.buffer_device()));
-  CAVS_RETURN_IF_ERROR(comm.AllGather(key_dev, keys_dev));
-  CAVS_ASSIGN_OR_RETURN(Tensor keys, keys_dev.CopyTo(core::Device::Cpu()));
-  const int64_t* k = keys.data<int64_t>();
-  std::vector<int64_t> lengths;
-  bool same = true;
-  for (int r = 0; r < w; ++r) {
-    lengths.push_back(k[2 * r + 1]);
-    same = same && k[2 * r] == k[0] && k[2 * r + 1] == k[1];
-  }
-  if (same) {
+  CAVS_ASSIGN_OR_RETURN(std::optional<RankDifference> difference, FirstDifference(comm, {mine}));
+  if (!difference.has_value()) {
     absl::Status valid = ValidateStrategy(strategy, store);
     if (valid.ok()) return valid;
     return absl::FailedPreconditionError(
         absl::StrCat("the strategy does not fit the model (on every rank): ", valid.message()));
   }
-  CAVS_ASSIGN_OR_RETURN(std::vector<std::string> all, GatherDescriptions(comm, mine, lengths));
+  CAVS_ASSIGN_OR_RETURN(std::vector<std::string> all, GatherDescriptions(comm, mine));
   return absl::FailedPreconditionError(
       absl::StrCat("ranks disagree on the model or the strategy: ", FirstMismatch(all)));
 }

@@ -1,4 +1,4 @@
-// Fused element-wise kernels generated per program shape (issue #6): the analysis and the CUDA
+// Fused element-wise kernels generated per program shape: the analysis and the CUDA
 // source, device-agnostic (no CUDA type, built and tested in every configuration).
 //
 // Kernels::Elementwise gets a program of EwInstr with the round's pointers. The interpreter
@@ -102,8 +102,8 @@ bool EwFingerprintMatches(const std::vector<int64_t>& fingerprint, const EwInstr
 
 // Checks callers' shape promises: the first program of each shape is remembered (fingerprint
 // and plan key); a later one with the same fingerprint must plan to the same key. The CPU
-// kernels run it when CAVS_VERIFY_EW_SHAPES=1 (the tests), so the engine's shapes are checked
-// on every machine. Thread-safe.
+// kernels run it with KernelOptions::verify_ew_shapes (the tests), so the engine's shapes are
+// checked on every machine. Thread-safe.
 class EwShapeChecker {
  public:
   [[nodiscard]] absl::Status Check(const EwInstr* program, int count, int64_t rows, uint64_t shape);
@@ -113,9 +113,6 @@ class EwShapeChecker {
   absl::flat_hash_map<uint64_t, std::pair<std::vector<int64_t>, std::vector<int64_t>>> seen_
       ABSL_GUARDED_BY(mu_);
 };
-
-// Whether the environment asks for shape checks (CAVS_VERIFY_EW_SHAPES=1).
-bool VerifyEwShapesFromEnv();
 
 // A name for the plan's kernel: "cavs_ew_", the CRC-32 of the key and its length; the same in
 // every process, so the on-disk kernel cache (cuda_fused.h) finds it again.
@@ -132,8 +129,7 @@ std::string EwKernelName(const EwKernelPlan& plan);
 std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name);
 
 // The kernel's body alone, as a device function for `threads` threads (a multiple of 32)
-// that runs the rows of block `block`, for kernels that run a program after other work (a
-// forward round's GEMM, ops/cuda/cuda_fused.h):
+// that runs the rows of block `block`, for kernels that run a program among other work:
 //   __device__ void <name>(const unsigned char* program, long long rows, int rows_per_block,
 //                          long long block)
 // with its includes. Every thread of the block calls it (it may contain block-wide barriers);
@@ -141,27 +137,6 @@ std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name);
 std::string EmitEwBodyCuda(const EwKernelPlan& plan, const std::string& name, int threads);
 
 inline constexpr int kEwKernelThreads = 256;
-
-// A forward round in one launch (Kernels::GemmThenElementwise, ops/cuda/cuda_fused.h): the
-// CUDA source of the kernel that runs the small GEMM (ops/cuda/small_gemm_tile.cuh, in
-// RoundTiles, with g's bias row if it has one) over its grid's blocks, a grid-wide barrier
-// (small_gemm::GridBarrier), then
-// `plan`'s program (EmitEwBodyCuda, small_gemm::kThreads threads a block), grid-strided over
-// both:
-//   extern "C" __global__ void <name>(small_gemm::Args g, const unsigned char* program,
-//                                     long long rows, int rows_per_block, unsigned* barrier)
-// Launched cooperatively (every block resident, or the launch is refused), with the larger of
-// the GEMM's and the program's dynamic shared memory. Saves the program's launch, about 4.6 us
-// of host time and the device's wait for it, per round (docs/gpu_performance.md). The shared
-// memory's declaration is replaceable, as the program body's is (CAVS_ROUND_SHARED), so that
-// tests/ops/ew_emulation_test.cc runs the whole kernel on host threads.
-std::string EmitRoundKernelCuda(const EwKernelPlan& plan, const std::string& name);
-
-// Rows per block of the program in a round kernel of `grid` blocks: the rows spread over the
-// grid, no more than `shared_floats` of dynamic shared memory hold (plan.shared_width a row),
-// and rows * width within 32 bits. 0 where not one row fits.
-int64_t RoundRowsPerBlock(int64_t rows, int64_t width, int64_t shared_width, int64_t grid,
-                          int64_t shared_floats);
 
 // Rows per block of an element-wise launch, the interpreter's and the generated kernels': about
 // 4096 elements a block (a few per thread) for rows `width` wide, but no fewer blocks than
@@ -173,16 +148,13 @@ int64_t EwRowsPerBlock(int64_t rows, int64_t width, int num_sms);
 // order least like the row-by-row one): the operands not taken from a register are read at the
 // top of the element's body, values forwarded in per-element registers, scratch read across
 // columns or segments kept in a row of its own. Float pointers must be host memory. The CPU
-// kernels run programs this way with CAVS_CPU_EW_AS_PLANNED=1, so the engine suite checks the
-// plans of real programs on machines without a GPU.
+// kernels run programs this way with KernelOptions::cpu.ew_as_planned, so the engine suite
+// checks the plans of real programs on machines without a GPU.
 void RunEwPlanOnHost(const EwKernelPlan& plan, const EwInstr* program, int64_t rows);
 
 // One element of `in` on the host, in scalar float arithmetic (RunEwPlanOnHost's): a and b its
 // operands, d the dst's old value (kAccumulate), `row` for a dropout's uid, c the column.
 // REQUIRES: in.op != kSum.
 float EwApplyOnHost(const EwInstr& in, float a, float b, float d, int64_t row, int64_t c);
-
-// Whether the environment asks the CPU kernels for it (CAVS_CPU_EW_AS_PLANNED=1).
-bool EwAsPlannedFromEnv();
 
 }  // namespace cavs::ops

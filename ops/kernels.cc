@@ -1,22 +1,29 @@
-// The kernels registry: DeviceType -> factory. The CPU kernels need no registration (they are
-// constructed on first use, so static-initialization order never matters); CUDA kernels are
-// registered by cavs::ops::RegisterCudaKernels() (ops/cuda), which GetKernels calls once on
-// the first request for a CUDA device. Calling it explicitly, rather than relying on a static
-// initializer alone, keeps the linker from dropping the CUDA objects out of the static library.
+// The kernels registry: DeviceType -> factory, and the process's KernelOptions. The CPU kernels
+// need no registration (they are constructed on first use, so static-initialization order never
+// matters); CUDA kernels are registered by cavs::ops::cuda::RegisterCudaKernels() (ops/cuda), which
+// GetKernels calls once on the first request for a CUDA device. Calling it explicitly, rather than
+// relying on a static initializer alone, keeps the linker from dropping the CUDA objects out of the
+// static library.
 #include "ops/kernels.h"
 
 #include <map>
 #include <mutex>
+#include <set>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status.h"
 #include "ops/cpu/cpu_kernels.h"
 
 namespace cavs::ops {
 
 #if defined(CAVS_OPS_HAVE_CUDA_KERNELS)
+namespace cuda {
 // Defined in ops/cuda: registers the CUDA factory (and core's CUDA backend).
 void RegisterCudaKernels();
+}  // namespace cuda
 #endif
 
 namespace {
@@ -24,6 +31,8 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<core::DeviceType, KernelsFactory> factories;
+  KernelOptions options;
+  std::set<Kernels*> in_use;  // returned by a factory: SetKernelOptions configures them
 };
 
 Registry& GetRegistry() {
@@ -35,7 +44,7 @@ void EnsureBuiltinFactories(core::DeviceType type) {
 #if defined(CAVS_OPS_HAVE_CUDA_KERNELS)
   if (type == core::DeviceType::kCuda) {
     static std::once_flag once;
-    std::call_once(once, [] { RegisterCudaKernels(); });
+    std::call_once(once, [] { cuda::RegisterCudaKernels(); });
   }
 #else
   (void)type;
@@ -56,7 +65,7 @@ absl::StatusOr<Kernels*> GetKernels(core::Device device) {
       return absl::InvalidArgumentError(
           absl::StrCat("no kernels for cpu:", device.ordinal, ": the CPU is device cpu (0)"));
     }
-    return CpuKernels::Get();
+    return cpu::CpuKernels::Get();
   }
   EnsureBuiltinFactories(device.type);
   KernelsFactory factory;
@@ -77,7 +86,40 @@ absl::StatusOr<Kernels*> GetKernels(core::Device device) {
     return absl::InternalError(
         absl::StrCat("the kernels factory for ", device.DebugString(), " returned null"));
   }
+  if (kernels.ok()) {
+    Registry& r = GetRegistry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.in_use.insert(*kernels);
+  }
   return kernels;
+}
+
+absl::Status SetKernelOptions(const KernelOptions& options) {
+  std::vector<Kernels*> kernels = {cpu::CpuKernels::Get()};
+  {
+    Registry& r = GetRegistry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.options = options;
+    kernels.insert(kernels.end(), r.in_use.begin(), r.in_use.end());
+  }
+  absl::Status status;
+  for (Kernels* k : kernels) status.Update(k->Configure(options));
+  return status;
+}
+
+KernelOptions GetKernelOptions() {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.options;
+}
+
+absl::StatusOr<std::string> ApplyEnvironmentKernelOptions(const std::string& program) {
+  const EnvironmentOverride env = KernelOptionsFromEnvironment(GetKernelOptions());
+  if (env.read.empty()) return std::string();
+  CAVS_RETURN_IF_ERROR(SetKernelOptions(env.options));
+  return absl::StrCat(program,
+                      ": kernel options from the environment: ", absl::StrJoin(env.read, " "),
+                      " -> ", KernelOptionsString(env.options));
 }
 
 }  // namespace cavs::ops

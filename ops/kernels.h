@@ -8,7 +8,8 @@
 //
 // One implementation per device: ops/cpu (OpenBLAS and loops, always built) and ops/cuda
 // (cuBLAS and custom kernels, built with CAVS_WITH_CUDA). Each registers itself; executors
-// find theirs with GetKernels(device). Every implementation is checked against the CPU one
+// find theirs with GetKernels(device); how they run is set per process by SetKernelOptions
+// (kernel_options.h). Every implementation is checked against the CPU one
 // by tests/ops/kernels_equivalence_test.cc.
 //
 // Thread-safety: an implementation is used by one executor thread at a time.
@@ -17,11 +18,13 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/device.h"
+#include "ops/kernel_options.h"
 
 namespace cavs::ops {
 
@@ -119,6 +122,14 @@ class Kernels {
   virtual ~Kernels() = default;
   virtual core::Device device() const = 0;
 
+  // Takes this device's part of `options` (kernel_options.h). SetKernelOptions calls it on every
+  // device's kernels; an engine asks ElementwiseScratch() when it is created, so a change of
+  // element-wise path belongs before. Switching a path waits for the queued work that uses it.
+  [[nodiscard]] virtual absl::Status Configure(const KernelOptions& options) {
+    (void)options;
+    return absl::OkStatus();
+  }
+
   // c: [m, n] = alpha * op(a) op(b) + beta * c, op(a): [m, k], op(b): [k, n]; transposes
   // are of the stored row-major matrices (a stored [k, m] when trans_a).
   [[nodiscard]] virtual absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
@@ -174,9 +185,9 @@ class Kernels {
   // A GEMM, then an element-wise program that may read what it wrote: Gemm(g.trans_a, g.trans_b,
   // g.m, ..., g.ldc), then Elementwise(host, device, count, rows, shape), queued in that order.
   // The engine records a round's GEMM and the fused step right after it this way, so that a
-  // device may run both in one launch (CUDA with CAVS_FUSED_ROUND=1: the small GEMM, a
-  // grid-wide barrier and the program's generated kernel, ops/cuda/cuda_fused.h). By default,
-  // the two calls.
+  // device may run both in one launch (FusesGemmThenElementwise). By default, and on every
+  // device, the two calls (on CUDA one cooperative launch per round measured no faster:
+  // bench/RESULTS.md, "One launch per round").
   //
   // `bias` (null: none) is one row of n added to every row of c after the product:
   // c = alpha * op(a) op(b) + beta * c + bias (Gemm(const GemmCall&) below).
@@ -291,5 +302,20 @@ using KernelsFactory = std::function<absl::StatusOr<Kernels*>(int ordinal)>;
 void RegisterKernels(core::DeviceType type, KernelsFactory factory);
 // The kernels of `device`; an error naming the device if this build or machine has none.
 [[nodiscard]] absl::StatusOr<Kernels*> GetKernels(core::Device device);
+
+// How every device's kernels run, for the whole process (the kernels are shared by every engine
+// on a device): the CPU kernels and those of each device already in use take it now (Configure),
+// kernels made later take it when they are made. Errors: the first a device's kernels returned
+// (the others still took theirs); the options are kept either way.
+[[nodiscard]] absl::Status SetKernelOptions(const KernelOptions& options);
+// What SetKernelOptions last set (the defaults before).
+KernelOptions GetKernelOptions();
+
+// For a binary's main, once at start-up (never called by the library): where the environment
+// sets any CAVS_* kernel variable (kernel_options.h), sets the process's options to
+// GetKernelOptions() with those applied, and returns the line to print, "<program>: kernel
+// options from the environment: CAVS_PACKED_GEMM=0 ... -> cpu{...} ..."; else changes nothing
+// and returns "". Errors: SetKernelOptions's.
+[[nodiscard]] absl::StatusOr<std::string> ApplyEnvironmentKernelOptions(const std::string& program);
 
 }  // namespace cavs::ops

@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const vertex::Function* f
   e->store_ = store;
   e->options_ = options;
   CAVS_ASSIGN_OR_RETURN(e->kernels_, ops::GetKernels(options.device));
+  if (options.kernels.has_value()) CAVS_RETURN_IF_ERROR(ops::SetKernelOptions(*options.kernels));
   e->compiled_ = std::make_unique<Compiled>();
   static_cast<internal::Compiled&>(*e->compiled_) =
       internal::Compile(e->function_, e->kernels_->ElementwiseScratch());

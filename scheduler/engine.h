@@ -25,12 +25,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/backend.h"
 #include "core/parameter.h"
 #include "core/tensor.h"
+#include "ops/kernel_options.h"
 #include "ops/kernels.h"
 #include "scheduler/executor_common.h"
 #include "scheduler/plan.h"
@@ -63,6 +65,11 @@ struct EngineOptions {
   core::Device device = core::Device::Cpu();
   PlanOptions plan;
   PhaseTimer* phase_timer = nullptr;  // not owned; may be null
+  // How the device's kernels run (ops/kernel_options.h). Set: Create applies it with
+  // ops::SetKernelOptions, for the whole process (a device's kernels are shared by every engine
+  // on it; the last set wins). Unset: the kernels run as the process last set them (the
+  // defaults, unless a binary's environment override or another engine changed them).
+  std::optional<ops::KernelOptions> kernels;
   // A check for tests: each batch's buffers are filled with NaN before its ops run (one more
   // Fill), so that an op reading rows no op wrote (the rows a GEMM skips as known zero or
   // unread, say) turns the results NaN instead of reading what the last batch left there.

@@ -3,7 +3,7 @@
 // Engine::PlanBatch) runs beside the device's work and scales with the host's cores.
 //
 // A GPU step at large batches is bounded by the host: planning 256 SST trees took about as
-// long as the device's whole step in the benchmarks of issue #6 (docs/gpu_performance.md). One
+// long as the device's whole step on an H100 (docs/gpu_performance.md). One
 // planning thread hides the plan behind the step as long as the plan is shorter than the step;
 // several threads, each planning a different upcoming batch, keep it hidden when it is not.
 //

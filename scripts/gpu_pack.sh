@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs the GPU checks of issue #6 for one call of the device tool (a lent H100/H200; see
+# Packs the GPU checks for one call of the device tool (a lent H100/H200; see
 # /work/.library/device/README.md): builds the default configuration's GPU tests, benchmarks and
 # trainer here, and copies them with the shared libraries a bare CUDA image lacks (Abseil,
 # OpenBLAS, GoogleTest, Google Benchmark, Open MPI, libstdc++; not the CUDA libraries, which the

@@ -1,36 +1,27 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine from the repository root, over what scripts/gpu_pack.sh packed
 # into .gpucarry/: the CUDA tests (with every generated kernel's shape verified; the engine's
-# again with its GEMMs through cublasSgemm alone, cuBLASLt autotuned, the small-GEMM kernel
-# wherever it applies, and forward rounds in one launch), SST training (also with one launch
-# per round), compute-sanitizer memcheck and racecheck on the CUDA op
+# again with its GEMMs through cublasSgemm alone, cuBLASLt autotuned and the small-GEMM kernel
+# wherever it applies), SST training, compute-sanitizer memcheck and racecheck on the CUDA op
 # suite, the Tree-LSTM benchmark (the defaults: generated element-wise kernels, the small GEMM
-# where faster, cuBLASLt elsewhere; its batch-256 rows again with one launch per round), its
-# batch-256 rows for every element-wise and GEMM path in
+# where faster, cuBLASLt elsewhere), its batch-256 rows for every element-wise and GEMM path in
 # one process (BM_TreeLstmPaths, random interleaving), and the LSTM-vs-cuDNN benchmark (the
-# defaults, cuBLASLt autotuned, cublasSgemm, the small GEMM with one launch per round). One log
-# per group under $OUT (default: .gpucarry/out; 6 files, the device tool returns at most 8); a
-# part that fails is reported and the rest still run.
+# defaults, cuBLASLt autotuned, cublasSgemm). One log per group under $OUT (default:
+# .gpucarry/out; 6 files, the device tool returns at most 8); a part that fails is reported and
+# the rest still run. The kernel paths are chosen with the binaries' CAVS_* environment override
+# (ops/kernel_options.h), which each binary reads once at start-up.
 #
-#   bash .gpucarry/run.sh [verify] [settle] [tests] [bench] [bench_ab] [all] [round] [tall]
+#   bash .gpucarry/run.sh [verify] [tests] [bench] [bench_ab] [all]
 #
-# `verify` (about 7 minutes on an H200) runs every correctness part at once (16 host cores), then
-# the default benchmarks, the one-launch round and the folded rows, BM_TreeLstmPaths 5 to 7 and
-# the LSTM with and without the 64 x 16 tiles; `settle` (about 4 minutes) the round kernel's
-# tests under memcheck and racecheck, then the launch floor, BM_FusedRound and the default rows.
+# `verify` (about 6 minutes on an H200) runs every correctness part at once (16 host cores), then
+# the default benchmarks, the folded rows and BM_TreeLstmPaths 5.
 #
 # Several modes run in one call, in the order above whatever order they are given in (each
 # part still under its own timeout; keep a call's total under the tool's 10 minutes).
 #
-# `round` measures the one-launch forward round (CAVS_FUSED_ROUND) alone: its tests, memcheck
-# and racecheck, then its benchmark rows against the defaults (about 5 minutes). `tall` does the
-# same for the small GEMM's 64 x 16 tiles (CAVS_SMALL_GEMM_TALL): the LSTM's recurrent GEMM
-# against cuBLASLt and the LSTM against cuDNN with and without them (about 3 minutes).
-#
 # Each of `tests`, `bench` and `bench_ab` (the A/B rows) stays under the tool's 10 minutes per
-# call (every part has a timeout); in run 7 on an H100 they took about 1.5, 3 and 2 minutes
-# (since then `tests` runs SST and the engine once more, and `bench_ab` has 8 paths, not 6):
-# if the device may be withdrawn, run `tests`, then `bench`, then `bench_ab`.
+# call (every part has a timeout); on an H100 they took about 1.5, 3 and 2 minutes: if the
+# device may be withdrawn, run `tests`, then `bench`, then `bench_ab`.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 OUT="${OUT:-$PWD/out}"
@@ -89,24 +80,8 @@ want() {  # want <mode>...: whether any of them was asked for (all asks for the 
   return 1
 }
 nvidia-smi -L | tee -a "$summary"
-if want settle; then
-  # After verify (about 4 minutes): the round kernel's test with the GEMM compared against the
-  # scale of its sums, under memcheck and racecheck too, then the launch floor, the round's
-  # GEMM + program as one and two launches, and the Tree-LSTM rows on the defaults.
-  vdir=$(mktemp -d)
-  vpart ops_cuda_fused 150 env CAVS_VERIFY_EW_SHAPES=1 "$bin/ops_cuda_test" --gtest_brief=1 \
-    --gtest_filter='CudaFused*:*CublasLt*'
-  vpart memcheck_round 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
-    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaFusedTest.Round*'
-  vpart racecheck_round 150 compute-sanitizer --tool racecheck --error-exitcode 1 \
-    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaFusedTest.Round*'
-  vjoin
-  part bench_tree tree_gpu_bench 200 "$bin/tree_lstm_gpu_benchmark" \
-    --benchmark_counters_tabular=true \
-    --benchmark_filter='^(BM_LaunchFloor|BM_FusedRound/0/[23]/|BM_TreeLstm/)'
-fi
 if want verify; then
-  # Everything since run 7 in one call of about 9 minutes. The correctness parts run at once
+  # Every check in one call of about 6 minutes. The correctness parts run at once
   # (the machine has 16 host cores; NVRTC's first compiles dominate a fresh machine), each with
   # its own log, joined into tests.log; then the benchmarks one after another on an idle GPU.
   export CAVS_VERIFY_EW_SHAPES=1
@@ -118,49 +93,32 @@ if want verify; then
   vpart engine 150 "$bin/scheduler_engine_test" --gtest_brief=1
   vpart engine_sgemm 150 env CAVS_CUBLASLT=0 CAVS_SMALL_GEMM=0 "$bin/scheduler_engine_test" \
     --gtest_brief=1
-  vpart engine_fused_round 150 env CAVS_FUSED_ROUND=1 "$bin/scheduler_engine_test" --gtest_brief=1
-  vpart engine_small_fused_round 150 env CAVS_SMALL_GEMM=1 CAVS_FUSED_ROUND=1 \
-    "$bin/scheduler_engine_test" --gtest_brief=1
-  vpart engine_tall_tile 150 env CAVS_SMALL_GEMM_TALL=1 "$bin/scheduler_engine_test" \
-    --gtest_brief=1
+  vpart engine_small_gemm 150 env CAVS_SMALL_GEMM=1 "$bin/scheduler_engine_test" --gtest_brief=1
   vpart trainer 150 "$bin/trainer_test" --gtest_brief=1 --gtest_filter='*Cuda*'
-  vpart trainer_fused_round 150 env CAVS_FUSED_ROUND=1 "$bin/trainer_test" --gtest_brief=1 \
-    --gtest_filter='*Cuda*'
   if [[ -f data/sst_train.txt && -f data/sst_dev.txt ]]; then
     vpart trainer_sst 200 "$bin/cavs-train" "${sst_flags[@]}"
-    vpart trainer_sst_fused_round 200 env CAVS_FUSED_ROUND=1 "$bin/cavs-train" "${sst_flags[@]}"
   fi
   vpart memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/ops_cuda_test" \
     --gtest_brief=1 --gtest_filter='CudaFused*:CudaKernels*:*CublasLt*'
   vpart racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 1 \
     "$bin/ops_cuda_test" --gtest_brief=1 \
-    --gtest_filter='CudaKernels*SmallGemm*:CudaKernels*Tall*:CudaFused*:CudaKernels*Column*:CudaKernels*Softmax*'
+    --gtest_filter='CudaKernels*SmallGemm*:CudaFused*:CudaKernels*Column*:CudaKernels*Softmax*'
   vjoin
   unset CAVS_VERIFY_EW_SHAPES
   tabular=--benchmark_counters_tabular=true
   part bench_tree tree_gpu_bench 170 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter='^(BM_DeviceCeilings|BM_LaunchFloor|BM_GemmCall|BM_FusedRound|BM_TreeLstm/)'
-  CAVS_FUSED_ROUND=1 part bench_tree tree_gpu_bench_fused_round 60 \
-    "$bin/tree_lstm_gpu_benchmark" "$tabular" \
-    --benchmark_filter='^BM_TreeLstm/(infer_pipelined|train_pipelined)/256'
   CAVS_BENCH_FOLDED=1 part bench_tree tree_gpu_bench_folded 40 "$bin/tree_lstm_gpu_benchmark" \
     "$tabular" --benchmark_filter='^BM_TreeLstm/infer_pipelined/256'
-  part bench_paths paths_round 100 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
-    --benchmark_filter='^BM_TreeLstmPaths/[567]/' --benchmark_enable_random_interleaving=true \
+  part bench_paths paths_defaults 60 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter='^BM_TreeLstmPaths/5/' --benchmark_enable_random_interleaving=true \
     --benchmark_report_aggregates_only=true
-  for pair in 1 2; do
-    for tall in 0 1; do
-      CAVS_SMALL_GEMM_TALL=$tall part bench_lstm "lstm_tall_${tall}_$pair" 40 \
-        "$bin/lstm_gpu_benchmark" "$tabular"
-    done
-  done
-  CAVS_SMALL_GEMM=1 CAVS_FUSED_ROUND=1 part bench_lstm lstm_small_fused_round 40 \
-    "$bin/lstm_gpu_benchmark" "$tabular"
+  part bench_lstm lstm_gpu_bench 40 "$bin/lstm_gpu_benchmark" "$tabular"
 fi
 if want tests all; then
   export CAVS_VERIFY_EW_SHAPES=1
   # 240 s: on a fresh machine the generated kernels are compiled (NVRTC) before the disk cache
-  # has them; that took 58 s in run 7a and over 90 s in run 7c, 3 s once cached.
+  # has them; that took 58 s and over 90 s on an H100, 3 s once cached.
   part tests ops_cuda_test 240 "$bin/ops_cuda_test" --gtest_brief=1
   part tests equivalence 60 "$bin/ops_kernels_equivalence_test" --gtest_brief=1
   part tests engine 120 "$bin/scheduler_engine_test" --gtest_brief=1
@@ -169,20 +127,12 @@ if want tests all; then
   CAVS_GEMM_AUTOTUNE=1 part tests engine_autotuned 120 \
     "$bin/scheduler_engine_test" --gtest_brief=1
   CAVS_SMALL_GEMM=1 part tests engine_small_gemm 90 "$bin/scheduler_engine_test" --gtest_brief=1
-  CAVS_FUSED_ROUND=1 part tests engine_fused_round 90 "$bin/scheduler_engine_test" --gtest_brief=1
-  CAVS_SMALL_GEMM_TALL=1 part tests engine_tall_tile 90 "$bin/scheduler_engine_test" \
-    --gtest_brief=1
-  CAVS_FUSED_ROUND=1 part tests trainer_fused_round 60 "$bin/trainer_test" --gtest_brief=1 \
-    --gtest_filter='*Cuda*'
   part tests trainer 60 "$bin/trainer_test" --gtest_brief=1 --gtest_filter='*Cuda*'
   # SST on the GPU, 3 epochs (bench/RESULTS.md (b): the CPU's dev roots 45.1, 47.1, 48.4%).
   if [[ -f data/sst_train.txt && -f data/sst_dev.txt ]]; then
     part tests trainer_sst 120 "$bin/cavs-train" --device=cuda --train=data/sst_train.txt \
       --dev=data/sst_dev.txt --epochs=3 --hidden=150 --embed=300 --optimizer=adagrad --lr=0.05 \
       --weight-decay=1e-5 --dropout=0.5
-    CAVS_FUSED_ROUND=1 part tests trainer_sst_fused_round 120 "$bin/cavs-train" --device=cuda \
-      --train=data/sst_train.txt --dev=data/sst_dev.txt --epochs=3 --hidden=150 --embed=300 \
-      --optimizer=adagrad --lr=0.05 --weight-decay=1e-5 --dropout=0.5
   fi
   sanitize memcheck memcheck 'CudaFused*:CudaKernels*:*CublasLt*'
   sanitize racecheck racecheck 'CudaKernels*SmallGemm*:CudaFused*:CudaKernels*Column*:CudaKernels*Softmax*'
@@ -192,18 +142,13 @@ tabular=--benchmark_counters_tabular=true
 if want bench all; then
   part bench_tree tree_gpu_bench 240 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter='^(BM_DeviceCeilings|BM_LaunchFloor|BM_GemmCall|BM_FusedRound|BM_TreeLstm/)'
-  CAVS_FUSED_ROUND=1 part bench_tree tree_gpu_bench_fused_round 120 \
-    "$bin/tree_lstm_gpu_benchmark" "$tabular" \
-    --benchmark_filter='^BM_TreeLstm/(infer|infer_pipelined|train_pipelined)/256'
   CAVS_BENCH_FOLDED=1 part bench_tree tree_gpu_bench_folded 90 "$bin/tree_lstm_gpu_benchmark" \
     "$tabular" --benchmark_filter='^BM_TreeLstm/(infer|infer_pipelined)/256'
   part bench_lstm lstm_gpu_bench 120 "$bin/lstm_gpu_benchmark" "$tabular"
   CAVS_GEMM_AUTOTUNE=1 part bench_lstm lstm_gpu_bench_autotuned 90 \
     "$bin/lstm_gpu_benchmark" "$tabular"
   CAVS_CUBLASLT=0 part bench_lstm lstm_gpu_bench_sgemm 90 "$bin/lstm_gpu_benchmark" "$tabular"
-  CAVS_SMALL_GEMM=1 CAVS_FUSED_ROUND=1 part bench_lstm lstm_gpu_bench_fused_round 90 \
-    "$bin/lstm_gpu_benchmark" "$tabular"
-  CAVS_SMALL_GEMM_TALL=1 part bench_lstm lstm_gpu_bench_tall_tile 90 "$bin/lstm_gpu_benchmark" \
+  CAVS_SMALL_GEMM=1 part bench_lstm lstm_gpu_bench_small_gemm 90 "$bin/lstm_gpu_benchmark" \
     "$tabular"
 fi
 if want bench_ab all; then
@@ -212,52 +157,5 @@ if want bench_ab all; then
   part bench_paths tree_gpu_bench_paths 420 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter=BM_TreeLstmPaths --benchmark_enable_random_interleaving=true \
     --benchmark_report_aggregates_only=true
-fi
-if want round; then
-  # The one-launch round first (about 5 minutes): its tests, then its rows against the defaults
-  # in one process each (BM_TreeLstmPaths 5, 6, 7 interleaved), the engine rows with it, and the
-  # LSTM with the small GEMM and one launch per round.
-  # (CublasLt*: cuBLASLt's bias epilogue, which the default forward rounds take since run 7.)
-  CAVS_VERIFY_EW_SHAPES=1 part tests ops_cuda_round 240 "$bin/ops_cuda_test" --gtest_brief=1 \
-    --gtest_filter='CudaFused*:CudaKernels*:*CublasLt*'
-  for small in "" 1; do
-    CAVS_VERIFY_EW_SHAPES=1 CAVS_FUSED_ROUND=1 CAVS_SMALL_GEMM=$small part tests \
-      "engine_fused_round${small:+_small_gemm}" 90 "$bin/scheduler_engine_test" --gtest_brief=1
-  done
-  sanitize memcheck memcheck_round 'CudaFusedTest.Round*'
-  sanitize racecheck racecheck_round 'CudaFusedTest.Round*'
-  part bench_tree fused_round_calls 60 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
-    --benchmark_filter='^(BM_LaunchFloor|BM_FusedRound/0/[23]/)'
-  part bench_paths paths_round 240 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
-    --benchmark_filter='^BM_TreeLstmPaths/[567]/' --benchmark_enable_random_interleaving=true \
-    --benchmark_report_aggregates_only=true
-  for round in 0 1; do
-    CAVS_FUSED_ROUND=$round part bench_tree "engine_rows_fused_round_$round" 120 \
-      "$bin/tree_lstm_gpu_benchmark" "$tabular" \
-      --benchmark_filter='^BM_TreeLstm/(train|infer_pipelined|train_pipelined)/256'
-  done
-  CAVS_SMALL_GEMM=1 CAVS_FUSED_ROUND=1 part bench_lstm lstm_fused_round 90 \
-    "$bin/lstm_gpu_benchmark" "$tabular"
-  part bench_lstm lstm_defaults 90 "$bin/lstm_gpu_benchmark" "$tabular"
-fi
-if want tall; then
-  # The 64 x 16 tiles first (about 3 minutes): the kernel against the CPU, the engine with them
-  # on, memcheck and racecheck, the GEMM rows (the LSTM's recurrent GEMM, the Tree-LSTM's
-  # forward at 100 rows) against cuBLASLt and the 16 x 32 tiles, then the LSTM against cuDNN,
-  # three alternating pairs of processes without and with them.
-  part tests ops_cuda_tall 240 "$bin/ops_cuda_test" --gtest_brief=1 \
-    --gtest_filter='CudaKernels*Gemm*:CudaKernels*Tall*'
-  CAVS_SMALL_GEMM_TALL=1 part tests engine_tall_tile 90 "$bin/scheduler_engine_test" \
-    --gtest_brief=1
-  sanitize memcheck memcheck_tall 'CudaKernels*SmallGemm*:CudaKernels*Tall*'
-  sanitize racecheck racecheck_tall 'CudaKernels*SmallGemm*'
-  part bench_tree gemm_tall 60 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
-    --benchmark_filter='^BM_GemmCall/./(64/[134]|100/0)/'
-  for pair in 1 2 3; do
-    for tall in 0 1; do
-      CAVS_SMALL_GEMM_TALL=$tall part bench_lstm "lstm_tall_${tall}_$pair" 90 \
-        "$bin/lstm_gpu_benchmark" "$tabular"
-    done
-  done
 fi
 cat "$summary"

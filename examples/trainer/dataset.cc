@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -199,10 +200,9 @@ scheduler::Graph SentenceChain(const std::vector<int32_t>& ids, int32_t begin, i
 }
 
 uint64_t HashGraphs(const std::vector<scheduler::Graph>& graphs) {
-  uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits
+  uint64_t h = core::kFnv1aBasis;
   auto add = [&h](const void* data, size_t bytes) {
-    const unsigned char* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    h = core::Fnv1a(std::string_view(static_cast<const char*>(data), bytes), h);
   };
   // Each vector behind its length, so that no two different lists share a byte stream.
   auto add_vector = [&add](const auto& v) {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_replace.h"
 #include "examples/trainer/trainer.h"
 #include "examples/trainer/trainer_config.h"
+#include "ops/kernels.h"
 
 namespace {
 
@@ -41,9 +42,10 @@ int Fail(const absl::Status& status) {
   }
 }
 
-// Output that did not reach stdout (a full disk, /dev/full) is a failure, not a success.
+// Output that did not reach stdout (a full disk, /dev/full) is a failure, not a success. The
+// caller clears errno before its writes: a write that fails on the way (the help text is longer
+// than stdio's buffer) leaves the stream bad with its errno.
 int FlushStdout() {
-  errno = 0;
   std::cout.flush();
   if (std::cout && std::fflush(stdout) == 0) return 0;
   const int err = errno != 0 ? errno : EIO;
@@ -57,15 +59,22 @@ int main(int argc, char** argv) {
   // middle of a checkpoint; ignored, it fails with EFBIG, and the checkpoint's error path removes
   // its temporary file and reports (docs/checkpoint.md).
   std::signal(SIGXFSZ, SIG_IGN);
+  // The one place cavs-train reads the environment's kernel options (ops/kernel_options.h);
+  // kernel flags apply on top of them.
+  const absl::StatusOr<std::string> env_line =
+      cavs::ops::ApplyEnvironmentKernelOptions("cavs-train");
+  if (!env_line.ok()) return Fail(env_line.status());
   std::vector<std::string> args(argv, argv + argc);
   absl::StatusOr<cavs::trainer::TrainerConfig> config = cavs::trainer::ParseTrainerFlags(args);
   if (!config.ok()) return Fail(config.status());
   if (config->help) {
+    errno = 0;
     std::cout << cavs::trainer::HelpText();
     return FlushStdout();
   }
   cavs::trainer::TrainOptions options;
   options.out = &std::cout;
+  options.startup_line = *env_line;
   // No bar under mpirun: Open MPI gives the ranks a pseudo-terminal even when its own output
   // goes to a file.
   options.progress =
@@ -74,5 +83,6 @@ int main(int argc, char** argv) {
   if (!trainer.ok()) return Fail(trainer.status());
   absl::Status status = (*trainer)->Run();
   if (!status.ok()) return Fail(status);
+  errno = 0;
   return FlushStdout();
 }

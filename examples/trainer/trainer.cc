@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "core/status.h"
 #include "examples/trainer/output_files.h"
-#include "ops/cpu/cpu_parallel.h"
+#include "ops/kernels.h"
 #include "scheduler/plan.h"
 #include "scheduler/plan_queue.h"
 
@@ -82,7 +82,6 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerConfig& co
 absl::Status Trainer::Build() {
   CAVS_ASSIGN_OR_RETURN(kind_, ParseModelKind(config_.model));
   CAVS_ASSIGN_OR_RETURN(data_, LoadDataset(config_));
-  if (config_.threads > 0) ops::SetCpuThreads(config_.threads);
   vertex::models::CellConfig cell{data_.vocab_size, config_.embed, config_.hidden, data_.classes,
                                   static_cast<float>(config_.dropout)};
   // The sizes come from flags: an error here (a row too wide for a vertex function, parameters
@@ -100,6 +99,10 @@ absl::Status Trainer::Build() {
   store_ = std::make_unique<core::ParameterStore>(config_.seed, device);
   scheduler::EngineOptions eo;
   eo.device = device;
+  if (config_.kernels.has_value() || config_.threads > 0) {
+    eo.kernels = config_.kernels.value_or(ops::GetKernelOptions());
+    if (config_.threads > 0) eo.kernels->cpu.threads = config_.threads;
+  }
   CAVS_ASSIGN_OR_RETURN(eo.plan.policy, scheduler::ParsePolicy(config_.policy));
   absl::StatusOr<std::unique_ptr<scheduler::Engine>> engine =
       scheduler::Engine::Create(function_.get(), store_.get(), eo);
@@ -275,6 +278,7 @@ absl::StatusOr<EvalMetrics> Trainer::EvaluateShard(const std::vector<scheduler::
 }
 
 absl::Status Trainer::Run() {
+  if (!options_.startup_line.empty()) Say(options_.startup_line);
   absl::Status status = RunEpochs();
   if (!config_.trace.empty()) {
     absl::Status written = trace_.Write(TracePath(config_.trace, rank()));

@@ -61,6 +61,9 @@ namespace cavs::trainer {
 struct TrainOptions {
   std::ostream* out = nullptr;  // epoch lines, notes and the SUMMARY line; null: silent
   bool progress = false;        // draw the progress bar on `out` (a terminal)
+  // Printed on `out` before the first epoch (cavs-train: the kernel options its environment
+  // override set); empty: nothing.
+  std::string startup_line;
   // The ranks to train with (not owned; must outlive the Trainer). Null: the trainer makes its
   // own, MakeCommunicator("auto") with --comm-timeout (MPI under mpirun, else one process).
   distributed::Communicator* comm = nullptr;
@@ -243,8 +246,7 @@ uint64_t StepDropoutSeed(uint64_t seed, int64_t step);
 // extra samples; ranks past the batch's size get none).
 std::pair<size_t, size_t> RankSlice(size_t begin, size_t end, int rank, int world_size);
 
-// The rank an MPI launcher gave this process (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK), or
-// -1 when there is none: for error messages printed before a communicator exists.
-int LauncherRank();
+// The rank an MPI launcher gave this process, or -1 (distributed/communicator.h).
+using distributed::LauncherRank;
 
 }  // namespace cavs::trainer

@@ -23,6 +23,7 @@
 #include "core/status.h"
 #include "distributed/builders.h"
 #include "examples/trainer/model_registry.h"
+#include "ops/kernels.h"
 #include "scheduler/plan.h"
 
 #ifndef CAVS_TRAINER_SOURCE_DATA_DIR
@@ -144,18 +145,63 @@ std::function<absl::Status(TrainerConfig&, const std::string&)> Text(
   };
 }
 
+absl::Status ParseBool(const std::string& v, bool* out) {
+  if (v == "true" || v == "1" || v.empty()) {
+    *out = true;
+  } else if (v == "false" || v == "0") {
+    *out = false;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("'", v, "' is not true or false"));
+  }
+  return absl::OkStatus();
+}
+
 std::function<absl::Status(TrainerConfig&, const std::string&)> Bool(const char* name,
                                                                      bool TrainerConfig::*field) {
   return [name, field](TrainerConfig& c, const std::string& v) {
-    if (v == "true" || v == "1" || v.empty()) {
-      c.*field = true;
-    } else if (v == "false" || v == "0") {
-      c.*field = false;
-    } else {
-      return BadValue(name, v, "true or false");
-    }
-    return absl::OkStatus();
+    absl::Status s = ParseBool(v, &(c.*field));
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", s.message()));
+    return s;
   };
+}
+
+// A kernel flag: sets a field of config.kernels, made from the process's options at the first.
+std::function<absl::Status(TrainerConfig&, const std::string&)> Kernel(
+    const char* name, std::function<absl::Status(ops::KernelOptions&, const std::string&)> set) {
+  return [name, set = std::move(set)](TrainerConfig& c, const std::string& v) {
+    if (!c.kernels.has_value()) c.kernels = ops::GetKernelOptions();
+    absl::Status s = set(*c.kernels, v);
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", s.message()));
+    return s;
+  };
+}
+
+std::function<absl::Status(TrainerConfig&, const std::string&)> KernelBool(
+    const char* name, bool* (*field)(ops::KernelOptions&)) {
+  return Kernel(name, [field](ops::KernelOptions& k, const std::string& v) {
+    return ParseBool(v, field(k));
+  });
+}
+
+absl::Status ParseSmallGemm(ops::KernelOptions& k, const std::string& v) {
+  if (v == "off") {
+    k.cuda.small_gemm = ops::SmallGemmUse::kOff;
+  } else if (v == "where-faster") {
+    k.cuda.small_gemm = ops::SmallGemmUse::kWhereFaster;
+  } else if (v == "everywhere") {
+    k.cuda.small_gemm = ops::SmallGemmUse::kEverywhere;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", v, "' is not one of off, where-faster, everywhere"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseKernelCache(ops::KernelOptions& k, const std::string& v) {
+  if (v.empty()) return absl::InvalidArgumentError("empty path (off: no cache)");
+  k.cuda.kernel_cache = v != "off";
+  k.cuda.kernel_cache_dir = v == "off" ? "" : v;
+  return absl::OkStatus();
 }
 
 const std::vector<FlagSpec>& Flags() {
@@ -195,6 +241,28 @@ const std::vector<FlagSpec>& Flags() {
       {"device", "DEV", "cpu | cuda | cuda:N (default cpu)", Text(&C::device)},
       {"threads", "N", "CPU threads (default 0: the runtime's default)",
        Int(kThreadsRange, &C::threads)},
+      {"packed-gemm", "BOOL",
+       "cpu: the packed-weight AVX-512 GEMM for the rounds, where the CPU has it (default 1; 0: "
+       "OpenBLAS for every GEMM)",
+       KernelBool("packed-gemm", [](ops::KernelOptions& k) { return &k.cpu.packed_gemm; })},
+      {"generated-kernels", "BOOL",
+       "cuda: element-wise programs through kernels generated per program shape (default 1; 0: "
+       "the interpreter)",
+       KernelBool("generated-kernels",
+                  [](ops::KernelOptions& k) { return &k.cuda.generated_elementwise; })},
+      {"cublas-lt", "BOOL", "cuda: GEMMs through cuBLASLt (default 1; 0: cublasSgemm)",
+       KernelBool("cublas-lt", [](ops::KernelOptions& k) { return &k.cuda.cublas_lt; })},
+      {"gemm-autotune", "BOOL",
+       "cuda: time cuBLASLt's algorithms once per class of GEMMs and keep the fastest (default 0)",
+       KernelBool("gemm-autotune", [](ops::KernelOptions& k) { return &k.cuda.gemm_autotune; })},
+      {"small-gemm", "WHERE",
+       "cuda: where GEMMs take the small-GEMM kernel: off | where-faster | everywhere (default "
+       "where-faster)",
+       Kernel("small-gemm", ParseSmallGemm)},
+      {"kernel-cache", "DIR",
+       "cuda: the generated kernels' on-disk cache (default $XDG_CACHE_HOME/cavs/kernels, else "
+       "~/.cache/cavs/kernels; off: none)",
+       Kernel("kernel-cache", ParseKernelCache)},
       {"plan-threads", "N",
        "host threads planning the next batches ahead (default -1: none on the CPU, up to 4 on a "
        "GPU; 0: none)",

@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ops/kernel_options.h"
 
 namespace cavs::trainer {
 
@@ -37,6 +39,10 @@ struct TrainerConfig {
   uint64_t seed = 1;
   std::string device = "cpu";
   int threads = 0;  // 0: the runtime's default
+  // How the kernels run (ops/kernel_options.h), where a kernel flag (--packed-gemm, --cublas-lt,
+  // ...) was given: the process's options (ops::GetKernelOptions: the defaults, or cavs-train's
+  // environment override) with the flags applied. Unset: the kernels run as the process set them.
+  std::optional<ops::KernelOptions> kernels;
   // Host threads planning the next batches while the current one runs (scheduler/plan_queue.h):
   // -1 picks (none on the CPU, whose cores run the step; on a GPU up to 4), 0 plans in the step.
   int plan_threads = -1;

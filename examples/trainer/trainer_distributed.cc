@@ -1,16 +1,19 @@
 // Trainer under mpirun: the communicator, the strategy and the gradient synchronizer; one
 // distributed epoch and step; sums over ranks. See trainer.h for the scheme.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status.h"
 #include "distributed/builders.h"
+#include "distributed/verify.h"
 #include "examples/trainer/report.h"
 #include "examples/trainer/trainer.h"
 
@@ -60,13 +63,6 @@ std::pair<size_t, size_t> RankSlice(size_t begin, size_t end, int rank, int worl
   const size_t base = n / w, extra = n % w;
   const size_t first = begin + r * base + std::min(r, extra);
   return {first, first + base + (r < extra ? 1 : 0)};
-}
-
-int LauncherRank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
-    if (const char* v = std::getenv(name); v != nullptr) return std::atoi(v);
-  }
-  return -1;
 }
 
 absl::Status Trainer::SetUpDistributed() {
@@ -134,26 +130,16 @@ absl::Status Trainer::SetUpDistributed() {
 }
 
 absl::Status Trainer::CheckRanksAgree(const std::vector<Setting>& settings) {
-  const int64_t n = static_cast<int64_t>(settings.size()), w = world_size();
-  core::Tensor mine = core::Tensor::Host(core::Shape{n}, core::DType::kInt64);
-  core::Tensor all = core::Tensor::Host(core::Shape{n * w}, core::DType::kInt64);
-  for (int64_t i = 0; i < n; ++i) {
-    const Setting& s = settings[i];
-    mine.data<int64_t>()[i] = static_cast<int64_t>(core::HashName(s.key + "=" + s.value));
-  }
-  CAVS_RETURN_IF_ERROR(comm_->AllGather(mine, all));
+  std::vector<std::string> values;
+  for (const Setting& s : settings) values.push_back(s.key + "=" + s.value);
   // The same first difference on every rank: settings in order, then ranks in order.
-  const int64_t* h = all.data<int64_t>();
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t r = 1; r < w; ++r) {
-      if (h[r * n + i] == h[i]) continue;
-      const Setting& s = settings[i];
-      return absl::FailedPreconditionError(absl::StrCat(
-          "ranks disagree on ", s.source, ": rank ", r, " differs from rank 0 (rank ", rank(),
-          " has ", s.key, "=", s.value, "; start every rank with the same flags and files)"));
-    }
-  }
-  return absl::OkStatus();
+  CAVS_ASSIGN_OR_RETURN(std::optional<distributed::RankDifference> d,
+                        distributed::FirstDifference(*comm_, values));
+  if (!d.has_value()) return absl::OkStatus();
+  const Setting& s = settings[d->index];
+  return absl::FailedPreconditionError(absl::StrCat(
+      "ranks disagree on ", s.source, ": rank ", d->rank, " differs from rank 0 (rank ", rank(),
+      " has ", s.key, "=", s.value, "; start every rank with the same flags and files)"));
 }
 
 // After a resume: every rank must continue from the same checkpoint.

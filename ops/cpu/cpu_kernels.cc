@@ -10,12 +10,22 @@
 #include "ops/cpu/cpu_reduce.h"
 #include "ops/cpu/cpu_softmax.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cpu {
 
 CpuKernels::CpuKernels() {
-  CpuThreads();  // reads CAVS_NUM_THREADS and puts OpenBLAS in single-threaded mode
-  if (VerifyEwShapesFromEnv()) shape_checker_ = std::make_unique<EwShapeChecker>();
-  as_planned_ = EwAsPlannedFromEnv();
+  CpuThreads();  // puts OpenBLAS in single-threaded mode
+}
+
+absl::Status CpuKernels::Configure(const KernelOptions& options) {
+  SetCpuThreads(options.cpu.threads);
+  cpu::SetPackedGemmEnabled(options.cpu.packed_gemm);
+  if (!options.verify_ew_shapes) {
+    shape_checker_.reset();
+  } else if (shape_checker_ == nullptr) {
+    shape_checker_ = std::make_unique<EwShapeChecker>();
+  }
+  as_planned_ = options.cpu.ew_as_planned;
+  return absl::OkStatus();
 }
 
 CpuKernels* CpuKernels::Get() {
@@ -130,4 +140,4 @@ absl::Status CpuKernels::Fill(float* dst, int64_t n, float value) {
   return cpu::Fill(dst, n, value);
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

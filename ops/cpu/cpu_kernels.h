@@ -4,8 +4,8 @@
 // GEMM is OpenBLAS sgemm, or a packed-weight kernel of our own for the rounds' skinny products
 // (ops/cpu/cpu_packed_gemm.h); everything else is plain loops that the compiler vectorizes (built
 // once per vector ISA and picked at load time, see ops/cpu/cpu_math.h). Work is split over one
-// small thread pool shared with OpenBLAS (ops/cpu/cpu_parallel.h: SetCpuThreads, and the
-// CAVS_NUM_THREADS environment variable). Every method has finished when it returns.
+// small thread pool shared with OpenBLAS (ops/cpu/cpu_parallel.h: SetCpuThreads, or
+// KernelOptions::cpu.threads). Every method has finished when it returns.
 //
 // Results are bit-identical for any thread count, except possibly GEMM's: the pool splits a
 // large product into blocks of C, which OpenBLAS need not round exactly as the whole.
@@ -23,7 +23,7 @@
 #include "ops/ew_codegen.h"
 #include "ops/kernels.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cpu {
 
 class CpuKernels final : public Kernels {
  public:
@@ -33,6 +33,9 @@ class CpuKernels final : public Kernels {
   static CpuKernels* Get();
 
   core::Device device() const override { return core::Device::Cpu(); }
+  // The process's thread count (SetCpuThreads) and packed GEMM (cpu::SetPackedGemmEnabled),
+  // and this object's checks.
+  absl::Status Configure(const KernelOptions& options) override;
 
   absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
@@ -75,12 +78,12 @@ class CpuKernels final : public Kernels {
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
  private:
-  // Set with CAVS_VERIFY_EW_SHAPES=1: Elementwise checks its callers' shapes (ops/ew_codegen.h).
+  // KernelOptions::verify_ew_shapes: Elementwise checks its callers' shapes (ops/ew_codegen.h).
   std::unique_ptr<EwShapeChecker> shape_checker_;
-  // CAVS_CPU_EW_AS_PLANNED=1: Elementwise runs programs as a generated CUDA kernel would
+  // KernelOptions::cpu.ew_as_planned: Elementwise runs programs as a generated CUDA kernel would
   // (RunEwPlanOnHost, single-threaded), to check the plans of real programs without a GPU.
   bool as_planned_ = false;
   bool gemm_adds_bias_ = true;
 };
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

@@ -1,6 +1,6 @@
 // Branch-free float math for the CPU kernels' inner loops: exp, tanh and the logistic sigmoid
 // written so that a loop over contiguous floats calling them vectorizes (no libm calls, no
-// branches, only selects). Accuracy, checked by tests/ops/cpu_elementwise_test.cc against
+// branches, only selects). Accuracy, checked by tests/ops/cpu/cpu_elementwise_test.cc against
 // std::exp / std::tanh over the whole float range: relative error below 1e-6 (about 2e-7 in
 // practice) for normal results; subnormal results are as exact as their few bits allow.
 //

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "core/env.h"
 #include "ops/cpu/cpu_parallel.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -29,9 +28,7 @@ bool CpuHasAvx512() {
 }
 
 std::atomic<bool>& Enabled() {
-  static std::atomic<bool> enabled = [] {
-    return CpuHasAvx512() && core::EnvFlag("CAVS_PACKED_GEMM", true);
-  }();
+  static std::atomic<bool> enabled = [] { return CpuHasAvx512(); }();
   return enabled;
 }
 

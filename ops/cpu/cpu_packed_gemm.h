@@ -15,8 +15,8 @@
 // (BM_RoundGemm) the gap is smaller: 245 vs 193 at m = 8, 301 vs 196 at 32, even at 128.
 //
 // Available on x86-64 CPUs with AVX-512F (checked at run time); elsewhere PackedGemmBytes is 0
-// and callers use Gemm. CAVS_PACKED_GEMM=0 in the environment, or SetPackedGemmEnabled(false),
-// turns it off (for comparisons).
+// and callers use Gemm. KernelOptions::cpu.packed_gemm = false (ops/kernel_options.h), or
+// SetPackedGemmEnabled(false), turns it off (for comparisons).
 #pragma once
 
 #include <cstdint>
@@ -41,8 +41,7 @@ int64_t PackedGemmBytes(int64_t k, int64_t n);
                                        const float* packed, const float* bias, float beta, float* c,
                                        int64_t ldc);
 
-// Turns the packed GEMM on or off for the process (it starts on where the CPU has AVX-512F,
-// unless CAVS_PACKED_GEMM=0).
+// Turns the packed GEMM on or off for the process (it starts on where the CPU has AVX-512F).
 void SetPackedGemmEnabled(bool enabled);
 
 }  // namespace cavs::ops::cpu

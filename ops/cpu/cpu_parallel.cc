@@ -7,18 +7,15 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "core/flush_denormal.h"
 
-namespace cavs::ops {
-namespace cpu {
+namespace cavs::ops::cpu {
 namespace {
 
 // How long an idle worker spins before it sleeps: long enough to bridge the gap between the
@@ -164,10 +161,6 @@ PoolState& State() {
 }
 
 int DefaultThreads() {
-  if (const char* env = std::getenv("CAVS_NUM_THREADS")) {
-    int n = 0;
-    if (absl::SimpleAtoi(env, &n) && n > 0) return std::min(n, kMaxThreads);
-  }
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) {
     return std::clamp(CPU_COUNT(&set), 1, kMaxThreads);
@@ -246,17 +239,15 @@ void ParallelForChunks(int64_t n, int64_t chunk_size, int64_t work_per_item,
   RunTasks(chunks, body);
 }
 
-}  // namespace cpu
-
 void SetCpuThreads(int n) {
-  cpu::PoolState& s = cpu::State();
+  PoolState& s = State();
   std::lock_guard<std::mutex> lock(s.mu);
-  cpu::Configure(s, n);
+  Configure(s, n);
 }
 
 int CpuThreads() {
-  cpu::EnsureConfigured();
-  return cpu::State().threads.load(std::memory_order_acquire);
+  EnsureConfigured();
+  return State().threads.load(std::memory_order_acquire);
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

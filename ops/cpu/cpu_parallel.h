@@ -13,8 +13,8 @@
 // works too. Workers spin briefly (tens of microseconds) after a job, so that the next kernel of
 // a round finds them awake, then sleep on a condition variable.
 //
-// Thread count: CAVS_NUM_THREADS from the environment at first use, else the hardware
-// concurrency; SetCpuThreads(n) overrides it at any time.
+// Thread count: the CPUs this process may run on, until SetCpuThreads(n) (or
+// KernelOptions::cpu.threads, ops/kernel_options.h) sets another, at any time.
 //
 // Thread-safety: every function may be called from any thread. ParallelFor from several threads
 // at once is correct: one caller gets the pool, the others run their loops serially. A loop body
@@ -25,15 +25,13 @@
 
 #include "absl/functional/function_ref.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cpu {
 
 // Sets the number of threads the CPU kernels use (OpenBLAS included); n <= 0 restores the
-// default (CAVS_NUM_THREADS, else the hardware concurrency).
+// default (the CPUs this process may run on).
 void SetCpuThreads(int n);
 // The number of threads the CPU kernels use (>= 1).
 int CpuThreads();
-
-namespace cpu {
 
 // Below this much work (elements touched) a loop runs on the calling thread alone: waking the
 // workers costs about a microsecond when they are spinning and several when they sleep.
@@ -62,5 +60,4 @@ inline int64_t NumChunks(int64_t n, int64_t chunk_size) {
   return n <= 0 ? 0 : (n + chunk_size - 1) / chunk_size;
 }
 
-}  // namespace cpu
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

@@ -2,19 +2,35 @@
 // has the same bits from run to run whichever blocks finish first (ColumnSum and ColumnDot,
 // column_reduce.cuh; the loss statistics of SoftmaxCrossEntropy, cuda_softmax.cu).
 //
-// As the CUDA samples' threadFenceReduction ends a reduction (and the small GEMM's splits of k,
-// small_gemm_tile.cuh): each block writes its values to a workspace, fences, and counts itself
-// in; the last block to arrive (whichever that is) adds every block's values in block order and
-// sets the count back to zero for the next launch.
+// As the CUDA samples' threadFenceReduction ends a reduction: each block writes its values to a
+// workspace, fences, and counts itself in; the last block to arrive (whichever that is) adds every
+// block's values in block order and sets the count back to zero for the next launch.
 //
 // Plain C++ with CUDA's names, so that tests/ops/ew_emulation_test.cc runs it on host threads.
 #pragma once
 
 #include <cstdint>
 
-#include "ops/cuda/small_gemm.h"  // StoreL2, LoadL2
+#include "core/host_device.h"
 
-namespace cavs::ops::block_meet {
+namespace cavs::ops::cuda::block_meet {
+
+// A float of the workspace where the blocks meet, through L2 only on the GPU (other blocks write
+// and read it within one launch, and L1 is not coherent between multiprocessors).
+CAVS_HOST_DEVICE inline void StoreL2(float* p, float v) {
+#if defined(__CUDA_ARCH__)
+  __stcg(p, v);
+#else
+  *p = v;
+#endif
+}
+CAVS_HOST_DEVICE inline float LoadL2(const float* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldcg(p);
+#else
+  return *p;
+#endif
+}
 
 // The shared floats Meet needs.
 template <int kThreads>
@@ -29,7 +45,7 @@ template <int kCount, int kThreads, typename Finish>
 __device__ __forceinline__ void Meet(float value, int block, int blocks, int tid, float* partial,
                                      int64_t ld, unsigned* arrival, float* shared, Finish finish) {
   static_assert(kThreads % kCount == 0, "whole groups of threads per value");
-  if (tid < kCount) small_gemm::StoreL2(partial + block * ld + tid, value);
+  if (tid < kCount) StoreL2(partial + block * ld + tid, value);
   __threadfence();  // this block's values are visible to every block before its count
   __syncthreads();
   unsigned* last = reinterpret_cast<unsigned*>(shared + kThreads);
@@ -46,7 +62,7 @@ __device__ __forceinline__ void Meet(float value, int block, int blocks, int tid
   constexpr int kPer = kThreads / kCount;
   const int i = tid % kCount, j = tid / kCount;
   float sum = 0.0f;
-  for (int b = j; b < blocks; b += kPer) sum += small_gemm::LoadL2(partial + b * ld + i);
+  for (int b = j; b < blocks; b += kPer) sum += LoadL2(partial + b * ld + i);
   shared[j * kCount + i] = sum;
   __syncthreads();
   if (tid < kCount) {
@@ -56,4 +72,4 @@ __device__ __forceinline__ void Meet(float value, int block, int blocks, int tid
   }
 }
 
-}  // namespace cavs::ops::block_meet
+}  // namespace cavs::ops::cuda::block_meet

@@ -16,7 +16,7 @@
 #include "ops/cuda/block_meet.cuh"
 #include "ops/cuda/column_reduce.h"
 
-namespace cavs::ops::column_reduce {
+namespace cavs::ops::cuda::column_reduce {
 
 // Block-wide: block (bx, by) of the grid (column blocks x chunks), thread `tid` of kThreads,
 // `shared` kSharedFloats floats.
@@ -52,4 +52,4 @@ __device__ __forceinline__ void ReduceColumns(const Args& g, int bx, int by, int
                                        });
 }
 
-}  // namespace cavs::ops::column_reduce
+}  // namespace cavs::ops::cuda::column_reduce

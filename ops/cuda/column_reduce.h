@@ -8,7 +8,7 @@
 
 #include "core/host_device.h"
 
-namespace cavs::ops::column_reduce {
+namespace cavs::ops::cuda::column_reduce {
 
 inline constexpr int kColumns = 32;    // per block, one per lane of a warp
 inline constexpr int kRowThreads = 8;  // per column: the block's warps
@@ -59,4 +59,4 @@ inline int64_t Chunks(int64_t m, int64_t w, int sms, int64_t workspace_floats, i
   return std::max<int64_t>(1, std::min(chunks, workspace_floats / PaddedWidth(w)));
 }
 
-}  // namespace cavs::ops::column_reduce
+}  // namespace cavs::ops::cuda::column_reduce

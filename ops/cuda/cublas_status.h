@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 inline absl::StatusCode CublasErrorCode(cublasStatus_t status) {
   switch (status) {
@@ -33,14 +33,14 @@ inline absl::Status CublasStatus(cublasStatus_t status, const char* call, const 
                    ": ", cublasGetStatusString(status), ") in ", call, " at ", file, ":", line));
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda
 
-#define CAVS_CUBLAS_STATUS(expr) ::cavs::ops::CublasStatus((expr), #expr, __FILE__, __LINE__)
+#define CAVS_CUBLAS_STATUS(expr) ::cavs::ops::cuda::CublasStatus((expr), #expr, __FILE__, __LINE__)
 
-#define CAVS_CUBLAS_RETURN_IF_ERROR(expr)                                               \
-  do {                                                                                  \
-    const cublasStatus_t cavs_cublas_status_ = (expr);                                  \
-    if (cavs_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                 \
-      return ::cavs::ops::CublasStatus(cavs_cublas_status_, #expr, __FILE__, __LINE__); \
-    }                                                                                   \
+#define CAVS_CUBLAS_RETURN_IF_ERROR(expr)                                                     \
+  do {                                                                                        \
+    const cublasStatus_t cavs_cublas_status_ = (expr);                                        \
+    if (cavs_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                       \
+      return ::cavs::ops::cuda::CublasStatus(cavs_cublas_status_, #expr, __FILE__, __LINE__); \
+    }                                                                                         \
   } while (0)

@@ -7,7 +7,7 @@
 #include "ops/cuda/cuda_device_guard.h"
 #include "ops/cuda/cuda_status.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 constexpr size_t kSmallest = 512;
@@ -121,4 +121,4 @@ void CudaAllocator::ReleaseCachedLocked() {
   cudaGetLastError();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "core/allocator.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 class CudaAllocator final : public core::Allocator {
  public:
@@ -64,4 +64,4 @@ class CudaAllocator final : public core::Allocator {
   core::AllocatorStats stats_;
 };
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

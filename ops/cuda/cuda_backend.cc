@@ -10,7 +10,7 @@
 #include "core/status.h"
 #include "ops/cuda/cuda_status.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 int CudaDeviceCount() {
   int count = 0;
@@ -26,10 +26,8 @@ CudaBackend::CudaBackend(int ordinal, cudaStream_t stream)
 
 CudaBackend::~CudaBackend() {
   staging_.reset();
-  for (const ReadbackBlock& b : readback_free_) {
-    PinnedFree(b.host);
-    cudaEventDestroy(b.done);
-  }
+  for (const ReadbackBlock& b : readback_free_) cudaEventDestroy(b.done);
+  readback_free_.clear();  // their host blocks go back to the pool
   allocator_.ReleaseCached();
   cudaStreamDestroy(stream_);
 }
@@ -112,23 +110,26 @@ absl::StatusOr<std::unique_ptr<core::Readback>> CudaBackend::StartReadback(
     }
   }
   if (dropped.host != nullptr) {
-    PinnedFree(dropped.host);  // its readback was waited for before it was returned
+    dropped.host.reset();  // to the pool: its readback was waited for before it was returned
     cudaEventDestroy(dropped.done);
   }
   if (block.host == nullptr) {
     const size_t capacity = std::max<size_t>(total + total / 2, size_t{64} << 10);
-    CAVS_ASSIGN_OR_RETURN(block.host, PinnedAlloc(capacity));
+    block.host = PinnedBlock(capacity);
+    if (block.host == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("no page-locked host memory for a readback of ", capacity, " bytes"));
+    }
     block.capacity = capacity;
     if (const cudaError_t e = cudaEventCreateWithFlags(&block.done, cudaEventDisableTiming);
         e != cudaSuccess) {
-      PinnedFree(block.host);
       return CudaStatus(e, "cudaEventCreateWithFlags(&block.done, cudaEventDisableTiming)",
                         __FILE__, __LINE__);
     }
   }
   // From here the readback owns the block (and returns it on every path).
   auto readback = std::make_unique<PinnedReadback>(this, block);
-  char* at = static_cast<char*>(block.host);
+  char* at = static_cast<char*>(block.host.get());
   cudaError_t copy = cudaSuccess;
   for (const core::ReadbackPart& p : parts) {
     if (p.bytes > 0 && copy == cudaSuccess) {
@@ -274,6 +275,49 @@ bool IsPinned(const void* p) {
   return addr < it->first + it->second;
 }
 
+namespace {
+
+// PinnedBlock's pool: free blocks by size class.
+struct PinnedPool {
+  std::mutex mu;
+  std::multimap<size_t, void*> free;
+  bool unavailable = false;
+};
+
+PinnedPool& Pool() {
+  static PinnedPool* pool = new PinnedPool();  // never destroyed: blocks may outlive main
+  return *pool;
+}
+
+}  // namespace
+
+std::shared_ptr<void> PinnedBlock(size_t bytes) {
+  size_t size = 4096;
+  while (size < bytes) size *= 2;
+  PinnedPool& pool = Pool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  void* p = nullptr;
+  if (auto it = pool.free.find(size); it != pool.free.end()) {
+    p = it->second;
+    pool.free.erase(it);
+  } else {
+    if (pool.unavailable) return nullptr;
+    absl::StatusOr<void*> made = PinnedAlloc(size);
+    if (!made.ok()) {
+      pool.unavailable = true;
+      return nullptr;
+    }
+    p = *made;
+  }
+  return std::shared_ptr<void>(p, [size](void* q) {
+    PinnedPool& pool = Pool();
+    std::lock_guard<std::mutex> hold(pool.mu);
+    pool.free.emplace(size, q);
+  });
+}
+
+std::shared_ptr<void> CudaBackend::PinnedHostBlock(size_t bytes) { return PinnedBlock(bytes); }
+
 PinnedStaging::~PinnedStaging() {
   if (done_ != nullptr) {
     cudaEventSynchronize(done_);
@@ -313,4 +357,4 @@ absl::Status PinnedStaging::Upload(void* dst, size_t bytes) {
   return absl::OkStatus();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -30,7 +30,7 @@
 #include "ops/cuda/cuda_allocator.h"
 #include "ops/cuda/cuda_device_guard.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 class PinnedStaging;
 
@@ -52,6 +52,8 @@ class CudaBackend final : public core::Backend {
   absl::Status Synchronize() override;
   // Pinned memory (a PinnedStaging): a CopyFromHost from its start is queued without waiting.
   absl::StatusOr<void*> HostStaging(size_t bytes) override;
+  // PinnedBlock's.
+  std::shared_ptr<void> PinnedHostBlock(size_t bytes) override;
   // Queued copies into a pinned block and an event: returns without waiting. The blocks are
   // kept for reuse (cudaHostAlloc costs more than a batch); Wait and the Readback's destructor
   // wait for the event.
@@ -60,7 +62,7 @@ class CudaBackend final : public core::Backend {
 
   // A pinned block and its event, for a readback (internal to StartReadback).
   struct ReadbackBlock {
-    void* host = nullptr;
+    std::shared_ptr<void> host;  // PinnedBlock's
     size_t capacity = 0;
     cudaEvent_t done = nullptr;
   };
@@ -101,6 +103,12 @@ class CudaBackend final : public core::Backend {
 void PinnedFree(void* p);
 bool IsPinned(const void* p);
 
+// A block of at least `bytes` from the process's pool of page-locked memory (PinnedAlloc's,
+// pooled by power-of-two size class, since allocating them costs milliseconds), back in the pool
+// when the last copy of the pointer goes; nullptr once the CUDA runtime had none to give.
+// Thread-safe.
+std::shared_ptr<void> PinnedBlock(size_t bytes);
+
 // A growable pinned staging buffer for one upload at a time (e.g. a batch's plan):
 //   CAVS_ASSIGN_OR_RETURN(void* host, staging.Acquire(bytes));  // waits for the last upload
 //   ... fill host ...
@@ -128,4 +136,4 @@ class PinnedStaging {
   bool pending_ = false;
 };
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

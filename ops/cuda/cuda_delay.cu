@@ -1,6 +1,6 @@
 #include "ops/cuda/cuda_delay.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -22,4 +22,4 @@ cudaError_t LaunchDelay(cudaStream_t stream, int64_t nanoseconds) {
   return cudaGetLastError();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -11,9 +11,9 @@
 
 #include <cstdint>
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 // One block of one thread that spins on the device's nanosecond timer for `nanoseconds`.
 cudaError_t LaunchDelay(cudaStream_t stream, int64_t nanoseconds);
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

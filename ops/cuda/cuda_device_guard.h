@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "ops/cuda/cuda_status.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 class CudaDeviceGuard {
  public:
@@ -34,4 +34,4 @@ class CudaDeviceGuard {
   int previous_ = -1;
 };
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

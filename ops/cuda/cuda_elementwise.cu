@@ -5,7 +5,7 @@
 #include "ops/cuda/ew_math.cuh"
 #include "ops/ew_codegen.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -166,4 +166,4 @@ cudaError_t LaunchElementwise(cudaStream_t stream, const EwInstr* host, const Ew
   return cudaGetLastError();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

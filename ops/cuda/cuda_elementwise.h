@@ -13,7 +13,7 @@
 
 #include "ops/kernels.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 // Queues `count` instructions over rows [0, rows) on `stream`. `host` (host memory) sets the
 // launch shape, `device` (the same program in device memory) is what the kernel reads;
@@ -21,4 +21,4 @@ namespace cavs::ops {
 cudaError_t LaunchElementwise(cudaStream_t stream, const EwInstr* host, const EwInstr* device,
                               int count, int64_t rows, int num_sms);
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -18,13 +18,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/env.h"
 #include "core/status.h"
-#include "ops/cuda/cuda_small_gemm.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/nvrtc_status.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -198,10 +196,9 @@ std::string KernelCachePath(const std::string& cache_dir, const std::string& sou
   return absl::StrCat(cache_dir, "/", absl::Hex(h, absl::kZeroPad8), ".bin");
 }
 
-std::string KernelCacheDirFromEnv() {
-  if (const char* v = std::getenv("CAVS_KERNEL_CACHE")) {
-    return std::string_view(v) == "0" ? std::string() : std::string(v);
-  }
+std::string KernelCacheDir(const CudaKernelOptions& options) {
+  if (!options.kernel_cache) return "";
+  if (!options.kernel_cache_dir.empty()) return options.kernel_cache_dir;
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] != '\0') {
     return absl::StrCat(xdg, "/cavs/kernels");
   }
@@ -225,18 +222,10 @@ absl::StatusOr<std::string> CompileCudaSourceCached(const std::string& source,
   return code;
 }
 
-bool FusedElementwiseFromEnv() { return core::EnvFlag("CAVS_CUDA_FUSED", true); }
-
-bool FusedRoundFromEnv() { return core::EnvFlag("CAVS_FUSED_ROUND", false); }
-
 CudaFusedElementwise::~CudaFusedElementwise() {
   for (auto& [key, k] : kernels_) {
     if (k.ok() && k->library != nullptr) cudaLibraryUnload(k->library);
   }
-  for (auto& [key, r] : rounds_) {
-    if (r.ok() && r->kernel.library != nullptr) cudaLibraryUnload(r->kernel.library);
-  }
-  if (barrier_ != nullptr) cudaFree(barrier_);
 }
 
 namespace {
@@ -356,7 +345,6 @@ absl::StatusOr<CudaFusedElementwise::Shaped*> CudaFusedElementwise::Find(const E
   s->kernel = kernel;
   s->launches = 1;
   s->plan = std::move(plan);
-  s->round.reset();
   return s;
 }
 
@@ -368,125 +356,6 @@ absl::Status CudaFusedElementwise::Launch(cudaStream_t stream, const EwInstr* ho
   CAVS_ASSIGN_OR_RETURN(Shaped * s, Find(host, count, rows, shape, &local));
   if (s->plan.max_width == 0) return absl::OkStatus();  // nothing of nonzero width
   return LaunchKernel(stream, s->kernel, device, rows, s->plan.shared_width, s->plan.max_width);
-}
-
-absl::StatusOr<CudaFusedElementwise::Round> CudaFusedElementwise::RoundFor(
-    const EwKernelPlan& plan, size_t gemm_shared_bytes) {
-  auto it = rounds_.find(plan.key);
-  if (it != rounds_.end()) return it->second;
-  const std::string name = absl::StrCat(EwKernelName(plan), "_round");
-  absl::StatusOr<std::string> code = CompileCudaSourceCached(
-      EmitRoundKernelCuda(plan, name), absl::StrCat(name, ".cu"), arch_, cache_dir_);
-  if (!code.ok()) {
-    rounds_.emplace(plan.key, code.status());
-    return code.status();
-  }
-  CAVS_ASSIGN_OR_RETURN(Compiled c, LoadKernel(*code, name));
-  Round r{c, static_cast<int64_t>(gemm_shared_bytes), 0};
-  const void* fn = reinterpret_cast<const void*>(c.kernel);
-  cudaError_t err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(gemm_shared_bytes));
-  const char* call = "cudaFuncSetAttribute (a round kernel's shared memory)";
-  if (err == cudaSuccess) {
-    call = "cudaOccupancyMaxActiveBlocksPerMultiprocessor (a round kernel)";
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r.blocks_per_sm, fn, small_gemm::kThreads,
-                                                        gemm_shared_bytes);
-  }
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    cudaLibraryUnload(c.library);
-    return CudaStatus(err, call, __FILE__, __LINE__);  // not in rounds_: another shape retries
-  }
-  rounds_.emplace(plan.key, r);
-  return r;
-}
-
-absl::Status CudaFusedElementwise::LaunchRound(cudaStream_t stream, const small_gemm::Args& g,
-                                               size_t gemm_shared_bytes, const EwInstr* host,
-                                               const EwInstr* device, int count, int64_t rows,
-                                               uint64_t shape) {
-  Shaped local;
-  Shaped* s = nullptr;
-  if (count > 0 && rows > 0) {
-    CAVS_ASSIGN_OR_RETURN(s, Find(host, count, rows, shape, &local));
-    if (s->plan.max_width == 0) s = nullptr;  // nothing of nonzero width
-  }
-  if (s != nullptr) {
-    const absl::Status joined = LaunchRoundKernel(stream, g, gemm_shared_bytes, *s, device, rows);
-    if (!absl::IsNotFound(joined)) return joined;
-  }
-  // Two launches: the small GEMM's own kernel, then the program's.
-  CAVS_CUDA_RETURN_IF_ERROR(LaunchSmallGemm(stream, g, small_gemm::TileShape::kRound));
-  if (s == nullptr) return absl::OkStatus();
-  return LaunchKernel(stream, s->kernel, device, rows, s->plan.shared_width, s->plan.max_width);
-}
-
-absl::Status CudaFusedElementwise::LaunchRoundKernel(cudaStream_t stream, const small_gemm::Args& g,
-                                                     size_t gemm_shared_bytes, Shaped& s,
-                                                     const EwInstr* device, int64_t rows) {
-  if (!s.round.has_value()) {
-    s.round = RoundFor(s.plan, gemm_shared_bytes);
-    if (!s.round->ok()) {  // said once per program shape; its rounds then take two launches
-      std::fprintf(stderr, "cavs: no round kernel for %s (%s); its rounds take two launches\n",
-                   EwKernelName(s.plan).c_str(), std::string(s.round->status().message()).c_str());
-    }
-  }
-  if (!s.round->ok()) return absl::NotFoundError(s.round->status().message());
-  const Round& r = **s.round;
-  const int64_t gemm_bytes = small_gemm::SharedFloats<small_gemm::RoundTile>(g.chunk) *
-                             static_cast<int64_t>(sizeof(float));
-  // Every block resident at once (the barrier waits for all of them); more tiles than that are
-  // taken in turn by the blocks.
-  const int64_t resident = static_cast<int64_t>(r.blocks_per_sm) * num_sms_;
-  if (gemm_bytes > r.shared_bytes || resident <= 0) {
-    return absl::NotFoundError("the GEMM's chunk does not fit a round kernel's shared memory");
-  }
-  const int64_t grid = std::min(small_gemm::Blocks<small_gemm::RoundTile>(g.m, g.n), resident);
-  const int64_t per_block = RoundRowsPerBlock(rows, s.plan.max_width, s.plan.shared_width, grid,
-                                              r.shared_bytes / static_cast<int64_t>(sizeof(float)));
-  if (per_block == 0) return absl::NotFoundError("the program's shared rows do not fit");
-  if (barrier_ == nullptr) {  // once: whether the device launches cooperatively, the barrier
-    int device_id = 0, cooperative = 0;
-    cudaError_t err = cudaGetDevice(&device_id);
-    if (err == cudaSuccess) {
-      err = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device_id);
-    }
-    if (err == cudaSuccess && cooperative != 0) {
-      err = cudaMalloc(reinterpret_cast<void**>(&barrier_), sizeof(unsigned));
-    }
-    // Zeroed in stream order, before the first round kernel on `stream`.
-    if (err == cudaSuccess && barrier_ != nullptr) {
-      err = cudaMemsetAsync(barrier_, 0, sizeof(unsigned), stream);
-    }
-    if (err != cudaSuccess || barrier_ == nullptr) {
-      (void)cudaGetLastError();  // not the next launch check's error
-      if (barrier_ != nullptr) cudaFree(barrier_);
-      barrier_ = nullptr;
-      return absl::NotFoundError(err != cudaSuccess ? "no memory for the round kernels' barrier"
-                                                    : "the device does not launch cooperatively");
-    }
-  }
-  const size_t bytes = static_cast<size_t>(
-      std::max(gemm_bytes, per_block * s.plan.shared_width * static_cast<int64_t>(sizeof(float))));
-  small_gemm::Args args_g = g;
-  const unsigned char* program = reinterpret_cast<const unsigned char*>(device);
-  long long n = rows;
-  int rows_per_block = static_cast<int>(per_block);
-  unsigned* barrier = barrier_;
-  void* args[] = {&args_g, &program, &n, &rows_per_block, &barrier};
-  const cudaError_t err = cudaLaunchCooperativeKernel(
-      reinterpret_cast<const void*>(r.kernel.kernel), dim3(static_cast<unsigned>(grid)),
-      dim3(small_gemm::kThreads), args, bytes, stream);
-  if (err == cudaErrorCooperativeLaunchTooLarge) {  // more blocks than can be resident
-    (void)cudaGetLastError();
-    return absl::NotFoundError("the cooperative launch was refused");
-  }
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return CudaStatus(err, "cudaLaunchCooperativeKernel (a round kernel)", __FILE__, __LINE__);
-  }
-  ++rounds_fused_;
-  return absl::OkStatus();
 }
 
 absl::Status CudaFusedElementwise::LaunchKernel(cudaStream_t stream, const Compiled& kernel,
@@ -524,4 +393,4 @@ absl::Status CudaFusedElementwise::LaunchKernel(cudaStream_t stream, const Compi
   return absl::OkStatus();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

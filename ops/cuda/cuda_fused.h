@@ -1,4 +1,4 @@
-// Generated fused element-wise kernels on CUDA (issue #6): NVRTC compiles the kernel that
+// Generated fused element-wise kernels on CUDA: NVRTC compiles the kernel that
 // ops/ew_codegen.h emits for a program's shape, once per process and shape, and
 // Kernels::Elementwise launches it instead of the interpreter (cuda_elementwise.cu).
 //
@@ -14,26 +14,27 @@
 // instruction) and its kernel is launched. The plan's analysis is quadratic in the program's
 // operands (2 to 3 us for a Tree-LSTM round on the development machine, BM_EwKernelPlan), the
 // check linear. The first kVerifiedLaunches launches of every shape are also planned in full
-// and must give the same key, and every launch is with CAVS_VERIFY_EW_SHAPES=1 (the tests).
+// and must give the same key, and every launch is with KernelOptions::verify_ew_shapes (the tests).
 //
-// CAVS_CUDA_FUSED=0 in the environment keeps the interpreter (and no scratch operands).
+// CudaKernelOptions::generated_elementwise = false keeps the interpreter (and no scratch
+// operands).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "ops/cuda/small_gemm.h"
 #include "ops/ew_codegen.h"
+#include "ops/kernel_options.h"
 #include "ops/kernels.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 // NVRTC: `source` (which may include "core/philox.h") to a cubin for sm_<arch> (e.g. 90), or,
 // where this NVRTC does not know that architecture, to PTX for the newest one below it (the
@@ -56,28 +57,20 @@ namespace cavs::ops {
 // The entry CompileCudaSourceCached uses for `source` and `arch` in `cache_dir`.
 std::string KernelCachePath(const std::string& cache_dir, const std::string& source, int arch);
 
-// The kernel cache directory the environment asks for: $CAVS_KERNEL_CACHE (empty or "0": none),
-// else $XDG_CACHE_HOME/cavs/kernels, else $HOME/.cache/cavs/kernels, else none.
-std::string KernelCacheDirFromEnv();
-
-// Whether the environment asks for generated kernels (CAVS_CUDA_FUSED unset or not "0").
-bool FusedElementwiseFromEnv();
-
-// Whether the environment asks for forward rounds in one launch (CAVS_FUSED_ROUND=1; off by
-// default until it is measured on a GPU).
-bool FusedRoundFromEnv();
+// The kernel cache directory `options` ask for (CudaKernelOptions::kernel_cache_dir): that
+// directory, or by default $XDG_CACHE_HOME/cavs/kernels, else $HOME/.cache/cavs/kernels; empty
+// (no cache) where the cache is off or neither variable is set.
+std::string KernelCacheDir(const CudaKernelOptions& options);
 
 // The compiled kernels of one device. Used by one thread at a time (as Kernels are).
 class CudaFusedElementwise {
  public:
   // `arch`: the device's compute capability as major * 10 + minor; `num_sms`: its
   // multiprocessor count (sets the grid). The device must be current for every call.
-  // `verify_all`: plan every launch with a known shape too and check the key (for tests).
-  CudaFusedElementwise(int arch, int num_sms, bool verify_all = VerifyEwShapesFromEnv())
-      : arch_(arch),
-        num_sms_(num_sms),
-        verify_all_(verify_all),
-        cache_dir_(KernelCacheDirFromEnv()) {}
+  // `verify_all`: plan every launch with a known shape too and check the key (for tests;
+  // KernelOptions::verify_ew_shapes). `cache_dir`: the on-disk kernel cache (empty: none).
+  CudaFusedElementwise(int arch, int num_sms, bool verify_all = false, std::string cache_dir = {})
+      : arch_(arch), num_sms_(num_sms), verify_all_(verify_all), cache_dir_(std::move(cache_dir)) {}
   ~CudaFusedElementwise();
   CudaFusedElementwise(const CudaFusedElementwise&) = delete;
   CudaFusedElementwise& operator=(const CudaFusedElementwise&) = delete;
@@ -100,40 +93,19 @@ class CudaFusedElementwise {
   [[nodiscard]] absl::Status Launch(cudaStream_t stream, const EwInstr* host, const EwInstr* device,
                                     int count, int64_t rows, uint64_t shape);
 
-  // Kernels::GemmThenElementwise for the small GEMM `g` in RoundTiles (whose chunk of inputs
-  // takes `gemm_shared_bytes` of shared memory, at most what PrepareSmallGemm allowed) and a
-  // validated program: one launch of the round kernel (EmitRoundKernelCuda) over as many blocks as
-  // the GEMM has tiles or, if fewer, as can be resident at once (each then takes several tiles in
-  // turn); else the small GEMM's kernel, then the program as Launch runs it. Two launches where
-  // the program has nothing of nonzero width, the round kernel did not compile or load for this
-  // device (NVRTC's error is kept, not tried again), the GEMM's chunk or the program's shared
-  // rows do not fit it, or the cooperative launch is refused.
-  [[nodiscard]] absl::Status LaunchRound(cudaStream_t stream, const small_gemm::Args& g,
-                                         size_t gemm_shared_bytes, const EwInstr* host,
-                                         const EwInstr* device, int count, int64_t rows,
-                                         uint64_t shape);
-
-  // Distinct kernels compiled so far, launches that skipped the plan, and rounds launched as one
-  // kernel (LaunchRound).
+  // Distinct kernels compiled so far, and launches that skipped the plan.
   int64_t compiled() const { return static_cast<int64_t>(kernels_.size()); }
   int64_t shape_hits() const { return shape_hits_; }
-  int64_t rounds_fused() const { return rounds_fused_; }
+  bool verify_all() const { return verify_all_; }
+  const std::string& cache_dir() const { return cache_dir_; }
 
  private:
-  // A round kernel, loaded with its shared memory set, and how many of its blocks a
-  // multiprocessor holds.
-  struct Round {
-    Compiled kernel;
-    int64_t shared_bytes = 0;  // the dynamic shared memory it may take
-    int blocks_per_sm = 0;
-  };
   // What a launch needs, kept per caller shape with the program's fingerprint.
   struct Shaped {
     std::vector<int64_t> fingerprint;  // ops, widths, strides, scratch columns
-    EwKernelPlan plan;                 // its key, widths, and the round kernel's source
+    EwKernelPlan plan;                 // its key and widths
     Compiled kernel;
     int launches = 0;
-    std::optional<absl::StatusOr<Round>> round;  // once a round asked for it
   };
   // The Shaped for a program: the one kept for `shape` if its fingerprint matches (checking the
   // plan as Launch documents), else a new plan (kept for `shape`, or in `*local` for shape 0)
@@ -141,11 +113,6 @@ class CudaFusedElementwise {
   absl::StatusOr<Shaped*> Find(const EwInstr* host, int count, int64_t rows, uint64_t shape,
                                Shaped* local);
   absl::StatusOr<Compiled> KernelFor(const EwKernelPlan& plan);
-  absl::StatusOr<Round> RoundFor(const EwKernelPlan& plan, size_t gemm_shared_bytes);
-  // LaunchRound's one launch; NotFound, with nothing queued, where the round kernel cannot run.
-  absl::Status LaunchRoundKernel(cudaStream_t stream, const small_gemm::Args& g,
-                                 size_t gemm_shared_bytes, Shaped& s, const EwInstr* device,
-                                 int64_t rows);
   absl::Status LaunchKernel(cudaStream_t stream, const Compiled& kernel, const EwInstr* device,
                             int64_t rows, int64_t shared_width, int64_t max_width);
 
@@ -154,11 +121,8 @@ class CudaFusedElementwise {
   bool verify_all_;
   std::string cache_dir_;  // compiled kernels on disk (empty: none)
   int64_t shape_hits_ = 0;
-  int64_t rounds_fused_ = 0;
-  unsigned* barrier_ = nullptr;  // the round kernels' grid barrier (a word of device memory)
   absl::flat_hash_map<std::vector<int64_t>, absl::StatusOr<Compiled>> kernels_;
-  absl::flat_hash_map<std::vector<int64_t>, absl::StatusOr<Round>> rounds_;  // by the plan's key
   absl::flat_hash_map<uint64_t, Shaped> shapes_;
 };
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -2,7 +2,7 @@
 
 #include "ops/cuda/cuda_gather.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -294,4 +294,4 @@ cudaError_t LaunchSegmentReduceGrad(cudaStream_t stream, ReduceOp op, const floa
   return cudaGetLastError();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

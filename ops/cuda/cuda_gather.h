@@ -13,7 +13,7 @@
 
 #include "ops/kernels.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 cudaError_t LaunchGatherRows(cudaStream_t stream, const float* src, int64_t src_ld,
                              const int32_t* idx, int64_t m, int64_t w, float* dst, int64_t dst_ld);
@@ -38,4 +38,4 @@ cudaError_t LaunchSegmentReduceGrad(cudaStream_t stream, ReduceOp op, const floa
                                     const int32_t* argmax, int64_t m, int64_t w, float* dsrc,
                                     int64_t dsrc_ld);
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

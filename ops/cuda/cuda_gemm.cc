@@ -17,7 +17,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/small_gemm.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -67,20 +67,15 @@ absl::Status CublasGemmRowMajor(cublasHandle_t handle, bool trans_a, bool trans_
   return absl::OkStatus();
 }
 
-absl::StatusOr<small_gemm::Args> SmallGemmArgs(const SmallGemmSetup& setup, bool trans_a,
-                                               bool trans_b, int64_t m, int64_t n, int64_t k,
-                                               float alpha, const float* a, int64_t lda,
-                                               const float* b, int64_t ldb, float beta, float* c,
-                                               int64_t ldc, const float* bias) {
+absl::StatusOr<small_gemm::Args> SmallGemmArgs(size_t shared_bytes, bool trans_a, bool trans_b,
+                                               int64_t m, int64_t n, int64_t k, float alpha,
+                                               const float* a, int64_t lda, const float* b,
+                                               int64_t ldb, float beta, float* c, int64_t ldc,
+                                               const float* bias) {
   CAVS_RETURN_IF_ERROR(CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc));
-  const int splits = std::max(setup.splits, 1);
-  if (splits > 1 && (setup.partial == nullptr || setup.arrivals == nullptr)) {
-    return absl::InternalError("a small GEMM split over k without a workspace");
-  }
-  const int64_t split_k = (k + splits - 1) / splits;
-  const int chunk = static_cast<int>(std::min<int64_t>(split_k, small_gemm::kMaxChunk));
+  const int chunk = static_cast<int>(std::min<int64_t>(k, small_gemm::kMaxChunk));
   if (trans_a || m == 0 || n == 0 || k == 0 || m > small_gemm::kMaxRows ||
-      small_gemm::SharedFloats(setup.tile, chunk) * sizeof(float) > setup.shared_bytes) {
+      small_gemm::SharedFloats<small_gemm::RoundTile>(chunk) * sizeof(float) > shared_bytes) {
     return absl::NotFoundError("not a small GEMM");
   }
   small_gemm::Args g{static_cast<int>(m),
@@ -97,25 +92,20 @@ absl::StatusOr<small_gemm::Args> SmallGemmArgs(const SmallGemmSetup& setup, bool
                      trans_b,
                      chunk,
                      bias};
-  if (splits > 1) {
-    g.splits = splits;
-    g.split_k = static_cast<int>(split_k);
-    g.partial = setup.partial;
-    g.arrivals = setup.arrivals;
-  }
   return g;
 }
 
-absl::Status SmallGemmRowMajor(cudaStream_t stream, const SmallGemmSetup& setup, bool trans_a,
-                               bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                               const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                               float* c, int64_t ldc, const float* bias) {
+absl::Status SmallGemmRowMajor(cudaStream_t stream, size_t shared_bytes, bool trans_a, bool trans_b,
+                               int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                               int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                               int64_t ldc, const float* bias) {
   if (m == 0 || n == 0) {
     return CheckGemm(trans_a, trans_b, m, n, k, lda, ldb, ldc);  // nothing to compute
   }
-  CAVS_ASSIGN_OR_RETURN(small_gemm::Args g, SmallGemmArgs(setup, trans_a, trans_b, m, n, k, alpha,
-                                                          a, lda, b, ldb, beta, c, ldc, bias));
-  CAVS_CUDA_RETURN_IF_ERROR(LaunchSmallGemm(stream, g, setup.tile));
+  CAVS_ASSIGN_OR_RETURN(small_gemm::Args g,
+                        SmallGemmArgs(shared_bytes, trans_a, trans_b, m, n, k, alpha, a, lda, b,
+                                      ldb, beta, c, ldc, bias));
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchSmallGemm(stream, g));
   return absl::OkStatus();
 }
 
@@ -538,4 +528,4 @@ absl::Status CublasLtGemm::Run(cudaStream_t stream, bool allow_tf32, bool trans_
   return absl::OkStatus();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

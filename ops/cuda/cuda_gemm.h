@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "ops/cuda/small_gemm.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 // c: [m, n] = alpha * op(a) op(b) + beta * c (row-major; see Kernels::Gemm). Queued on the
 // handle's stream with the handle's math mode.
@@ -31,33 +31,23 @@ namespace cavs::ops {
                                               const float* a, int64_t lda, const float* b,
                                               int64_t ldb, float beta, float* c, int64_t ldc);
 
-// How the small GEMM runs a problem: its tiles, the shared memory PrepareSmallGemm allowed them
-// on the current device, and the splits of k (1: none) with their workspace, at least
-// splits x the tiles' outputs floats and a zeroed count per tile (small_gemm::Args).
-struct SmallGemmSetup {
-  small_gemm::TileShape tile = small_gemm::TileShape::kRound;
-  size_t shared_bytes = 0;
-  int splits = 1;
-  float* partial = nullptr;
-  unsigned* arrivals = nullptr;
-};
-
-// The same GEMM through the small-GEMM kernel (small_gemm.h; one launch) as `setup` says, where
-// it applies: a not transposed, 0 < m <= small_gemm::kMaxRows, k > 0, and a chunk's shared
-// memory within setup.shared_bytes. NotFound elsewhere (the caller then uses cuBLAS). `bias`
-// (or null): one row of n added to every row of c (Kernels::GemmBias), in the kernel's store.
-[[nodiscard]] absl::Status SmallGemmRowMajor(cudaStream_t stream, const SmallGemmSetup& setup,
-                                             bool trans_a, bool trans_b, int64_t m, int64_t n,
-                                             int64_t k, float alpha, const float* a, int64_t lda,
+// The same GEMM through the small-GEMM kernel (small_gemm.h; one launch), where it applies: a
+// not transposed, 0 < m <= small_gemm::kMaxRows, k > 0, and a chunk's shared memory within
+// `shared_bytes` (what PrepareSmallGemm allowed on the current device). NotFound elsewhere (the
+// caller then uses cuBLAS). `bias` (or null): one row of n added to every row of c
+// (Kernels::GemmBias), in the kernel's store.
+[[nodiscard]] absl::Status SmallGemmRowMajor(cudaStream_t stream, size_t shared_bytes, bool trans_a,
+                                             bool trans_b, int64_t m, int64_t n, int64_t k,
+                                             float alpha, const float* a, int64_t lda,
                                              const float* b, int64_t ldb, float beta, float* c,
                                              int64_t ldc, const float* bias = nullptr);
 
 // SmallGemmRowMajor's checks, and the kernel's arguments where it applies (NotFound elsewhere,
-// m or n 0 included), for kernels that run the small GEMM with other work (cuda_fused.h).
+// m or n 0 included).
 [[nodiscard]] absl::StatusOr<small_gemm::Args> SmallGemmArgs(
-    const SmallGemmSetup& setup, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-    float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-    int64_t ldc, const float* bias = nullptr);
+    size_t shared_bytes, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+    const float* bias = nullptr);
 
 // The same GEMM through cuBLASLt, with the descriptors and the algorithm chosen once per problem
 // (transposes, sizes, row strides, the operands' alignment, TF32, a bias) and reused: a call of a
@@ -66,11 +56,11 @@ struct SmallGemmSetup {
 // (docs/gpu_performance.md); NVIDIA's RAFT measured its GEMM launch latency halved this way
 // (10 to 5 us). The plans are kept for up to kMaxProblems problems, then dropped and rebuilt.
 //
-// Autotuning (off by default; SetAutotune, CAVS_GEMM_AUTOTUNE=1 turns it on). The engine's
-// rounds are GEMMs of a few to a few hundred rows against a weight matrix ([m, 300] x [300, 750]
-// for the Tree-LSTM's forward). Every algorithm cuBLAS's heuristic offers for them took 9 us on
-// an H100 at 64 rows (bench/RESULTS.md, run 6), for 0.4 us of arithmetic spread over the chip:
-// with 64x128 or larger tiles, 6 of 132 multiprocessors have work. So the first problem of
+// Autotuning (off by default; SetAutotune, CudaKernelOptions::gemm_autotune turns it on). The
+// engine's rounds are GEMMs of a few to a few hundred rows against a weight matrix ([m, 300] x
+// [300, 750] for the Tree-LSTM's forward). Every algorithm cuBLAS's heuristic offers for them took
+// 9 us on an H100 at 64 rows (bench/RESULTS.md), for 0.4 us of arithmetic spread over the
+// chip: with 64x128 or larger tiles, 6 of 132 multiprocessors have work. So the first problem of
 // each class (the transposes, TF32, and m, n and k each rounded up to a step of at most 1.5x)
 // times candidates on the caller's operands, writing a scratch matrix, behind a delay kernel
 // (cuda_delay.h) so that the events time the device alone: the heuristic's
@@ -86,9 +76,9 @@ struct SmallGemmSetup {
 // a training run; under stream capture nothing is timed. A problem where cublasSgemm won, or
 // cuBLASLt has nothing, returns NotFound and the caller calls cublasSgemm. Tuned choices can
 // differ between runs (timings are noisy), so results can differ in the last bits between runs.
-// Measured (runs 6 and 7, H100): the weight gradients' GEMMs up to 1.28x faster (78 to 61 us
-// at k = 4,096), the rounds' GEMMs within 0.3 us of the heuristic's (about 9 us at 64 rows:
-// no tile or split-K configuration spreads 64 rows over the chip), so it stays off by default.
+// Measured on an H100 (bench/RESULTS.md): the weight gradients' GEMMs up to 1.28x faster (78 to 61
+// us at k = 4,096), the rounds' GEMMs within 0.3 us of the heuristic's (about 9 us at 64 rows: no
+// tile or split-K configuration spreads 64 rows over the chip), so it stays off by default.
 //
 // Alignment: cuBLASLt assumes 256-byte aligned operands unless told otherwise, and the engine
 // passes row offsets into its buffers; each problem records the alignment its pointers and row
@@ -129,7 +119,7 @@ class CublasLtGemm {
                                  int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                                  int64_t ldc, const float* bias = nullptr);
 
-  // Autotuning on (CAVS_GEMM_AUTOTUNE=1) or off (the default: the heuristic's first
+  // Autotuning on (CudaKernelOptions::gemm_autotune) or off (the default: the heuristic's first
   // algorithm). Switching drops the plans and the tuned choices.
   void SetAutotune(bool on);
   bool autotune() const { return autotune_; }
@@ -215,4 +205,4 @@ class CublasLtGemm {
   std::string last_tuning_;
 };
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -3,13 +3,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/env.h"
 #include "core/status.h"
 #include "ops/cpu/cpu_elementwise.h"
 #include "ops/cuda/cublas_status.h"
@@ -24,7 +22,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/small_gemm.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -56,7 +54,8 @@ absl::Status CheckGemmArgs(int64_t m, int64_t n, int64_t k, const float* a, cons
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* backend) {
+absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* backend,
+                                                                 const KernelOptions& options) {
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend->MakeCurrent(guard));
   int num_sms = 0, major = 0, minor = 0;
@@ -70,15 +69,6 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
   std::unique_ptr<CudaKernels> kernels(
       new CudaKernels(backend, handle, num_sms, major * 10 + minor));
-  if (FusedElementwiseFromEnv()) {
-    const absl::Status fused = kernels->SetFusedElementwise(true);
-    if (!fused.ok()) {  // e.g. no NVRTC for this device: the interpreter still runs everything
-      std::fprintf(stderr,
-                   "cavs: generated element-wise kernels unavailable (%s); using the "
-                   "interpreter\n",
-                   std::string(fused.message()).c_str());
-    }
-  }
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(handle, backend->stream()));
   CAVS_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
   // The reductions' workspace now, before the caching allocator holds the device's memory: made
@@ -88,24 +78,34 @@ absl::StatusOr<std::unique_ptr<CudaKernels>> CudaKernels::Create(CudaBackend* ba
   CAVS_RETURN_IF_ERROR(kernels->SetAllowTf32(false));
   // The small GEMM's shared memory, set once here (the device is current), not per launch. A
   // device that refuses leaves it nowhere to run (NotFound: cuBLAS takes its GEMMs).
-  for (const small_gemm::TileShape tile :
-       {small_gemm::TileShape::kRound, small_gemm::TileShape::kTall}) {
-    size_t& bytes = kernels->small_gemm_shared_bytes_[static_cast<int>(tile)];
-    if (PrepareSmallGemm(tile, &bytes) != cudaSuccess) {
-      (void)cudaGetLastError();
-      bytes = 0;
-    }
+  if (PrepareSmallGemm(&kernels->small_gemm_shared_bytes_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    kernels->small_gemm_shared_bytes_ = 0;
   }
-  kernels->SetTallTile(core::EnvFlag("CAVS_SMALL_GEMM_TALL", false));
-  if (std::getenv("CAVS_SMALL_GEMM") != nullptr) {  // else where faster
-    kernels->SetSmallGemm(core::EnvFlag("CAVS_SMALL_GEMM", false) ? SmallGemm::kEverywhere
-                                                                  : SmallGemm::kOff);
-  }
-  kernels->SetFusedRound(FusedRoundFromEnv());
-  // cuBLASLt with memoized plans (run 7: ahead of cublasSgemm in 11 of 12 batch-256 rows of
-  // three processes) unless CAVS_CUBLASLT=0 (then cublasSgemm).
-  CAVS_RETURN_IF_ERROR(kernels->SetCublasLt(core::EnvFlag("CAVS_CUBLASLT", true)));
+  CAVS_RETURN_IF_ERROR(kernels->Configure(options));
   return kernels;
+}
+
+absl::Status CudaKernels::Configure(const KernelOptions& options) {
+  verify_ew_shapes_ = options.verify_ew_shapes;
+  kernel_cache_dir_ = KernelCacheDir(options.cuda);
+  // New settings for the generated kernels take effect in a new CudaFusedElementwise.
+  if (fused_ != nullptr &&
+      (fused_->verify_all() != verify_ew_shapes_ || fused_->cache_dir() != kernel_cache_dir_)) {
+    CAVS_RETURN_IF_ERROR(SetFusedElementwise(false));
+  }
+  const absl::Status fused = SetFusedElementwise(options.cuda.generated_elementwise);
+  if (!fused.ok()) {  // e.g. no NVRTC for this device: the interpreter still runs everything
+    std::fprintf(stderr,
+                 "cavs: generated element-wise kernels unavailable (%s); using the "
+                 "interpreter\n",
+                 std::string(fused.message()).c_str());
+  }
+  SetSmallGemm(options.cuda.small_gemm);
+  CAVS_RETURN_IF_ERROR(SetCublasLt(options.cuda.cublas_lt));
+  gemm_autotune_ = options.cuda.gemm_autotune;
+  if (lt_ != nullptr) lt_->SetAutotune(gemm_autotune_);
+  return absl::OkStatus();
 }
 
 CudaKernels::CudaKernels(CudaBackend* backend, cublasHandle_t cublas, int num_sms, int arch)
@@ -132,7 +132,7 @@ absl::Status CudaKernels::SetCublasLt(bool on) {
     return absl::OkStatus();
   }
   CAVS_ASSIGN_OR_RETURN(lt_, CublasLtGemm::Create(cublas_));
-  lt_->SetAutotune(core::EnvFlag("CAVS_GEMM_AUTOTUNE", false));
+  lt_->SetAutotune(gemm_autotune_);
   return absl::OkStatus();
 }
 
@@ -168,7 +168,8 @@ absl::Status CudaKernels::SetFusedElementwise(bool on) {
     fused_.reset();
     return absl::OkStatus();
   }
-  auto fused = std::make_unique<CudaFusedElementwise>(arch_, num_sms_);
+  auto fused =
+      std::make_unique<CudaFusedElementwise>(arch_, num_sms_, verify_ew_shapes_, kernel_cache_dir_);
   CAVS_RETURN_IF_ERROR(fused->Probe());
   fused_ = std::move(fused);
   return absl::OkStatus();
@@ -185,30 +186,14 @@ absl::Status CudaKernels::SetAllowTf32(bool allow) {
   return absl::OkStatus();
 }
 
-std::optional<CudaKernels::SmallGemmChoice> CudaKernels::SmallGemmFor(bool trans_a, bool trans_b,
-                                                                      int64_t m, int64_t n,
-                                                                      int64_t k) const {
-  using small_gemm::TileShape;
-  if (small_gemm_ == SmallGemm::kOff) return std::nullopt;
-  if (tall_tile_) {  // never where RoundTile is Faster
-    const int splits = small_gemm::TallSplits(trans_a, trans_b, m, n, k, num_sms_);
-    const int64_t chunk = splits > 0 ? (k + splits - 1) / splits : 0;  // at most kMaxChunk
-    if (splits > 0 &&
-        small_gemm::SharedFloats(TileShape::kTall, static_cast<int>(chunk)) * sizeof(float) <=
-            small_gemm_shared_bytes_[static_cast<int>(TileShape::kTall)]) {
-      return SmallGemmChoice{TileShape::kTall, splits};
-    }
-  }
-  if (small_gemm_ == SmallGemm::kEverywhere ||
-      small_gemm::Faster(trans_a, trans_b, m, n, k, num_sms_)) {
-    return SmallGemmChoice{TileShape::kRound, 1};
-  }
-  return std::nullopt;
+bool CudaKernels::UsesSmallGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) const {
+  return small_gemm_ == SmallGemm::kEverywhere ||
+         (small_gemm_ == SmallGemm::kWhereFaster &&
+          small_gemm::Faster(trans_a, trans_b, m, n, k, num_sms_));
 }
 
 absl::Status CudaKernels::MakeWorkspace() {
-  const size_t floats =
-      static_cast<size_t>(num_sms_) * static_cast<size_t>(small_gemm::TallTile::kOutputs);
+  const size_t floats = static_cast<size_t>(num_sms_) * static_cast<size_t>(kWorkspaceFloatsPerSm);
   void* arrivals = nullptr;
   void* partial = nullptr;
   cudaError_t err = cudaMalloc(&arrivals, num_sms_ * sizeof(unsigned));
@@ -227,16 +212,6 @@ absl::Status CudaKernels::MakeWorkspace() {
   return absl::OkStatus();
 }
 
-SmallGemmSetup CudaKernels::SetupFor(const SmallGemmChoice& choice) const {
-  SmallGemmSetup setup{choice.tile, small_gemm_shared_bytes_[static_cast<int>(choice.tile)],
-                       choice.splits};
-  if (choice.splits > 1) {
-    setup.partial = workspace_.partial;
-    setup.arrivals = workspace_.arrivals;
-  }
-  return setup;
-}
-
 absl::Status CudaKernels::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                float alpha, const float* a, int64_t lda, const float* b,
                                int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -247,12 +222,11 @@ absl::Status CudaKernels::GemmBias(const GemmCall& g) {
   CAVS_RETURN_IF_ERROR(CheckGemmArgs(g.m, g.n, g.k, g.a, g.b, g.c));
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  if (const std::optional<SmallGemmChoice> choice =
-          SmallGemmFor(g.trans_a, g.trans_b, g.m, g.n, g.k)) {
+  if (UsesSmallGemm(g.trans_a, g.trans_b, g.m, g.n, g.k)) {
     const absl::Status s =
-        SmallGemmRowMajor(backend_->stream(), SetupFor(*choice), g.trans_a, g.trans_b, g.m, g.n,
-                          g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, g.bias);
-    if (s.ok()) ++small_gemms_[static_cast<int>(choice->tile)];
+        SmallGemmRowMajor(backend_->stream(), small_gemm_shared_bytes_, g.trans_a, g.trans_b, g.m,
+                          g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, g.bias);
+    if (s.ok()) ++small_gemms_;
     if (!absl::IsNotFound(s)) return s;  // NotFound where it cannot: cuBLAS
   }
   if (lt_ != nullptr && g.k > 0) {
@@ -268,32 +242,6 @@ absl::Status CudaKernels::GemmBias(const GemmCall& g) {
   }
   return absl::OkStatus();
 }
-
-absl::Status CudaKernels::GemmThenElementwise(const GemmCall& g, const EwInstr* host,
-                                              const EwInstr* device, int count, int64_t rows,
-                                              uint64_t shape) {
-  // Only with the one-launch round on (else the two calls, whose Gemm chooses its own path).
-  // The round kernels run the GEMM in RoundTiles, k not split; other problems take two launches.
-  const std::optional<SmallGemmChoice> choice =
-      FusesGemmThenElementwise() ? SmallGemmFor(g.trans_a, g.trans_b, g.m, g.n, g.k) : std::nullopt;
-  if (choice.has_value() && choice->tile == small_gemm::TileShape::kRound) {
-    CAVS_RETURN_IF_ERROR(CheckGemmArgs(g.m, g.n, g.k, g.a, g.b, g.c));
-    CAVS_RETURN_IF_ERROR(CheckProgram(host, device, count, rows));
-    const size_t gemm_bytes = small_gemm_shared_bytes_[static_cast<int>(choice->tile)];
-    absl::StatusOr<small_gemm::Args> args =
-        SmallGemmArgs(SmallGemmSetup{choice->tile, gemm_bytes}, g.trans_a, g.trans_b, g.m, g.n, g.k,
-                      g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, g.bias);
-    if (!args.ok() && !absl::IsNotFound(args.status())) return args.status();
-    if (args.ok()) {
-      CudaDeviceGuard guard;
-      CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-      return fused_->LaunchRound(stream(), *args, gemm_bytes, host, device, count, rows, shape);
-    }
-  }
-  return Kernels::GemmThenElementwise(g, host, device, count, rows, shape);
-}
-
-int64_t CudaKernels::rounds_fused() const { return fused_ == nullptr ? 0 : fused_->rounds_fused(); }
 
 absl::Status CudaKernels::CheckProgram(const EwInstr* host, const EwInstr* device, int count,
                                        int64_t rows) const {
@@ -439,10 +387,11 @@ absl::StatusOr<CudaKernels*> GetCudaKernels(int ordinal) {
   std::lock_guard<std::mutex> lock(*mu);
   if (all->size() <= static_cast<size_t>(ordinal)) all->resize(ordinal + 1, nullptr);
   if ((*all)[ordinal] == nullptr) {
-    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CudaKernels> kernels, CudaKernels::Create(backend));
+    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CudaKernels> kernels,
+                          CudaKernels::Create(backend, GetKernelOptions()));
     (*all)[ordinal] = kernels.release();
   }
   return (*all)[ordinal];
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

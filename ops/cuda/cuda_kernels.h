@@ -5,25 +5,26 @@
 // Statuses, faults inside a kernel surface at the next synchronizing call. Launches per call:
 // Gemm one cuBLAS or cuBLASLt call or small-GEMM kernel, GemmBias the same (the bias in the
 // small GEMM's store or cuBLASLt's epilogue; on cublasSgemm a second kernel adds it);
-// Elementwise one kernel for the whole program; GemmThenElementwise one kernel for both where
-// the fused round applies (below), else the two; GatherRows, ScatterAddRows, SegmentReduce(Grad),
-// SoftmaxCrossEntropy, ColumnSum, ColumnDot one kernel each; Fill one kernel or memset. The op
-// families live in cuda_gemm, cuda_small_gemm, cuda_fused (generated element-wise kernels) and
-// cuda_elementwise (the interpreter), cuda_gather, cuda_softmax and cuda_reduce.
+// Elementwise one kernel for the whole program; GemmThenElementwise the two calls; GatherRows,
+// ScatterAddRows, SegmentReduce(Grad), SoftmaxCrossEntropy, ColumnSum, ColumnDot one kernel each;
+// Fill one kernel or memset. The op families live in cuda_gemm, cuda_small_gemm, cuda_fused
+// (generated element-wise kernels) and cuda_elementwise (the interpreter), cuda_gather,
+// cuda_softmax and cuda_reduce.
 //
 // TF32: Gemm computes in full fp32 by default (CUBLAS_DEFAULT_MATH), so results match the CPU
 // up to summation order. SetAllowTf32(true) lets cuBLAS use TF32 tensor cores (about 10 bits of
 // mantissa in the products), faster and less exact.
 //
-// Gemm is, by default, the small-GEMM kernel where run 7 measured it faster (small_gemm.h:
+// Gemm is, by default, the small-GEMM kernel where it measured faster (small_gemm.h:
 // the Tree-LSTM's forward rounds, a few rows against a wide weight) and elsewhere cuBLASLt with
 // a plan memoized per problem (cuda_gemm.h: no heuristic query per call), falling back to
-// cublasSgemm where cuBLASLt has no algorithm. In run 7 (H100, batch 256, three processes)
+// cublasSgemm where cuBLASLt has no algorithm. On an H100 (batch 256, three processes)
 // cuBLASLt was ahead of cublasSgemm in 11 of 12 rows, and these defaults led every other path
-// in 3 of 4 rows of one process and tied the fourth (bench/RESULTS.md). SetCublasLt(false) (or
-// CAVS_CUBLASLT=0) gives plain cublasSgemm; SetSmallGemm chooses where the small GEMM runs.
-// SetGemmAutotune(true) (or CAVS_GEMM_AUTOTUNE=1, with cuBLASLt on) times candidate algorithms
-// on the device once per class of problems and keeps the fastest (cuda_gemm.h).
+// in 3 of 4 rows of one process and tied the fourth (bench/RESULTS.md). How they run is set by
+// KernelOptions (ops/kernel_options.h; Configure), or one setting at a time by the setters:
+// SetCublasLt(false) gives plain cublasSgemm; SetSmallGemm chooses where the small GEMM runs;
+// SetGemmAutotune(true) (with cuBLASLt on) times candidate algorithms on the device once per
+// class of problems and keeps the fastest (cuda_gemm.h).
 //
 // Thread-safety: as ops::Kernels, one executor thread at a time.
 #pragma once
@@ -31,10 +32,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include <array>
 #include <cstddef>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -45,20 +44,26 @@
 #include "ops/cuda/small_gemm.h"
 #include "ops/kernels.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 class CudaFusedElementwise;
 class CublasLtGemm;
 
 class CudaKernels final : public Kernels {
  public:
-  // Kernels on `backend`'s device and stream (not owned; outlives this).
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<CudaKernels>> Create(CudaBackend* backend);
+  // Kernels on `backend`'s device and stream (not owned; outlives this), configured by
+  // `options`.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<CudaKernels>> Create(
+      CudaBackend* backend, const KernelOptions& options = {});
   ~CudaKernels() override;
   CudaKernels(const CudaKernels&) = delete;
   CudaKernels& operator=(const CudaKernels&) = delete;
 
   core::Device device() const override { return backend_->device(); }
+  // Takes options.cuda and options.verify_ew_shapes through the setters below. Generated
+  // kernels that cannot be had here (no NVRTC for the device) are a warning, not an error: the
+  // interpreter runs everything.
+  absl::Status Configure(const KernelOptions& options) override;
   absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) override;
@@ -70,11 +75,6 @@ class CudaKernels final : public Kernels {
   using Kernels::Elementwise;
   absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count, int64_t rows,
                            uint64_t shape) override;
-  // One launch (cuda_fused.h's round kernel) where the fused round is on, generated kernels
-  // are on, and Gemm would take the small GEMM; else the two calls.
-  absl::Status GemmThenElementwise(const GemmCall& g, const EwInstr* host, const EwInstr* device,
-                                   int count, int64_t rows, uint64_t shape) override;
-  bool FusesGemmThenElementwise() const override { return fused_round_ && fused_ != nullptr; }
   absl::Status GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
                           int64_t w, float* dst, int64_t dst_ld) override;
   absl::Status GatherRowsMulti(const RowCopy* copies, int count, int64_t m) override;
@@ -98,8 +98,8 @@ class CudaKernels final : public Kernels {
   absl::Status Fill(float* dst, int64_t n, float value) override;
   absl::Status Synchronize() override { return backend_->Synchronize(); }
 
-  // Elementwise through generated kernels (the default unless CAVS_CUDA_FUSED=0, or where a
-  // trial compile fails: then a warning and the interpreter) or the interpreter. An engine asks
+  // Elementwise through generated kernels (the default, CudaKernelOptions::generated_elementwise;
+  // where a trial compile fails, a warning and the interpreter) or the interpreter. An engine asks
   // ElementwiseScratch() once, when it is created: switch before. Switching off waits for the
   // stream. An error if a trial compile and load fails (the setting is then unchanged).
   [[nodiscard]] absl::Status SetFusedElementwise(bool on);
@@ -107,12 +107,12 @@ class CudaKernels final : public Kernels {
   // Program shapes compiled so far by the generated-kernel path.
   int64_t fused_kernels_compiled() const;
 
-  // Gemm through cuBLASLt with memoized plans (on, the default), or cublasSgemm (off, or
-  // CAVS_CUBLASLT=0). Turning it on allocates cuBLASLt's workspace.
+  // Gemm through cuBLASLt with memoized plans (on, the default), or cublasSgemm (off). Turning it
+  // on allocates cuBLASLt's workspace.
   [[nodiscard]] absl::Status SetCublasLt(bool on);
   bool cublas_lt() const { return lt_ != nullptr; }
-  // Autotuning of the cuBLASLt path's algorithms (off unless CAVS_GEMM_AUTOTUNE=1); an error
-  // while cuBLASLt is off.
+  // Autotuning of the cuBLASLt path's algorithms (off by default); an error while cuBLASLt is
+  // off.
   [[nodiscard]] absl::Status SetGemmAutotune(bool on);
   bool gemm_autotune() const;
   // The cuBLASLt path's problems planned so far, those it had no algorithm for, the classes
@@ -125,39 +125,17 @@ class CudaKernels final : public Kernels {
   std::string lt_last_tuning() const;
 
   // Where Gemm uses the small-GEMM kernel (small_gemm.h; one launch whose 16 x 32 tiles spread
-  // over the chip; fp32 whatever the TF32 setting): nowhere, where run 7 measured it faster than
-  // cuBLAS (small_gemm::Faster: the Tree-LSTM's forward rounds; the default), or wherever it
+  // over the chip; fp32 whatever the TF32 setting): nowhere, where measured faster than cuBLAS
+  // (small_gemm::Faster: the Tree-LSTM's forward rounds; the default), or wherever it
   // applies (a not transposed, m <= small_gemm::kMaxRows; for tests and A/B rows).
-  // CAVS_SMALL_GEMM=0 and =1 choose the first and the last.
-  enum class SmallGemm { kOff, kWhereFaster, kEverywhere };
+  using SmallGemm = SmallGemmUse;
   void SetSmallGemm(SmallGemm use) { small_gemm_ = use; }
   SmallGemm small_gemm() const { return small_gemm_; }
-  // Whether the small GEMM may take 64 x 16 tiles (small_gemm::TallTile) where its 16 x 32 tiles
-  // are not Faster and those are one wave, with k split over the multiprocessors the tiles
-  // leave (small_gemm::TallSplits: the LSTM's recurrent GEMM and its backward to h, the
-  // Tree-LSTM's backward to the children), in either setting above but off. Off unless
-  // CAVS_SMALL_GEMM_TALL=1: it is a prediction from the floor, not yet measured on a GPU.
-  void SetTallTile(bool on) { tall_tile_ = on; }
-  bool tall_tile() const { return tall_tile_; }
-  // How Gemm runs this problem on the small GEMM by the settings above, its tiles and splits of
-  // k (1: none); none for cuBLAS (before the small GEMM's own checks, which may still leave it
-  // to cuBLAS).
-  struct SmallGemmChoice {
-    small_gemm::TileShape tile;
-    int splits;
-  };
-  std::optional<SmallGemmChoice> SmallGemmFor(bool trans_a, bool trans_b, int64_t m, int64_t n,
-                                              int64_t k) const;
-  // The GEMMs that Gemm ran on the small GEMM so far, by tile (small_gemm::TileShape).
-  int64_t small_gemms(small_gemm::TileShape tile) const {
-    return small_gemms_[static_cast<int>(tile)];
-  }
-
-  // Forward rounds in one launch (GemmThenElementwise; off unless CAVS_FUSED_ROUND=1: not yet
-  // measured on a GPU), and the rounds so launched.
-  void SetFusedRound(bool on) { fused_round_ = on; }
-  bool fused_round() const { return fused_round_; }
-  int64_t rounds_fused() const;
+  // Whether Gemm takes the small GEMM for this problem by the setting above (before the small
+  // GEMM's own checks, which may still leave it to cuBLAS).
+  bool UsesSmallGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) const;
+  // The GEMMs that Gemm ran on the small GEMM so far.
+  int64_t small_gemms() const { return small_gemms_; }
 
   // Lets Gemm use TF32 tensor cores (off by default).
   [[nodiscard]] absl::Status SetAllowTf32(bool allow);
@@ -165,6 +143,9 @@ class CudaKernels final : public Kernels {
 
   CudaBackend* backend() const { return backend_; }
   int num_sms() const { return num_sms_; }  // the device's multiprocessors
+  // The reductions' workspace per multiprocessor, in floats (column sums' chunks, the loss
+  // statistics' blocks).
+  static constexpr int64_t kWorkspaceFloatsPerSm = 1024;
   cudaStream_t stream() const { return backend_->stream(); }
   cublasHandle_t cublas() const { return cublas_; }
 
@@ -176,8 +157,6 @@ class CudaKernels final : public Kernels {
                             int64_t rows) const;
   // Makes the reductions' workspace (workspace_), its counts zeroed on the stream.
   absl::Status MakeWorkspace();
-  // The setup of the small GEMM for `choice`, with the workspace where it needs one.
-  SmallGemmSetup SetupFor(const SmallGemmChoice& choice) const;
 
   CudaBackend* backend_;
   cublasHandle_t cublas_;
@@ -187,21 +166,22 @@ class CudaKernels final : public Kernels {
   std::unique_ptr<CublasLtGemm> lt_;
   bool allow_tf32_ = false;
   SmallGemm small_gemm_ = SmallGemm::kWhereFaster;
-  // PrepareSmallGemm's shared memory for this device, by small_gemm::TileShape (0: none).
-  std::array<size_t, 2> small_gemm_shared_bytes_{};
-  bool tall_tile_ = false;
-  std::array<int64_t, 2> small_gemms_{};  // by small_gemm::TileShape
-  // Where the blocks of a reduction split over blocks meet, made by Create: small GEMMs split
-  // over k (a partial tile for each of at most num_sms_ blocks, a count for each of at most
-  // num_sms_ tiles; small_gemm::TallSplits), column sums over row chunks (ColumnSum,
-  // ColumnDot) and the loss statistics over blocks (SoftmaxCrossEntropy). Kernels on the one
-  // stream take turns with it.
+  size_t small_gemm_shared_bytes_ = 0;  // PrepareSmallGemm's for this device (0: none)
+  int64_t small_gemms_ = 0;
+  // Where the blocks of a reduction split over blocks meet, made by Create: column sums over row
+  // chunks (ColumnSum, ColumnDot) and the loss statistics over blocks (SoftmaxCrossEntropy),
+  // kWorkspaceFloatsPerSm floats and a count per multiprocessor. Kernels on the one stream take
+  // turns with it.
   ReduceWorkspace workspace_;
-  bool fused_round_ = false;
+  // Configure's settings for what the setters make later: the generated kernels' checks and
+  // cache directory, and cuBLASLt's autotuning.
+  bool verify_ew_shapes_ = false;
+  std::string kernel_cache_dir_;
+  bool gemm_autotune_ = false;
 };
 
 // The kernels of cuda:`ordinal`, created on first use and never destroyed; an error where the
 // machine has no such device.
 [[nodiscard]] absl::StatusOr<CudaKernels*> GetCudaKernels(int ordinal);
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

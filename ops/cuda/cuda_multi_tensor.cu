@@ -1,6 +1,6 @@
 #include "ops/cuda/cuda_multi_tensor.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -86,4 +86,4 @@ cudaError_t LaunchMultiTensor(cudaStream_t stream, MultiTensorOp op, const Multi
   return cudaGetLastError();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -13,7 +13,7 @@
 
 #include "core/optimizer_math.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 inline constexpr int64_t kMultiTensorChunk = 16384;
 
@@ -49,4 +49,4 @@ cudaError_t LaunchMultiTensor(cudaStream_t stream, MultiTensorOp op, const Multi
                               const MultiTensorSlot* slots, const MultiTensorChunk* chunks,
                               int64_t num_chunks, double* partials);
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -7,7 +7,7 @@
 #include "ops/cuda/cuda_device_guard.h"
 #include "ops/cuda/cuda_status.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -199,4 +199,4 @@ absl::Status CudaOptimizerKernels::Scale(absl::Span<const core::FloatBuffer> buf
   return Run(MultiTensorOp::kScale, hyper, BufferSlots(buffers)).status();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -24,7 +24,7 @@
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/cuda_multi_tensor.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 class CudaOptimizerKernels final : public core::OptimizerKernels {
  public:
@@ -53,4 +53,4 @@ class CudaOptimizerKernels final : public core::OptimizerKernels {
   std::vector<std::unique_ptr<PinnedStaging>> staging_;  // per device ordinal
 };
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

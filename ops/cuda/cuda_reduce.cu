@@ -4,7 +4,7 @@
 #include "ops/cuda/column_reduce.cuh"
 #include "ops/cuda/cuda_reduce.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -75,4 +75,4 @@ cudaError_t LaunchBiasRows(cudaStream_t stream, int64_t m, int64_t n, const floa
   return cudaGetLastError();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

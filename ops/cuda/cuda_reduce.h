@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 // Device memory where a reduction's blocks meet (zeroed counts, left zero by each launch):
 // `floats` of partial sums and `counts` counters. Launches on one stream may share it.
@@ -35,4 +35,4 @@ cudaError_t LaunchFill(cudaStream_t stream, float* dst, int64_t n, float value);
 cudaError_t LaunchBiasRows(cudaStream_t stream, int64_t m, int64_t n, const float* bias, float* c,
                            int64_t ldc);
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

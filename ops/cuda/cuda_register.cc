@@ -15,7 +15,7 @@ extern "C" {
 int cavs_cuda_register_anchor = 0;
 }
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 void RegisterCudaKernels() {
   static std::once_flag once;
@@ -34,4 +34,4 @@ namespace {
 [[maybe_unused]] const bool kRegistered = (RegisterCudaKernels(), true);
 }  // namespace
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

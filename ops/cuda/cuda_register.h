@@ -9,9 +9,9 @@
 // This header has no CUDA types, so CPU-side code may include it under CAVS_WITH_CUDA.
 #pragma once
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 // Registers the CUDA backend, kernels and optimizer kernels (once; later calls do nothing).
 void RegisterCudaKernels();
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

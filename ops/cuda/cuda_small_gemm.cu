@@ -3,7 +3,7 @@
 #include "ops/cuda/cuda_small_gemm.h"
 #include "ops/cuda/small_gemm_tile.cuh"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -13,13 +13,6 @@ template <typename T>
 __global__ void __launch_bounds__(sg::kThreads) SmallGemmKernel(sg::Args g) {
   extern __shared__ float4 shared4[];  // 16-byte aligned: Read4's reads
   sg::RunTile<T>(g, blockIdx.x, blockIdx.y, reinterpret_cast<float*>(shared4));
-}
-
-// k split over blockIdx.z (g.splits > 1).
-template <typename T>
-__global__ void __launch_bounds__(sg::kThreads) SmallGemmSplitKernel(sg::Args g) {
-  extern __shared__ float4 shared4[];
-  sg::RunSplitTile<T>(g, blockIdx.x, blockIdx.y, blockIdx.z, reinterpret_cast<float*>(shared4));
 }
 
 template <typename T>
@@ -34,13 +27,11 @@ cudaError_t Prepare(size_t* shared_bytes) {
   }
   const size_t bytes = std::min<size_t>(static_cast<size_t>(optin),
                                         sg::SharedFloats<T>(sg::kMaxChunk) * sizeof(float));
-  for (const void* kernel : {reinterpret_cast<const void*>(SmallGemmKernel<T>),
-                             reinterpret_cast<const void*>(SmallGemmSplitKernel<T>)}) {
-    if (const cudaError_t e = cudaFuncSetAttribute(
-            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-        e != cudaSuccess) {
-      return e;
-    }
+  if (const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(SmallGemmKernel<T>),
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(bytes));
+      e != cudaSuccess) {
+    return e;
   }
   *shared_bytes = bytes;
   return cudaSuccess;
@@ -49,27 +40,18 @@ cudaError_t Prepare(size_t* shared_bytes) {
 template <typename T>
 cudaError_t Launch(cudaStream_t stream, const sg::Args& g) {
   const size_t bytes = static_cast<size_t>(sg::SharedFloats<T>(g.chunk)) * sizeof(float);
-  const unsigned splits = g.splits > 1 ? static_cast<unsigned>(g.splits) : 1u;
   const dim3 grid(static_cast<unsigned>((g.n + T::kCols - 1) / T::kCols),
-                  static_cast<unsigned>((g.m + T::kRows - 1) / T::kRows), splits);
-  if (splits > 1) {
-    SmallGemmSplitKernel<T><<<grid, sg::kThreads, bytes, stream>>>(g);
-  } else {
-    SmallGemmKernel<T><<<grid, sg::kThreads, bytes, stream>>>(g);
-  }
+                  static_cast<unsigned>((g.m + T::kRows - 1) / T::kRows));
+  SmallGemmKernel<T><<<grid, sg::kThreads, bytes, stream>>>(g);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t PrepareSmallGemm(sg::TileShape tile, size_t* shared_bytes) {
-  return tile == sg::TileShape::kTall ? Prepare<sg::TallTile>(shared_bytes)
-                                      : Prepare<sg::RoundTile>(shared_bytes);
+cudaError_t PrepareSmallGemm(size_t* shared_bytes) { return Prepare<sg::RoundTile>(shared_bytes); }
+
+cudaError_t LaunchSmallGemm(cudaStream_t stream, const sg::Args& g) {
+  return Launch<sg::RoundTile>(stream, g);
 }
 
-cudaError_t LaunchSmallGemm(cudaStream_t stream, const sg::Args& g, sg::TileShape tile) {
-  return tile == sg::TileShape::kTall ? Launch<sg::TallTile>(stream, g)
-                                      : Launch<sg::RoundTile>(stream, g);
-}
-
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -4,7 +4,7 @@
 #include "ops/cuda/block_meet.cuh"
 #include "ops/cuda/cuda_softmax.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 namespace {
 
@@ -147,4 +147,4 @@ cudaError_t LaunchSoftmaxCrossEntropy(cudaStream_t stream, const float* logits, 
   return cudaGetLastError();
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -13,7 +13,7 @@
 
 #include "ops/cuda/cuda_reduce.h"  // ReduceWorkspace
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 inline constexpr int64_t kSoftmaxWarpMaxClasses = 1024;
 
@@ -25,4 +25,4 @@ cudaError_t LaunchSoftmaxCrossEntropy(cudaStream_t stream, const float* logits, 
                                       float* dlogits, float* stats, int32_t* pred,
                                       const ReduceWorkspace& workspace);
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 // The absl code a CUDA runtime error maps to: memory exhaustion and missing devices are
 // conditions a caller can act on; everything else is internal.
@@ -49,16 +49,16 @@ inline absl::Status CudaStatus(cudaError_t err, const char* call, const char* fi
                    cudaGetErrorString(err), ") in ", call, " at ", file, ":", line));
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda
 
 // The Status of a CUDA runtime call (OK on cudaSuccess).
-#define CAVS_CUDA_STATUS(expr) ::cavs::ops::CudaStatus((expr), #expr, __FILE__, __LINE__)
+#define CAVS_CUDA_STATUS(expr) ::cavs::ops::cuda::CudaStatus((expr), #expr, __FILE__, __LINE__)
 
 // Returns the error Status from the enclosing function if the call fails.
-#define CAVS_CUDA_RETURN_IF_ERROR(expr)                                          \
-  do {                                                                           \
-    const cudaError_t cavs_cuda_err_ = (expr);                                   \
-    if (cavs_cuda_err_ != cudaSuccess) {                                         \
-      return ::cavs::ops::CudaStatus(cavs_cuda_err_, #expr, __FILE__, __LINE__); \
-    }                                                                            \
+#define CAVS_CUDA_RETURN_IF_ERROR(expr)                                                \
+  do {                                                                                 \
+    const cudaError_t cavs_cuda_err_ = (expr);                                         \
+    if (cavs_cuda_err_ != cudaSuccess) {                                               \
+      return ::cavs::ops::cuda::CudaStatus(cavs_cuda_err_, #expr, __FILE__, __LINE__); \
+    }                                                                                  \
   } while (0)

@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 inline absl::StatusCode CudnnErrorCode(cudnnStatus_t status) {
   switch (status) {
@@ -34,14 +34,14 @@ inline absl::Status CudnnStatus(cudnnStatus_t status, const char* call, const ch
                    ") in ", call, " at ", file, ":", line));
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda
 
-#define CAVS_CUDNN_STATUS(expr) ::cavs::ops::CudnnStatus((expr), #expr, __FILE__, __LINE__)
+#define CAVS_CUDNN_STATUS(expr) ::cavs::ops::cuda::CudnnStatus((expr), #expr, __FILE__, __LINE__)
 
-#define CAVS_CUDNN_RETURN_IF_ERROR(expr)                                              \
-  do {                                                                                \
-    const cudnnStatus_t cavs_cudnn_status_ = (expr);                                  \
-    if (cavs_cudnn_status_ != CUDNN_STATUS_SUCCESS) {                                 \
-      return ::cavs::ops::CudnnStatus(cavs_cudnn_status_, #expr, __FILE__, __LINE__); \
-    }                                                                                 \
+#define CAVS_CUDNN_RETURN_IF_ERROR(expr)                                                    \
+  do {                                                                                      \
+    const cudnnStatus_t cavs_cudnn_status_ = (expr);                                        \
+    if (cavs_cudnn_status_ != CUDNN_STATUS_SUCCESS) {                                       \
+      return ::cavs::ops::cuda::CudnnStatus(cavs_cudnn_status_, #expr, __FILE__, __LINE__); \
+    }                                                                                       \
   } while (0)

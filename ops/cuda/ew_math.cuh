@@ -7,7 +7,7 @@
 // give the same bits. Only expf and tanhf are library code, the same in both.
 #pragma once
 
-namespace cavs::ops::ew {
+namespace cavs::ops::cuda::ew {
 
 __device__ __forceinline__ float Add(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ float Sub(float a, float b) { return __fsub_rn(a, b); }
@@ -33,4 +33,4 @@ __device__ __forceinline__ float Dropout(float a, bool keep, float inv_keep) {
   return keep ? __fmul_rn(a, inv_keep) : 0.0f;
 }
 
-}  // namespace cavs::ops::ew
+}  // namespace cavs::ops::cuda::ew

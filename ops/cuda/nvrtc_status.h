@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 
 inline absl::Status NvrtcStatus(nvrtcResult result, const char* call, const char* file, int line) {
   if (result == NVRTC_SUCCESS) return absl::OkStatus();
@@ -21,14 +21,14 @@ inline absl::Status NvrtcStatus(nvrtcResult result, const char* call, const char
                          static_cast<int>(result), ") in ", call, " at ", file, ":", line));
 }
 
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda
 
-#define CAVS_NVRTC_STATUS(expr) ::cavs::ops::NvrtcStatus((expr), #expr, __FILE__, __LINE__)
+#define CAVS_NVRTC_STATUS(expr) ::cavs::ops::cuda::NvrtcStatus((expr), #expr, __FILE__, __LINE__)
 
-#define CAVS_NVRTC_RETURN_IF_ERROR(expr)                                              \
-  do {                                                                                \
-    const nvrtcResult cavs_nvrtc_result_ = (expr);                                    \
-    if (cavs_nvrtc_result_ != NVRTC_SUCCESS) {                                        \
-      return ::cavs::ops::NvrtcStatus(cavs_nvrtc_result_, #expr, __FILE__, __LINE__); \
-    }                                                                                 \
+#define CAVS_NVRTC_RETURN_IF_ERROR(expr)                                                    \
+  do {                                                                                      \
+    const nvrtcResult cavs_nvrtc_result_ = (expr);                                          \
+    if (cavs_nvrtc_result_ != NVRTC_SUCCESS) {                                              \
+      return ::cavs::ops::cuda::NvrtcStatus(cavs_nvrtc_result_, #expr, __FILE__, __LINE__); \
+    }                                                                                       \
   } while (0)

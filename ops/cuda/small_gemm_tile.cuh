@@ -1,12 +1,11 @@
-// The small GEMM's device code (small_gemm.h): one block's tile of C, and the grid-wide barrier
-// of a forward round's single launch. Shared by the precompiled kernel (cuda_small_gemm.cu) and
-// the generated round kernels (cuda_fused.h, NVRTC: this header travels to it as a string, so it
-// includes only small_gemm.h and uses inline PTX, not cuda_pipeline.h, for the copies).
+// The small GEMM's device code (small_gemm.h): one block's tile of C, for the precompiled kernel
+// (cuda_small_gemm.cu). It includes only small_gemm.h and uses inline PTX, not cuda_pipeline.h,
+// for the copies, so that tests/ops/ew_emulation_test.cc builds it as host C++ too.
 #pragma once
 
 #include "ops/cuda/small_gemm.h"
 
-namespace cavs::ops::small_gemm {
+namespace cavs::ops::cuda::small_gemm {
 
 // One float into shared memory without waiting for it (cp.async, 4 bytes, from sm_80; a plain
 // copy before); zero past the edges.
@@ -33,8 +32,8 @@ __device__ __forceinline__ void WaitCopies() {
 #endif
 }
 
-// Block-wide (kThreads threads): the products of tile (bx, by) of a T (RoundTile or TallTile)
-// over inputs k_begin .. k_end, parked as the slices' sums in `shared` (SharedFloats<T>(g.chunk)
+// Block-wide (kThreads threads): the products of tile (bx, by) of a T (RoundTile) over inputs
+// k_begin .. k_end, parked as the slices' sums in `shared` (SharedFloats<T>(g.chunk)
 // floats, 16-byte aligned). Every thread of the block calls it; it starts and ends with a
 // barrier.
 template <typename T>
@@ -65,66 +64,4 @@ __device__ __forceinline__ void RunTile(const Args& g, int bx, int by, float* sh
   Store<T>(g, bx, by, threadIdx.x, shared);
 }
 
-// Block-wide: split z of tile (bx, by) (g.splits > 1, small_gemm.h's Args), as the CUDA
-// samples' threadFenceReduction ends a reduction: the split's sums go to the workspace, each
-// thread fences its writes, thread 0 counts the split in, and the tile's last split to arrive
-// (whichever block that is) adds every split's sums in split order into C and sets the count
-// back to zero for the next launch.
-template <typename T>
-__device__ __forceinline__ void RunSplitTile(const Args& g, int bx, int by, int z, float* shared) {
-  const int k_begin = z * g.split_k, k_end = min(g.k, k_begin + g.split_k);
-  AccumulateAndPark<T>(g, bx, by, k_begin, k_end, shared);
-  const int tile = TileIndex<T>(g, bx, by);
-  StoreSplit<T>(g, tile, z, threadIdx.x, shared);
-  __threadfence();  // this thread's sums are visible to every block before the count
-  __syncthreads();  // every thread's, and the parked sums are read: shared[0] is free
-  unsigned* last = reinterpret_cast<unsigned*>(shared);
-  if (threadIdx.x == 0) {
-    const unsigned before = atomicAdd(g.arrivals + tile, 1u);
-    *last = before + 1 == static_cast<unsigned>(g.splits) ? 1u : 0u;
-    if (*last != 0) g.arrivals[tile] = 0;  // every split has counted: none adds again
-  }
-  __syncthreads();
-  if (*last != 0) {
-    __threadfence();  // the other splits' sums, read after their counts
-    StoreSplits<T>(g, bx, by, threadIdx.x);
-  }
-}
-
-// A barrier over every block of the grid, which must all be resident at once (a cooperative
-// launch guarantees it or refuses). `arrived` is one word of device memory, zero before its
-// first use, used by one grid at a time (launches on one stream). Every block's writes before
-// the barrier are visible to every block after it.
-//
-// As cooperative groups' grid sync does it: each block's thread 0 adds 1 (block 0 adds
-// 0x80000000 - (blocks - 1)) with release semantics, and waits with acquire loads for the top
-// bit to flip, which happens exactly when the last block arrives. Each barrier adds 0x80000000
-// in all, so the low bits are zero again afterwards, for the next barrier of any grid size.
-__device__ __forceinline__ void GridBarrier(unsigned* arrived) {
-  __syncthreads();  // the block's writes before its arrival (thread 0's release covers them)
-  if (threadIdx.x == 0) {
-    const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
-    const unsigned add =
-        blockIdx.x + blockIdx.y + blockIdx.z == 0 ? 0x80000000u - (blocks - 1) : 1u;
-    unsigned old = 0, now = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;"
-                 : "=r"(old)
-                 : "l"(arrived), "r"(add)
-                 : "memory");
-    do {
-      asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(now) : "l"(arrived) : "memory");
-    } while (((old ^ now) & 0x80000000u) == 0);
-#else  // before sm_70, and host threads (tests/ops/ew_emulation_test.cc): fences, atomic reads
-    __threadfence();
-    old = atomicAdd(arrived, add);
-    do {
-      now = atomicAdd(arrived, 0u);
-    } while (((old ^ now) & 0x80000000u) == 0);
-    __threadfence();
-#endif
-  }
-  __syncthreads();  // the other blocks' writes before this block's later reads
-}
-
-}  // namespace cavs::ops::small_gemm
+}  // namespace cavs::ops::cuda::small_gemm

@@ -467,16 +467,5 @@ TEST(EwCodegenTest, EmittedSourceFollowsThePlan) {
   EXPECT_EQ(qp.segments.size(), 3u);
 }
 
-// The program's rows spread over the round kernel's blocks, within its shared memory.
-TEST(EwCodegenTest, RoundRowsPerBlock) {
-  EXPECT_EQ(RoundRowsPerBlock(64, 150, 0, 96, 28672), 1);
-  EXPECT_EQ(RoundRowsPerBlock(80, 150, 0, 24, 28672), 4);  // ceil(80 / 24)
-  EXPECT_EQ(RoundRowsPerBlock(80, 150, 0, 1, 28672), 80);
-  EXPECT_EQ(RoundRowsPerBlock(80, 150, 1000, 1, 28672), 28);  // the shared rows fit
-  EXPECT_EQ(RoundRowsPerBlock(80, 150, 30000, 1, 28672), 0);  // not one row fits
-  EXPECT_EQ(RoundRowsPerBlock(3, int64_t{1} << 30, 0, 1, 28672), 1);
-  EXPECT_EQ(RoundRowsPerBlock(3, int64_t{1} << 31, 0, 1, 28672), 0);  // beyond 32 bits
-}
-
 }  // namespace
 }  // namespace cavs::ops

@@ -9,10 +9,6 @@
 // row (CAVS_EW_SHARED) is a buffer per block. The kernel is built as a shared object with the
 // compiler that built this test and loaded with dlopen; the test skips where that compiler is
 // gone. The launch shape (rows per block) is the one CudaFusedElementwise computes for one SM.
-//
-// A forward round's single launch (EmitRoundKernelCuda) runs the same way, every block at once
-// (its grid barrier needs them all): the small GEMM's tiles (on the host its copies are plain
-// and its barrier the fenced atomics of GPUs before sm_70), the barrier, the program's body.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -29,7 +25,6 @@
 #include "gtest/gtest.h"
 #include "ops/cpu/cpu_elementwise.h"
 #include "ops/cuda/column_reduce.h"
-#include "ops/cuda/small_gemm.h"
 #include "ops/ew_codegen.h"
 #include "tests/ops/ew_programs.h"
 #include "tests/ops/ops_test_util.h"
@@ -236,90 +231,6 @@ class EwEmulationTest : public ::testing::Test {
   std::vector<void*> loaded_;
 };
 
-// Runs a round kernel: `grid` blocks of 512 threads, all at once, each with its shared memory.
-constexpr const char* kRoundRunner = R"(
-using CavsEmuRound = void (*)(cavs::ops::small_gemm::Args, const unsigned char*, long long, int,
-                              unsigned*);
-extern "C" void cavs_emu_run_round(CavsEmuRound kernel, const cavs::ops::small_gemm::Args* g,
-                                   const unsigned char* program, long long rows,
-                                   int rows_per_block, long long shared_floats, unsigned grid,
-                                   unsigned* barrier) {
-  CavsEmuRunGrid(CavsEmuDim{grid, 1, 1}, cavs::ops::small_gemm::kThreads, shared_floats,
-                 [&] { kernel(*g, program, rows, rows_per_block, barrier); });
-}
-)";
-
-// Runs the small GEMM's split kernel (small_gemm_tile.cuh's RunSplitTile in TallTiles): every
-// block of its grid (tiles x splits) at once, 512 threads each with its shared memory, so the
-// splits of a tile race to count themselves in as they do on the device.
-constexpr const char* kSplitRunner = R"(
-#include "ops/cuda/small_gemm_tile.cuh"
-extern "C" void cavs_emu_run_split(const cavs::ops::small_gemm::Args* g, long long shared_floats) {
-  namespace sg = cavs::ops::small_gemm;
-  using T = sg::TallTile;
-  const CavsEmuDim grid{static_cast<unsigned>((g->n + T::kCols - 1) / T::kCols),
-                        static_cast<unsigned>((g->m + T::kRows - 1) / T::kRows),
-                        static_cast<unsigned>(g->splits)};
-  CavsEmuRunGrid(grid, sg::kThreads, shared_floats, [&] {
-    sg::RunSplitTile<T>(*g, blockIdx.x, blockIdx.y, blockIdx.z, cavs_emu_shared);
-  });
-}
-)";
-
-// The split kernel on host threads against the CPU's GEMM: B transposed or not, a split past
-// the end of k, with and without a bias row (added once, by the last split); the counts are
-// back at zero after each launch, and the same workspace serves the next.
-TEST_F(EwEmulationTest, SplitKernel) {
-  absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
-  ASSERT_TRUE(cpu.ok());
-  void* so = Build("split_kernel", "", kSplitRunner, "the split kernel");
-  if (so == nullptr) return;
-  using Run = void (*)(const small_gemm::Args*, long long);
-  auto run = reinterpret_cast<Run>(dlsym(so, "cavs_emu_run_split"));
-  ASSERT_NE(run, nullptr);
-  using T = small_gemm::TallTile;
-  core::Rng rng(12);
-  std::vector<float> partial(8 * T::kOutputs);
-  std::vector<unsigned> arrivals(2, 0);
-  struct Case {
-    int m, n, k, splits;
-    bool trans_b, bias;
-  };
-  for (const Case& c : {Case{70, 16, 600, 3, true, false}, Case{64, 30, 300, 4, false, true},
-                        Case{3, 5, 130, 4, true, true}}) {
-    const std::string what = std::to_string(c.m) + " x " + std::to_string(c.n) + " x " +
-                             std::to_string(c.k) + " in " + std::to_string(c.splits) + " splits";
-    ASSERT_LE(small_gemm::Blocks<T>(c.m, c.n) * c.splits, 8) << what;
-    std::vector<float> a(c.m * c.k), b(c.k * c.n), got(c.m * c.n), want;
-    for (float& x : a) x = rng.Uniform(-1.0f, 1.0f);
-    for (float& x : b) x = rng.Uniform(-1.0f, 1.0f);
-    for (float& x : got) x = rng.Uniform(-1.0f, 1.0f);
-    want = got;
-    std::vector<float> bias_row(c.n);
-    for (float& x : bias_row) x = rng.Uniform(-1.0f, 1.0f);
-    const float* bias = c.bias ? bias_row.data() : nullptr;
-    const int split_k = (c.k + c.splits - 1) / c.splits;
-    small_gemm::Args g{
-        c.m,        c.n, c.k,       0.5f,    1.0f, a.data(), c.k, b.data(), c.trans_b ? c.k : c.n,
-        got.data(), c.n, c.trans_b, split_k, bias};
-    g.splits = c.splits;
-    g.split_k = split_k;
-    g.partial = partial.data();
-    g.arrivals = arrivals.data();
-    run(&g, small_gemm::SharedFloats<T>(split_k));
-    const Kernels::GemmCall on_cpu{false, c.trans_b,   c.m, c.n,      c.k,
-                                   0.5f,  a.data(),    c.k, b.data(), c.trans_b ? c.k : c.n,
-                                   1.0f,  want.data(), c.n, bias};
-    const std::vector<double> scale = testing::GemmScale(on_cpu);
-    ASSERT_TRUE((*cpu)->Gemm(on_cpu).ok());
-    // The splits and OpenBLAS sum in other orders: within twice the float32 bound of the sums.
-    EXPECT_TRUE(AllClose(got, std::vector<double>(want.begin(), want.end()),
-                         2 * testing::GemmErrorBound(c.k), 0.0, &scale))
-        << what << (c.bias ? ", bias" : "");
-    EXPECT_EQ(arrivals, std::vector<unsigned>(2, 0)) << what;
-  }
-}
-
 // Runs a column reduction (column_reduce.cuh), 256 threads a block: every block of its grid
 // (column blocks x chunks of rows) at once, so the chunks of a column block race to count
 // themselves in as they do on the device; or, with `order`, one block after another in that
@@ -327,9 +238,9 @@ TEST_F(EwEmulationTest, SplitKernel) {
 // chooses which chunk arrives last.
 constexpr const char* kColumnReduceRunner = R"(
 #include "ops/cuda/column_reduce.cuh"
-extern "C" void cavs_emu_run_column_reduce(const cavs::ops::column_reduce::Args* g,
+extern "C" void cavs_emu_run_column_reduce(const cavs::ops::cuda::column_reduce::Args* g,
                                            const int* order) {
-  namespace cr = cavs::ops::column_reduce;
+  namespace cr = cavs::ops::cuda::column_reduce;
   const unsigned columns = static_cast<unsigned>((g->w + cr::kColumns - 1) / cr::kColumns);
   auto block = [g](unsigned bx, unsigned by) {
     if (g->y != nullptr) {
@@ -355,14 +266,15 @@ extern "C" void cavs_emu_run_column_reduce(const cavs::ops::column_reduce::Args*
 // least 64 rows each, within the workspace, and one where a column block would have no count.
 // The figures are an H100's 132 multiprocessors and the workspace CudaKernels makes there.
 TEST(ColumnReduceTest, ChunksFillTheChipWithinTheWorkspace) {
-  const int64_t floats = 132 * small_gemm::TallTile::kOutputs;
-  EXPECT_EQ(column_reduce::Chunks(10000, 750, 132, floats, 132), 22);  // 24 column blocks
-  EXPECT_EQ(column_reduce::Chunks(100, 750, 132, floats, 132), 2);     // 64 rows a chunk at least
-  EXPECT_EQ(column_reduce::Chunks(10000, 5000, 132, floats, 132), 1);  // 157 column blocks
-  EXPECT_EQ(column_reduce::Chunks(1000000, 5, 132, floats, 132), 528);
-  EXPECT_EQ(column_reduce::Chunks(1000000, 5, 132, 1000, 132), 31);  // 32 floats a chunk
-  EXPECT_EQ(column_reduce::Chunks(1, 5, 132, floats, 132), 1);
-  EXPECT_EQ(column_reduce::Chunks(10000, 750, 132, floats, 0), 1);  // no workspace
+  const int64_t floats = 132 * 1024;  // an H100's (CudaKernels::kWorkspaceFloatsPerSm)
+  EXPECT_EQ(cuda::column_reduce::Chunks(10000, 750, 132, floats, 132), 22);  // 24 column blocks
+  EXPECT_EQ(cuda::column_reduce::Chunks(100, 750, 132, floats, 132),
+            2);  // 64 rows a chunk at least
+  EXPECT_EQ(cuda::column_reduce::Chunks(10000, 5000, 132, floats, 132), 1);  // 157 column blocks
+  EXPECT_EQ(cuda::column_reduce::Chunks(1000000, 5, 132, floats, 132), 528);
+  EXPECT_EQ(cuda::column_reduce::Chunks(1000000, 5, 132, 1000, 132), 31);  // 32 floats a chunk
+  EXPECT_EQ(cuda::column_reduce::Chunks(1, 5, 132, floats, 132), 1);
+  EXPECT_EQ(cuda::column_reduce::Chunks(10000, 750, 132, floats, 0), 1);  // no workspace
 }
 
 // ColumnSum and ColumnDot's kernel on host threads against the CPU: one chunk of rows, and
@@ -375,7 +287,7 @@ TEST_F(EwEmulationTest, ColumnReduceKernel) {
   ASSERT_TRUE(cpu.ok());
   void* so = Build("column_reduce", "", kColumnReduceRunner, "the column reduction");
   if (so == nullptr) return;
-  using Run = void (*)(const column_reduce::Args*, const int*);
+  using Run = void (*)(const cuda::column_reduce::Args*, const int*);
   auto run = reinterpret_cast<Run>(dlsym(so, "cavs_emu_run_column_reduce"));
   ASSERT_NE(run, nullptr);
   core::Rng rng(14);
@@ -409,10 +321,12 @@ TEST_F(EwEmulationTest, ColumnReduceKernel) {
     ASSERT_TRUE((c.dot ? (*cpu)->ColumnDot(x.data(), ld, y.data(), ld, c.m, c.w, want.data())
                        : (*cpu)->ColumnSum(x.data(), ld, c.m, c.w, alpha, want.data()))
                     .ok());
-    ASSERT_LE(c.chunks * column_reduce::PaddedWidth(c.w), static_cast<int64_t>(partial.size()))
+    ASSERT_LE(c.chunks * cuda::column_reduce::PaddedWidth(c.w),
+              static_cast<int64_t>(partial.size()))
         << what;
-    const int blocks =
-        static_cast<int>((c.w + column_reduce::kColumns - 1) / column_reduce::kColumns) * c.chunks;
+    const int blocks = static_cast<int>((c.w + cuda::column_reduce::kColumns - 1) /
+                                        cuda::column_reduce::kColumns) *
+                       c.chunks;
     std::vector<std::vector<int>> orders(4, std::vector<int>(blocks));
     for (int b = 0; b < blocks; ++b) orders[0][b] = b;
     orders[1].assign(orders[0].rbegin(), orders[0].rend());
@@ -423,9 +337,9 @@ TEST_F(EwEmulationTest, ColumnReduceKernel) {
     std::vector<float> first;
     for (int launch = 0; launch < 6; ++launch) {
       std::vector<float> got = dst0;
-      column_reduce::Args g{x.data(), ld,        c.dot ? y.data() : nullptr,      ld,
-                            c.m,      c.w,       (c.m + c.chunks - 1) / c.chunks, c.chunks,
-                            alpha,    got.data()};
+      cuda::column_reduce::Args g{x.data(), ld,        c.dot ? y.data() : nullptr,      ld,
+                                  c.m,      c.w,       (c.m + c.chunks - 1) / c.chunks, c.chunks,
+                                  alpha,    got.data()};
       g.partial = partial.data();
       g.arrivals = arrivals.data();
       run(&g, launch < 2 ? nullptr : orders[launch - 2].data());
@@ -441,81 +355,6 @@ TEST_F(EwEmulationTest, ColumnReduceKernel) {
         EXPECT_EQ(got, first) << what << ", launch " << launch << ": not the same bits";
       }
     }
-  }
-}
-
-// A Tree-LSTM round's GEMM (onto the gates, beta 0 or 1, k over one or two chunks) and its
-// program in one round kernel, against the CPU's GEMM then program: over as many blocks as
-// tiles, and over fewer (each block then takes several tiles), the program's rows spread over
-// the blocks; the barrier's word is reused from launch to launch, as on the device.
-TEST_F(EwEmulationTest, RoundKernels) {
-  absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
-  ASSERT_TRUE(cpu.ok());
-  core::Rng rng(9);
-  unsigned barrier = 0;
-  struct Case {
-    int64_t rows, k;
-    float beta;
-    unsigned max_grid;  // the blocks "resident at once"
-    bool bias;          // a bias row in the GEMM (x W + b starting the gates)
-  };
-  for (const Case& c : {Case{5, 24, 0.0f, 8, true}, Case{37, 40, 1.0f, 12, false},
-                        Case{37, 40, 0.0f, 3, true}, Case{20, 600, 1.0f, 4, true}}) {
-    const std::string what = "rows " + std::to_string(c.rows) + ", k " + std::to_string(c.k) +
-                             ", beta " + std::to_string(c.beta) + ", at most " +
-                             std::to_string(c.max_grid) + " blocks" + (c.bias ? ", bias" : "");
-    EwProgram p = testing::TreeLstmForward(20, c.rows, 70 + c.rows);
-    float* gates = p.buffers[0]->data();
-    const float* x = p.Buffer(c.rows * c.k, rng);
-    const float* w = p.Buffer(c.k * 100, rng);
-    const float* bias = c.bias ? p.Buffer(100, rng) : nullptr;
-    const int count = static_cast<int>(p.instrs.size());
-    const EwKernelPlan plan = PlanEwKernel(p.instrs.data(), count, p.rows);
-    const std::string name = EwKernelName(plan) + "_round";
-    void* so = Build(name, EmitRoundKernelCuda(plan, name), kRoundRunner, what);
-    if (so == nullptr) return;
-    using Round = void (*)(small_gemm::Args, const unsigned char*, long long, int, unsigned*);
-    using Run = void (*)(Round, const small_gemm::Args*, const unsigned char*, long long, int,
-                         long long, unsigned, unsigned*);
-    auto kernel = reinterpret_cast<Round>(dlsym(so, name.c_str()));
-    auto run = reinterpret_cast<Run>(dlsym(so, "cavs_emu_run_round"));
-    ASSERT_NE(kernel, nullptr);
-    ASSERT_NE(run, nullptr);
-
-    const Kernels::GemmCall g{false, false, c.rows, 100,    c.k,   0.75f, x,
-                              c.k,   w,     100,    c.beta, gates, 100,   bias};
-    const std::vector<std::vector<float>> want = Expected(p, [&] {
-      return (*cpu)->GemmThenElementwise(g, p.instrs.data(), p.instrs.data(), count, p.rows, 0);
-    });
-
-    const int chunk = static_cast<int>(std::min<int64_t>(c.k, small_gemm::kMaxChunk));
-    const small_gemm::Args args{static_cast<int>(c.rows),
-                                100,
-                                static_cast<int>(c.k),
-                                0.75f,
-                                c.beta,
-                                x,
-                                c.k,
-                                w,
-                                100,
-                                gates,
-                                100,
-                                false,
-                                chunk,
-                                bias};
-    const int64_t tiles = small_gemm::Blocks<small_gemm::RoundTile>(c.rows, 100);
-    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, c.max_grid));
-    const int64_t gemm_floats = small_gemm::SharedFloats<small_gemm::RoundTile>(chunk);
-    const int64_t per_block =
-        RoundRowsPerBlock(p.rows, plan.max_width, plan.shared_width, grid, gemm_floats);
-    ASSERT_GT(per_block, 0) << what;
-    run(kernel, &args, reinterpret_cast<const unsigned char*>(p.instrs.data()), p.rows,
-        static_cast<int>(per_block), std::max(gemm_floats, per_block * plan.shared_width), grid,
-        &barrier);
-    for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_TRUE(AllClose(*p.buffers[i], want[i], 1e-5, 1e-5)) << what << ", buffer " << i;
-    }
-    EXPECT_EQ(barrier & 0x7fffffffu, 0u) << what << ": the barrier's count is not back to zero";
   }
 }
 

@@ -46,7 +46,7 @@ class KernelsEquivalenceTest : public ::testing::TestWithParam<core::Device> {
       GTEST_SKIP() << "no kernels for " << GetParam().DebugString() << ": " << k.status();
     }
     dev_ = *k;
-    cpu_ = CpuKernels::Get();
+    cpu_ = cpu::CpuKernels::Get();
   }
 
   // A device copy of `v` (float32 or int32 by T).

@@ -43,7 +43,7 @@ using testing::RandomTree;
 // (γ_3000 = 1.8e-4 of Σ|terms|) is above the tolerance, and the test relies on those roundings
 // being random, about sqrt(rows) u = 3e-6. Measured worst: 2.4e-6 (2026-11, AVX-512 Xeon), the same
 // with OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512, with Nehalem and the packed GEMM off, and
-// with CAVS_CPU_EW_AS_PLANNED=1.
+// with KernelOptions::cpu.ew_as_planned (CAVS_CPU_EW_AS_PLANNED=1 in tests/scheduler).
 constexpr double kTolerance = 1e-5;
 
 vertex::models::CellConfig Cell() { return {.vocab = 50, .embed = 8, .hidden = 6, .classes = 5}; }
@@ -256,10 +256,9 @@ TEST(EngineTest, SequenceCellsOnChains) {
 }
 
 // Cells wide enough that a round's GEMM of 64 rows is more than one wave of the small GEMM's
-// 16 x 32 tiles on an H100 (4 gates x 300 columns: 152 blocks) but one of its 64 x 16 tiles
-// (75), and the backward's to h (64 x 300 x 1200, B transposed) 19 of those: with
-// CAVS_SMALL_GEMM_TALL=1 (scripts/gpu_run.sh) the GPU runs the first in 64 x 16 tiles and the
-// second in them with k in 6 splits (small_gemm::TallSplits).
+// 16 x 32 tiles on an H100 (4 gates x 300 columns: 152 blocks), with the backward's to h
+// 64 x 300 x 1200, B transposed: on a GPU, cuBLAS's shapes unless the small GEMM is everywhere
+// (CAVS_SMALL_GEMM=1 in scripts/gpu_run.sh).
 TEST(EngineTest, WideSequenceCellsOnChains) {
   core::Rng rng(9);
   const std::vector<Graph> gs = Chains(rng, 64, 12);
@@ -757,9 +756,9 @@ TEST(EngineTest, RoundsRecordTheLaunchesCounted) {
 // bias and runs the GEMM onto it: the results are the same (on NaN-poisoned buffers), and the
 // forward rounds record one launch more, as ForwardLaunchesPerRound counts.
 TEST(EngineTest, WithoutGemmBiasAFillStartsTheSum) {
-  ops::CpuKernels* cpu = ops::CpuKernels::Get();
+  ops::cpu::CpuKernels* cpu = ops::cpu::CpuKernels::Get();
   struct Restore {
-    ops::CpuKernels* k;
+    ops::cpu::CpuKernels* k;
     ~Restore() { k->SetGemmAddsBias(true); }
   } restore{cpu};
   cpu->SetGemmAddsBias(false);

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "scheduler/graph.h"
-#include "tests/examples/data_test_util.h"
+#include "tests/examples/data/data_test_util.h"
 #include "tests/testing/temp_dir.h"
 
 namespace cavs::examples {

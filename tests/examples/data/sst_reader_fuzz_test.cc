@@ -11,7 +11,7 @@
 
 #include "examples/data/sst_reader.h"
 #include "examples/data/treebank_generator.h"
-#include "tests/examples/data_test_util.h"
+#include "tests/examples/data/data_test_util.h"
 
 namespace cavs::examples {
 namespace {

@@ -142,5 +142,32 @@ TEST(TrainerFlagsTest, IntegersOutOfRangeAreErrorsNotWrapped) {
   EXPECT_EQ(ValidateConfig(made).message(), "--threads: 5000 is out of range (0 to 1024)");
 }
 
+// The kernel flags set config.kernels, starting from the process's options; without one it stays
+// unset (the kernels run as the process set them).
+TEST(TrainerFlagsTest, KernelFlagsSetTheKernelOptions) {
+  absl::StatusOr<TrainerConfig> none = Parse({});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->kernels.has_value());
+  absl::StatusOr<TrainerConfig> c =
+      Parse({"--packed-gemm=0", "--cublas-lt", "false", "--gemm-autotune=1",
+             "--small-gemm=everywhere", "--generated-kernels=0", "--kernel-cache=/tmp/k"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->kernels.has_value());
+  EXPECT_FALSE(c->kernels->cpu.packed_gemm);
+  EXPECT_FALSE(c->kernels->cuda.cublas_lt);
+  EXPECT_TRUE(c->kernels->cuda.gemm_autotune);
+  EXPECT_EQ(c->kernels->cuda.small_gemm, ops::SmallGemmUse::kEverywhere);
+  EXPECT_FALSE(c->kernels->cuda.generated_elementwise);
+  EXPECT_TRUE(c->kernels->cuda.kernel_cache);
+  EXPECT_EQ(c->kernels->cuda.kernel_cache_dir, "/tmp/k");
+  absl::StatusOr<TrainerConfig> off = Parse({"--kernel-cache=off", "--small-gemm=off"});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->kernels->cuda.kernel_cache);
+  EXPECT_EQ(off->kernels->cuda.small_gemm, ops::SmallGemmUse::kOff);
+  ExpectError({"--small-gemm=sometimes"}, "--small-gemm: 'sometimes' is not one of off");
+  ExpectError({"--packed-gemm=maybe"}, "--packed-gemm: 'maybe' is not true or false");
+  ExpectError({"--kernel-cache="}, "--kernel-cache: empty path");
+}
+
 }  // namespace
 }  // namespace cavs::trainer

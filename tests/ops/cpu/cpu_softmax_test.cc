@@ -7,7 +7,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "tests/ops/ops_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cpu {
 namespace {
 
 using testing::AllClose;
@@ -145,4 +145,4 @@ TEST(CpuSoftmaxTest, RejectsLabelOutOfRange) {
 }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

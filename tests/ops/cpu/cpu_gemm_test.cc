@@ -13,7 +13,7 @@
 #include "ops/cpu/cpu_packed_gemm.h"
 #include "tests/ops/ops_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cpu {
 namespace {
 
 using testing::AllClose;
@@ -266,4 +266,4 @@ TEST(CpuPackedGemmTest, CanBeTurnedOff) {
 }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

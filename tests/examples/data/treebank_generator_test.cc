@@ -18,7 +18,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "tests/examples/data_test_util.h"
+#include "tests/examples/data/data_test_util.h"
 #include "tests/testing/temp_dir.h"
 
 namespace cavs::examples {

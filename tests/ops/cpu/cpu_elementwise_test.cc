@@ -15,7 +15,7 @@
 #include "ops/cpu/cpu_math.h"
 #include "tests/ops/ops_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cpu {
 namespace {
 
 using testing::AllClose;
@@ -320,4 +320,4 @@ TEST(CpuElementwiseTest, RejectsMalformedPrograms) {
 }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

@@ -15,9 +15,9 @@
 #include "ops/cuda/cuda_register.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/kernels.h"
-#include "tests/ops/cuda_test_util.h"
+#include "tests/ops/cuda/cuda_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 namespace {
 
 using testing::Backend0;
@@ -237,4 +237,4 @@ TEST(CudaKernelsSettingsTest, BadArgumentsAreStatuses) {
 }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

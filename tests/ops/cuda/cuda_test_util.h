@@ -22,8 +22,8 @@ namespace cavs::ops::testing {
   } while (0)
 
 // The backend of cuda:0. REQUIRES: a device is present.
-inline CudaBackend* Backend0() {
-  absl::StatusOr<CudaBackend*> backend = GetCudaBackend(0);
+inline cuda::CudaBackend* Backend0() {
+  absl::StatusOr<cuda::CudaBackend*> backend = cuda::GetCudaBackend(0);
   CAVS_CHECK(backend.ok(), backend.status().ToString());
   return *backend;
 }
@@ -63,29 +63,23 @@ class DeviceArray {
   T* ptr_ = nullptr;
 };
 
-// The small-GEMM, one-launch-round and cuBLASLt settings of `k` as they were, put back when
+// The small-GEMM and cuBLASLt settings of `k` as they were, put back when
 // this goes out of scope (also after a failed ASSERT).
 class KeepGemmSettings {
  public:
-  explicit KeepGemmSettings(CudaKernels* k)
-      : k_(k),
-        small_(k->small_gemm()),
-        tall_(k->tall_tile()),
-        round_(k->fused_round()),
-        lt_(k->cublas_lt()) {}
+  explicit KeepGemmSettings(cuda::CudaKernels* k)
+      : k_(k), small_(k->small_gemm()), lt_(k->cublas_lt()) {}
   ~KeepGemmSettings() {
     k_->SetSmallGemm(small_);
-    k_->SetTallTile(tall_);
-    k_->SetFusedRound(round_);
     EXPECT_TRUE(k_->SetCublasLt(lt_).ok());
   }
   KeepGemmSettings(const KeepGemmSettings&) = delete;
   KeepGemmSettings& operator=(const KeepGemmSettings&) = delete;
 
  private:
-  CudaKernels* k_;
-  CudaKernels::SmallGemm small_;
-  bool tall_, round_, lt_;
+  cuda::CudaKernels* k_;
+  cuda::CudaKernels::SmallGemm small_;
+  bool lt_;
 };
 
 }  // namespace cavs::ops::testing

@@ -16,10 +16,10 @@
 #include "ops/cuda/cuda_small_gemm.h"
 #include "ops/cuda/small_gemm.h"
 #include "ops/kernels.h"
-#include "tests/ops/cuda_test_util.h"
+#include "tests/ops/cuda/cuda_test_util.h"
 #include "tests/ops/ops_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 namespace {
 
 using testing::AllClose;
@@ -78,45 +78,23 @@ class CudaKernelsTest : public ::testing::Test {
 
   // C = alpha op(A) op(B) + beta C on the GPU from `c_gpu` and on the CPU from `c_cpu` (the
   // same values, but where the GPU must not read C), each operand `offset` floats into its
-  // buffer; compares the two C's. The GPU's GEMM is Kernels::Gemm or, with `direct`, the small
-  // GEMM's kernel in those tiles and splits of k (its own workspace, whose counts must be back at
-  // zero afterwards).
-  ::testing::AssertionResult GemmMatches(
-      bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const std::vector<float>& a,
-      int64_t lda, const std::vector<float>& b, int64_t ldb, float beta,
-      const std::vector<float>& c_gpu, std::vector<float> c_cpu, int64_t ldc, int64_t offset,
-      std::optional<CudaKernels::SmallGemmChoice> direct = std::nullopt,
-      const std::vector<float>& bias = {}, int64_t bias_offset = 0) {
+  // buffer; compares the two C's. The GPU's GEMM is Kernels::Gemm.
+  ::testing::AssertionResult GemmMatches(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                         float alpha, const std::vector<float>& a, int64_t lda,
+                                         const std::vector<float>& b, int64_t ldb, float beta,
+                                         const std::vector<float>& c_gpu, std::vector<float> c_cpu,
+                                         int64_t ldc, int64_t offset,
+                                         const std::vector<float>& bias = {},
+                                         int64_t bias_offset = 0) {
     DeviceArray<float> da(a), db(b), dc(c_gpu);
     // With a bias (bias_offset floats into `bias`): Kernels::GemmBias, on both devices.
     std::optional<DeviceArray<float>> dbias;
     if (!bias.empty()) dbias.emplace(bias);
     const float* gpu_bias = dbias.has_value() ? dbias->get() + bias_offset : nullptr;
     const float* cpu_bias = dbias.has_value() ? bias.data() + bias_offset : nullptr;
-    absl::Status s;
-    std::optional<DeviceArray<unsigned>> arrivals;
-    std::optional<DeviceArray<float>> partial;
-    if (direct.has_value()) {
-      SmallGemmSetup setup{direct->tile, 0, direct->splits};
-      if (PrepareSmallGemm(direct->tile, &setup.shared_bytes) != cudaSuccess) {
-        return ::testing::AssertionFailure() << "PrepareSmallGemm failed";
-      }
-      const int64_t tiles = direct->tile == small_gemm::TileShape::kTall
-                                ? small_gemm::Blocks<small_gemm::TallTile>(m, n)
-                                : small_gemm::Blocks<small_gemm::RoundTile>(m, n);
-      arrivals.emplace(std::vector<unsigned>(tiles, 0));
-      partial.emplace(tiles * direct->splits * small_gemm::TallTile::kOutputs);
-      setup.arrivals = arrivals->get();
-      setup.partial = partial->get();
-      absl::StatusOr<CudaKernels*> kernels = GetCudaKernels(0);
-      if (!kernels.ok()) return ::testing::AssertionFailure() << kernels.status();
-      s = SmallGemmRowMajor((*kernels)->stream(), setup, ta, tb, m, n, k, alpha, da.get() + offset,
-                            lda, db.get() + offset, ldb, beta, dc.get() + offset, ldc, gpu_bias);
-    } else {
-      s = cuda_->Gemm(Kernels::GemmCall{ta, tb, m, n, k, alpha, da.get() + offset, lda,
-                                        db.get() + offset, ldb, beta, dc.get() + offset, ldc,
-                                        gpu_bias});
-    }
+    absl::Status s = cuda_->Gemm(Kernels::GemmCall{ta, tb, m, n, k, alpha, da.get() + offset, lda,
+                                                   db.get() + offset, ldb, beta, dc.get() + offset,
+                                                   ldc, gpu_bias});
     if (!s.ok()) return ::testing::AssertionFailure() << "GPU Gemm: " << s;
     const Kernels::GemmCall on_cpu{ta,
                                    tb,
@@ -133,19 +111,13 @@ class CudaKernelsTest : public ::testing::Test {
                                    ldc,
                                    cpu_bias};
     // Each device's C is within GemmErrorBound(k) of the exact product, relative to the terms'
-    // magnitudes, in whatever order it sums (tiles, splits of k): twice that between them. The
+    // magnitudes, in whatever order it sums (tiles, slices of k): twice that between them. The
     // floats around C (the offset, the padding of its rows) must be untouched: scale 0.
     std::vector<double> scale(c_cpu.size(), 0.0);
     const std::vector<double> c_scale = testing::GemmScale(on_cpu);
     std::copy(c_scale.begin(), c_scale.end(), scale.begin() + offset);
     s = cpu_->Gemm(on_cpu);
     if (!s.ok()) return ::testing::AssertionFailure() << "CPU Gemm: " << s;
-    if (arrivals.has_value()) {
-      const std::vector<unsigned> counts = arrivals->Download();
-      if (std::count(counts.begin(), counts.end(), 0u) != static_cast<int64_t>(counts.size())) {
-        return ::testing::AssertionFailure() << "split counts not back at zero";
-      }
-    }
     return AllClose(dc.Download(), std::vector<double>(c_cpu.begin(), c_cpu.end()),
                     2 * testing::GemmErrorBound(k), 0.0, &scale);
   }
@@ -344,7 +316,7 @@ TEST_F(CudaKernelsTest, ColumnReductionsAndFillMatchTheCpu) {
     const int sms = static_cast<CudaKernels*>(cuda_)->num_sms();
     const std::string what = "m=" + std::to_string(m) + " w=" + std::to_string(w) + ", " +
                              std::to_string(column_reduce::Chunks(
-                                 m, w, sms, sms * small_gemm::TallTile::kOutputs, sms)) +
+                                 m, w, sms, sms * CudaKernels::kWorkspaceFloatsPerSm, sms)) +
                              " chunks";
     std::vector<float> x = RandomFloats(m * ld, 12), y = RandomFloats(m * ld, 13);
     const std::vector<float> sum0 = RandomFloats(w, 14), dot0 = RandomFloats(w, 15);
@@ -398,8 +370,8 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
         // else (offset by a float) and on cublasSgemm the GEMM and a kernel adding the bias.
         const std::vector<float> bias = RandomFloats(n + 1, 24);
         for (int64_t bias_offset : {0, 1}) {
-          EXPECT_TRUE(GemmMatches(ta, tb, m, n, k, 0.75f, a, lda, b, ldb, 0.5f, c, c, ldc, 0,
-                                  std::nullopt, bias, bias_offset))
+          EXPECT_TRUE(GemmMatches(ta, tb, m, n, k, 0.75f, a, lda, b, ldb, 0.5f, c, c, ldc, 0, bias,
+                                  bias_offset))
               << "ta=" << ta << " tb=" << tb << " cuBLASLt " << lt << " bias offset "
               << bias_offset;
         }
@@ -414,109 +386,45 @@ TEST_F(CudaKernelsTest, GemmMatchesTheCpuForEveryTranspose) {
   EXPECT_TRUE(GemmMatches(false, false, m, n, k, 1.0f, a, k, b, n, 1.0f, c, c, n, 0));
 }
 
-// The small-GEMM kernel (small_gemm.h), where it applies (a not transposed, m <= 512), in both
-// tiles and with k split, against the CPU: tile edges, several chunks of k, both layouts of B,
-// offset operands, beta 0 over NaNs (C must not be read) and 1. The 16 x 32 tiles through Gemm
-// (the small GEMM everywhere), the 64 x 16 ones through their kernel (Gemm takes them only for
-// some shapes on some devices: TallTilesWhereTallSplitsSays).
+// The small-GEMM kernel (small_gemm.h), where it applies (a not transposed, m <= 512), against
+// the CPU: tile edges, several chunks of k, both layouts of B, offset operands, beta 0 over NaNs
+// (C must not be read) and 1; through Gemm with the small GEMM everywhere.
 TEST_F(CudaKernelsTest, SmallGemmMatchesTheCpu) {
   absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   const testing::KeepGemmSettings keep(*cuda);
   (*cuda)->SetSmallGemm(CudaKernels::SmallGemm::kEverywhere);
-  (*cuda)->SetTallTile(false);
   struct Case {
     int64_t m, n, k;
-    int splits = 1;  // with the 64 x 16 tiles
   };
-  using Direct = std::optional<CudaKernels::SmallGemmChoice>;
-  for (const bool tall : {false, true}) {
-    for (const Case cs : {Case{1, 1, 1}, Case{17, 33, 300}, Case{64, 750, 300}, Case{5, 300, 750},
-                          Case{64, 2048, 512}, Case{3, 40, 1100}, Case{512, 64, 20},
-                          Case{65, 17, 513}, Case{100, 750, 300}, Case{64, 512, 2048, 4},
-                          Case{64, 300, 750, 6}, Case{70, 40, 300, 3}, Case{2, 3, 5, 4}}) {
-      if (!tall && cs.splits > 1) continue;
-      const Direct direct =
-          tall ? Direct(CudaKernels::SmallGemmChoice{small_gemm::TileShape::kTall, cs.splits})
-               : std::nullopt;
-      for (bool tb : {false, true}) {
-        for (float beta : {0.0f, 1.0f}) {
-          for (bool with_bias : {false, true}) {
-            const int64_t offset = cs.m % 3, lda = cs.k + 1, ldb = (tb ? cs.k : cs.n) + 3,
-                          ldc = cs.n + 2;
-            std::vector<float> a = RandomFloats(cs.m * lda + offset, 41);
-            std::vector<float> b = RandomFloats((tb ? cs.n : cs.k) * ldb + offset, 42);
-            std::vector<float> c = RandomFloats(cs.m * ldc + offset, 43), c_gpu = c;
-            if (beta == 0.0f) {  // NaNs where the GPU must not read, zeros for the CPU
-              for (int64_t r = 0; r < cs.m; ++r) {
-                c_gpu[offset + r * ldc] = std::nanf("");
-                c[offset + r * ldc] = 0.0f;
-              }
+  for (const Case cs : {Case{1, 1, 1}, Case{17, 33, 300}, Case{64, 750, 300}, Case{5, 300, 750},
+                        Case{64, 2048, 512}, Case{3, 40, 1100}, Case{512, 64, 20},
+                        Case{65, 17, 513}, Case{100, 750, 300}}) {
+    for (bool tb : {false, true}) {
+      for (float beta : {0.0f, 1.0f}) {
+        for (bool with_bias : {false, true}) {
+          const int64_t offset = cs.m % 3, lda = cs.k + 1, ldb = (tb ? cs.k : cs.n) + 3,
+                        ldc = cs.n + 2;
+          std::vector<float> a = RandomFloats(cs.m * lda + offset, 41);
+          std::vector<float> b = RandomFloats((tb ? cs.n : cs.k) * ldb + offset, 42);
+          std::vector<float> c = RandomFloats(cs.m * ldc + offset, 43), c_gpu = c;
+          if (beta == 0.0f) {  // NaNs where the GPU must not read, zeros for the CPU
+            for (int64_t r = 0; r < cs.m; ++r) {
+              c_gpu[offset + r * ldc] = std::nanf("");
+              c[offset + r * ldc] = 0.0f;
             }
-            // A bias row at any float offset: the kernel adds it in its store.
-            const std::vector<float> bias =
-                with_bias ? RandomFloats(cs.n + 1, 47) : std::vector<float>();
-            EXPECT_TRUE(GemmMatches(false, tb, cs.m, cs.n, cs.k, 0.5f, a, lda, b, ldb, beta, c_gpu,
-                                    c, ldc, offset, direct, bias, cs.m % 2))
-                << (tall ? "64 x 16" : "16 x 32") << " m=" << cs.m << " n=" << cs.n << " k=" << cs.k
-                << " splits=" << cs.splits << " tb=" << tb << " beta=" << beta << " bias "
-                << with_bias;
           }
+          // A bias row at any float offset: the kernel adds it in its store.
+          const std::vector<float> bias =
+              with_bias ? RandomFloats(cs.n + 1, 47) : std::vector<float>();
+          EXPECT_TRUE(GemmMatches(false, tb, cs.m, cs.n, cs.k, 0.5f, a, lda, b, ldb, beta, c_gpu, c,
+                                  ldc, offset, bias, cs.m % 2))
+              << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " tb=" << tb << " beta=" << beta
+              << " bias " << with_bias;
         }
       }
     }
   }
-}
-
-// With the 64 x 16 tiles on, Gemm takes them, in small_gemm::TallSplits' splits of k, exactly
-// where that says on this device (on an H100: the LSTM's recurrent GEMM, its backward to h, the
-// Tree-LSTM's backward to the children), in both small-GEMM settings, runs them there (its
-// count) and matches the CPU, one workspace serving every call.
-TEST_F(CudaKernelsTest, TallTilesWhereTallSplitsSays) {
-  absl::StatusOr<CudaKernels*> cuda = GetCudaKernels(0);
-  ASSERT_TRUE(cuda.ok()) << cuda.status();
-  const testing::KeepGemmSettings keep(*cuda);
-  int sms = 0;
-  ASSERT_EQ(
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, (*cuda)->backend()->ordinal()),
-      cudaSuccess);
-  using small_gemm::TileShape;
-  const auto is_tall = [](const std::optional<CudaKernels::SmallGemmChoice>& c) {
-    return c.has_value() && c->tile == TileShape::kTall;
-  };
-  struct Case {
-    int64_t m, n, k;
-    bool tb;
-  };
-  for (const auto setting :
-       {CudaKernels::SmallGemm::kWhereFaster, CudaKernels::SmallGemm::kEverywhere}) {
-    (*cuda)->SetSmallGemm(setting);
-    for (const Case cs : {Case{64, 2048, 512, false}, Case{64, 512, 2048, true},
-                          Case{64, 300, 750, true}, Case{64, 750, 300, false}}) {
-      const std::string what = std::to_string(cs.m) + " x " + std::to_string(cs.n) + " x " +
-                               std::to_string(cs.k) + (cs.tb ? " transposed" : "");
-      (*cuda)->SetTallTile(false);
-      EXPECT_FALSE(is_tall((*cuda)->SmallGemmFor(false, cs.tb, cs.m, cs.n, cs.k))) << what;
-      (*cuda)->SetTallTile(true);
-      const std::optional<CudaKernels::SmallGemmChoice> choice =
-          (*cuda)->SmallGemmFor(false, cs.tb, cs.m, cs.n, cs.k);
-      const int splits = small_gemm::TallSplits(false, cs.tb, cs.m, cs.n, cs.k, sms);
-      EXPECT_EQ(is_tall(choice), splits > 0) << what << ", " << sms << " multiprocessors";
-      if (is_tall(choice)) EXPECT_EQ(choice->splits, splits) << what;
-      EXPECT_FALSE(is_tall((*cuda)->SmallGemmFor(true, cs.tb, cs.m, cs.n, cs.k))) << what;
-      std::vector<float> a = RandomFloats(cs.m * cs.k, 44), b = RandomFloats(cs.k * cs.n, 45),
-                         c = RandomFloats(cs.m * cs.n, 46);
-      const int64_t tall_before = (*cuda)->small_gemms(TileShape::kTall);
-      EXPECT_TRUE(GemmMatches(false, cs.tb, cs.m, cs.n, cs.k, 1.0f, a, cs.k, b, cs.tb ? cs.k : cs.n,
-                              1.0f, c, c, cs.n, 0))
-          << what;
-      // The tall kernel ran it (not cuBLAS after the small GEMM declined) where it was chosen.
-      EXPECT_EQ((*cuda)->small_gemms(TileShape::kTall) - tall_before, is_tall(choice) ? 1 : 0)
-          << what;
-    }
-  }
-  (*cuda)->SetSmallGemm(CudaKernels::SmallGemm::kOff);
-  EXPECT_FALSE((*cuda)->SmallGemmFor(false, false, 64, 2048, 512).has_value());
 }
 
 // cuBLASLt on, autotuned (the parameter) or not, for each test; the settings restored after.
@@ -613,7 +521,7 @@ TEST_P(CublasLtTest, BiasInTheEpilogue) {
       for (int call = 0; call < 3; ++call) {
         const int64_t offset = call == 0 ? 0 : call == 1 ? 4 : 68;
         EXPECT_TRUE(GemmMatches(false, false, cs.m, cs.n, cs.k, 1.0f, a, cs.k, b, cs.n, beta, c, c,
-                                cs.n, 0, std::nullopt, RandomFloats(cs.n + 68, 37 + call), offset))
+                                cs.n, 0, RandomFloats(cs.n + 68, 37 + call), offset))
             << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " beta=" << beta << " call "
             << call;
       }
@@ -648,4 +556,4 @@ INSTANTIATE_TEST_SUITE_P(HeuristicAndTuned, CublasLtTest, ::testing::Bool(),
                          });
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

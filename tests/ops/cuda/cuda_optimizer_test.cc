@@ -13,10 +13,10 @@
 #include "core/parameter.h"
 #include "gtest/gtest.h"
 #include "ops/cuda/cuda_register.h"
-#include "tests/ops/cuda_test_util.h"
+#include "tests/ops/cuda/cuda_test_util.h"
 #include "tests/ops/ops_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 namespace {
 
 using testing::AllClose;
@@ -206,4 +206,4 @@ TEST_F(CudaOptimizerTest, OptimizerStepOnCudaParameters) {
 }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -1,8 +1,8 @@
 // cavs-train's loop under mpirun (2 and 4 ranks): for every builder, N ranks on the same global
 // batches end with the parameters of one process (within 1e-5 relative) and its dev accuracy
-// (up to near ties: tests/trainer/near_ties.h), with uneven and empty per-rank slices; every
-// rank ends bit-identical to the others; a strategy file; the trace;
-// resume at the same world size is bit-identical and another world size is refused.
+// (up to near ties: tests/examples/trainer/near_ties.h), with uneven and empty per-rank slices;
+// every rank ends bit-identical to the others; a strategy file; the trace; resume at the same world
+// size is bit-identical and another world size is refused.
 //
 // Each rank runs the single-process reference itself (a "single" communicator), so the
 // comparison happens in one place. Optimizer SGD: Adagrad's step is about lr * sign(g) for tiny
@@ -23,8 +23,8 @@
 #include "distributed/builders.h"
 #include "examples/trainer/trainer.h"
 #include "gtest/gtest.h"
+#include "tests/examples/trainer/near_ties.h"
 #include "tests/testing/temp_dir.h"
-#include "tests/trainer/near_ties.h"
 
 namespace cavs::trainer {
 namespace {

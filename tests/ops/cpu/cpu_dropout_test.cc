@@ -9,7 +9,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "tests/ops/ops_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cpu {
 namespace {
 
 using testing::RandomFloats;
@@ -114,4 +114,4 @@ TEST(CpuDropoutTest, RejectsRateOutsideZeroOne) {
 }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

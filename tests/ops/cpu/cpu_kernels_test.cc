@@ -17,7 +17,7 @@
 #include "ops/kernels.h"
 #include "tests/ops/ops_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cpu {
 namespace {
 
 using testing::AllClose;
@@ -57,14 +57,15 @@ TEST(KernelsRegistryTest, RegisteredFactoryAnswersItsDeviceType) {
 TEST(CpuThreadsTest, SetAndDefaultFromEnvironment) {
   SetCpuThreads(3);
   EXPECT_EQ(CpuThreads(), 3);
+  // The environment reaches the kernels only through a binary's KernelOptionsFromEnvironment.
   ASSERT_EQ(setenv("CAVS_NUM_THREADS", "5", 1), 0);
-  SetCpuThreads(0);
+  ASSERT_TRUE(SetKernelOptions(KernelOptionsFromEnvironment().options).ok());
   EXPECT_EQ(CpuThreads(), 5);
   ASSERT_EQ(setenv("CAVS_NUM_THREADS", "garbage", 1), 0);
-  SetCpuThreads(0);
+  ASSERT_TRUE(SetKernelOptions(KernelOptionsFromEnvironment().options).ok());
   EXPECT_GE(CpuThreads(), 1);
   ASSERT_EQ(unsetenv("CAVS_NUM_THREADS"), 0);
-  SetCpuThreads(0);
+  ASSERT_TRUE(SetKernelOptions(KernelOptionsFromEnvironment().options).ok());
   EXPECT_GE(CpuThreads(), 1);
 }
 
@@ -204,4 +205,4 @@ TEST(CpuColumnTest, EmptyAndBadArguments) {
 }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

@@ -18,8 +18,8 @@
 #include "core/checkpoint.h"
 #include "core/optimizer.h"
 #include "gtest/gtest.h"
+#include "tests/examples/trainer/near_ties.h"
 #include "tests/testing/temp_dir.h"
-#include "tests/trainer/near_ties.h"
 
 namespace cavs::trainer {
 namespace {

@@ -20,15 +20,13 @@
 #include "ops/kernels.h"
 #include "tests/ops/ops_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 namespace {
 
 namespace sg = small_gemm;
 
 // The kernel's grid in tiles of T, block by block, with a barrier between phases (the copies,
-// asynchronous on the GPU, are done by the barrier after them). With g.splits > 1, the splits
-// of each tile run in the order `order` gives (a permutation of the grid's blocks), each
-// counting itself in as RunSplitTile does and the last to arrive adding them into C.
+// asynchronous on the GPU, are done by the barrier after them), the blocks in random order.
 template <typename T>
 void Emulate(const sg::Args& g, core::Rng& rng) {
   std::vector<float> shared(sg::SharedFloats<T>(g.chunk));
@@ -36,19 +34,16 @@ void Emulate(const sg::Args& g, core::Rng& rng) {
   float* bs = shared.data() + g.chunk * T::kPitchA;
   const auto copy = [](float* dst, const float* src) { *dst = src != nullptr ? *src : 0.0f; };
   const int grid_x = (g.n + T::kCols - 1) / T::kCols, grid_y = (g.m + T::kRows - 1) / T::kRows;
-  const int splits = std::max(g.splits, 1);
   ASSERT_EQ(int64_t{grid_x} * grid_y, sg::Blocks<T>(g.m, g.n));
-  std::vector<int> order(grid_x * grid_y * splits);
+  std::vector<int> order(grid_x * grid_y);
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.UniformInt(i)]);
   constexpr int kAcc = T::kPerThread;
   for (const int block : order) {
-    const int bx = block % grid_x, by = block / grid_x % grid_y, z = block / (grid_x * grid_y);
-    const int k_begin = splits > 1 ? z * g.split_k : 0;
-    const int k_end = splits > 1 ? std::min(g.k, k_begin + g.split_k) : g.k;
+    const int bx = block % grid_x, by = block / grid_x;
     std::vector<float> acc(kAcc * sg::kThreads, 0.0f);
-    for (int k0 = k_begin; k0 < k_end; k0 += g.chunk) {
-      const int len = std::min(g.chunk, k_end - k0);
+    for (int k0 = 0; k0 < g.k; k0 += g.chunk) {
+      const int len = std::min(g.chunk, g.k - k0);
       // Poisoned: a thread reading shared memory no thread wrote this chunk shows as NaN.
       std::fill(shared.begin(), shared.end(), std::numeric_limits<float>::quiet_NaN());
       for (int t = 0; t < sg::kThreads; ++t) {
@@ -60,16 +55,7 @@ void Emulate(const sg::Args& g, core::Rng& rng) {
     }
     std::fill(shared.begin(), shared.end(), std::numeric_limits<float>::quiet_NaN());
     for (int t = 0; t < sg::kThreads; ++t) sg::Park<T>(t, acc.data() + kAcc * t, shared.data());
-    if (splits == 1) {
-      for (int t = 0; t < sg::kThreads; ++t) sg::Store<T>(g, bx, by, t, shared.data());
-      continue;
-    }
-    const int tile = sg::TileIndex<T>(g, bx, by);
-    for (int t = 0; t < sg::kThreads; ++t) sg::StoreSplit<T>(g, tile, z, t, shared.data());
-    if (++g.arrivals[tile] == static_cast<unsigned>(splits)) {
-      g.arrivals[tile] = 0;
-      for (int t = 0; t < sg::kThreads; ++t) sg::StoreSplits<T>(g, bx, by, t);
-    }
+    for (int t = 0; t < sg::kThreads; ++t) sg::Store<T>(g, bx, by, t, shared.data());
   }
 }
 
@@ -81,12 +67,11 @@ std::vector<float> Random(core::Rng& rng, int64_t n) {
 
 struct Case {
   int m, n, k;
-  int splits = 1;
 };
 
 // The emulated kernel in tiles of T against the CPU's GEMM on `cases`, both layouts of B, beta
 // 0 and 1, with a bias row (at an odd float offset) for half of those, each layout and beta
-// with and without; with splits, the workspace's counts back at zero afterwards.
+// with and without.
 template <typename T>
 void ExpectEmulationMatches(absl::Span<const Case> cases) {
   absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
@@ -98,9 +83,8 @@ void ExpectEmulationMatches(absl::Span<const Case> cases) {
         const bool with_bias = trans_b != (beta == 0.0f);
         SCOPED_TRACE("tile " + std::to_string(T::kRows) + " x " + std::to_string(T::kCols) +
                      " m=" + std::to_string(cs.m) + " n=" + std::to_string(cs.n) +
-                     " k=" + std::to_string(cs.k) + " splits=" + std::to_string(cs.splits) +
-                     " trans_b=" + std::to_string(trans_b) + " beta=" + std::to_string(beta) +
-                     " bias=" + std::to_string(with_bias));
+                     " k=" + std::to_string(cs.k) + " trans_b=" + std::to_string(trans_b) +
+                     " beta=" + std::to_string(beta) + " bias=" + std::to_string(with_bias));
         const std::vector<float> bias_row = Random(rng, cs.n + 1);
         const float* bias = with_bias ? bias_row.data() + 1 : nullptr;
         const int64_t lda = cs.k + 3, ldb = (trans_b ? cs.k : cs.n) + 1, ldc = cs.n + 2;
@@ -112,33 +96,21 @@ void ExpectEmulationMatches(absl::Span<const Case> cases) {
             c[i] = std::numeric_limits<float>::quiet_NaN();
         }
         std::vector<float> got = c, want = c;
-        const int split_k = (cs.k + cs.splits - 1) / cs.splits;
-        const int tiles = static_cast<int>(sg::Blocks<T>(cs.m, cs.n));
-        std::vector<float> partial(static_cast<size_t>(tiles) * cs.splits * T::kOutputs,
-                                   std::numeric_limits<float>::quiet_NaN());
-        std::vector<unsigned> arrivals(tiles, 0);
-        sg::Args g{cs.m,
-                   cs.n,
-                   cs.k,
-                   0.75f,
-                   beta,
-                   a.data(),
-                   lda,
-                   b.data(),
-                   ldb,
-                   got.data(),
-                   ldc,
-                   trans_b,
-                   std::min(split_k, sg::kMaxChunk),
-                   bias};
-        if (cs.splits > 1) {
-          g.splits = cs.splits;
-          g.split_k = split_k;
-          g.partial = partial.data();
-          g.arrivals = arrivals.data();
-        }
+        const sg::Args g{cs.m,
+                         cs.n,
+                         cs.k,
+                         0.75f,
+                         beta,
+                         a.data(),
+                         lda,
+                         b.data(),
+                         ldb,
+                         got.data(),
+                         ldc,
+                         trans_b,
+                         std::min(cs.k, sg::kMaxChunk),
+                         bias};
         Emulate<T>(g, rng);
-        EXPECT_EQ(arrivals, std::vector<unsigned>(tiles, 0));
         if (beta == 0.0f) {
           for (int64_t r = 0; r < cs.m; ++r) {
             for (int64_t j = 0; j < cs.n; ++j) want[r * ldc + j] = 0.0f;
@@ -149,7 +121,7 @@ void ExpectEmulationMatches(absl::Span<const Case> cases) {
                                                  lda, b.data(), ldb, beta, want.data(), ldc, bias})
                         .ok());
         // Both are float32 sums of the k products, beta c and the bias, in different orders (the
-        // splits, OpenBLAS's kernel): within twice their bound of each other, relative to the
+        // slices, OpenBLAS's kernel): within twice their bound of each other, relative to the
         // sum of the terms' magnitudes (terms cancel over long k). The padding columns of C keep
         // their values (NaN where poisoned), as in want.
         const std::vector<double> scale =
@@ -169,27 +141,8 @@ TEST(SmallGemmTest, EmulatedKernelMatchesTheCpu) {
   ExpectEmulationMatches<sg::RoundTile>(cases);
 }
 
-// The 64 x 16 tile: its edges (64 rows, 16 columns), one and several chunks, 8 x 4 outputs a
-// thread, two outputs a thread in Store, the LSTM's recurrent shape cut to fewer columns.
-TEST(SmallGemmTest, EmulatedTallTileMatchesTheCpu) {
-  const Case cases[] = {{1, 1, 1},     {64, 16, 7},   {65, 17, 300},  {100, 750, 300},
-                        {5, 40, 1100}, {64, 80, 512}, {128, 20, 513}, {512, 16, 20}};
-  ExpectEmulationMatches<sg::TallTile>(cases);
-}
-
-// k split over blocks (RunSplitTile), the splits of a tile in random order: TallSplits' shapes
-// cut to fewer columns (the LSTM's backward to h in 4 splits, the Tree-LSTM's to the children in
-// 6), splits past the end of k, a split of one chunk of several, both tiles.
-TEST(SmallGemmTest, EmulatedSplitsOfKMatchTheCpu) {
-  const Case tall[] = {
-      {64, 40, 2048, 4}, {64, 33, 750, 6}, {70, 17, 300, 3}, {1, 1, 5, 4}, {5, 20, 1100, 2}};
-  ExpectEmulationMatches<sg::TallTile>(tall);
-  const Case round[] = {{17, 40, 300, 2}, {3, 33, 1500, 3}};
-  ExpectEmulationMatches<sg::RoundTile>(round);
-}
-
 // Where the kernel runs by default (CudaKernels' kWhereFaster): the forward rounds' shapes on
-// an H100's 132 multiprocessors, not the shapes run 7 measured slower.
+// an H100's 132 multiprocessors, not the shapes measured slower (bench/RESULTS.md).
 TEST(SmallGemmTest, FasterOnlyWhereMeasuredFaster) {
   constexpr int kH100 = 132;
   EXPECT_EQ(sg::Blocks<sg::RoundTile>(64, 750), 96);
@@ -202,40 +155,6 @@ TEST(SmallGemmTest, FasterOnlyWhereMeasuredFaster) {
   EXPECT_FALSE(sg::Faster(false, false, 16, 32, sg::kMaxChunk + 1, kH100));  // two chunks
   EXPECT_FALSE(sg::Faster(false, false, 64, 750, 0, kH100));
   EXPECT_FALSE(sg::Faster(false, false, 64, 750, 300, 95));  // a smaller chip
-}
-
-// Where TallTile runs when it is on, and in how many splits of k: never where RoundTile is
-// Faster; its blocks one wave at most, each split one chunk.
-TEST(SmallGemmTest, TallSplitsWhereRoundTilesAreNotFaster) {
-  constexpr int kH100 = 132;
-  EXPECT_EQ(sg::Blocks<sg::TallTile>(64, 2048), 128);
-  EXPECT_EQ(sg::Blocks<sg::RoundTile>(64, 2048), 256);
-  EXPECT_EQ(sg::TallSplits(false, false, 64, 2048, 512, kH100), 1);  // LSTM recurrent
-  EXPECT_EQ(sg::TallSplits(false, true, 64, 512, 2048, kH100), 4);   // its backward to h
-  EXPECT_EQ(sg::TallSplits(false, true, 64, 300, 750, kH100), 6);    // Tree-LSTM's backward
-  EXPECT_EQ(sg::TallSplits(false, false, 100, 750, 300, kH100), 1);  // 94 tiles
-  EXPECT_EQ(sg::TallSplits(false, true, 16, 32, 100, kH100), 1);     // k of one split
-  EXPECT_EQ(sg::TallSplits(false, false, 64, 750, 300, kH100), 0);   // RoundTile is Faster
-  EXPECT_EQ(sg::TallSplits(false, false, 200, 750, 300, kH100), 0);  // 188 tiles
-  EXPECT_EQ(sg::TallSplits(true, false, 64, 2048, 512, kH100), 0);   // A transposed
-  EXPECT_EQ(sg::TallSplits(false, false, 64, 2048, 513, kH100), 0);  // two chunks a split
-  EXPECT_EQ(sg::TallSplits(false, false, 64, 2048, 512, 114), 0);    // an H100 PCIe
-  EXPECT_EQ(sg::TallSplits(false, false, 0, 2048, 512, kH100), 0);
-  for (int64_t m : {1, 16, 63, 64, 65, 100, 128, 129, 300, 512}) {
-    for (int64_t n : {1, 32, 300, 750, 1024, 2048, 4096}) {
-      for (int64_t k : {1, 100, 300, 512, 750, 2048, 5000}) {
-        for (bool tb : {false, true}) {
-          const int splits = sg::TallSplits(false, tb, m, n, k, kH100);
-          if (splits == 0) continue;
-          SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
-          EXPECT_FALSE(sg::Faster(false, tb, m, n, k, kH100));
-          EXPECT_LE(sg::Blocks<sg::TallTile>(m, n) * splits, kH100);
-          EXPECT_LE((k + splits - 1) / splits, sg::kMaxChunk);
-          EXPECT_LE(splits, (k + sg::kMinSplitK - 1) / sg::kMinSplitK);
-        }
-      }
-    }
-  }
 }
 
 // Shared-memory wavefronts of one warp-wide access, each lane's 4-byte words given: the most
@@ -262,8 +181,7 @@ std::vector<int> Four(int word) { return {word, word + 1, word + 2, word + 3}; }
 
 // The tile's shared-memory accesses, warp by warp, as its phases make them: the reads of a
 // chunk's products, the 16-byte writes of the parked sums, their reads and the copies into
-// shared memory take the fewest wavefronts they can, but for TallTile's untransposed copy of B
-// (16-column rows, two to a warp: at most twice that).
+// shared memory take the fewest wavefronts they can.
 template <typename T>
 void ExpectFewBankConflicts() {
   SCOPED_TRACE("tile " + std::to_string(T::kRows) + " x " + std::to_string(T::kCols));
@@ -334,8 +252,7 @@ void ExpectFewBankConflicts() {
             if (n < (*copies)[t].size()) words.push_back({(*copies)[t][n]});
           }
           const Wavefronts w = Count(words);
-          // TallTile's 16-column rows of B are two to a warp: 4 of the 32 banks twice.
-          EXPECT_LE(w.taken, transposed || T::kCols == 32 ? w.fewest : 2 * w.fewest)
+          EXPECT_LE(w.taken, w.fewest)
               << (copies == &to_a ? "A" : "B") << (transposed ? " transposed" : "") << ", copy "
               << n << " of warp " << warp;
         }
@@ -344,10 +261,7 @@ void ExpectFewBankConflicts() {
   }
 }
 
-TEST(SmallGemmTest, FewBankConflictsInSharedMemory) {
-  ExpectFewBankConflicts<sg::RoundTile>();
-  ExpectFewBankConflicts<sg::TallTile>();
-}
+TEST(SmallGemmTest, FewBankConflictsInSharedMemory) { ExpectFewBankConflicts<sg::RoundTile>(); }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda

@@ -10,7 +10,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "tests/ops/ops_test_util.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cpu {
 namespace {
 
 using testing::AllClose;
@@ -260,4 +260,4 @@ TEST(CpuSegmentTest, RejectsMalformedSegments) {
 }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cpu

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/examples/data_test_util.h"
+#include "tests/examples/data/data_test_util.h"
 #include "tests/testing/temp_dir.h"
 
 namespace cavs::examples {

@@ -19,14 +19,13 @@
 #include "core/random.h"
 #include "gtest/gtest.h"
 #include "ops/cuda/cuda_kernels.h"
-#include "ops/cuda/small_gemm.h"
 #include "ops/ew_codegen.h"
-#include "tests/ops/cuda_test_util.h"
+#include "tests/ops/cuda/cuda_test_util.h"
 #include "tests/ops/ew_programs.h"
 #include "tests/ops/ops_test_util.h"
 #include "tests/testing/temp_dir.h"
 
-namespace cavs::ops {
+namespace cavs::ops::cuda {
 namespace {
 
 using testing::AllClose;
@@ -77,28 +76,6 @@ TEST(CudaFusedCompileTest, RandomProgramsCompile) {
   core::Rng rng(4);
   for (int i = 0; i < 25; ++i)
     ExpectCompiles(RandomProgram(rng, 12), "random " + std::to_string(i));
-}
-
-// A forward round's single launch (EmitRoundKernelCuda): the small GEMM, the grid barrier and
-// the program's body for 512 threads, through NVRTC with the embedded headers.
-void ExpectRoundCompiles(const EwProgram& p, const std::string& what) {
-  const EwKernelPlan plan =
-      PlanEwKernel(p.instrs.data(), static_cast<int>(p.instrs.size()), p.rows);
-  const std::string name = EwKernelName(plan) + "_round";
-  const std::string source = EmitRoundKernelCuda(plan, name);
-  absl::StatusOr<std::string> cubin = CompileCudaSource(source, name + ".cu", kArch);
-  ASSERT_TRUE(cubin.ok()) << what << ": " << cubin.status() << "\n" << source;
-  EXPECT_GT(cubin->size(), 1000u) << what;
-  EXPECT_NE(source.find("GridBarrier"), std::string::npos);
-}
-
-TEST(CudaFusedCompileTest, RoundKernelsCompile) {
-  ExpectRoundCompiles(TreeLstmForward(150, 64, 1), "Tree-LSTM forward");
-  ExpectRoundCompiles(TreeLstmBackward(150, 64, 2), "Tree-LSTM backward");
-  core::Rng rng(5);
-  for (int i = 0; i < 6; ++i) {
-    ExpectRoundCompiles(RandomProgram(rng, 12, 40, 60), "random " + std::to_string(i));
-  }
 }
 
 TEST(CudaFusedCompileTest, ACompileErrorCarriesTheLog) {
@@ -179,11 +156,8 @@ class CudaFusedTest : public ::testing::Test {
   }
 
   // Runs `p` on the GPU with every pointer (buffers, uids, row maps) moved into a device copy;
-  // returns the buffers' device results. `ok` says whether the launch succeeded. With `gemm`
-  // (its pointers into p's buffers too), the GEMM and then the program, through
-  // GemmThenElementwise.
-  std::vector<std::vector<float>> RunOnDevice(const EwProgram& p, bool* ok,
-                                              const Kernels::GemmCall* gemm = nullptr) {
+  // returns the buffers' device results. `ok` says whether the launch succeeded.
+  std::vector<std::vector<float>> RunOnDevice(const EwProgram& p, bool* ok) {
     std::vector<std::unique_ptr<DeviceArray<float>>> dev;
     for (const auto& b : p.buffers) dev.push_back(std::make_unique<DeviceArray<float>>(*b));
     auto ints = [](const std::vector<int32_t>& v) {
@@ -200,16 +174,7 @@ class CudaFusedTest : public ::testing::Test {
     }
     DeviceArray<EwInstr> dev_program(program);
     const int count = static_cast<int>(program.size());
-    if (gemm != nullptr) {
-      Kernels::GemmCall g = *gemm;
-      g.a = ToDevice(p, dev, g.a);
-      g.b = ToDevice(p, dev, g.b);
-      g.c = ToDevice(p, dev, g.c);
-      g.bias = ToDevice(p, dev, g.bias);
-      *ok = cuda_->GemmThenElementwise(g, program.data(), dev_program.get(), count, p.rows, 0).ok();
-    } else {
-      *ok = cuda_->Elementwise(program.data(), dev_program.get(), count, p.rows).ok();
-    }
+    *ok = cuda_->Elementwise(program.data(), dev_program.get(), count, p.rows).ok();
     std::vector<std::vector<float>> out;
     for (const auto& d : dev) out.push_back(d->Download());
     return out;
@@ -226,59 +191,20 @@ class CudaFusedTest : public ::testing::Test {
     return ptr;
   }
 
-  // Runs `p` (after `gemm`, if given) on the GPU and on the CPU kernels; compares every buffer,
-  // element-wise results within `rtol` of their value (the devices' exp and tanh differ by a few
-  // ulps). With `gemm`, whose C must be one whole buffer of p, the two devices sum its k terms
-  // in different orders: each sum is within GemmErrorBound(k) Σ|terms| of the exact one (about
-  // (k + 3) u, u = 2^-24: beta C, the bias, alpha), so C is compared against twice that, per
-  // element, whatever order either device sums in; and every other buffer may carry
-  // `propagation` times C's largest such error (0 where the program does not read C).
-  void Compare(const EwProgram& p, const std::string& what, double rtol = 1e-5,
-               const Kernels::GemmCall* gemm = nullptr, double propagation = 0) {
-    int c_buffer = -1;
-    std::vector<double> c_scale;
-    double derived_atol = 1e-6;
-    if (gemm != nullptr) {
-      for (size_t i = 0; i < p.buffers.size(); ++i) {
-        if (p.buffers[i]->data() == gemm->c) c_buffer = static_cast<int>(i);
-      }
-      ASSERT_GE(c_buffer, 0) << what << ": the GEMM's C is not the start of a buffer";
-      ASSERT_EQ(p.buffers[c_buffer]->size(), static_cast<size_t>(gemm->m * gemm->ldc)) << what;
-      c_scale = testing::GemmScale(*gemm);  // before either run: C as the GEMM starts from it
-      const double max_scale = *std::max_element(c_scale.begin(), c_scale.end());
-      derived_atol += propagation * SumTolerance(gemm->k) * max_scale;
-    }
+  // Runs `p` on the GPU and on the CPU kernels; compares every buffer, element-wise results
+  // within `rtol` of their value (the devices' exp and tanh differ by a few ulps).
+  void Compare(const EwProgram& p, const std::string& what, double rtol = 1e-5) {
     bool ok = false;
-    const std::vector<std::vector<float>> got = RunOnDevice(p, &ok, gemm);
+    const std::vector<std::vector<float>> got = RunOnDevice(p, &ok);
     ASSERT_TRUE(ok) << what;
     absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu());
     ASSERT_TRUE(cpu.ok());
     const int count = static_cast<int>(p.instrs.size());
-    if (gemm != nullptr) {
-      ASSERT_TRUE(
-          (*cpu)
-              ->GemmThenElementwise(*gemm, p.instrs.data(), p.instrs.data(), count, p.rows, 0)
-              .ok())
-          << what;
-    } else {
-      ASSERT_TRUE((*cpu)->Elementwise(p.instrs.data(), p.instrs.data(), count, p.rows).ok())
-          << what;
-    }
+    ASSERT_TRUE((*cpu)->Elementwise(p.instrs.data(), p.instrs.data(), count, p.rows).ok()) << what;
     for (size_t i = 0; i < p.buffers.size(); ++i) {
-      const std::vector<float>& want = *p.buffers[i];
-      if (static_cast<int>(i) == c_buffer) {
-        EXPECT_TRUE(AllClose(got[i], std::vector<double>(want.begin(), want.end()),
-                             SumTolerance(gemm->k), 0.0, &c_scale))
-            << what << ", the GEMM's C (buffer " << i << ")";
-      } else {
-        EXPECT_TRUE(AllClose(got[i], want, rtol, derived_atol)) << what << ", buffer " << i;
-      }
+      EXPECT_TRUE(AllClose(got[i], *p.buffers[i], rtol, 1e-6)) << what << ", buffer " << i;
     }
   }
-
-  // Two float32 sums of k products (and a bias and beta C) in any orders differ by at most this
-  // times the sum of the terms' magnitudes: twice the bound of each (ops_test_util.h).
-  static double SumTolerance(int64_t k) { return 2.0 * testing::GemmErrorBound(k); }
 
   CudaKernels* cuda_ = nullptr;
   bool was_fused_ = true;
@@ -383,67 +309,6 @@ TEST_F(CudaFusedTest, ShapesSkipThePlanAndBrokenPromisesAreCaught) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
-// A forward round in one launch (CudaKernels::SetFusedRound, CAVS_FUSED_ROUND=1): the small
-// GEMM writes the gates that the Tree-LSTM program reads, a grid barrier between, against the
-// CPU's two calls; with beta 0 and 1 (a folded sum's later term), rows of one tile to the most
-// that keep one block per multiprocessor (80 rows of 750 columns: 120 blocks). Every call
-// reuses the barrier. Above that (512 rows), the two launches, with the same results; with the
-// small GEMM everywhere, one launch whose blocks take several tiles each.
-TEST_F(CudaFusedTest, RoundKernelMatchesTheCpu) {
-  const testing::KeepGemmSettings keep(cuda_);
-  cuda_->SetSmallGemm(CudaKernels::SmallGemm::kWhereFaster);
-  cuda_->SetFusedRound(true);
-  core::Rng rng(31);
-  int64_t expected = cuda_->rounds_fused();
-  for (int64_t rows : {1, 16, 37, 64, 80, 512}) {
-    for (float beta : {0.0f, 1.0f}) {
-      // With beta 0 the GEMM starts the gates with their bias (an internal vertex's h U + b).
-      const std::string what = "rows " + std::to_string(rows) + ", beta " + std::to_string(beta);
-      EwProgram p = TreeLstmForward(150, rows, 40 + rows);
-      float* gates = p.buffers[0]->data();
-      const float* x = p.Buffer(rows * 300, rng);
-      const float* w = p.Buffer(300 * 750, rng);
-      const float* bias = beta == 0.0f ? p.Buffer(750, rng) : nullptr;
-      const Kernels::GemmCall g{false, false, rows, 750,  300,   1.0f, x,
-                                300,   w,     750,  beta, gates, 750,  bias};
-      // h = o tanh(c), c = i u + f_l c_l + f_r c_r from the gates (sigmoid' <= 1/4, tanh' <= 1,
-      // |c_l|, |c_r| <= 1): an error e in the gates moves c by at most 1.75 e and h by 2 e.
-      Compare(p, what, 1e-4, &g, /*propagation=*/2);
-      // Joined where the small GEMM runs: one block per multiprocessor (up to 80 rows on an
-      // H100 SXM or H200, 132 of them).
-      if (small_gemm::Faster(false, false, rows, 750, 300, cuda_->num_sms())) ++expected;
-      EXPECT_EQ(cuda_->rounds_fused(), expected) << what;
-      if (HasFailure()) break;
-    }
-  }
-  // Programs with shared rows and row sums, over more rows than blocks, after a GEMM they do not
-  // read (the program's body at 512 threads a block, grid-strided).
-  for (int i = 0; i < 20; ++i) {
-    EwProgram p = RandomProgram(rng, 12, 300, 40);
-    const float* a = p.Buffer(64 * 96, rng);
-    const float* b = p.Buffer(96 * 64, rng);
-    float* c = p.Buffer(64 * 64, rng);
-    const Kernels::GemmCall g{false, false, 64, 64, 96, 0.5f, a, 96, b, 64, 0.0f, c, 64};
-    Compare(p, "random program " + std::to_string(i), 1e-4, &g);
-    if (HasFailure()) break;
-  }
-  EXPECT_GT(cuda_->rounds_fused(), expected);
-  // With the small GEMM everywhere, 512 rows (768 tiles) join too: more tiles than resident
-  // blocks, each block taking several in turn before the barrier.
-  cuda_->SetSmallGemm(CudaKernels::SmallGemm::kEverywhere);
-  for (int64_t rows : {200, 512}) {
-    EwProgram p = TreeLstmForward(150, rows, 60 + rows);
-    const float* x = p.Buffer(rows * 300, rng);
-    const float* w = p.Buffer(300 * 750, rng);
-    const Kernels::GemmCall g{
-        false, false, rows, 750, 300, 1.0f, x, 300, w, 750, 1.0f, p.buffers[0]->data(), 750};
-    const int64_t before = cuda_->rounds_fused();
-    Compare(p, "small GEMM everywhere, rows " + std::to_string(rows), 1e-4, &g,
-            /*propagation=*/2);
-    EXPECT_EQ(cuda_->rounds_fused(), before + 1) << rows;
-  }
-}
-
 // Every round of a shape (other rows, other pointers) reuses the kernel compiled for the first.
 TEST_F(CudaFusedTest, AShapeCompilesOnce) {
   Compare(TreeLstmForward(96, 40, 8), "first");
@@ -454,4 +319,4 @@ TEST_F(CudaFusedTest, AShapeCompilesOnce) {
 }
 
 }  // namespace
-}  // namespace cavs::ops
+}  // namespace cavs::ops::cuda
