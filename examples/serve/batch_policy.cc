@@ -1,0 +1,37 @@
+#include "examples/serve/batch_policy.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace cavs::serve {
+namespace {
+
+class SizeOrDeadline final : public BatchPolicy {
+ public:
+  explicit SizeOrDeadline(const BatchPolicyOptions& o) : options_(o) {}
+
+  BatchDecision Decide(size_t queued, std::chrono::microseconds oldest_wait) const override {
+    if (queued >= options_.max_batch) return {options_.max_batch, {}};
+    if (queued > 0 && oldest_wait >= options_.max_wait) return {queued, {}};
+    // Nothing waits: any wait will do, the next arrival asks again.
+    if (queued == 0) return {0, std::chrono::hours(1)};
+    return {0, options_.max_wait - oldest_wait};
+  }
+  size_t max_batch() const override { return options_.max_batch; }
+  std::string name() const override { return "size-or-deadline"; }
+
+ private:
+  const BatchPolicyOptions options_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BatchPolicy>> MakeBatchPolicy(std::string_view name,
+                                                             const BatchPolicyOptions& options) {
+  if (name == "size-or-deadline") return std::make_unique<SizeOrDeadline>(options);
+  return absl::InvalidArgumentError(absl::StrCat("--batch-policy: unknown policy '",
+                                                 std::string(name), "'; known: size-or-deadline"));
+}
+
+}  // namespace cavs::serve
