@@ -7,9 +7,7 @@
 #
 # Build output goes to stderr so that stdout carries only what the trainer prints. Unless the
 # arguments name a --checkpoint-dir, the run writes its checkpoints to build/main-job/ckpt
-# (emptied first, unless --resume is given), which cavs-serve serves (docs/serving.md):
-#
-#   build/default/examples/serve/cavs-serve --checkpoint=build/main-job/ckpt
+# (emptied first, unless --resume is given), which ./scripts/serve.sh serves (docs/serving.md).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/common.sh
