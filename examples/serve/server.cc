@@ -170,7 +170,8 @@ void Server::Route() {
         }
         return httplib::Server::HandlerResponse::Handled;
       }));
-  h.set_logger([this](const httplib::Request&, const httplib::Response& res) {
+  // Before the response is written, so that a client that has its answer sees it counted.
+  h.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
     metrics_.CountRequest(res.status);
   });
 }
