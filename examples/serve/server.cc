@@ -1,9 +1,12 @@
 #include "examples/serve/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <utility>
@@ -137,6 +140,13 @@ void Server::Route() {
   h.set_keep_alive_timeout(options_.keep_alive_seconds);
   h.set_keep_alive_max_count(1 << 20);
   h.set_tcp_nodelay(true);
+  // httplib's own options also set SO_REUSEPORT, which would let a second server bind the
+  // same port silently; the socket is kept to widen its backlog after the bind (Bind).
+  h.set_socket_options([this](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_socket_ = sock;
+  });
   h.Post("/v1/predict", [this](const httplib::Request& req, httplib::Response& res) {
     Reply r = Predict(req.body);
     res.status = r.status;
@@ -177,16 +187,21 @@ void Server::Route() {
 }
 
 absl::StatusOr<int> Server::Bind() {
-  if (options_.port == 0) {
-    const int port = http_->bind_to_any_port(options_.host);
+  int port = options_.port;
+  if (port == 0) {
+    port = http_->bind_to_any_port(options_.host);
     if (port <= 0) return absl::UnavailableError(absl::StrCat("cannot bind ", options_.host));
-    return port;
-  }
-  if (!http_->bind_to_port(options_.host, options_.port)) {
+  } else if (!http_->bind_to_port(options_.host, options_.port)) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.host, ":",
                                                options_.port, " (in use, or not permitted)"));
   }
-  return options_.port;
+  // cpp-httplib listens with a backlog of 5 (a constant of Debian's build): a burst of
+  // connections beyond it loses SYNs, which clients resend only after a second. Listening
+  // again on a listening socket sets its backlog (Linux).
+  if (listen_socket_ >= 0 && ::listen(listen_socket_, options_.listen_backlog) != 0) {
+    return absl::InternalError(absl::StrCat("listen(): ", std::strerror(errno)));
+  }
+  return port;
 }
 
 absl::Status Server::Serve() {

@@ -42,6 +42,7 @@ struct ServerOptions {
   size_t max_body_bytes = size_t{1} << 20;  // a longer body is refused with 413
   int http_threads = 64;                    // connections served at once
   int keep_alive_seconds = 2;               // an idle connection is closed after this
+  int listen_backlog = 1024;                // connections waiting to be accepted
   RequestLimits limits;
   std::string policy = "size-or-deadline";
   BatchPolicyOptions batching;
@@ -88,6 +89,7 @@ class Server {
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> serving_{false};
+  int listen_socket_ = -1;  // the listening socket (set while binding)
 };
 
 }  // namespace cavs::serve
