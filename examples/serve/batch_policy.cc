@@ -7,11 +7,12 @@
 namespace cavs::serve {
 namespace {
 
-class SizeOrDeadline final : public BatchPolicy {
+class SizeOrDeadline : public BatchPolicy {
  public:
   explicit SizeOrDeadline(const BatchPolicyOptions& o) : options_(o) {}
 
-  BatchDecision Decide(size_t queued, std::chrono::microseconds oldest_wait) const override {
+  BatchDecision Decide(size_t queued, std::chrono::microseconds oldest_wait,
+                       bool /*executor_idle*/) const override {
     if (queued >= options_.max_batch) return {options_.max_batch, {}};
     if (queued > 0 && oldest_wait >= options_.max_wait) return {queued, {}};
     // Nothing waits: any wait will do, the next arrival asks again.
@@ -21,8 +22,20 @@ class SizeOrDeadline final : public BatchPolicy {
   size_t max_batch() const override { return options_.max_batch; }
   std::string name() const override { return "size-or-deadline"; }
 
- private:
+ protected:
   const BatchPolicyOptions options_;
+};
+
+class Eager final : public SizeOrDeadline {
+ public:
+  using SizeOrDeadline::SizeOrDeadline;
+
+  BatchDecision Decide(size_t queued, std::chrono::microseconds oldest_wait,
+                       bool executor_idle) const override {
+    if (executor_idle && queued > 0) return {std::min(queued, options_.max_batch), {}};
+    return SizeOrDeadline::Decide(queued, oldest_wait, executor_idle);
+  }
+  std::string name() const override { return "eager"; }
 };
 
 }  // namespace
@@ -30,8 +43,9 @@ class SizeOrDeadline final : public BatchPolicy {
 absl::StatusOr<std::unique_ptr<BatchPolicy>> MakeBatchPolicy(std::string_view name,
                                                              const BatchPolicyOptions& options) {
   if (name == "size-or-deadline") return std::make_unique<SizeOrDeadline>(options);
-  return absl::InvalidArgumentError(absl::StrCat("--batch-policy: unknown policy '",
-                                                 std::string(name), "'; known: size-or-deadline"));
+  if (name == "eager") return std::make_unique<Eager>(options);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--batch-policy: unknown policy '", std::string(name), "'; known: size-or-deadline, eager"));
 }
 
 }  // namespace cavs::serve

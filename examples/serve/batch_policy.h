@@ -1,12 +1,15 @@
 // BatchPolicy: when the serving queue's waiting samples become a batch.
 //
-// The batcher asks its policy whenever the queue changes or the time the policy asked for has
-// passed; the policy sees only the queue's length and the oldest sample's wait, and answers how
-// many samples to take now (0: none yet) and how long to wait at most before asking again. A
-// policy is one file pair behind this interface plus a line in MakeBatchPolicy.
+// The batcher asks its policy whenever the queue changes, the executor becomes idle or the time
+// the policy asked for has passed; the policy sees the queue's length, the oldest sample's wait
+// and whether the executor waits for a batch, and answers how many samples to take now (0: none
+// yet) and how long to wait at most before asking again. A policy is one class behind this
+// interface plus a line in MakeBatchPolicy.
 //
 // "size-or-deadline" (the default): a batch starts when max_batch samples wait or when the
 // oldest has waited max_wait, whichever comes first; it takes at most max_batch samples.
+// "eager": the same, and also whenever the executor is idle: a lone request runs at once, and
+// under load batches grow by themselves while the executor is busy.
 // Policies are immutable after construction: Decide may be called from any thread.
 #pragma once
 
@@ -33,14 +36,17 @@ struct BatchDecision {
 class BatchPolicy {
  public:
   virtual ~BatchPolicy() = default;
-  // `queued` samples wait, the oldest since `oldest_wait` (0 when none does).
-  virtual BatchDecision Decide(size_t queued, std::chrono::microseconds oldest_wait) const = 0;
+  // `queued` samples wait, the oldest since `oldest_wait` (0 when none does); `executor_idle`:
+  // the executor waits for this batch (nothing runs).
+  virtual BatchDecision Decide(size_t queued, std::chrono::microseconds oldest_wait,
+                               bool executor_idle) const = 0;
   // The largest batch it ever takes.
   virtual size_t max_batch() const = 0;
   virtual std::string name() const = 0;
 };
 
-// The policy called `name` ("size-or-deadline"); InvalidArgument listing the known names.
+// The policy called `name` ("size-or-deadline", "eager"); InvalidArgument listing the known
+// names.
 // REQUIRES: options.max_batch >= 1.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<BatchPolicy>> MakeBatchPolicy(
     std::string_view name, const BatchPolicyOptions& options);

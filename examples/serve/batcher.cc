@@ -99,7 +99,7 @@ std::shared_ptr<const std::vector<scheduler::Graph>> Batcher::Form(int64_t i) {
     const auto oldest = queue_.empty() ? std::chrono::microseconds(0)
                                        : std::chrono::duration_cast<std::chrono::microseconds>(
                                              Clock::now() - queue_.front().queued_at);
-    const BatchDecision d = policy_->Decide(queue_.size(), oldest);
+    const BatchDecision d = policy_->Decide(queue_.size(), oldest, executor_idle_);
     take = std::min(d.take, queue_.size());
     if (take == 0) changed_.wait_for(l, d.wait);
   }
@@ -133,10 +133,16 @@ void Batcher::Execute() {
   ro.folded_projections = options_.fold;
   ro.batch_invariant = true;  // a sample's results whatever else shares its batch
   for (int64_t i = 0;; ++i) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      executor_idle_ = true;
+    }
+    changed_.notify_all();
     absl::StatusOr<scheduler::PlannedBatch> planned = plans.Next();
     Formed formed;
     {
       std::lock_guard<std::mutex> l(mu_);
+      executor_idle_ = false;
       auto it = formed_.find(i);
       if (it == formed_.end()) return;  // the source gave none: stopped and drained
       formed = std::move(it->second);

@@ -105,11 +105,12 @@ class Batcher {
   const BatcherOptions options_;
 
   std::mutex mu_;
-  std::condition_variable changed_;  // a sample arrived, or stopping_
+  std::condition_variable changed_;  // a sample arrived, the executor went idle, or stopping_
   std::deque<Item> queue_;
   std::deque<scheduler::Graph> graphs_;  // queue_'s graphs, moved into batches
   bool stopping_ = false;
   bool flushing_ = false;
+  bool executor_idle_ = false;        // the executor waits for the next batch
   std::map<int64_t, Formed> formed_;  // batches cut but not yet run, by index
   std::mutex join_mu_;                // Stop's join, once
   std::thread executor_;

@@ -73,7 +73,8 @@ const std::vector<FlagSpec>& Flags() {
            [](ServeConfig& c, int64_t x) {
              c.server.batching.max_wait = std::chrono::microseconds(x);
            })},
-      {"batch-policy", "NAME", "when a batch starts: size-or-deadline (default)",
+      {"batch-policy", "NAME",
+       "when a batch starts: size-or-deadline (default), or eager (also when nothing runs)",
        Text("batch-policy", [](ServeConfig& c) -> std::string& { return c.server.policy; })},
       {"queue", "N", "samples waiting at most; more is answered 503 (default 4096)",
        Int("queue", 1, 1 << 24,

@@ -279,6 +279,20 @@ TEST_F(ServerTest, FullQueueGives503AndShutdownAnswersEveryAcceptedRequest) {
   EXPECT_FALSE(Post(s->port, "a b"));  // no longer listening
 }
 
+// "eager" runs a lone request at once, where size-or-deadline would wait out the deadline.
+TEST_F(ServerTest, EagerPolicyAnswersALoneRequestWithoutWaiting) {
+  ServerOptions o;
+  o.policy = "eager";
+  o.batching.max_wait = std::chrono::seconds(30);
+  auto s = Start(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) {
+    httplib::Result r = Post(s->port, dev_lines_[i]);
+    ASSERT_TRUE(r && r->status == 200);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
 // The binary: prints its port, answers, and exits 0 on SIGTERM.
 TEST_F(ServerTest, BinaryServesAndStopsOnSigterm) {
   const std::string out = tests::TempPath("serve_stdout.txt");
