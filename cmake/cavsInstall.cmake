@@ -11,7 +11,9 @@
 #   cavs_install_all(<folder>...)
 #     Called once by the root after all add_subdirectory(): installs every library named cavs_*
 #     defined in the given folders (recursively), plus any in-tree library they link, and every
-#     executable named cavs-* (e.g. cavs-train) into bin/. Folder owners need do nothing.
+#     executable named cavs-* (e.g. cavs-train) into bin/. Folder owners need do nothing; a
+#     library only its folder's binaries and tests use, with dependencies a consumer of
+#     find_package(cavs) should not need, opts out with the target property CAVS_EXPORT OFF.
 #
 #   cavs_install_package()
 #     Writes and installs cavsConfig.cmake, its version file, cavsTargets.cmake and cavsDeps.cmake.
@@ -141,7 +143,9 @@ function(cavs_install_all)
     _cavs_targets_under("${PROJECT_SOURCE_DIR}/${folder}" targets)
     foreach(target IN LISTS targets)
       get_target_property(type ${target} TYPE)
-      if(type IN_LIST _CAVS_LIBRARY_TYPES AND target MATCHES "^cavs_")
+      get_target_property(export ${target} CAVS_EXPORT)
+      if(type IN_LIST _CAVS_LIBRARY_TYPES AND target MATCHES "^cavs_" AND
+         (export OR export STREQUAL "export-NOTFOUND"))
         list(APPEND queue ${target})
       elseif(type STREQUAL "EXECUTABLE" AND target MATCHES "^cavs-")
         list(APPEND executables ${target})

@@ -238,7 +238,8 @@ absl::StatusOr<const float*> Recorder::PackedWeight(const float* w, bool trans, 
   // (a tree or two) has too few rows to win it back.
   constexpr int64_t kMinRowsToPack = 128;
   const int64_t bytes = k_.PackedGemmBytes(k, n);
-  if (bytes <= 0 || b_.plan->num_rows < kMinRowsToPack) return nullptr;
+  const int64_t min_rows = b_.options->batch_invariant ? 0 : kMinRowsToPack;
+  if (bytes <= 0 || b_.plan->num_rows < min_rows) return nullptr;
   auto it = b_.packed.find({w, trans});
   if (it != b_.packed.end()) return it->second;
   CAVS_ASSIGN_OR_RETURN(core::Tensor t, core::Tensor::Empty(core::Shape({(bytes + 3) / 4}),

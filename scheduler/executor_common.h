@@ -26,6 +26,13 @@ struct RunOptions {
   // Inference only (training and backward false): the embeddings' input projections gathered
   // from the tables Engine::FoldInputProjections made, not multiplied (engine.h).
   bool folded_projections = false;
+  // Every GEMM by a weight takes the device's packed GEMM (ops::Kernels::GemmPackedB) however
+  // few rows the batch has, so that a vertex's results do not depend on the other samples of
+  // its batch: OpenBLAS's sgemm, taken below 128 rows, rounds a row differently with the
+  // number of rows (its small-matrix path). The packed kernel computes each row alike wherever
+  // it lies. Only where the device has a packed GEMM (the CPU with AVX-512F); a small batch
+  // then pays the pack. Serving sets it, and cavs-train's evaluation, so that the two agree.
+  bool batch_invariant = false;
   // Hooks for overlapping communication with backward (the distributed trainer). On the CPU,
   // on_gradient_ready(name) runs as soon as the parameter's gradient for this batch is final —
   // the output layer's before the backward rounds, the others as their lazy weight-gradient

@@ -8,14 +8,14 @@
 #
 #   CAVS_FUZZ_SECONDS   seconds per target, default 30; 0 skips fuzzing and says so
 #   CAVS_FUZZ_TARGETS   the targets, default all: sst_reader text_reader strategy checkpoint
-#                       trainer_flags cluster_spec model_profile
+#                       trainer_flags cluster_spec model_profile serve_request
 #   CAVS_JOBS           build parallelism, default 2
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/common.sh
 
 FUZZ_SECONDS="${CAVS_FUZZ_SECONDS:-30}"
-ALL_TARGETS="sst_reader text_reader strategy checkpoint trainer_flags cluster_spec model_profile"
+ALL_TARGETS="sst_reader text_reader strategy checkpoint trainer_flags cluster_spec model_profile serve_request"
 read -r -a TARGETS <<<"${CAVS_FUZZ_TARGETS:-$ALL_TARGETS}"
 if [[ ! "$FUZZ_SECONDS" =~ ^[0-9]+$ ]]; then
   echo "fuzz: CAVS_FUZZ_SECONDS='$FUZZ_SECONDS' is not a number of seconds" >&2
@@ -35,7 +35,7 @@ done
 # The longest input libFuzzer makes, per target (the seeds may be longer).
 declare -A MAX_LEN=([sst_reader]=4096 [text_reader]=4096 [strategy]=2048 [checkpoint]=16384
   [cluster_spec]=2048 [model_profile]=2048
-  [trainer_flags]=1024)
+  [trainer_flags]=1024 [serve_request]=4096)
 
 # libFuzzer needs clang and compiler-rt's fuzzer runtime (Debian: clang, libclang-rt-14-dev;
 # scripts/setup.sh installs them, as optional packages, so that training never needs them).

@@ -8,6 +8,7 @@ set -euo pipefail
 REQUIRED=(
   cmake ninja-build g++ pkg-config
   libabsl-dev libopenblas-dev zlib1g-dev
+  libcpp-httplib-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   libgtest-dev googletest libgmock-dev libbenchmark-dev
   clang-format

@@ -5,7 +5,9 @@
 #   ./scripts/train.sh --help
 #   ./scripts/train.sh <trainer flags...>
 #
-# Build output goes to stderr so that stdout carries only what the trainer prints.
+# Build output goes to stderr so that stdout carries only what the trainer prints. Unless the
+# arguments name a --checkpoint-dir, the run writes its checkpoints to build/main-job/ckpt
+# (emptied first, unless --resume is given), which ./scripts/serve.sh serves (docs/serving.md).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/common.sh
@@ -31,4 +33,18 @@ if [[ -z "$trainer" || ! -x "$trainer" ]]; then
   echo "train.sh: cavs-train was built but its binary was not found under build/default" >&2
   exit 1
 fi
-exec "$trainer" "$@"
+args=("$@")
+own_dir=1
+for arg in "$@"; do
+  case "$arg" in
+  --checkpoint-dir | --checkpoint-dir=* | --checkpoint_dir | --checkpoint_dir=* | --help | -h) own_dir=0 ;;
+  esac
+done
+if ((own_dir)); then
+  main_ckpt=build/main-job/ckpt
+  if [[ " $* " != *" --resume "* ]]; then
+    rm -rf "$main_ckpt"
+  fi
+  args+=("--checkpoint-dir=$main_ckpt")
+fi
+exec "$trainer" "${args[@]}"

@@ -54,9 +54,11 @@ const std::string& Vocabulary::Word(int32_t id) const {
   return words_[id];
 }
 
-absl::StatusOr<Vocabulary> Vocabulary::Load(const std::string& path) {
-  CAVS_ASSIGN_OR_RETURN(LineReader reader, LineReader::OpenFile(path));
-  Vocabulary vocab;
+namespace {
+
+// The vocabulary of `reader`'s lines (Load's format); `name` stands for the source in errors.
+absl::StatusOr<Vocabulary> ReadTokens(LineReader& reader, std::string_view name) {
+  std::vector<std::string> words;
   std::string_view line;
   while (true) {
     CAVS_ASSIGN_OR_RETURN(bool more, reader.Next(&line));
@@ -68,21 +70,54 @@ absl::StatusOr<Vocabulary> Vocabulary::Load(const std::string& path) {
                                                          " (whitespace or control byte)"));
     }
     if (n == 1) {
-      if (line != kUnk) {
+      if (line != Vocabulary::kUnk) {
         return reader.Error(1,
                             absl::StrCat("first token must be '<unk>', got ", QuoteForError(line)));
       }
       continue;
     }
-    if (!vocab.Add(std::string(line))) {
-      return reader.Error(1, absl::StrCat("duplicate token ", QuoteForError(line),
-                                          " (first on line ", vocab.Id(line) + 1, ")"));
-    }
+    words.emplace_back(line);
   }
   if (reader.line_number() == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": empty vocabulary file"));
+    return absl::InvalidArgumentError(absl::StrCat(AbslView(name), ": empty vocabulary file"));
+  }
+  return Vocabulary::FromWords(words, name);
+}
+
+}  // namespace
+
+absl::StatusOr<Vocabulary> Vocabulary::FromWords(const std::vector<std::string>& words,
+                                                 std::string_view name) {
+  Vocabulary vocab;
+  for (size_t i = 0; i < words.size(); ++i) {
+    // Line i + 2 of the file: "<unk>" is line 1 and not in `words`.
+    if (!IsValidToken(words[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(AbslView(name), ":", i + 2, ":1: invalid token ", QuoteForError(words[i])));
+    }
+    if (!vocab.Add(words[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(AbslView(name), ":", i + 2, ":1: duplicate token ", QuoteForError(words[i]),
+                       " (first on line ", vocab.Id(words[i]) + 1, ")"));
+    }
   }
   return vocab;
+}
+
+absl::StatusOr<Vocabulary> Vocabulary::Load(const std::string& path) {
+  CAVS_ASSIGN_OR_RETURN(LineReader reader, LineReader::OpenFile(path));
+  return ReadTokens(reader, path);
+}
+
+absl::StatusOr<Vocabulary> Vocabulary::FromText(std::string_view text, std::string_view name) {
+  LineReader reader = LineReader::FromString(text, name);
+  return ReadTokens(reader, name);
+}
+
+std::string Vocabulary::ToText() const {
+  std::string out;
+  for (const std::string& w : words_) absl::StrAppend(&out, w, "\n");
+  return out;
 }
 
 absl::Status Vocabulary::Save(const std::string& path) const {

@@ -37,6 +37,15 @@ class Vocabulary {
   // a token with whitespace or control bytes, a duplicate token, a first line other than
   // "<unk>", a missing file.
   [[nodiscard]] static absl::StatusOr<Vocabulary> Load(const std::string& path);
+  // The same from text in memory in that format (a checkpoint's copy); `name` stands for the
+  // file in errors.
+  [[nodiscard]] static absl::StatusOr<Vocabulary> FromText(std::string_view text,
+                                                           std::string_view name);
+  // "<unk>", then `words` (the ids 1, 2, ...): errors as Load's, `name` standing for the file.
+  [[nodiscard]] static absl::StatusOr<Vocabulary> FromWords(const std::vector<std::string>& words,
+                                                            std::string_view name);
+  // Save's format in memory: one token per line, in id order.
+  std::string ToText() const;
   // Writes one token per line, in id order.
   [[nodiscard]] absl::Status Save(const std::string& path) const;
 

@@ -110,6 +110,7 @@ absl::StatusOr<Dataset> LoadSentiment(const TrainerConfig& c, const Paths& p,
   d.test = graphs(test);
   d.vocab_size = vocab.size();
   d.vocab_hash = HashVocabulary(vocab);
+  d.vocabulary = std::move(vocab);
   d.classes = examples::kSstNumClasses;
   return d;
 }
@@ -165,6 +166,7 @@ absl::StatusOr<Dataset> LoadLanguage(const TrainerConfig& c, const Paths& p, Tra
   d.vocab_size = vocab.size();
   d.vocab_hash = HashVocabulary(vocab);
   d.classes = vocab.size();
+  d.vocabulary = std::move(vocab);
   d.language_model = true;
   return d;
 }

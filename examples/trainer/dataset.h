@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "examples/data/vocabulary.h"
 #include "examples/trainer/trainer_config.h"
 #include "scheduler/graph.h"
 
@@ -22,7 +23,8 @@ namespace cavs::trainer {
 struct Dataset {
   std::vector<scheduler::Graph> train, dev, test;
   int64_t vocab_size = 0;
-  uint64_t vocab_hash = 0;  // FNV-1a over the words in id order: a checkpoint's guard
+  examples::Vocabulary vocabulary;  // what checkpoints carry for serving (docs/checkpoint.md)
+  uint64_t vocab_hash = 0;          // FNV-1a over the words in id order: a checkpoint's guard
   // FNV-1a over the training samples as trained on (after --max-train and --dev-fraction):
   // structure, token ids and labels (HashGraphs). With vocab_hash, what a resumed run must
   // match for its parameters to be those of an uninterrupted run.

@@ -251,6 +251,7 @@ absl::StatusOr<EvalMetrics> Trainer::EvaluateShard(const std::vector<scheduler::
   ro.training = false;
   ro.backward = false;
   ro.keep_outputs = !data_.language_model;  // the binary accuracy reads the root's logits
+  ro.batch_invariant = true;  // a sample's figures as cavs-serve gives them, whatever its batch
   CAVS_ASSIGN_OR_RETURN(ro.folded_projections, FoldForEval(graphs, first, last));
   std::unique_ptr<scheduler::PlanQueue> queue =
       QueueBatches(graphs, order, first, last, kEvalBatch);

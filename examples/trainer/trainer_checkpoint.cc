@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/initializer.h"
 #include "core/status.h"
+#include "examples/trainer/saved_model.h"
 #include "examples/trainer/trainer.h"
 
 namespace cavs::trainer {
@@ -23,7 +24,7 @@ constexpr char kElapsedKey[] = "trainer.elapsed_seconds";
 // The number of ranks that wrote it (absent in checkpoints of single-process runs before
 // distributed training existed: 1).
 constexpr char kWorldSizeKey[] = "trainer.world_size";
-constexpr char kConfigPrefix[] = "trainer.config.";
+constexpr const char* kConfigPrefix = kCheckpointConfigPrefix;  // saved_model.h
 // "best" in a --save-best file: parameters only, no optimizer state, not for --resume.
 constexpr char kSavedAsKey[] = "trainer.saved_as";
 
@@ -132,6 +133,9 @@ std::vector<Trainer::Setting> Trainer::ResultSettings() const {
 core::CheckpointMetadata Trainer::ConfigMetadata() const {
   core::CheckpointMetadata out;
   for (const Setting& s : ResultSettings()) out[kConfigPrefix + s.key] = s.value;
+  // The vocabulary, so that a checkpoint alone can serve (saved_model.h). Not a setting that a
+  // resume compares: vocab_hash guards that.
+  out[kCheckpointVocabularyKey] = data_.vocabulary.ToText();
   return out;
 }
 

@@ -332,6 +332,39 @@ TEST(EngineTest, FoldedGemmSumsOnTreesAndDags) {
 
 // x W + [h_l, h_r] U + b of a Tree-LSTM is computed in place by its two GEMMs (and the logits'
 // h out_W + out_b by one): the round's fused kernel has no 5H-wide add left.
+// RunOptions::batch_invariant: a tree's logits are the same bits alone and in a batch of 60
+// (serving batches whatever arrives; cavs-train evaluates 200 at a time). Sizes where
+// OpenBLAS's small-matrix path, which the engine takes below 128 rows without the option,
+// rounds differently from its large one (the output layer's k = 48, n = 5).
+TEST(EngineTest, BatchInvariantRunsGiveASampleTheSameBitsInAnyBatch) {
+  if (ops::cpu::PackedGemmBytes(48, 5) == 0) GTEST_SKIP() << "no packed GEMM (AVX-512F) here";
+  core::Rng rng(5);
+  const std::vector<Graph> trees = Trees(rng, 60, 20);
+  absl::StatusOr<vertex::Function> f =
+      vertex::models::BinaryTreeLstm({.vocab = 50, .embed = 40, .hidden = 48, .classes = 5});
+  ASSERT_TRUE(f.ok()) << f.status();
+  core::ParameterStore store(3, core::Device::Cpu());
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(&*f, &store);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  for (bool folded : {false, true}) {
+    SCOPED_TRACE(folded ? "folded" : "plain");
+    if (folded) ASSERT_TRUE((*engine)->FoldInputProjections().ok());
+    RunOptions ro;
+    ro.training = false;
+    ro.backward = false;
+    ro.keep_outputs = true;
+    ro.folded_projections = folded;
+    ro.batch_invariant = true;
+    absl::StatusOr<RunResult> all = (*engine)->Run(trees, ro);
+    ASSERT_TRUE(all.ok()) << all.status();
+    for (size_t i = 0; i < trees.size(); i += 7) {
+      absl::StatusOr<RunResult> one = (*engine)->Run({trees[i]}, ro);
+      ASSERT_TRUE(one.ok()) << one.status();
+      EXPECT_EQ(one->outputs[0], all->outputs[i]) << "tree " << i;
+    }
+  }
+}
+
 TEST(EngineTest, TreeLstmGateSumIsFolded) {
   absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
   ASSERT_TRUE(f.ok());

@@ -91,6 +91,24 @@ TEST(VocabularyTest, LoadErrorsNameFileAndLine) {
   EXPECT_TRUE(Has(missing.status().message(), "v_empty.txt.missing"));
 }
 
+// The in-memory form a checkpoint carries: the file's text, read back with the file's errors.
+TEST(VocabularyTest, TextRoundTripAndFromWords) {
+  const Vocabulary v = Sample();
+  const std::string text = v.ToText();
+  EXPECT_EQ(text.substr(0, 6), "<unk>\n");
+  absl::StatusOr<Vocabulary> back = Vocabulary::FromText(text, "ckpt");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), v.size());
+  for (int32_t id = 0; id < v.size(); ++id) EXPECT_EQ(back->Word(id), v.Word(id));
+  EXPECT_EQ(back->ToText(), text);
+  EXPECT_EQ(Msg(Vocabulary::FromText("<unk>\na\na\n", "ckpt").status()),
+            "ckpt:3:1: duplicate token 'a' (first on line 2)");
+  absl::StatusOr<Vocabulary> words = Vocabulary::FromWords({"x", "y"}, "w");
+  ASSERT_TRUE(words.ok());
+  EXPECT_EQ(words->Id("y"), 2);
+  EXPECT_EQ(Msg(Vocabulary::FromWords({"x", "a b"}, "w").status()), "w:3:1: invalid token 'a b'");
+}
+
 TEST(VocabularyTest, SaveRefusesUnrepresentableTokens) {
   WordCounter counter;
   counter.Add("two words");

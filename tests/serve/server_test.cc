@@ -1,0 +1,327 @@
+// cavs-serve's server on a free loopback port, driven by cpp-httplib's client: predictions
+// equal to the offline engine's bit for bit and to cavs-train's evaluation, concurrent clients,
+// every bad-input class with its status while the server keeps serving, queue overflow (503),
+// graceful shutdown, and the binary itself (SIGTERM).
+#include "examples/serve/server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "examples/trainer/trainer.h"
+#include "tests/testing/temp_dir.h"
+
+namespace cavs::serve {
+namespace {
+
+using nlohmann::json;
+
+// A small Tree-LSTM trained for one epoch on the bundled data, once for the suite.
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    trainer::TrainerConfig c;
+    c.hidden = 16;
+    c.embed = 16;
+    c.max_train = 300;
+    c.max_dev = 120;
+    c.epochs = 1;
+    c.fold_eval = "on";
+    c.checkpoint_dir = tests::FreshTempDir("serve_ckpt");
+    absl::StatusOr<std::unique_ptr<trainer::Trainer>> t = trainer::Trainer::Create(c);
+    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_TRUE((*t)->Run().ok());
+    trainer_ = t->release();
+    checkpoint_ = c.checkpoint_dir;
+    std::ifstream dev(trainer::DefaultDataDir() + "/dev.txt");
+    for (std::string line; std::getline(dev, line) && dev_lines_.size() < 120;) {
+      dev_lines_.push_back(line);
+    }
+  }
+  static void TearDownTestSuite() { delete trainer_; }
+
+  // A server on a free port, serving in a thread until the object dies.
+  struct Running {
+    std::unique_ptr<Server> server;
+    int port = 0;
+    std::thread thread;
+    ~Running() {
+      if (server != nullptr) server->Shutdown();
+      if (thread.joinable()) thread.join();
+    }
+  };
+  static std::unique_ptr<Running> Start(ServerOptions o = {}) {
+    o.port = 0;
+    o.http_threads = 16;
+    auto r = std::make_unique<Running>();
+    absl::StatusOr<trainer::SavedModel> m =
+        trainer::LoadSavedModel(checkpoint_, core::Device::Cpu());
+    EXPECT_TRUE(m.ok()) << m.status();
+    absl::StatusOr<std::unique_ptr<Server>> s = Server::Create(*std::move(m), o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    r->server = *std::move(s);
+    absl::StatusOr<int> port = r->server->Bind();
+    EXPECT_TRUE(port.ok()) << port.status();
+    r->port = *port;
+    r->thread = std::thread([s = r->server.get()] { EXPECT_TRUE(s->Serve().ok()); });
+    return r;
+  }
+
+  static httplib::Result Post(int port, const std::string& body) {
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(30, 0);
+    client.set_tcp_nodelay(true);  // else the body waits for a delayed ACK (40 ms)
+    return client.Post("/v1/predict", body, "application/json");
+  }
+
+  static trainer::Trainer* trainer_;
+  static std::string checkpoint_;
+  static std::vector<std::string> dev_lines_;
+};
+trainer::Trainer* ServerTest::trainer_ = nullptr;
+std::string ServerTest::checkpoint_;
+std::vector<std::string> ServerTest::dev_lines_;
+
+// Offline logits of `lines`, in one batch, as cavs-train evaluates (folded projections).
+std::vector<std::vector<float>> OfflineLogits(const std::string& checkpoint,
+                                              const std::vector<std::string>& lines) {
+  absl::StatusOr<trainer::SavedModel> m = trainer::LoadSavedModel(checkpoint, core::Device::Cpu());
+  EXPECT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<ParsedRequest> parsed = ParseRequest(json(lines).dump(), m->vocabulary, {});
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  auto engine = scheduler::Engine::Create(m->function.get(), m->store.get(), {});
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  EXPECT_TRUE((*engine)->FoldInputProjections().ok());
+  scheduler::RunOptions ro;
+  ro.training = false;
+  ro.backward = false;
+  ro.keep_outputs = true;
+  ro.folded_projections = true;
+  ro.batch_invariant = true;
+  absl::StatusOr<scheduler::RunResult> r = (*engine)->Run(parsed->graphs, ro);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r->outputs;
+}
+
+// The logits of every vertex of prediction `p` (a response with "nodes").
+std::vector<float> NodeLogits(const json& p) {
+  std::vector<float> out;
+  for (const json& node : p["nodes"]) {
+    for (const json& x : node["logits"]) out.push_back(x.get<float>());
+  }
+  return out;
+}
+
+TEST_F(ServerTest, PredictionsEqualTheOfflineEngineBitForBit) {
+  auto s = Start();
+  const std::vector<std::string> lines(dev_lines_.begin(), dev_lines_.begin() + 60);
+  const std::vector<std::vector<float>> offline = OfflineLogits(checkpoint_, lines);
+  // One request holding them all, as one batch ...
+  httplib::Result res = Post(s->port, json{{"inputs", lines}, {"nodes", true}}.dump());
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json all = json::parse(res->body)["predictions"];
+  ASSERT_EQ(all.size(), lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(NodeLogits(all[i]), offline[i]) << i;
+  // ... and each on its own, from 6 clients at once, batched with whatever else arrived.
+  std::vector<json> one(lines.size());
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 6; ++c) {
+    clients.emplace_back([&, c] {
+      for (size_t i = c; i < lines.size(); i += 6) {
+        httplib::Result r = Post(s->port, json{{"inputs", lines[i]}, {"nodes", true}}.dump());
+        ASSERT_TRUE(r && r->status == 200) << (r ? r->body : httplib::to_string(r.error()));
+        one[i] = json::parse(r->body)["predictions"][0];
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(NodeLogits(one[i]), offline[i]) << i;
+    EXPECT_EQ(one[i]["class"], all[i]["class"]);
+    EXPECT_EQ(one[i]["probabilities"], all[i]["probabilities"]);
+  }
+  EXPECT_GT(s->server->metrics().batches(), 1);
+}
+
+TEST_F(ServerTest, RootAccuracyEqualsTheTrainersEvaluation) {
+  auto s = Start();
+  absl::StatusOr<trainer::EvalMetrics> eval = trainer_->Evaluate(trainer_->data().dev);
+  ASSERT_TRUE(eval.ok()) << eval.status();
+  httplib::Result res = Post(s->port, json(dev_lines_).dump());
+  ASSERT_TRUE(res && res->status == 200);
+  const json p = json::parse(res->body)["predictions"];
+  const auto& dev = trainer_->data().dev;
+  ASSERT_EQ(p.size(), dev.size());
+  int64_t correct = 0;
+  for (size_t i = 0; i < dev.size(); ++i) {
+    correct += p[i]["class"].get<int>() == dev[i].labels.back() ? 1 : 0;
+  }
+  EXPECT_EQ(correct, eval->root_correct);
+  EXPECT_EQ(static_cast<int64_t>(dev.size()), eval->roots);
+}
+
+TEST_F(ServerTest, EveryBadInputGetsItsStatusAndTheServerKeepsServing) {
+  ServerOptions o;
+  o.max_body_bytes = 4096;
+  o.limits.max_depth = 40;
+  o.limits.max_words = 50;
+  auto s = Start(o);
+  struct Case {
+    std::string body;
+    int status;
+    const char* kind;
+    const char* message;
+  };
+  std::string deep, wide;
+  for (int i = 0; i < 45; ++i) deep += "(2 ";
+  deep += "a";
+  for (int i = 0; i < 45; ++i) deep += ")";
+  for (int i = 0; i < 60; ++i) wide += "w ";
+  const std::vector<Case> cases = {
+      {"[\"(2 a\"", 400, "malformed_json", "malformed JSON"},
+      {R"({"inputs": "a", "top_k": 3})", 400, "unknown_field", "unknown field 'top_k'"},
+      {"(2 (2 a) (9 b))", 400, "malformed_tree", "input 0, character 11: bad label"},
+      {"", 400, "malformed_input", "input 0 is empty"},
+      {deep, 400, "too_deep", "input 0, character 121: tree nested deeper than 40"},
+      {wide, 400, "too_wide", "more than the limit of 50 words"},
+      {"[]", 400, "too_many_inputs", "0 inputs"},
+      {std::string(5000, 'a'), 413, "body_too_large", "over the limit of 4096 bytes"},
+  };
+  for (const Case& c : cases) {
+    httplib::Result res = Post(s->port, c.body);
+    ASSERT_TRUE(res) << c.kind << ": " << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, c.status) << c.kind << ": " << res->body;
+    const json error = json::parse(res->body)["error"];
+    EXPECT_EQ(error["kind"], c.kind);
+    EXPECT_NE(error["message"].get<std::string>().find(c.message), std::string::npos)
+        << error["message"];
+    // Still serving.
+    httplib::Result ok = Post(s->port, "(3 (2 a) (3 good))");
+    ASSERT_TRUE(ok && ok->status == 200) << c.kind;
+  }
+  httplib::Client client("127.0.0.1", s->port);
+  httplib::Result metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics && metrics->status == 200);
+  for (const Case& c : cases) {
+    EXPECT_NE(metrics->body.find(absl::StrCat("cavs_serve_errors_total{kind=\"", c.kind, "\"} 1")),
+              std::string::npos)
+        << c.kind << "\n"
+        << metrics->body;
+  }
+  EXPECT_NE(metrics->body.find("cavs_serve_requests_total{code=\"200\"} 8"), std::string::npos);
+  httplib::Result health = client.Get("/healthz");
+  ASSERT_TRUE(health && health->status == 200);
+  EXPECT_EQ(json::parse(health->body)["model"], "tree-lstm");
+}
+
+TEST_F(ServerTest, BadRequestsInTheSameBatchLeaveTheOthersUnaffected) {
+  ServerOptions o;
+  o.batching.max_wait = std::chrono::milliseconds(50);  // so that the requests share a batch
+  auto s = Start(o);
+  std::vector<std::thread> clients;
+  std::vector<int> status(8);
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&, c] {
+      httplib::Result r = Post(s->port, c % 2 == 0 ? dev_lines_[c] : "(2 (2 a) (2 b)");
+      status[c] = r ? r->status : -1;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (int c = 0; c < 8; ++c) EXPECT_EQ(status[c], c % 2 == 0 ? 200 : 400) << c;
+}
+
+TEST_F(ServerTest, FullQueueGives503AndShutdownAnswersEveryAcceptedRequest) {
+  ServerOptions o;
+  o.batching.max_batch = 1000;
+  o.batching.max_wait = std::chrono::seconds(60);  // nothing runs until the shutdown
+  o.batcher.queue_capacity = 6;
+  auto s = Start(o);
+  std::vector<std::thread> clients;
+  std::vector<int> status(6);
+  std::vector<json> body(6);
+  for (int c = 0; c < 6; ++c) {
+    clients.emplace_back([&, c] {
+      httplib::Result r = Post(s->port, dev_lines_[c]);
+      status[c] = r ? r->status : -1;
+      if (r && r->status == 200) body[c] = json::parse(r->body);
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (s->server->metrics().queued() < 6 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(s->server->metrics().queued(), 6);
+  httplib::Result full = Post(s->port, "a b");
+  ASSERT_TRUE(full);
+  EXPECT_EQ(full->status, 503);
+  EXPECT_EQ(full->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(json::parse(full->body)["error"]["kind"], "queue_full");
+  s->server->Shutdown();
+  for (std::thread& t : clients) t.join();
+  for (int c = 0; c < 6; ++c) {
+    EXPECT_EQ(status[c], 200) << c;
+    EXPECT_EQ(body[c]["predictions"].size(), 1u);
+  }
+  s->thread.join();
+  EXPECT_FALSE(Post(s->port, "a b"));  // no longer listening
+}
+
+// "eager" runs a lone request at once, where size-or-deadline would wait out the deadline.
+TEST_F(ServerTest, EagerPolicyAnswersALoneRequestWithoutWaiting) {
+  ServerOptions o;
+  o.policy = "eager";
+  o.batching.max_wait = std::chrono::seconds(30);
+  auto s = Start(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) {
+    httplib::Result r = Post(s->port, dev_lines_[i]);
+    ASSERT_TRUE(r && r->status == 200);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+// The binary: prints its port, answers, and exits 0 on SIGTERM.
+TEST_F(ServerTest, BinaryServesAndStopsOnSigterm) {
+  const std::string out = tests::TempPath("serve_stdout.txt");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::freopen(out.c_str(), "w", stdout);
+    execl(CAVS_SERVE_BINARY, CAVS_SERVE_BINARY, ("--checkpoint=" + checkpoint_).c_str(), "--port=0",
+          "--max-wait-us=100", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int port = 0;
+  for (int i = 0; i < 2000 && port == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::ifstream f(out);
+    std::string line;
+    std::getline(f, line);
+    const size_t colon = line.rfind(':');
+    if (line.find("http://") != std::string::npos) port = std::stoi(line.substr(colon + 1));
+  }
+  ASSERT_GT(port, 0);
+  httplib::Result res = Post(port, "(3 (2 a) (3 good))");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  kill(pid, SIGTERM);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << wstatus;
+}
+
+}  // namespace
+}  // namespace cavs::serve
