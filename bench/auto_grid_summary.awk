@@ -1,4 +1,5 @@
-# Summarizes bench/auto_grid.sh's logs: awk -f bench/auto_grid_summary.awk OUT_DIR/*.log
+# Summarizes bench/auto_grid.sh's logs: awk [-v md=1] -f bench/auto_grid_summary.awk OUT_DIR/*.log
+# (md=1: the per-log lines as the rows of a Markdown table)
 #
 # Per log (a configuration and model): the best builder measured (the builders, and searched
 # strategies equal to one, "(= name)"), the strategy --strategy=auto chose and its measured step,
@@ -34,6 +35,11 @@ in_table && NF >= 5 {
 }
 function finish() {
   if (chosen == "") { printf "%-48s (no decision in the log)\n", file; return }
+  if (md) {
+    printf "| %s | %s | %.1f | %s | %.1f | %.2f | %+.0f%% | %+.0f%% |\n", file, best_builder, best_ms,
+           chosen, chosen_ms, best_ms / chosen_ms, 100 * max_err, 100 * max_cerr
+    return
+  }
   printf "%-48s best builder %-22s %9.1f ms  auto %-26s %9.1f ms  %5.2fx  max err %+5.0f%% (corrected %+5.0f%%)\n",
          file, substr(best_builder, 1, 22), best_ms, substr(chosen, 1, 26), chosen_ms,
          best_ms / chosen_ms, 100 * max_err, 100 * max_cerr

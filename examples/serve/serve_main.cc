@@ -20,7 +20,7 @@
 #include "examples/serve/server.h"
 #include "examples/trainer/model_registry.h"
 #include "examples/trainer/saved_model.h"
-#include "ops/cpu/cpu_parallel.h"
+#include "ops/kernels.h"
 
 namespace {
 
@@ -47,7 +47,11 @@ void OnStopSignal(int) {
 
 absl::StatusOr<std::unique_ptr<cavs::serve::Server>> Start(const cavs::serve::ServeConfig& c) {
   CAVS_ASSIGN_OR_RETURN(cavs::core::Device device, cavs::core::ParseDevice(c.device));
-  if (c.threads > 0) cavs::ops::SetCpuThreads(c.threads);
+  if (c.threads > 0) {
+    cavs::ops::KernelOptions options = cavs::ops::GetKernelOptions();
+    options.cpu.threads = c.threads;
+    CAVS_RETURN_IF_ERROR(cavs::ops::SetKernelOptions(options));
+  }
   CAVS_ASSIGN_OR_RETURN(cavs::trainer::SavedModel model,
                         cavs::trainer::LoadSavedModel(c.checkpoint, device));
   if (cavs::trainer::IsLanguageModel(model.kind)) {
