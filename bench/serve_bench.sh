@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Latency against throughput of cavs-serve on the CPU (docs/serving.md, RESULTS.md "Serving"):
 # starts the server on CHECKPOINT, runs bench/serve_load at each rate with single trees of
-# TREES, then the same with batching off (--max-batch=1: one request at a time, the serial
-# baseline), each server on its own port. Run from the repository root after building
+# TREES, for each batch policy and then with batching off (--max-batch=1: one request at a
+# time, the serial baseline), each server on its own port. Run from the repository root after building
 # cavs-serve and serve_load in BUILD (default build/cpu):
 #
 #   bench/serve_bench.sh ckpt/ ../shared/data/sst/dev.txt "500,1000,2000,4000,max" 10
@@ -32,5 +32,6 @@ run() {  # run <label> <port> <server flags...>
   wait "$pid"
 }
 
-run "dynamic batching" 18081 --max-batch=256 --max-wait-us=2000
-run "serial (batching off)" 18082 --max-batch=1 --max-wait-us=0
+run "size-or-deadline" 18081 --max-batch=256 --max-wait-us=2000
+run "eager" 18082 --max-batch=256 --max-wait-us=2000 --batch-policy=eager
+run "serial (batching off)" 18083 --max-batch=1 --max-wait-us=0
