@@ -1,6 +1,7 @@
 #include "distributed/half.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -80,8 +81,14 @@ __attribute__((target("avx,f16c"))) void AddHalvesF16c(const uint16_t* in, uint1
   AddHalvesScalar(in + i, inout + i, n - i);
 }
 
+// AVX (which the runtime checks together with the OS saving the YMM registers) and F16C
+// (CPUID leaf 1, ECX bit 29: clang's __builtin_cpu_supports does not know "f16c").
 bool HasF16c() {
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) != 0 &&
+           (c & bit_F16C) != 0;
+  }();
   return has;
 }
 
