@@ -38,6 +38,29 @@ class ScopedFlushDenormal {
   ScopedFlushDenormal& operator=(const ScopedFlushDenormal&) = delete;
 };
 
+// ScopedExactDenormal: the opposite, while alive: the calling thread reads and writes subnormal
+// floats as they are (FTZ and DAZ cleared), for code whose bits must not depend on the caller's
+// mode (the F16C conversions of distributed/half.h); the old mode is restored after.
+class ScopedExactDenormal {
+ public:
+#if defined(__x86_64__) || defined(__i386__)
+  ScopedExactDenormal() : saved_(_mm_getcsr()) {
+    if (saved_ & ScopedFlushDenormal::kFtzDaz) _mm_setcsr(saved_ & ~ScopedFlushDenormal::kFtzDaz);
+  }
+  ~ScopedExactDenormal() {
+    if (saved_ & ScopedFlushDenormal::kFtzDaz) _mm_setcsr(saved_);
+  }
+
+ private:
+  unsigned saved_;
+#else
+  ScopedExactDenormal() = default;
+#endif
+ public:
+  ScopedExactDenormal(const ScopedExactDenormal&) = delete;
+  ScopedExactDenormal& operator=(const ScopedExactDenormal&) = delete;
+};
+
 // Sets the calling thread's mode for good (threads that only ever run kernels).
 inline void FlushDenormalsForThisThread() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -1,5 +1,7 @@
 #include "distributed/half.h"
 
+#include "core/flush_denormal.h"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -26,28 +28,13 @@ void AddHalvesScalar(const uint16_t* in, uint16_t* inout, int64_t n) {
 
 // The instructions round to nearest even, as FloatToHalf does. The caller's denormal modes
 // (core/flush_denormal.h) would make them read subnormal inputs as zero and, for the product
-// with `scale`, write zero: cleared for the call, so that the bits are the scalar functions'.
-class ScopedExactDenormals {
- public:
-  static constexpr unsigned kFtzDaz = 0x8040;
-  ScopedExactDenormals() : saved_(_mm_getcsr()) {
-    if (saved_ & kFtzDaz) _mm_setcsr(saved_ & ~kFtzDaz);
-  }
-  ~ScopedExactDenormals() {
-    if (saved_ & kFtzDaz) _mm_setcsr(saved_);
-  }
-  ScopedExactDenormals(const ScopedExactDenormals&) = delete;
-  ScopedExactDenormals& operator=(const ScopedExactDenormals&) = delete;
-
- private:
-  unsigned saved_;
-};
-
+// with `scale`, write zero: cleared for the call (core::ScopedExactDenormal), so that the bits
+// are the scalar functions'.
 constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
 __attribute__((target("avx,f16c"))) void FloatsToHalvesF16c(const float* src, float scale,
                                                             uint16_t* dst, int64_t n) {
-  ScopedExactDenormals exact;
+  core::ScopedExactDenormal exact;
   const __m256 s = _mm256_set1_ps(scale);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -59,7 +46,7 @@ __attribute__((target("avx,f16c"))) void FloatsToHalvesF16c(const float* src, fl
 
 __attribute__((target("avx,f16c"))) void HalvesToFloatsF16c(const uint16_t* src, float* dst,
                                                             int64_t n) {
-  ScopedExactDenormals exact;
+  core::ScopedExactDenormal exact;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
@@ -70,7 +57,7 @@ __attribute__((target("avx,f16c"))) void HalvesToFloatsF16c(const uint16_t* src,
 
 __attribute__((target("avx,f16c"))) void AddHalvesF16c(const uint16_t* in, uint16_t* inout,
                                                        int64_t n) {
-  ScopedExactDenormals exact;
+  core::ScopedExactDenormal exact;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
