@@ -153,7 +153,8 @@ struct Totals {
   bool device_phases = true;  // the phase and optimizer events were read (not pipelined)
   std::array<double, scheduler::kNumPhases> phase_ms{};
   double opt_ms = 0, plan_s = 0, run_s = 0, build_s = 0, queue_s = 0, rounds = 0, flops = 0,
-         bytes = 0, plan_bytes = 0, syncs = 0, commands = 0, round_commands = 0;
+         bytes = 0, plan_bytes = 0, syncs = 0, commands = 0, round_commands = 0,
+         host_launches = 0, graphs = 0;
   int64_t peak = 0;
 };
 
@@ -167,6 +168,10 @@ void Report(benchmark::State& state, const Totals& t, const scheduler::Engine& e
   state.counters["round_kernels"] = t.rounds > 0 ? t.round_commands / t.rounds : 0.0;
   // Launches: the recorded calls (a GEMM with its program counted as two).
   state.counters["kernels_per_batch"] = t.commands / n;
+  // Calls the host made to queue a batch's device work (EngineStats::host_launches), and the
+  // share of batches queued as one CUDA graph.
+  state.counters["host_launches"] = t.host_launches / n;
+  state.counters["graph_share"] = t.graphs / n;
   // The element-wise path: kernels generated so far in the process (0: the interpreter).
   if (absl::StatusOr<ops::cuda::CudaKernels*> k = ops::cuda::GetCudaKernels(0); k.ok()) {
     state.counters["ew_kernels"] = static_cast<double>((*k)->fused_kernels_compiled());
@@ -218,7 +223,9 @@ double ElapsedMs(cudaEvent_t a, cudaEvent_t b) {
 // One configuration's model, store, engine and optimizer on cuda:0, and its timed steps.
 class TreeLstmRun {
  public:
-  TreeLstmRun(bool train, int batch) : train_(train) {
+  // `phase_timer`: device events at each phase of a batch (a batch is then never one graph).
+  TreeLstmRun(bool train, int batch, bool phase_timer = true)
+      : train_(train), phase_timer_(phase_timer) {
     for (auto& b : Batches(batch)) {
       batches_.push_back(std::make_shared<const std::vector<scheduler::Graph>>(std::move(b)));
     }
@@ -236,7 +243,7 @@ class TreeLstmRun {
     store_ = std::make_unique<core::ParameterStore>(1, core::Device::Cuda(0));
     scheduler::EngineOptions eo;
     eo.device = core::Device::Cuda(0);
-    eo.phase_timer = timer_.get();
+    eo.phase_timer = phase_timer_ ? timer_.get() : nullptr;
     CAVS_ASSIGN_OR_RETURN(engine_, scheduler::Engine::Create(f_.get(), store_.get(), eo));
     // CAVS_BENCH_FOLDED=1: inference with the input projections folded (FoldInputProjections).
     const char* folded = std::getenv("CAVS_BENCH_FOLDED");
@@ -323,7 +330,7 @@ class TreeLstmRun {
       }
     }
     CAVS_RETURN_IF_ERROR(FinishLast());
-    t->device_phases = !pipelined;
+    t->device_phases = !pipelined && phase_timer_;
     queue.reset();
     CAVS_RETURN_IF_ERROR(backend_->Synchronize());
     t->opt_ms += opt_pending_ ? ElapsedMs(opt_begin_, opt_end_) : 0.0;
@@ -335,7 +342,9 @@ class TreeLstmRun {
 
  private:
   void Count(Totals* t) {
-    timer_->Accumulate(&t->phase_ms);
+    // Without a phase timer its events were never recorded: reading them would fail and leave
+    // the error for the next launch's check.
+    if (phase_timer_) timer_->Accumulate(&t->phase_ms);
     t->opt_ms += opt_pending_ ? ElapsedMs(opt_begin_, opt_end_) : 0.0;
     CountHost(t);
   }
@@ -350,12 +359,15 @@ class TreeLstmRun {
     t->syncs += static_cast<double>(s.host_syncs);
     t->commands += static_cast<double>(s.commands);
     t->round_commands += static_cast<double>(s.forward_round_commands + s.backward_round_commands);
+    t->host_launches += static_cast<double>(s.host_launches);
+    t->graphs += s.graph ? 1.0 : 0.0;
     t->flops += MatMulFlops(*f_, s.rows, train_);
     t->bytes += MinBytes(*store_, s, train_, train_ ? TouchedRows(*store_) : 0);
     t->plan_bytes = std::max<double>(t->plan_bytes, s.arena_bytes + s.upload_region_bytes);
   }
 
   const bool train_;
+  const bool phase_timer_;
   std::vector<std::shared_ptr<const std::vector<scheduler::Graph>>> batches_;
   ops::cuda::CudaBackend* backend_ = nullptr;
   std::unique_ptr<vertex::Function> f_;
@@ -371,8 +383,8 @@ class TreeLstmRun {
 
 // One configuration's timed loop and its counters.
 absl::Status TimeTreeLstm(benchmark::State& state, bool train, int batch, bool overlap,
-                          bool pipelined) {
-  TreeLstmRun run(train, batch);
+                          bool pipelined, bool phase_timer = true) {
+  TreeLstmRun run(train, batch, phase_timer);
   Totals t;
   CAVS_RETURN_IF_ERROR(run.Init());
   CAVS_RETURN_IF_ERROR(run.Loop(state, overlap, pipelined, &t));
@@ -463,6 +475,49 @@ void BM_TreeLstmPaths(benchmark::State& state) {
   static const char* kModes[] = {"train, overlap", "infer, overlap", "train, pipelined",
                                  "infer, pipelined"};
   state.SetLabel(absl::StrCat(PathSetting::Name(path), "; ", kModes[mode]));
+}
+
+// Launch by launch against one CUDA graph per batch (KernelOptions::cuda.graphs) in one
+// process: range(0) 0 off, 1 on; range(1) the configuration of the targets: 0 training batch 25
+// and 1 batch 64 with plans overlapped, 2 training batch 256 pipelined, 3 inference batch 256
+// pipelined; and 4, 5 training batches 25 and 64 pipelined. No phase timer in either (a timer
+// needs the launches one by one). Rows 0 and 1 wait for each batch (Engine::Run), which never
+// queues a graph: their two settings run alike. Run with
+// --benchmark_enable_random_interleaving=true.
+void BM_TreeLstmGraphs(benchmark::State& state) {
+  if (!core::DeviceAvailable(core::DeviceType::kCuda)) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  absl::StatusOr<ops::cuda::CudaKernels*> k = ops::cuda::GetCudaKernels(0);
+  if (!k.ok()) {
+    state.SkipWithError(k.status().ToString().c_str());
+    return;
+  }
+  const bool graphs = state.range(0) == 1;
+  const int mode = static_cast<int>(state.range(1));
+  static constexpr int kBatch[] = {25, 64, 256, 256, 25, 64};
+  const bool train = mode != 3, pipelined = mode >= 2;
+  const bool was = (*k)->graphs();
+  const ops::cuda::CudaGraphReplay::Stats before = (*k)->graph_stats();
+  (*k)->SetGraphs(graphs);
+  const absl::Status s =
+      TimeTreeLstm(state, train, kBatch[mode], /*overlap=*/true, pipelined, /*phase_timer=*/false);
+  (*k)->SetGraphs(was);
+  if (!s.ok()) {
+    state.SkipWithError(s.ToString().c_str());
+    return;
+  }
+  const ops::cuda::CudaGraphReplay::Stats& g = (*k)->graph_stats();
+  // Over this run, warm-up included: executable graphs made, updated, and captures that failed.
+  state.counters["graphs_made"] = static_cast<double>(g.instantiated - before.instantiated);
+  state.counters["graphs_updated"] = static_cast<double>(g.updated - before.updated);
+  state.counters["graph_fallbacks"] = static_cast<double>(g.fallbacks - before.fallbacks);
+  static const char* kModes[] = {"train 25, plans overlapped", "train 64, plans overlapped",
+                                 "train 256, pipelined",       "infer 256, pipelined",
+                                 "train 25, pipelined",        "train 64, pipelined"};
+  state.SetLabel(absl::StrCat(graphs ? "CUDA graph per batch; " : "launch by launch; ",
+                              kModes[mode]));
 }
 
 // Times `fn` (queued on `stream`) with events: the median of `reps` runs, in seconds.
@@ -826,6 +881,12 @@ BENCHMARK_CAPTURE(BM_TreeLstm, infer, false, false, false)->Arg(256)->Apply(benc
 BENCHMARK_CAPTURE(BM_TreeLstm, infer_overlap, false, true, false)->Arg(256)->Apply(bench::Timed);
 BENCHMARK_CAPTURE(BM_TreeLstm, infer_pipelined, false, true, true)->Arg(256)->Apply(bench::Timed);
 
+BENCHMARK(BM_TreeLstmGraphs)
+    ->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4, 5}})
+    ->Repetitions(3)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
 BENCHMARK(BM_TreeLstmPaths)
     ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3}})
     ->Repetitions(3)
@@ -853,6 +914,24 @@ class TargetReporter : public bench::RateReporter {
       if (rate == 0) continue;
       std::printf("TARGET %-18s %10.0f trees/s  target %8.0f  %s\n", cfg.c_str(), rate, target,
                   rate >= target ? "met" : "MISSED");
+    }
+    // BM_TreeLstmGraphs: the medians launch by launch and as graphs, their ratio, and the
+    // targets of the host-free step (docs/gpu_performance.md).
+    static const char* kModes[] = {"train 25 overlapped", "train 64 overlapped",
+                                   "train 256 pipelined", "infer 256 pipelined",
+                                   "train 25 pipelined",  "train 64 pipelined"};
+    static const double kTargets[] = {40000, 100000, 250000, 600000, 40000, 100000};
+    for (int mode = 0; mode < 6; ++mode) {
+      auto rate = [&](int on) {
+        return Rate(absl::StrCat("BM_TreeLstmGraphs/", on, "/", mode,
+                                 "/min_time:1.000/repeats:3/real_time_median"));
+      };
+      const double off = rate(0), on = rate(1);
+      if (off == 0 || on == 0) continue;
+      std::printf("GRAPHS %-20s launch by launch %9.0f  graphs %9.0f trees/s  x%.2f  target %7.0f"
+                  "  %s\n",
+                  kModes[mode], off, on, on / off, kTargets[mode],
+                  std::max(on, off) >= kTargets[mode] ? "met" : "MISSED");
     }
   }
 };

@@ -61,7 +61,7 @@ std::string KernelOptionsString(const KernelOptions& o) {
                       !c.kernel_cache              ? "off"
                       : c.kernel_cache_dir.empty() ? "default"
                                                    : c.kernel_cache_dir,
-                      "} verify_ew_shapes=", o.verify_ew_shapes);
+                      " graphs=", c.graphs, "} verify_ew_shapes=", o.verify_ew_shapes);
 }
 
 EnvironmentOverride KernelOptionsFromEnvironment(const KernelOptions& base) {
@@ -89,6 +89,7 @@ EnvironmentOverride KernelOptionsFromEnvironment(const KernelOptions& base) {
     if (o.cuda.kernel_cache) o.cuda.kernel_cache_dir = v;
     return true;
   });
+  r.Flag("CAVS_CUDA_GRAPHS", &o.cuda.graphs);
   r.Flag("CAVS_VERIFY_EW_SHAPES", &o.verify_ew_shapes);
   return out;
 }

@@ -19,6 +19,7 @@
 //   CAVS_GEMM_AUTOTUNE=0|1      cuda.gemm_autotune
 //   CAVS_SMALL_GEMM=0|1         cuda.small_gemm: kOff (0) or kEverywhere (1)
 //   CAVS_KERNEL_CACHE=DIR|0     cuda.kernel_cache_dir, or cuda.kernel_cache = false (0 or empty)
+//   CAVS_CUDA_GRAPHS=0|1        cuda.graphs
 //   CAVS_VERIFY_EW_SHAPES=0|1   verify_ew_shapes
 //
 // A value other than those shown leaves the field as it was and is reported as ignored.
@@ -68,6 +69,14 @@ struct CudaKernelOptions {
   // $HOME/.cache/cavs/kernels (none where neither is set).
   bool kernel_cache = true;
   std::string kernel_cache_dir;
+  // A batch's launches captured into a CUDA graph and launched as one (Kernels::QueueRecorded,
+  // ops/cuda/cuda_graph.h) where the engine's caller does not wait for it at once
+  // (Engine::Submit; Run never does): one launch for the host to queue instead of one per
+  // kernel, the executable graph kept per topology and updated in place. On an H200 (SST
+  // Tree-LSTM, one process) Submit/Finish pipelined gained 1.12-1.40x in 4 of 4 rows; a lone
+  // Run lost 0.71-0.82x, the device waiting for the whole capture (bench/RESULTS.md). Off:
+  // every kernel launched by the host, the reference path (results are bit-equal either way).
+  bool graphs = true;
 
   bool operator==(const CudaKernelOptions&) const = default;
 };

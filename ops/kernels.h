@@ -296,6 +296,20 @@ class Kernels {
   [[nodiscard]] virtual absl::Status Fill(float* dst, int64_t n, float value) = 0;
   // Waits for queued work.
   [[nodiscard]] virtual absl::Status Synchronize() = 0;
+
+  // Queues the launches `queue` makes on this device as one unit of work, and returns whether
+  // they went as one graph. By default it calls queue() (false). Where the device replays
+  // captured work and the options ask for it (CUDA graphs, KernelOptions::cuda.graphs), the
+  // launches are captured instead and launched as one graph (true): the host queues one launch
+  // instead of one per kernel and the device runs the kernels back to back (the executable
+  // graphs are kept per topology and updated in place for the next unit of that topology). A
+  // launch that cannot be captured makes the whole unit go launch by launch (false). Either way
+  // the device runs the same kernels in the same order: the results are bit-equal.
+  [[nodiscard]] virtual absl::StatusOr<bool> QueueRecorded(
+      const std::function<absl::Status()>& queue) {
+    if (absl::Status s = queue(); !s.ok()) return s;
+    return false;
+  }
 };
 
 using KernelsFactory = std::function<absl::StatusOr<Kernels*>(int ordinal)>;

@@ -64,7 +64,9 @@ class PhaseTimer {
 struct EngineOptions {
   core::Device device = core::Device::Cpu();
   PlanOptions plan;
-  PhaseTimer* phase_timer = nullptr;  // not owned; may be null
+  // Not owned; may be null. A timer needs the launches one by one: with one, a batch is never
+  // queued as one graph (Submit, KernelOptions::cuda.graphs).
+  PhaseTimer* phase_timer = nullptr;
   // How the device's kernels run (ops/kernel_options.h). Set: Create applies it with
   // ops::SetKernelOptions, for the whole process (a device's kernels are shared by every engine
   // on it; the last set wins). Unset: the kernels run as the process last set them (the
@@ -98,6 +100,12 @@ struct EngineStats {
   int64_t zeroed_bytes = 0;        // the one fill before the batch (accumulators, pushed-into rows)
   int64_t upload_region_bytes = 0;  // the device region it lands in, predictions included
   int64_t host_syncs = 0;           // waits for the device (read-backs) in the last Run
+  // Whether the batch's launches were queued as one graph (Kernels::QueueRecorded: Submit on
+  // CUDA with KernelOptions::cuda.graphs and no phase_timer), and the calls the host made to queue the
+  // batch's device work: the upload, the fills, the launches (one graph, or each kernel) and
+  // the read-back's copies and event. CPU: 0 (the host computes; nothing is queued).
+  bool graph = false;
+  int64_t host_launches = 0;
 };
 
 // A batch whose work Engine::Submit queued and whose results Engine::Finish reads. Movable;
@@ -144,7 +152,9 @@ class Engine {
   // everything inside Submit); Finish waits for the copy and returns the results. Between the
   // two the caller may queue more work, an optimizer step or the next batch's Submit, so that
   // the host queues batch i+1 while the device runs batch i (after Run's wait the device idles
-  // until the host has queued the next batch's first launch). Run(graphs, options, plan) is
+  // until the host has queued the next batch's first launch). Submit queues the batch as one
+  // CUDA graph where the kernels are set to (KernelOptions::cuda.graphs, the default; Run never
+  // does: it would wait for the whole capture before the device starts). Run(graphs, options, plan) is
   // Finish(Submit(graphs, options, plan)). Gradients are accumulated into the store by the
   // queued work, as with Run. stats() after Submit describe that batch (host_syncs without
   // the read-back's wait). REQUIRES: Finish in the order of Submit; one Submit at a time.
@@ -184,9 +194,16 @@ class Engine {
 
  private:
   Engine() = default;
-  // Submit's work; t0: when the Run began (before PlanBatch where Run built the plan).
+  // Submit's work; t0: when the Run began (before PlanBatch where Run built the plan). `waited`:
+  // the caller waits for the results right away (Run), so the launches go one by one: the
+  // device starts on the first while the host queues the rest, where a graph would have it wait
+  // for the whole capture.
   absl::StatusOr<PendingRun> Queue(const std::vector<Graph>& graphs, const RunOptions& options,
-                                   const Plan& plan, double t0);
+                                   const Plan& plan, double t0, bool waited);
+  // Submit's checks of `plan` against `graphs`, then Queue.
+  absl::StatusOr<PendingRun> CheckAndQueue(const std::vector<Graph>& graphs,
+                                           const RunOptions& options, const Plan& plan,
+                                           bool waited);
   // Finish, and the stats of a whole Run begun at t0.
   absl::StatusOr<RunResult> FinishRun(PendingRun pending, double t0);
   vertex::Function function_;  // the engine's own copy

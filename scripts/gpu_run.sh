@@ -11,7 +11,13 @@
 # the rest still run. The kernel paths are chosen with the binaries' CAVS_* environment override
 # (ops/kernel_options.h), which each binary reads once at start-up.
 #
-#   bash .gpucarry/run.sh [verify] [tests] [bench] [bench_ab] [all]
+#   bash .gpucarry/run.sh [verify] [graphs] [tests] [bench] [bench_ab] [all]
+#
+# `graphs` (about 5 minutes on an H200) checks and times CUDA graphs (KernelOptions::cuda.graphs):
+# the graph tests, the engine and trainer suites with every batch captured (CAVS_CUDA_GRAPHS=1),
+# SST training launch by launch and as graphs (the SUMMARY lines must be equal), memcheck of the
+# graph tests; then BM_TreeLstmGraphs (off against on, one process), the BM_TreeLstm rows
+# against the run-7 table and the LSTM-vs-cuDNN benchmark in two more processes.
 #
 # `verify` (about 6 minutes on an H200) runs every correctness part at once (16 host cores), then
 # the default benchmarks, the folded rows and BM_TreeLstmPaths 5.
@@ -114,6 +120,37 @@ if want verify; then
     --benchmark_filter='^BM_TreeLstmPaths/5/' --benchmark_enable_random_interleaving=true \
     --benchmark_report_aggregates_only=true
   part bench_lstm lstm_gpu_bench 40 "$bin/lstm_gpu_benchmark" "$tabular"
+fi
+if want graphs; then
+  vdir=$(mktemp -d)
+  sst_flags=(--device=cuda --train=data/sst_train.txt --dev=data/sst_dev.txt --epochs=3
+    --hidden=150 --embed=300 --optimizer=adagrad --lr=0.05 --weight-decay=1e-5 --dropout=0.5)
+  vpart graph_ops 150 "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaGraph*'
+  vpart graph_engine 150 "$bin/scheduler_engine_test" --gtest_brief=1 \
+    --gtest_filter='*CudaGraphs*'
+  vpart engine_all_graphs 150 env CAVS_CUDA_GRAPHS=1 "$bin/scheduler_engine_test" --gtest_brief=1
+  vpart trainer_graphs 150 env CAVS_CUDA_GRAPHS=1 "$bin/trainer_test" --gtest_brief=1 \
+    --gtest_filter='*Cuda*'
+  if [[ -f data/sst_train.txt && -f data/sst_dev.txt ]]; then
+    vpart sst_plain 150 "$bin/cavs-train" "${sst_flags[@]}"
+    vpart sst_graphs 150 "$bin/cavs-train" "${sst_flags[@]}" --cuda-graphs=1
+  fi
+  vpart graph_memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaGraph*:-*AFailedCapture*'
+  vjoin
+  # The two SST runs' results, their speeds left out: one line (count 2) where they are equal.
+  grep -h '^SUMMARY' "$OUT/tests.log" | sed -E 's/"(trees_per_sec|seconds)":[^,}]*,?//g' |
+    sort | uniq -c | tee -a "$summary"
+  tabular=--benchmark_counters_tabular=true
+  part bench_graphs tree_gpu_bench_graphs 150 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter='^BM_TreeLstmGraphs' --benchmark_enable_random_interleaving=true \
+    --benchmark_report_aggregates_only=true
+  grep -h '^GRAPHS' "$OUT/bench_graphs.log" | tee -a "$summary"
+  part bench_tree tree_gpu_bench_engine 120 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter='^BM_TreeLstm/'
+  grep -h '^TARGET' "$OUT/bench_tree.log" | tee -a "$summary"
+  part bench_lstm lstm_gpu_bench_2 40 "$bin/lstm_gpu_benchmark" "$tabular"
+  part bench_lstm lstm_gpu_bench_3 40 "$bin/lstm_gpu_benchmark" "$tabular"
 fi
 if want tests all; then
   export CAVS_VERIFY_EW_SHAPES=1

@@ -259,6 +259,9 @@ const std::vector<FlagSpec>& Flags() {
        "cuda: where GEMMs take the small-GEMM kernel: off | where-faster | everywhere (default "
        "where-faster)",
        Kernel("small-gemm", ParseSmallGemm)},
+      {"cuda-graphs", "BOOL",
+       "cuda: each batch's launches captured into a CUDA graph and launched as one (default 1)",
+       KernelBool("cuda-graphs", [](ops::KernelOptions& k) { return &k.cuda.graphs; })},
       {"kernel-cache", "DIR",
        "cuda: the generated kernels' on-disk cache (default $XDG_CACHE_HOME/cavs/kernels, else "
        "~/.cache/cavs/kernels; off: none)",

@@ -105,7 +105,20 @@ absl::Status CudaKernels::Configure(const KernelOptions& options) {
   CAVS_RETURN_IF_ERROR(SetCublasLt(options.cuda.cublas_lt));
   gemm_autotune_ = options.cuda.gemm_autotune;
   if (lt_ != nullptr) lt_->SetAutotune(gemm_autotune_);
+  SetGraphs(options.cuda.graphs);
   return absl::OkStatus();
+}
+
+void CudaKernels::SetGraphs(bool on) {
+  graphs_on_ = on;
+  if (!on) graphs_.Clear();
+}
+
+absl::StatusOr<bool> CudaKernels::QueueRecorded(const std::function<absl::Status()>& queue) {
+  if (!graphs_on_) return Kernels::QueueRecorded(queue);
+  CudaDeviceGuard guard;
+  CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
+  return graphs_.Queue(backend_->stream(), queue);
 }
 
 CudaKernels::CudaKernels(CudaBackend* backend, cublasHandle_t cublas, int num_sms, int arch)
@@ -115,6 +128,7 @@ CudaKernels::~CudaKernels() {
   CudaDeviceGuard guard;
   if (backend_->MakeCurrent(guard).ok()) {
     if (fused_ != nullptr) (void)backend_->Synchronize();  // no launch of a kernel unloaded
+    graphs_.Clear();  // before the kernels their nodes name are unloaded
     fused_.reset();
     lt_.reset();
     cudaFree(workspace_.partial);  // cudaFree waits for the kernels queued before it
@@ -128,6 +142,7 @@ absl::Status CudaKernels::SetCublasLt(bool on) {
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
   if (!on) {
+    graphs_.Clear();  // their GEMM nodes use the workspace about to be freed
     lt_.reset();  // frees the workspace, which waits for the queued GEMMs
     return absl::OkStatus();
   }
@@ -163,8 +178,9 @@ absl::Status CudaKernels::SetFusedElementwise(bool on) {
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
   if (!on) {
-    // Queued launches may still use the kernels about to be unloaded.
+    // Queued launches may still use the kernels about to be unloaded; so may the graphs kept.
     CAVS_RETURN_IF_ERROR(backend_->Synchronize());
+    graphs_.Clear();
     fused_.reset();
     return absl::OkStatus();
   }

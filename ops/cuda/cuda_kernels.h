@@ -33,6 +33,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/cuda_gemm.h"
+#include "ops/cuda/cuda_graph.h"
 #include "ops/cuda/cuda_reduce.h"
 #include "ops/cuda/small_gemm.h"
 #include "ops/kernels.h"
@@ -97,6 +99,14 @@ class CudaKernels final : public Kernels {
                          int64_t w, float* dst) override;
   absl::Status Fill(float* dst, int64_t n, float value) override;
   absl::Status Synchronize() override { return backend_->Synchronize(); }
+  // As one CUDA graph where graphs are on (SetGraphs; cuda_graph.h), else launch by launch.
+  absl::StatusOr<bool> QueueRecorded(const std::function<absl::Status()>& queue) override;
+
+  // QueueRecorded through CUDA graphs (KernelOptions::cuda.graphs; on by default). Turning
+  // them off frees the executable graphs kept.
+  void SetGraphs(bool on);
+  bool graphs() const { return graphs_on_; }
+  const CudaGraphReplay::Stats& graph_stats() const { return graphs_.stats(); }
 
   // Elementwise through generated kernels (the default, CudaKernelOptions::generated_elementwise;
   // where a trial compile fails, a warning and the interpreter) or the interpreter. An engine asks
@@ -178,6 +188,8 @@ class CudaKernels final : public Kernels {
   bool verify_ew_shapes_ = false;
   std::string kernel_cache_dir_;
   bool gemm_autotune_ = false;
+  bool graphs_on_ = true;
+  CudaGraphReplay graphs_;
 };
 
 // The kernels of cuda:`ordinal`, created on first use and never destroyed; an error where the

@@ -45,7 +45,8 @@ TEST(KernelOptionsTest, EveryVariableSetsItsField) {
   const ScopedEnv env[] = {
       {"CAVS_NUM_THREADS", "3"}, {"CAVS_PACKED_GEMM", "0"},        {"CAVS_CPU_EW_AS_PLANNED", "1"},
       {"CAVS_CUDA_FUSED", "0"},  {"CAVS_CUBLASLT", "0"},           {"CAVS_GEMM_AUTOTUNE", "1"},
-      {"CAVS_SMALL_GEMM", "1"},  {"CAVS_KERNEL_CACHE", "/tmp/kc"}, {"CAVS_VERIFY_EW_SHAPES", "1"}};
+      {"CAVS_SMALL_GEMM", "1"},  {"CAVS_KERNEL_CACHE", "/tmp/kc"}, {"CAVS_CUDA_GRAPHS", "0"},
+      {"CAVS_VERIFY_EW_SHAPES", "1"}};
   const EnvironmentOverride o = KernelOptionsFromEnvironment();
   EXPECT_EQ(o.options.cpu.threads, 3);
   EXPECT_FALSE(o.options.cpu.packed_gemm);
@@ -56,8 +57,9 @@ TEST(KernelOptionsTest, EveryVariableSetsItsField) {
   EXPECT_EQ(o.options.cuda.small_gemm, SmallGemmUse::kEverywhere);
   EXPECT_TRUE(o.options.cuda.kernel_cache);
   EXPECT_EQ(o.options.cuda.kernel_cache_dir, "/tmp/kc");
+  EXPECT_FALSE(o.options.cuda.graphs);
   EXPECT_TRUE(o.options.verify_ew_shapes);
-  EXPECT_EQ(o.read.size(), 9u);
+  EXPECT_EQ(o.read.size(), 10u);
   EXPECT_EQ(o.read[0], "CAVS_NUM_THREADS=3");
 }
 
@@ -72,6 +74,7 @@ TEST(KernelOptionsTest, OtherValuesAreIgnoredAndSaidSo) {
                            {"CAVS_GEMM_AUTOTUNE", nullptr},
                            {"CAVS_SMALL_GEMM", "0"},
                            {"CAVS_KERNEL_CACHE", "0"},
+                           {"CAVS_CUDA_GRAPHS", nullptr},
                            {"CAVS_VERIFY_EW_SHAPES", nullptr}};
   KernelOptions base;
   base.cpu.threads = 2;
@@ -91,7 +94,7 @@ TEST(KernelOptionsTest, StringNamesEverySetting) {
   o.cuda.kernel_cache = false;
   EXPECT_EQ(KernelOptionsString(o),
             "cpu{threads=0 packed_gemm=1 ew_as_planned=0} cuda{generated_elementwise=1 "
-            "cublas_lt=1 gemm_autotune=0 small_gemm=off kernel_cache=off} verify_ew_shapes=0");
+            "cublas_lt=1 gemm_autotune=0 small_gemm=off kernel_cache=off graphs=1} verify_ew_shapes=0");
 }
 
 // SetKernelOptions reaches the CPU kernels (threads) and is what GetKernelOptions returns.

@@ -1144,6 +1144,110 @@ TEST(EngineTest, SubmitAndFinishPipelinedMatchRun) {
   }
 }
 
+// CUDA graphs (KernelOptions::cuda.graphs): the same batches trained and evaluated with each
+// batch's launches captured into one graph, pipelined (Submit of batch i+1 before Finish of i,
+// so an executable graph is updated while the last launch of it may still run), give the bits of
+// the launch-by-launch run: losses, predictions, outputs and the parameters after every step.
+// Batch sizes repeat, so both updated and newly made graphs run. A lone Run goes launch by
+// launch either way.
+TEST(EngineTest, CudaGraphsGiveTheBitsOfLaunchByLaunch) {
+  if (Devices().size() < 2) GTEST_SKIP() << "no CUDA device on this machine";
+  const core::Device device = core::Device::Cuda(0);
+  const ops::KernelOptions before = ops::GetKernelOptions();
+  core::Rng rng(33);
+  std::vector<std::vector<Graph>> tree_batches, chain_batches;
+  for (int b = 0; b < 8; ++b) tree_batches.push_back(Trees(rng, 4 + (b % 3) * 5, 9));
+  for (int b = 0; b < 6; ++b) chain_batches.push_back(Chains(rng, 3 + (b % 2) * 4, 12));
+  struct Case {
+    absl::StatusOr<vertex::Function> f;
+    const std::vector<std::vector<Graph>>* batches;
+  };
+  Case cases[] = {{vertex::models::BinaryTreeLstm(Cell()), &tree_batches},
+                  {vertex::models::Lstm(Cell()), &chain_batches}};
+  // Trains on every batch (pipelined when `graphs`), then evaluates every batch; returns the
+  // results in order and the parameters after training.
+  struct Outcome {
+    std::vector<RunResult> results;
+    std::vector<std::vector<float>> params;
+    std::vector<EngineStats> stats;
+  };
+  auto run = [&](const vertex::Function& f, const std::vector<std::vector<Graph>>& batches,
+                 bool graphs) -> absl::StatusOr<Outcome> {
+    ops::KernelOptions ko = before;
+    ko.cuda.graphs = graphs;
+    core::ParameterStore store(3, device);
+    EngineOptions eo;
+    eo.device = device;
+    eo.kernels = ko;
+    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Create(&f, &store, eo));
+    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<core::Optimizer> opt,
+                          core::MakeOptimizer({.kind = core::OptimizerKind::kAdagrad, .lr = 0.1f}));
+    Outcome out;
+    RunOptions train = Options();
+    train.training = true;
+    std::optional<PendingRun> pending;
+    for (const auto& graphs_of_batch : batches) {
+      CAVS_ASSIGN_OR_RETURN(Plan plan, e->PlanBatch(graphs_of_batch));
+      CAVS_RETURN_IF_ERROR(store.ZeroGrad());
+      CAVS_ASSIGN_OR_RETURN(PendingRun next, e->Submit(graphs_of_batch, train, plan));
+      out.stats.push_back(e->stats());
+      CAVS_RETURN_IF_ERROR(opt->Step(store));
+      if (pending.has_value()) {
+        CAVS_ASSIGN_OR_RETURN(RunResult r, e->Finish(std::move(*pending)));
+        out.results.push_back(std::move(r));
+      }
+      pending = std::move(next);
+    }
+    CAVS_ASSIGN_OR_RETURN(RunResult last, e->Finish(std::move(*pending)));
+    out.results.push_back(std::move(last));
+    RunOptions infer = Options();
+    infer.backward = false;
+    for (const auto& graphs_of_batch : batches) {
+      CAVS_ASSIGN_OR_RETURN(Plan plan, e->PlanBatch(graphs_of_batch));
+      CAVS_ASSIGN_OR_RETURN(PendingRun p, e->Submit(graphs_of_batch, infer, plan));
+      out.stats.push_back(e->stats());
+      CAVS_ASSIGN_OR_RETURN(RunResult r, e->Finish(std::move(p)));
+      out.results.push_back(std::move(r));
+    }
+    CAVS_ASSIGN_OR_RETURN(RunResult lone, e->Run(batches[0], infer));
+    out.stats.push_back(e->stats());
+    out.results.push_back(std::move(lone));
+    for (const vertex::ParamInfo& p : f.params()) {
+      out.params.push_back(store.Find(p.name)->value.ToVector());
+    }
+    return out;
+  };
+  for (Case& c : cases) {
+    ASSERT_TRUE(c.f.ok()) << c.f.status();
+    SCOPED_TRACE(c.f->name());
+    absl::StatusOr<Outcome> plain = run(*c.f, *c.batches, false);
+    absl::StatusOr<Outcome> graphed = run(*c.f, *c.batches, true);
+    ASSERT_TRUE(ops::SetKernelOptions(before).ok());
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    ASSERT_TRUE(graphed.ok()) << graphed.status();
+    ASSERT_EQ(plain->results.size(), graphed->results.size());
+    for (size_t i = 0; i < plain->results.size(); ++i) {
+      SCOPED_TRACE("run " + std::to_string(i));
+      const RunResult &want = plain->results[i], &got = graphed->results[i];
+      EXPECT_EQ(got.loss_sum, want.loss_sum);
+      EXPECT_EQ(got.correct, want.correct);
+      EXPECT_EQ(got.predictions, want.predictions);
+      EXPECT_EQ(got.outputs, want.outputs);
+    }
+    EXPECT_EQ(graphed->params, plain->params);
+    for (size_t i = 0; i + 1 < graphed->stats.size(); ++i) {
+      SCOPED_TRACE("run " + std::to_string(i));
+      EXPECT_FALSE(plain->stats[i].graph);
+      EXPECT_TRUE(graphed->stats[i].graph) << "the batch went launch by launch";
+      EXPECT_GT(plain->stats[i].host_launches, graphed->stats[i].host_launches);
+      if (i >= c.batches->size()) {  // inference: the upload, a fill, the graph, the read-back
+        EXPECT_LE(graphed->stats[i].host_launches, 10);
+      }
+    }
+    EXPECT_FALSE(graphed->stats.back().graph) << "a lone Run";
+  }
+}
+
 // A PendingRun not from Submit is an error; one dropped unfinished waits for its copies.
 TEST(EngineTest, FinishNeedsASubmittedRun) {
   absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
