@@ -1,16 +1,17 @@
 // What the Tree-LSTM benchmarks share: their data — the SST train trees at $CAVS_BENCH_SST
 // (e.g. ../shared/data/sst/train.txt), else the bundled synthetic treebank, in fixed batches —
-// their timing setup, and a reporter that keeps each run's rate for the summary lines.
+// their timing setup, and (rate_reporter.h) a reporter that keeps each run's rate for the
+// summary lines.
 #pragma once
 
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <string>
 #include <vector>
 
+#include "bench/rate_reporter.h"
 #include "examples/data/sst_reader.h"
 #include "scheduler/graph.h"
 
@@ -48,28 +49,5 @@ inline std::vector<std::vector<scheduler::Graph>> Batches(int batch) {
 inline void Timed(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 }
-
-// The console table, plus every run's items_per_second by benchmark name, so that a binary can
-// print ratios or targets after the table (in Finalize).
-class RateReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) {
-      auto it = r.counters.find("items_per_second");
-      if (it != r.counters.end()) rates_[r.benchmark_name()] = it->second;
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-
- protected:
-  // items/s of the run named `name`, or 0 if it did not run.
-  double Rate(const std::string& name) const {
-    auto it = rates_.find(name);
-    return it == rates_.end() ? 0.0 : it->second;
-  }
-
- private:
-  std::map<std::string, double> rates_;
-};
 
 }  // namespace cavs::bench

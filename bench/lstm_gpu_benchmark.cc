@@ -7,12 +7,16 @@
 // Embedding 512, hidden 512, one layer, fp32, 64 sentences a batch; training = forward +
 // backward with the weight gradients (no optimizer step in either: cuDNN has none).
 //
-// BM_EngineLstm: Engine::Run with the Lstm function of vertex/models.h. The engine also runs
-//   the embedding lookup, a 16-class output layer and the loss, which cuDNN does not.
-// BM_CudnnLstm: per batch, what a framework does: describe the packed batch
+// BM_EngineLstm/0: Engine::Run with the Lstm function of vertex/models.h (planning included).
+//   The engine also runs the embedding lookup, a 16-class output layer and the loss, which
+//   cuDNN does not. BM_EngineLstm/1: as cavs-train runs it on a GPU: the plans made ahead (the
+//   trainer makes them on other threads), Engine::Submit of batch i+1 before Finish of batch i
+//   (so each batch goes as one CUDA graph with the default kernel options).
+// BM_CudnnLstm/0: per batch, what a framework does: describe the packed batch
 //   (CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, lengths sorted longest first), upload the
 //   lengths, cudnnRNNForward (training), cudnnRNNBackwardData_v8, cudnnRNNBackwardWeights_v8,
-//   then wait for the stream (as the engine waits for its loss).
+//   then wait for the stream (as the engine waits for its loss). BM_CudnnLstm/1: the same calls,
+//   waiting only for the batch before (as /1 of the engine).
 // Both report sentences/s (items_per_second) and tokens/s.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
@@ -23,11 +27,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/rate_reporter.h"
+#include "absl/strings/str_cat.h"
 #include "bench/kernel_environment.h"
 #include "core/parameter.h"
 #include "ops/cuda/cuda_backend.h"
@@ -118,25 +125,46 @@ void BM_EngineLstm(benchmark::State& state) {
     return;
   }
   const auto batches = Batches();
+  const bool pipelined = state.range(0) == 1;
   scheduler::RunOptions ro;
   ro.training = true;
   ro.backward = true;
+  std::vector<scheduler::Plan> plans;
+  for (int b = 0; pipelined && b < kNumBatches; ++b) {
+    absl::StatusOr<scheduler::Plan> plan = (*engine)->PlanBatch(batches[b]);
+    if (!plan.ok()) return state.SkipWithError(plan.status().ToString().c_str());
+    plans.push_back(std::move(*plan));
+  }
+  std::optional<scheduler::PendingRun> pending;
+  auto finish = [&]() -> absl::Status {
+    if (!pending.has_value()) return absl::OkStatus();
+    absl::Status s = (*engine)->Finish(std::move(*pending)).status();
+    pending.reset();
+    return s;
+  };
   auto step = [&](int b) -> absl::Status {
     CAVS_RETURN_IF_ERROR(store.ZeroGrad());
-    return (*engine)->Run(batches[b], ro).status();
+    if (!pipelined) return (*engine)->Run(batches[b], ro).status();
+    CAVS_ASSIGN_OR_RETURN(scheduler::PendingRun next, (*engine)->Submit(batches[b], ro, plans[b]));
+    CAVS_RETURN_IF_ERROR(finish());
+    pending = std::move(next);
+    return absl::OkStatus();
   };
   for (int b = 0; b < kNumBatches; ++b) {
     if (absl::Status s = step(b); !s.ok()) return state.SkipWithError(s.ToString().c_str());
   }
   int64_t tokens = 0, i = 0;
-  double rounds = 0;
+  double rounds = 0, graphs = 0;
   for (auto _ : state) {
     const int b = static_cast<int>(i++ % kNumBatches);
     if (absl::Status s = step(b); !s.ok()) return state.SkipWithError(s.ToString().c_str());
     tokens += Tokens(b);
     rounds += (*engine)->stats().rounds;
+    graphs += (*engine)->stats().graph ? 1 : 0;
   }
+  if (absl::Status s = finish(); !s.ok()) return state.SkipWithError(s.ToString().c_str());
   SetRates(state, tokens);
+  state.counters["graph_share"] = graphs / state.iterations();
   state.counters["rounds"] = rounds / state.iterations();
   state.counters["kernels_per_round"] =
       (*engine)->ForwardLaunchesPerRound() + (*engine)->BackwardLaunchesPerRound();
@@ -148,8 +176,11 @@ class CudnnLstm {
  public:
   ~CudnnLstm();
   absl::Status Init(cudaStream_t stream, int max_tokens);
-  // Forward (training), backward data and backward weights over one packed batch.
-  absl::Status Step(std::vector<int> lengths);
+  // Forward (training), backward data and backward weights over one packed batch; then waits
+  // for the stream, or with `pipelined` only for the step before this one.
+  absl::Status Step(std::vector<int> lengths, bool pipelined = false);
+  // Waits for every step queued.
+  absl::Status Drain() { return CAVS_CUDA_STATUS(cudaStreamSynchronize(stream_)); }
 
  private:
   absl::Status Describe(const std::vector<int>& lengths);
@@ -165,6 +196,8 @@ class CudnnLstm {
   void *weights_ = nullptr, *dweights_ = nullptr, *work_ = nullptr, *reserve_ = nullptr;
   int* dev_lengths_ = nullptr;
   size_t weight_bytes_ = 0, work_bytes_ = 0, reserve_bytes_ = 0;
+  cudaEvent_t done_[2] = {nullptr, nullptr};  // the pipelined steps' ends, alternately
+  int64_t steps_ = 0;
 };
 
 CudnnLstm::~CudnnLstm() {
@@ -173,6 +206,9 @@ CudnnLstm::~CudnnLstm() {
                   static_cast<void*>(dy_), weights_, dweights_, work_, reserve_,
                   static_cast<void*>(dev_lengths_)}) {
     cudaFree(p);
+  }
+  for (cudaEvent_t e : done_) {
+    if (e != nullptr) cudaEventDestroy(e);
   }
   if (x_desc_) cudnnDestroyRNNDataDescriptor(x_desc_);
   if (y_desc_) cudnnDestroyRNNDataDescriptor(y_desc_);
@@ -184,6 +220,9 @@ CudnnLstm::~CudnnLstm() {
 
 absl::Status CudnnLstm::Init(cudaStream_t stream, int max_tokens) {
   stream_ = stream;
+  for (cudaEvent_t& e : done_) {
+    CAVS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
   CAVS_CUDNN_RETURN_IF_ERROR(cudnnCreate(&handle_));
   CAVS_CUDNN_RETURN_IF_ERROR(cudnnSetStream(handle_, stream));
   CAVS_CUDNN_RETURN_IF_ERROR(cudnnCreateDropoutDescriptor(&dropout_));
@@ -246,7 +285,7 @@ absl::Status CudnnLstm::Describe(const std::vector<int>& lengths) {
   return absl::OkStatus();
 }
 
-absl::Status CudnnLstm::Step(std::vector<int> lengths) {
+absl::Status CudnnLstm::Step(std::vector<int> lengths, bool pipelined) {
   std::sort(lengths.begin(), lengths.end(), std::greater<int>());  // packed: longest first
   CAVS_RETURN_IF_ERROR(Describe(lengths));
   CAVS_CUDNN_RETURN_IF_ERROR(cudnnRNNForward(handle_, rnn_, CUDNN_FWD_MODE_TRAINING, dev_lengths_,
@@ -261,7 +300,13 @@ absl::Status CudnnLstm::Step(std::vector<int> lengths) {
   CAVS_CUDNN_RETURN_IF_ERROR(cudnnRNNBackwardWeights_v8(
       handle_, rnn_, CUDNN_WGRAD_MODE_ADD, dev_lengths_, x_desc_, x_, h_desc_, nullptr, y_desc_, y_,
       weight_bytes_, dweights_, work_bytes_, work_, reserve_bytes_, reserve_));
-  CAVS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (!pipelined) {
+    CAVS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+  const int64_t step = steps_++;
+  CAVS_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_[step % 2], stream_));
+  if (step > 0) CAVS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done_[(step + 1) % 2]));
   return absl::OkStatus();
 }
 
@@ -283,18 +328,36 @@ void BM_CudnnLstm(benchmark::State& state) {
     }
   }
   int64_t tokens = 0, i = 0;
+  const bool pipelined = state.range(0) == 1;
   for (auto _ : state) {
     const int b = static_cast<int>(i++ % kNumBatches);
-    if (absl::Status s = lstm.Step(lengths_of(b)); !s.ok()) {
+    if (absl::Status s = lstm.Step(lengths_of(b), pipelined); !s.ok()) {
       return state.SkipWithError(s.ToString().c_str());
     }
     tokens += Tokens(b);
   }
+  if (absl::Status s = lstm.Drain(); !s.ok()) return state.SkipWithError(s.ToString().c_str());
   SetRates(state, tokens);
 }
 
-BENCHMARK(BM_EngineLstm)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
-BENCHMARK(BM_CudnnLstm)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_EngineLstm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_CudnnLstm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+
+// Prints the engine's rate over cuDNN's, each way, against the 1.2x.
+class RatioReporter : public bench::RateReporter {
+ public:
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    static const char* kWays[] = {"waiting for each batch", "pipelined"};
+    for (int way = 0; way < 2; ++way) {
+      const std::string suffix = absl::StrCat("/", way, "/min_time:2.000/real_time");
+      const double engine = Rate("BM_EngineLstm" + suffix), cudnn = Rate("BM_CudnnLstm" + suffix);
+      if (engine == 0 || cudnn == 0) continue;
+      std::printf("RATIO engine/cuDNN, %-22s %.2fx  (target 1.20x: %s)\n", kWays[way],
+                  engine / cudnn, engine >= 1.2 * cudnn ? "met" : "missed");
+    }
+  }
+};
 
 }  // namespace
 }  // namespace cavs
@@ -303,7 +366,8 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   cavs::bench::ApplyKernelEnvironment("lstm_gpu_benchmark");
-  benchmark::RunSpecifiedBenchmarks();
+  cavs::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   return 0;
 }
