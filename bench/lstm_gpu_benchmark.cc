@@ -33,9 +33,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/rate_reporter.h"
 #include "absl/strings/str_cat.h"
 #include "bench/kernel_environment.h"
+#include "bench/rate_reporter.h"
 #include "core/parameter.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/cuda_status.h"
@@ -340,7 +340,12 @@ void BM_CudnnLstm(benchmark::State& state) {
   SetRates(state, tokens);
 }
 
-BENCHMARK(BM_EngineLstm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_EngineLstm)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
 BENCHMARK(BM_CudnnLstm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 
 // Prints the engine's rate over cuDNN's, each way, against the 1.2x.

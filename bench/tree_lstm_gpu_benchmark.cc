@@ -153,8 +153,8 @@ struct Totals {
   bool device_phases = true;  // the phase and optimizer events were read (not pipelined)
   std::array<double, scheduler::kNumPhases> phase_ms{};
   double opt_ms = 0, plan_s = 0, run_s = 0, build_s = 0, queue_s = 0, rounds = 0, flops = 0,
-         bytes = 0, plan_bytes = 0, syncs = 0, commands = 0, round_commands = 0,
-         host_launches = 0, graphs = 0;
+         bytes = 0, plan_bytes = 0, syncs = 0, commands = 0, round_commands = 0, host_launches = 0,
+         graphs = 0;
   int64_t peak = 0;
 };
 
@@ -516,8 +516,8 @@ void BM_TreeLstmGraphs(benchmark::State& state) {
   static const char* kModes[] = {"train 25, plans overlapped", "train 64, plans overlapped",
                                  "train 256, pipelined",       "infer 256, pipelined",
                                  "train 25, pipelined",        "train 64, pipelined"};
-  state.SetLabel(absl::StrCat(graphs ? "CUDA graph per batch; " : "launch by launch; ",
-                              kModes[mode]));
+  state.SetLabel(
+      absl::StrCat(graphs ? "CUDA graph per batch; " : "launch by launch; ", kModes[mode]));
 }
 
 // Times `fn` (queued on `stream`) with events: the median of `reps` runs, in seconds.
@@ -928,10 +928,11 @@ class TargetReporter : public bench::RateReporter {
       };
       const double off = rate(0), on = rate(1);
       if (off == 0 || on == 0) continue;
-      std::printf("GRAPHS %-20s launch by launch %9.0f  graphs %9.0f trees/s  x%.2f  target %7.0f"
-                  "  %s\n",
-                  kModes[mode], off, on, on / off, kTargets[mode],
-                  std::max(on, off) >= kTargets[mode] ? "met" : "MISSED");
+      std::printf(
+          "GRAPHS %-20s launch by launch %9.0f  graphs %9.0f trees/s  x%.2f  target %7.0f"
+          "  %s\n",
+          kModes[mode], off, on, on / off, kTargets[mode],
+          std::max(on, off) >= kTargets[mode] ? "met" : "MISSED");
     }
   }
 };

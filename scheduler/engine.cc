@@ -442,9 +442,8 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   // it right away and no timer must see each phase begin.
   bool as_graph = false;
   if (timer == nullptr && !waited) {
-    CAVS_ASSIGN_OR_RETURN(as_graph, kernels_->QueueRecorded([&]() {
-      return Replay(b.launches, phase_at, nullptr);
-    }));
+    CAVS_ASSIGN_OR_RETURN(
+        as_graph, kernels_->QueueRecorded([&]() { return Replay(b.launches, phase_at, nullptr); }));
   } else {
     CAVS_RETURN_IF_ERROR(Replay(b.launches, phase_at, timer));
   }
@@ -502,10 +501,10 @@ absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
   stats_.host_syncs = dev.type == core::DeviceType::kCpu ? 0 : syncs;
   stats_.graph = as_graph;
   // The upload, the fill (and the poison), the launches, each read-back copy and its event.
-  stats_.host_launches =
-      dev.is_cpu() ? 0
-                   : 2 + (options_.poison_buffers ? 1 : 0) +
-                         (as_graph ? 1 : stats_.commands) + static_cast<int64_t>(results.size()) + 1;
+  stats_.host_launches = dev.is_cpu() ? 0
+                                      : 2 + (options_.poison_buffers ? 1 : 0) +
+                                            (as_graph ? 1 : stats_.commands) +
+                                            static_cast<int64_t>(results.size()) + 1;
   return pending;
 }
 

@@ -101,8 +101,8 @@ struct EngineStats {
   int64_t upload_region_bytes = 0;  // the device region it lands in, predictions included
   int64_t host_syncs = 0;           // waits for the device (read-backs) in the last Run
   // Whether the batch's launches were queued as one graph (Kernels::QueueRecorded: Submit on
-  // CUDA with KernelOptions::cuda.graphs and no phase_timer), and the calls the host made to queue the
-  // batch's device work: the upload, the fills, the launches (one graph, or each kernel) and
+  // CUDA with KernelOptions::cuda.graphs and no phase_timer), and the calls the host made to queue
+  // the batch's device work: the upload, the fills, the launches (one graph, or each kernel) and
   // the read-back's copies and event. CPU: 0 (the host computes; nothing is queued).
   bool graph = false;
   int64_t host_launches = 0;
@@ -154,10 +154,11 @@ class Engine {
   // the host queues batch i+1 while the device runs batch i (after Run's wait the device idles
   // until the host has queued the next batch's first launch). Submit queues the batch as one
   // CUDA graph where the kernels are set to (KernelOptions::cuda.graphs, the default; Run never
-  // does: it would wait for the whole capture before the device starts). Run(graphs, options, plan) is
-  // Finish(Submit(graphs, options, plan)). Gradients are accumulated into the store by the
-  // queued work, as with Run. stats() after Submit describe that batch (host_syncs without
-  // the read-back's wait). REQUIRES: Finish in the order of Submit; one Submit at a time.
+  // does: it would wait for the whole capture before the device starts). Otherwise
+  // Run(graphs, options, plan) is Finish(Submit(graphs, options, plan)). Gradients are
+  // accumulated into the store by the queued work, as with Run. stats() after Submit describe
+  // that batch (host_syncs without the read-back's wait). REQUIRES: Finish in the order of
+  // Submit; one Submit at a time.
   [[nodiscard]] absl::StatusOr<PendingRun> Submit(const std::vector<Graph>& graphs,
                                                   const RunOptions& options, const Plan& plan);
   [[nodiscard]] absl::StatusOr<RunResult> Finish(PendingRun pending);

@@ -27,7 +27,8 @@ absl::StatusOr<cudaGraphExec_t> CudaGraphReplay::Executable(uint64_t shape, cuda
       return it->second.exec;
     }
     // Refused (a restriction of cudaGraphExecUpdate the node types do not show: a copy between
-    // other kinds of memory, say): made anew below. The error is not sticky; clear it for the next call's check.
+    // other kinds of memory, say): made anew below. The error is not sticky; clear it for the next
+    // call's check.
     (void)cudaGetLastError();
     cudaGraphExecDestroy(it->second.exec);
     execs_.erase(it);

@@ -143,7 +143,7 @@ absl::Status CudaKernels::SetCublasLt(bool on) {
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
   if (!on) {
     graphs_.Clear();  // their GEMM nodes use the workspace about to be freed
-    lt_.reset();  // frees the workspace, which waits for the queued GEMMs
+    lt_.reset();      // frees the workspace, which waits for the queued GEMMs
     return absl::OkStatus();
   }
   CAVS_ASSIGN_OR_RETURN(lt_, CublasLtGemm::Create(cublas_));

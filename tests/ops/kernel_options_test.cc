@@ -42,11 +42,11 @@ class ScopedEnv {
 };
 
 TEST(KernelOptionsTest, EveryVariableSetsItsField) {
-  const ScopedEnv env[] = {
-      {"CAVS_NUM_THREADS", "3"}, {"CAVS_PACKED_GEMM", "0"},        {"CAVS_CPU_EW_AS_PLANNED", "1"},
-      {"CAVS_CUDA_FUSED", "0"},  {"CAVS_CUBLASLT", "0"},           {"CAVS_GEMM_AUTOTUNE", "1"},
-      {"CAVS_SMALL_GEMM", "1"},  {"CAVS_KERNEL_CACHE", "/tmp/kc"}, {"CAVS_CUDA_GRAPHS", "0"},
-      {"CAVS_VERIFY_EW_SHAPES", "1"}};
+  const ScopedEnv env[] = {{"CAVS_NUM_THREADS", "3"},       {"CAVS_PACKED_GEMM", "0"},
+                           {"CAVS_CPU_EW_AS_PLANNED", "1"}, {"CAVS_CUDA_FUSED", "0"},
+                           {"CAVS_CUBLASLT", "0"},          {"CAVS_GEMM_AUTOTUNE", "1"},
+                           {"CAVS_SMALL_GEMM", "1"},        {"CAVS_KERNEL_CACHE", "/tmp/kc"},
+                           {"CAVS_CUDA_GRAPHS", "0"},       {"CAVS_VERIFY_EW_SHAPES", "1"}};
   const EnvironmentOverride o = KernelOptionsFromEnvironment();
   EXPECT_EQ(o.options.cpu.threads, 3);
   EXPECT_FALSE(o.options.cpu.packed_gemm);
@@ -92,9 +92,10 @@ TEST(KernelOptionsTest, StringNamesEverySetting) {
   KernelOptions o;
   o.cuda.small_gemm = SmallGemmUse::kOff;
   o.cuda.kernel_cache = false;
-  EXPECT_EQ(KernelOptionsString(o),
-            "cpu{threads=0 packed_gemm=1 ew_as_planned=0} cuda{generated_elementwise=1 "
-            "cublas_lt=1 gemm_autotune=0 small_gemm=off kernel_cache=off graphs=1} verify_ew_shapes=0");
+  EXPECT_EQ(
+      KernelOptionsString(o),
+      "cpu{threads=0 packed_gemm=1 ew_as_planned=0} cuda{generated_elementwise=1 "
+      "cublas_lt=1 gemm_autotune=0 small_gemm=off kernel_cache=off graphs=1} verify_ew_shapes=0");
 }
 
 // SetKernelOptions reaches the CPU kernels (threads) and is what GetKernelOptions returns.

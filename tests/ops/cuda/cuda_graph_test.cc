@@ -43,9 +43,11 @@ TEST(CudaGraphTest, UpdatedInPlaceForOtherPointersAndSizes) {
   DeviceArray<float> a(1000), b(3000), sa(1), sb(1);
   // One topology: the first makes the executable graph, the second (other pointers, other rows,
   // other value) updates it.
-  absl::StatusOr<bool> first = (*k)->QueueRecorded([&]() { return FillAndSum(*k, a.get(), 1000, 2.0f, sa.get()); });
+  absl::StatusOr<bool> first =
+      (*k)->QueueRecorded([&]() { return FillAndSum(*k, a.get(), 1000, 2.0f, sa.get()); });
   ASSERT_TRUE(first.ok()) << first.status();
-  absl::StatusOr<bool> second = (*k)->QueueRecorded([&]() { return FillAndSum(*k, b.get(), 3000, 0.5f, sb.get()); });
+  absl::StatusOr<bool> second =
+      (*k)->QueueRecorded([&]() { return FillAndSum(*k, b.get(), 3000, 0.5f, sb.get()); });
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_TRUE(*first);
   EXPECT_TRUE(*second);
@@ -54,8 +56,8 @@ TEST(CudaGraphTest, UpdatedInPlaceForOtherPointersAndSizes) {
   // The first's topology again with another value: an update of the first's executable graph
   // (the second's column sum over 3000 rows may have been another topology).
   const CudaGraphReplay::Stats middle = (*k)->graph_stats();
-  absl::StatusOr<bool> third = (*k)->QueueRecorded(
-      [&]() { return FillAndSum(*k, a.get(), 1000, 4.0f, sa.get()); });
+  absl::StatusOr<bool> third =
+      (*k)->QueueRecorded([&]() { return FillAndSum(*k, a.get(), 1000, 4.0f, sa.get()); });
   ASSERT_TRUE(third.ok()) << third.status();
   EXPECT_TRUE(*third);
   EXPECT_EQ(sa.Download()[0], 4000.0f);
@@ -94,8 +96,7 @@ TEST(CudaGraphTest, ErrorsOfTheLaunchesAreReturned) {
   absl::StatusOr<CudaKernels*> k = GetCudaKernels(0);
   ASSERT_TRUE(k.ok()) << k.status();
   GraphsOn on(*k);
-  absl::StatusOr<bool> r =
-      (*k)->QueueRecorded([&]() { return (*k)->Fill(nullptr, -1, 1.0f); });
+  absl::StatusOr<bool> r = (*k)->QueueRecorded([&]() { return (*k)->Fill(nullptr, -1, 1.0f); });
   EXPECT_FALSE(r.ok());
 }
 
