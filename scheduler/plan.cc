@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
+#include "scheduler/batching_policy.h"
 
 namespace cavs::scheduler {
 
@@ -28,134 +30,55 @@ struct Hull {
   RowRange Range() const { return hi < 0 ? RowRange{0, 0} : RowRange{lo, hi + 1}; }
 };
 
-// The batch as one graph over uids: CSR children (-1 kept for empty slots). Only the general
-// round policies need it; heights of a batch whose children come first are taken per graph.
-struct Merged {
-  std::vector<int64_t> child_offsets;
-  std::vector<int32_t> children;
-  int64_t n = 0;
-};
-
-Merged Merge(const std::vector<Graph>& graphs, const std::vector<int64_t>& graph_offsets,
-             int64_t edges) {
-  Merged m;
-  m.n = graph_offsets.back();
-  m.child_offsets.resize(m.n + 1);
-  m.children.resize(edges);
-  m.child_offsets[0] = 0;
-  int64_t e = 0;
-  for (size_t gi = 0; gi < graphs.size(); ++gi) {
-    const Graph& g = graphs[gi];
-    const int32_t base = static_cast<int32_t>(graph_offsets[gi]);
-    const int n = g.num_vertices();
-    for (int v = 0; v < n; ++v) m.child_offsets[base + v + 1] = e + g.child_offsets[v + 1];
-    const int32_t* ids = g.child_ids.data();
-    int32_t* out = m.children.data() + e;
-    for (size_t j = 0; j < g.child_ids.size(); ++j) out[j] = ids[j] < 0 ? -1 : base + ids[j];
-    e += static_cast<int64_t>(g.child_ids.size());
+// The policy `options` names: its own where the caller gave one.
+std::unique_ptr<BatchingPolicy> BuiltinPolicy(const PlanOptions& options) {
+  switch (options.policy) {
+    case Policy::kDepth:
+      return MakeDepthPolicy();
+    case Policy::kAgenda:
+      return MakeAgendaPolicy(options.max_round_rows);
+    case Policy::kHeight:
+      break;
   }
-  return m;
+  return MakeHeightPolicy();
 }
 
-// Kahn's algorithm: visits uids children-first; calls visit(uid, round) with the round the
-// policy gives. Height: 1 + max child round. Agenda: ready vertices in waves of at most `cap`.
-std::vector<int32_t> RoundsBottomUp(const Merged& m, int64_t cap) {
-  std::vector<int32_t> pending(m.n, 0), round(m.n, 0);
-  std::vector<int64_t> poff(m.n + 1, 0);
-  for (int32_t c : m.children) {
-    if (c >= 0) ++poff[c + 1];
+// A caller's policy's rounds, checked (one per uid, none negative, every child before its
+// parent) and closed up (empty rounds dropped, the order kept).
+absl::Status CheckRounds(const BatchingPolicy& policy, const BatchGraphs& batch,
+                         std::vector<int32_t>& round) {
+  const int64_t n = batch.graph_offsets.back();
+  if (static_cast<int64_t>(round.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("batching policy '", policy.name(), "' gave ",
+                                                   round.size(), " rounds for ", n, " vertices"));
   }
-  for (int64_t i = 0; i < m.n; ++i) poff[i + 1] += poff[i];
-  std::vector<int32_t> parents(poff[m.n]);
-  std::vector<int64_t> fill(poff.begin(), poff.end() - 1);
-  for (int64_t v = 0; v < m.n; ++v) {
-    for (int64_t j = m.child_offsets[v]; j < m.child_offsets[v + 1]; ++j) {
-      const int32_t c = m.children[j];
-      if (c >= 0) {
-        parents[fill[c]++] = static_cast<int32_t>(v);
-        ++pending[v];
-      }
-    }
-  }
-  std::vector<int32_t> ready, next;
-  for (int64_t v = 0; v < m.n; ++v) {
-    if (pending[v] == 0) ready.push_back(static_cast<int32_t>(v));
-  }
-  int32_t r = 0;
-  while (!ready.empty()) {
-    // The agenda takes the oldest uids first; without a cap the order within a round does not
-    // matter here (rows are put in uid order within each round afterwards).
-    if (cap > 0) std::sort(ready.begin(), ready.end());
-    const size_t take = cap > 0 ? std::min<size_t>(ready.size(), cap) : ready.size();
-    next.assign(ready.begin() + take, ready.end());
-    for (size_t i = 0; i < take; ++i) {
-      const int32_t v = ready[i];
-      round[v] = r;
-      for (int64_t j = poff[v]; j < poff[v + 1]; ++j) {
-        if (--pending[parents[j]] == 0) next.push_back(parents[j]);
-      }
-    }
-    ready.swap(next);
-    ++r;
-  }
-  return round;
-}
-
-// Height (1 + the highest child, leaves 0) in one pass over each graph, if every child comes
-// before its parent (trees read bottom-up); false if one does not.
-bool HeightsChildrenFirst(const std::vector<Graph>& graphs,
-                          const std::vector<int64_t>& graph_offsets, std::vector<int32_t>* height) {
-  height->resize(graph_offsets.back());
-  bool children_first = true;
-  for (size_t gi = 0; gi < graphs.size(); ++gi) {
-    const Graph& g = graphs[gi];
-    const int32_t* off = g.child_offsets.data();
-    const int32_t* ids = g.child_ids.data();
-    int32_t* h = height->data() + graph_offsets[gi];
+  for (size_t gi = 0; gi < batch.graphs.size(); ++gi) {
+    const Graph& g = batch.graphs[gi];
+    const int32_t* r = round.data() + batch.graph_offsets[gi];
     for (int v = 0; v < g.num_vertices(); ++v) {
-      int32_t hv = 0;
-      for (int32_t j = off[v]; j < off[v + 1]; ++j) {
-        children_first &= ids[j] < v;  // else h[ids[j]] is not yet known (but in range)
-        if (ids[j] >= 0) hv = std::max(hv, h[ids[j]] + 1);
+      if (r[v] < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("batching policy '", policy.name(),
+                                                       "': sample ", gi, " vertex ", v,
+                                                       " has round ", r[v]));
       }
-      h[v] = hv;
+      for (int32_t j = g.child_offsets[v]; j < g.child_offsets[v + 1]; ++j) {
+        const int32_t c = g.child_ids[j];
+        if (c >= 0 && r[c] >= r[v]) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "batching policy '", policy.name(), "': sample ", gi, " vertex ", v, " (round ", r[v],
+              ") is not after its child ", c, " (round ", r[c], ")"));
+        }
+      }
     }
   }
-  return children_first;
-}
-
-// Depth from the roots (longest path), then round = max depth - depth.
-std::vector<int32_t> RoundsByDepth(const Merged& m, const std::vector<int32_t>& height) {
-  // Process parents before children: decreasing height order is a valid order.
-  std::vector<int32_t> order(m.n);
-  for (int64_t i = 0; i < m.n; ++i) order[i] = static_cast<int32_t>(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return height[a] > height[b]; });
-  std::vector<int32_t> depth(m.n, 0);
-  int32_t max_depth = 0;
-  for (int32_t v : order) {
-    max_depth = std::max(max_depth, depth[v]);
-    for (int64_t j = m.child_offsets[v]; j < m.child_offsets[v + 1]; ++j) {
-      const int32_t c = m.children[j];
-      if (c >= 0) depth[c] = std::max(depth[c], depth[v] + 1);
-    }
-  }
-  for (int32_t& d : depth) d = max_depth - d;
-  return depth;
-}
-
-// The round of every uid under the policy.
-std::vector<int32_t> Rounds(const std::vector<Graph>& graphs,
-                            const std::vector<int64_t>& graph_offsets, int64_t edges,
-                            const PlanOptions& options) {
-  const bool agenda = options.policy == Policy::kAgenda;
-  std::vector<int32_t> round;
-  const bool heights = !agenda && HeightsChildrenFirst(graphs, graph_offsets, &round);
-  if (heights && options.policy == Policy::kHeight) return round;
-  const Merged m = Merge(graphs, graph_offsets, edges);
-  if (!heights) round = RoundsBottomUp(m, agenda ? options.max_round_rows : 0);
-  if (options.policy == Policy::kDepth) round = RoundsByDepth(m, round);
-  return round;
+  int32_t rounds = 0;
+  for (int32_t r : round) rounds = std::max(rounds, r + 1);
+  std::vector<int32_t> dense(rounds, 0);
+  for (int32_t r : round) dense[r] = 1;
+  int32_t next = 0;
+  for (int32_t& d : dense) d = d ? next++ : -1;
+  for (int32_t& r : round) r = dense[r];
+  return absl::OkStatus();
 }
 
 // Distinct tokens (for the row-sparse embedding gradient) and each row's slot among them: a
@@ -248,7 +171,14 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
   }
   const int64_t n = plan.graph_offsets.back();
   plan.num_rows = n;
-  const std::vector<int32_t> round = Rounds(graphs, plan.graph_offsets, edges, options);
+  const BatchGraphs batch{graphs, plan.graph_offsets, edges};
+  std::vector<int32_t> round;
+  if (options.custom != nullptr) {
+    round = options.custom->Rounds(batch);
+    CAVS_RETURN_IF_ERROR(CheckRounds(*options.custom, batch, round));
+  } else {
+    round = BuiltinPolicy(options)->Rounds(batch);
+  }
   // Counting sort of uids by round: rows are round-major, uid order within a round.
   int32_t rounds = 0;
   for (int32_t r : round) rounds = std::max(rounds, r + 1);

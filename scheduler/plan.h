@@ -10,20 +10,18 @@
 // executor uploads a batch's plan in one transfer. Child rows are rows (not uids), -1 where a
 // slot is empty; the reduction CSR lists the children's rows of every row.
 //
-// Policies (all give the same results; they differ in how many rounds and how full):
-//   - kHeight (default): round = height (leaves are round 0); the fewest rounds.
-//   - kDepth: round = (max depth - depth), depth counted from the roots: top-down order, the
-//     rounds a top-down function needs.
-//   - kAgenda: DyNet-style agenda: each round takes the ready vertices (all children done), at
-//     most `max_round_rows` of them, oldest uid first; bounds a round's memory.
+// Rounds come from a batching policy (scheduler/batching_policy.h): height (the default),
+// depth, agenda, or the caller's own (PlanOptions::custom).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "scheduler/batching_policy.h"
 #include "scheduler/graph.h"
 #include "vertex/function.h"
 
@@ -35,6 +33,9 @@ enum class Policy { kHeight, kDepth, kAgenda };
 struct PlanOptions {
   Policy policy = Policy::kHeight;
   int64_t max_round_rows = 0;  // kAgenda: cap per round (0: no cap)
+  // A policy of the caller's, used instead of `policy` where set. Its rounds are checked (an
+  // InvalidArgument naming the policy, the sample and the vertex) and empty ones dropped.
+  std::shared_ptr<const BatchingPolicy> custom;
 };
 
 using RowRange = std::pair<int64_t, int64_t>;  // rows [first, second); empty if first >= second

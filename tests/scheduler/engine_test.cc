@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -23,6 +24,7 @@
 #include "scheduler/engine_compile.h"
 #include "scheduler/reference_executor.h"
 #include "tests/scheduler/random_graphs.h"
+#include "tests/scheduler/serial_policy.h"
 #include "tests/scheduler/test_functions.h"
 #include "vertex/models.h"
 
@@ -297,6 +299,27 @@ TEST(EngineTest, EveryOpOnDags) {
   sum.loss = RunOptions::Loss::kSum;
   sum.training = false;
   ExpectMatchesReference(*f, gs, {}, sum, "every op, summed loss, eval");
+}
+
+// A batching policy of the caller's (PlanOptions::custom; one vertex a round) through the
+// engine, on every device: the reference's results, as every built-in policy gives.
+TEST(EngineTest, ACallersBatchingPolicy) {
+  PlanOptions serial;
+  serial.custom = std::make_shared<testing::SerialPolicy>();
+  core::Rng rng(8);
+  absl::StatusOr<vertex::Function> tree = vertex::models::BinaryTreeLstm(Cell());
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  ExpectMatchesReference(*tree, Trees(rng, 6, 7), serial, Options(), "binary trees, serial");
+  absl::StatusOr<vertex::Function> every = testing::EveryOp(5);
+  ASSERT_TRUE(every.ok()) << every.status();
+  std::vector<Graph> dags;
+  for (int i = 0; i < 6; ++i) {
+    Graph g = RandomDag(rng, 2 + i * 3, 4, {.vocab = 50, .classes = 5});
+    g.feature_dim = 3;
+    for (int j = 0; j < 3 * g.num_vertices(); ++j) g.features.push_back(rng.Uniform() - 0.5f);
+    dags.push_back(std::move(g));
+  }
+  ExpectMatchesReference(*every, dags, serial, Options(), "every op on DAGs, serial");
 }
 
 TEST(EngineTest, FoldedGemmSumsOnTreesAndDags) {
