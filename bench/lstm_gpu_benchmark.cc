@@ -145,7 +145,7 @@ void BM_EngineLstm(benchmark::State& state) {
   auto step = [&](int b) -> absl::Status {
     CAVS_RETURN_IF_ERROR(store.ZeroGrad());
     if (!pipelined) return (*engine)->Run(batches[b], ro).status();
-    CAVS_ASSIGN_OR_RETURN(scheduler::PendingRun next, (*engine)->Submit(batches[b], ro, plans[b]));
+    CAVS_ASSIGN_OR_RETURN(scheduler::PendingRun next, (*engine)->Submit(plans[b], ro));
     CAVS_RETURN_IF_ERROR(finish());
     pending = std::move(next);
     return absl::OkStatus();

@@ -170,7 +170,7 @@ struct PlannedEngine {
   // Engine::Submit of the next batch with its plan, the batches in turn.
   absl::StatusOr<scheduler::PendingRun> SubmitNext(const scheduler::RunOptions& ro) {
     const size_t at = next++ % batches.size();
-    return e->engine->Submit(batches[at], ro, plans[at]);
+    return e->engine->Submit(plans[at], ro);
   }
 };
 std::unique_ptr<PlannedEngine> MakePlannedEngine(benchmark::State& state) {

@@ -259,7 +259,7 @@ class TreeLstmRun {
     return backend_->Synchronize();
   }
 
-  // One pipelined step: ZeroGrad, Submit(graphs, plan), Adagrad queued, then Finish of the
+  // One pipelined step: ZeroGrad, Submit(plan), Adagrad queued, then Finish of the
   // previous step's Submit (so the host queues this batch while the device runs the last one);
   // adds the host-side figures to `t`. FinishLast() reads the last one's results.
   absl::Status PipelinedStep(const std::vector<scheduler::Graph>& graphs,
@@ -269,7 +269,7 @@ class TreeLstmRun {
     ro.backward = train_;
     ro.folded_projections = folded_;
     if (train_) CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
-    CAVS_ASSIGN_OR_RETURN(scheduler::PendingRun next, engine_->Submit(graphs, ro, plan));
+    CAVS_ASSIGN_OR_RETURN(scheduler::PendingRun next, engine_->Submit(plan, ro));
     CountHost(t);
     if (train_) CAVS_RETURN_IF_ERROR(opt_->Step(*store_));
     if (pending_.has_value()) t->syncs += 1;  // Finish waits for the last batch's results
@@ -293,7 +293,7 @@ class TreeLstmRun {
     ro.folded_projections = folded_;
     if (train_) CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
     absl::StatusOr<scheduler::RunResult> r =
-        plan != nullptr ? engine_->Run(graphs, ro, *plan) : engine_->Run(graphs, ro);
+        plan != nullptr ? engine_->Run(*plan, ro) : engine_->Run(graphs, ro);
     CAVS_RETURN_IF_ERROR(r.status());
     if (t != nullptr) Count(t);  // Run read its results back: every event before is done
     if (!train_) return absl::OkStatus();

@@ -291,7 +291,7 @@ absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const Ru
   CAVS_ASSIGN_OR_RETURN(Plan plan, PlanBatch(graphs));
   const double built = Seconds() - t0;
   CAVS_ASSIGN_OR_RETURN(PendingRun pending, HostMemoryOrError("recording a batch", [&]() {
-                          return Queue(graphs, options, plan, t0, /*waited=*/true);
+                          return Queue(options, plan, t0, /*waited=*/true);
                         }));
   stats_.build_seconds = built;
   return FinishRun(std::move(pending), t0);
@@ -299,8 +299,13 @@ absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const Ru
 
 absl::StatusOr<RunResult> Engine::Run(const std::vector<Graph>& graphs, const RunOptions& options,
                                       const Plan& plan) {
+  CAVS_RETURN_IF_ERROR(CheckPlanOf(graphs, plan));
+  return Run(plan, options);
+}
+
+absl::StatusOr<RunResult> Engine::Run(const Plan& plan, const RunOptions& options) {
   const double t0 = Seconds();
-  CAVS_ASSIGN_OR_RETURN(PendingRun pending, CheckAndQueue(graphs, options, plan, /*waited=*/true));
+  CAVS_ASSIGN_OR_RETURN(PendingRun pending, QueuePlanned(plan, options, /*waited=*/true));
   return FinishRun(std::move(pending), t0);
 }
 
@@ -313,12 +318,22 @@ absl::StatusOr<RunResult> Engine::FinishRun(PendingRun pending, double t0) {
 
 absl::StatusOr<PendingRun> Engine::Submit(const std::vector<Graph>& graphs,
                                           const RunOptions& options, const Plan& plan) {
-  return CheckAndQueue(graphs, options, plan, /*waited=*/false);
+  CAVS_RETURN_IF_ERROR(CheckPlanOf(graphs, plan));
+  return Submit(plan, options);
 }
 
-absl::StatusOr<PendingRun> Engine::CheckAndQueue(const std::vector<Graph>& graphs,
-                                                 const RunOptions& options, const Plan& plan,
-                                                 bool waited) {
+absl::StatusOr<PendingRun> Engine::Submit(const Plan& plan, const RunOptions& options) {
+  return QueuePlanned(plan, options, /*waited=*/false);
+}
+
+absl::StatusOr<PendingRun> Engine::QueuePlanned(const Plan& plan, const RunOptions& options,
+                                                bool waited) {
+  stats_.build_seconds = 0.0;
+  return HostMemoryOrError("recording a batch",
+                           [&]() { return Queue(options, plan, Seconds(), waited); });
+}
+
+absl::Status Engine::CheckPlanOf(const std::vector<Graph>& graphs, const Plan& plan) {
   if (plan.graph_offsets.size() != graphs.size() + 1) {
     return absl::InvalidArgumentError(absl::StrCat("a plan of ", plan.graph_offsets.size() - 1,
                                                    " graphs for a batch of ", graphs.size()));
@@ -333,9 +348,7 @@ absl::StatusOr<PendingRun> Engine::CheckAndQueue(const std::vector<Graph>& graph
                        graphs[i].num_vertices(), " (a plan of other graphs)"));
     }
   }
-  stats_.build_seconds = 0.0;
-  return HostMemoryOrError("recording a batch",
-                           [&]() { return Queue(graphs, options, plan, Seconds(), waited); });
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RunResult> Engine::Finish(PendingRun pending) {
@@ -359,8 +372,7 @@ absl::StatusOr<RunResult> Engine::Finish(PendingRun pending) {
   return result;
 }
 
-absl::StatusOr<PendingRun> Engine::Queue(const std::vector<Graph>& graphs,
-                                         const RunOptions& options, const Plan& plan, double t0,
+absl::StatusOr<PendingRun> Engine::Queue(const RunOptions& options, const Plan& plan, double t0,
                                          bool waited) {
   const Compiled& c = *compiled_;
   const core::Device dev = options_.device;

@@ -12,7 +12,7 @@
 // backward in reverse rounds, then one GEMM per weight gradient over all rows); upload the
 // plan's index arrays, features and fused-kernel programs in one transfer (queued from the
 // backend's pinned HostStaging where it has one); replay; copy the results back. PlanBatch +
-// Run(graphs, options, plan) split off the device-free part, so the next batch can be planned
+// Run(plan, options) split off the device-free part, so the next batch can be planned
 // on another thread; Submit + Finish split off the wait for the results, so the next batch can
 // be queued while the device runs this one.
 //
@@ -143,8 +143,11 @@ class Engine {
   // safe to call from another thread while Run executes, so a caller can plan the next batch
   // while the device runs this one.
   [[nodiscard]] absl::StatusOr<Plan> PlanBatch(const std::vector<Graph>& graphs) const;
-  // Run with `plan` from PlanBatch(graphs). REQUIRES: the same graphs (a plan whose graphs'
-  // vertex counts differ from `graphs`' is an InvalidArgument naming the sample).
+  // Run with `plan` from PlanBatch: the plan holds everything the batch's run needs of its
+  // graphs, so they need not be kept.
+  [[nodiscard]] absl::StatusOr<RunResult> Run(const Plan& plan, const RunOptions& options);
+  // The same, after checking that `plan` is PlanBatch(graphs)'s (a plan whose graphs' vertex
+  // counts differ from `graphs`' is an InvalidArgument naming the sample).
   [[nodiscard]] absl::StatusOr<RunResult> Run(const std::vector<Graph>& graphs,
                                               const RunOptions& options, const Plan& plan);
   // Run in two halves. Submit queues the batch's work and the copy of its results to the host
@@ -155,10 +158,11 @@ class Engine {
   // until the host has queued the next batch's first launch). Submit queues the batch as one
   // CUDA graph where the kernels are set to (KernelOptions::cuda.graphs, the default; Run never
   // does: it would wait for the whole capture before the device starts). Otherwise
-  // Run(graphs, options, plan) is Finish(Submit(graphs, options, plan)). Gradients are
-  // accumulated into the store by the queued work, as with Run. stats() after Submit describe
-  // that batch (host_syncs without the read-back's wait). REQUIRES: Finish in the order of
-  // Submit; one Submit at a time.
+  // Run(plan, options) is Finish(Submit(plan, options)). Gradients are accumulated into the
+  // store by the queued work, as with Run. stats() after Submit describe that batch
+  // (host_syncs without the read-back's wait). REQUIRES: Finish in the order of Submit; one
+  // Submit at a time. The overload with graphs checks the plan against them first, as Run's.
+  [[nodiscard]] absl::StatusOr<PendingRun> Submit(const Plan& plan, const RunOptions& options);
   [[nodiscard]] absl::StatusOr<PendingRun> Submit(const std::vector<Graph>& graphs,
                                                   const RunOptions& options, const Plan& plan);
   [[nodiscard]] absl::StatusOr<RunResult> Finish(PendingRun pending);
@@ -199,12 +203,12 @@ class Engine {
   // the caller waits for the results right away (Run), so the launches go one by one: the
   // device starts on the first while the host queues the rest, where a graph would have it wait
   // for the whole capture.
-  absl::StatusOr<PendingRun> Queue(const std::vector<Graph>& graphs, const RunOptions& options,
-                                   const Plan& plan, double t0, bool waited);
-  // Submit's checks of `plan` against `graphs`, then Queue.
-  absl::StatusOr<PendingRun> CheckAndQueue(const std::vector<Graph>& graphs,
-                                           const RunOptions& options, const Plan& plan,
-                                           bool waited);
+  absl::StatusOr<PendingRun> Queue(const RunOptions& options, const Plan& plan, double t0,
+                                   bool waited);
+  // Queue of a plan made before (build_seconds 0), its host memory errors as Statuses.
+  absl::StatusOr<PendingRun> QueuePlanned(const Plan& plan, const RunOptions& options, bool waited);
+  // Whether `plan` can be PlanBatch(graphs)'s: as many graphs, as many vertices in each.
+  static absl::Status CheckPlanOf(const std::vector<Graph>& graphs, const Plan& plan);
   // Finish, and the stats of a whole Run begun at t0.
   absl::StatusOr<RunResult> FinishRun(PendingRun pending, double t0);
   vertex::Function function_;  // the engine's own copy

@@ -10,7 +10,7 @@
 //   PlanQueue q(engine, num_batches, [&](int64_t i) { return BatchOf(i); }, {.threads = 4});
 //   for (int64_t i = 0; i < num_batches; ++i) {
 //     CAVS_ASSIGN_OR_RETURN(PlannedBatch b, q.Next());
-//     CAVS_ASSIGN_OR_RETURN(RunResult r, engine->Run(*b.graphs, options, b.plan));
+//     CAVS_ASSIGN_OR_RETURN(RunResult r, engine->Run(b.plan, options));
 //   }
 //
 // The plans are exactly Engine::PlanBatch's (a plan depends only on the batch), so training

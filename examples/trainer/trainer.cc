@@ -160,7 +160,7 @@ absl::StatusOr<double> Trainer::TrainEpoch(int epoch, double* trees_per_sec) {
     ro.dropout_seed = StepDropoutSeed(config_.seed, step);
     const int64_t t1 = TraceRecorder::Now();
     CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
-    CAVS_ASSIGN_OR_RETURN(scheduler::PendingRun next, engine_->Submit(batch, ro, planned.plan));
+    CAVS_ASSIGN_OR_RETURN(scheduler::PendingRun next, engine_->Submit(planned.plan, ro));
     trace_.Span("forward+backward", t1, {{"step", step}, {"rounds", engine_->stats().rounds}});
     const int64_t t2 = TraceRecorder::Now();
     CAVS_RETURN_IF_ERROR(optimizer_->Step(*store_));
@@ -267,8 +267,7 @@ absl::StatusOr<EvalMetrics> Trainer::EvaluateShard(const std::vector<scheduler::
   };
   for (size_t begin = first; begin < last; begin += kEvalBatch) {
     CAVS_ASSIGN_OR_RETURN(scheduler::PlannedBatch planned, queue->Next());
-    CAVS_ASSIGN_OR_RETURN(scheduler::PendingRun next,
-                          engine_->Submit(*planned.graphs, ro, planned.plan));
+    CAVS_ASSIGN_OR_RETURN(scheduler::PendingRun next, engine_->Submit(planned.plan, ro));
     CAVS_RETURN_IF_ERROR(finish());
     pending = std::move(next);
     pending_batch = planned.graphs;

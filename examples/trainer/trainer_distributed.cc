@@ -244,7 +244,7 @@ absl::StatusOr<scheduler::RunResult> Trainer::DistributedStep(scheduler::PlanQue
     // GEMMs finish) and drives the ones in flight between rounds.
     ro.on_gradient_ready = hooks.on_gradient_ready;
     ro.on_progress = hooks.on_progress;
-    CAVS_ASSIGN_OR_RETURN(r, engine_->Run(batch, ro, planned.plan));
+    CAVS_ASSIGN_OR_RETURN(r, engine_->Run(planned.plan, ro));
     rounds = engine_->stats().rounds;
     if (r.labelled != local) {
       return absl::InternalError(

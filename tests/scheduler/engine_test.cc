@@ -469,7 +469,7 @@ TEST(EngineTest, BadBatchIsAnError) {
   absl::StatusOr<RunResult> r = (*engine)->Run({Graph::Chain(2), cyc}, RunOptions());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("sample 1"), std::string::npos) << r.status();
-  EXPECT_TRUE((*engine)->Run({}, RunOptions()).ok());  // an empty batch is fine
+  EXPECT_TRUE((*engine)->Run(std::vector<Graph>{}, RunOptions()).ok());  // an empty batch is fine
 }
 
 // A table embedded twice (two lookups of one table, used differently): the second lookup's
@@ -1136,7 +1136,7 @@ TEST(EngineTest, SubmitAndFinishPipelinedMatchRun) {
       absl::StatusOr<Plan> plan = piped.engine->PlanBatch(graphs);
       ASSERT_TRUE(plan.ok());
       ASSERT_TRUE(piped.store->ZeroGrad().ok());
-      absl::StatusOr<PendingRun> next = piped.engine->Submit(graphs, ro, *plan);
+      absl::StatusOr<PendingRun> next = piped.engine->Submit(*plan, ro);
       ASSERT_TRUE(next.ok()) << next.status();
       ASSERT_TRUE(piped.opt->Step(*piped.store).ok());
       if (pending.has_value()) {
@@ -1212,7 +1212,7 @@ TEST(EngineTest, CudaGraphsGiveTheBitsOfLaunchByLaunch) {
     for (const auto& graphs_of_batch : batches) {
       CAVS_ASSIGN_OR_RETURN(Plan plan, e->PlanBatch(graphs_of_batch));
       CAVS_RETURN_IF_ERROR(store.ZeroGrad());
-      CAVS_ASSIGN_OR_RETURN(PendingRun next, e->Submit(graphs_of_batch, train, plan));
+      CAVS_ASSIGN_OR_RETURN(PendingRun next, e->Submit(plan, train));
       out.stats.push_back(e->stats());
       CAVS_RETURN_IF_ERROR(opt->Step(store));
       if (pending.has_value()) {
@@ -1227,7 +1227,7 @@ TEST(EngineTest, CudaGraphsGiveTheBitsOfLaunchByLaunch) {
     infer.backward = false;
     for (const auto& graphs_of_batch : batches) {
       CAVS_ASSIGN_OR_RETURN(Plan plan, e->PlanBatch(graphs_of_batch));
-      CAVS_ASSIGN_OR_RETURN(PendingRun p, e->Submit(graphs_of_batch, infer, plan));
+      CAVS_ASSIGN_OR_RETURN(PendingRun p, e->Submit(plan, infer));
       out.stats.push_back(e->stats());
       CAVS_ASSIGN_OR_RETURN(RunResult r, e->Finish(std::move(p)));
       out.results.push_back(std::move(r));
