@@ -372,11 +372,7 @@ absl::StatusOr<RunResult> Engine::Finish(PendingRun pending) {
   return result;
 }
 
-absl::StatusOr<PendingRun> Engine::Queue(const RunOptions& options, const Plan& plan, double t0,
-                                         bool waited) {
-  const Compiled& c = *compiled_;
-  const core::Device dev = options_.device;
-  const int64_t n = plan.num_rows;
+absl::Status Engine::CheckRunOptions(const RunOptions& options) const {
   CAVS_RETURN_IF_ERROR(CheckParameters(function_, *store_, options.backward));
   if (options.backward && function_.pushes().empty()) {
     return absl::InvalidArgumentError(
@@ -393,30 +389,143 @@ absl::StatusOr<PendingRun> Engine::Queue(const RunOptions& options, const Plan& 
           "RunOptions::folded_projections before Engine::FoldInputProjections");
     }
   }
-  const Layout l = LayOut(c, plan, options.backward);
-  CAVS_ASSIGN_OR_RETURN(core::Tensor arena, core::Tensor::Empty(core::Shape({l.arena_floats}),
-                                                                core::DType::kFloat32, dev));
+  return absl::OkStatus();
+}
+
+namespace {
+
+// A batch's device memory: the arena of its buffers and the upload region (Layout).
+struct BatchMemory {
+  core::Tensor arena, upload;
+  float* arena_floats() const { return arena.data<float>(); }
+  char* region() const { return static_cast<char*>(upload.raw_data()); }
+};
+
+absl::StatusOr<BatchMemory> Allocate(const Layout& l, core::Device dev) {
+  BatchMemory m;
   CAVS_ASSIGN_OR_RETURN(
-      core::Tensor upload,
-      core::Tensor::Empty(core::Shape({(l.region_bytes + 3) / 4}), core::DType::kFloat32, dev));
-  char* up = static_cast<char*>(upload.raw_data());
-  Batch b;
+      m.arena, core::Tensor::Empty(core::Shape({l.arena_floats}), core::DType::kFloat32, dev));
+  CAVS_ASSIGN_OR_RETURN(m.upload, core::Tensor::Empty(core::Shape({(l.region_bytes + 3) / 4}),
+                                                      core::DType::kFloat32, dev));
+  return m;
+}
+
+// Points `b` at its memory and its plan, before recording.
+void Bind(const Compiled& c, const Layout& l, const BatchMemory& m, const Plan& plan,
+          const RunOptions& options, Batch& b) {
+  char* up = m.region();
   b.plan = &plan;
   b.options = &options;
   b.ints = reinterpret_cast<const int32_t*>(up + l.ints_at);
   b.pred = reinterpret_cast<int32_t*>(up + l.pred_at);
   b.dev_instrs = reinterpret_cast<const ops::EwInstr*>(up);
   b.instrs.reserve(l.instr_count);
-  b.stats = arena.data<float>() + l.stats_at;
-  if (options.folded_projections && !folded_.empty()) {
-    b.folded = &folded_;
-    b.folded_unread = &c.fold_unread;
-  }
+  b.stats = m.arena_floats() + l.stats_at;
   b.sum_written.assign(c.fwd.num_sums, {});
   b.buffer_base.assign(c.buffers.size(), nullptr);
   for (size_t i = 0; i < c.buffers.size(); ++i) {
     if (c.buffers[i].features) b.buffer_base[i] = reinterpret_cast<float*>(up + l.feat_at);
-    if (l.offsets[i] >= 0) b.buffer_base[i] = arena.data<float>() + l.offsets[i];
+    if (l.offsets[i] >= 0) b.buffer_base[i] = m.arena_floats() + l.offsets[i];
+  }
+}
+
+// Queues the batch's one upload (every fused program, the features and the index arrays the
+// launches read, from pinned memory where the backend has it: then the copy is queued, not
+// waited for) and the one fill of the gradient accumulators, the rows children push into and
+// the loss statistics (after a fill with NaN where `poison`). Returns the bytes uploaded.
+absl::StatusOr<int64_t> Upload(core::Backend& backend, ops::Kernels& kernels, const Batch& b,
+                               const Plan& plan, const Layout& l, const BatchMemory& m, bool poison,
+                               std::vector<char>* fallback) {
+  std::vector<UploadPart> parts = {
+      {b.instrs.data(), 0, l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr))},
+      {plan.features.data(), l.feat_at, static_cast<int64_t>(plan.features.size()) * 4}};
+  for (const Batch::IntsArray& a : b.ints_arrays) {
+    parts.push_back({plan.Ints(a.plan_at), l.ints_at + a.packed_at * 4, a.count * 4});
+  }
+  const int64_t bytes = l.ints_at + b.ints_packed * 4;
+  CAVS_ASSIGN_OR_RETURN(char* staging, Stage(backend, bytes, parts, fallback));
+  CAVS_RETURN_IF_ERROR(backend.CopyFromHost(m.region(), staging, bytes));
+  if (poison) {
+    CAVS_RETURN_IF_ERROR(
+        kernels.Fill(m.arena_floats(), l.arena_floats, std::numeric_limits<float>::quiet_NaN()));
+  }
+  CAVS_RETURN_IF_ERROR(kernels.Fill(m.arena_floats(), l.zero_floats, 0.0f));
+  return bytes;
+}
+
+// Queues the recorded launches: as one unit (a CUDA graph where the kernels run that way) where
+// the caller does not wait for it right away and no timer must see each phase begin. Returns
+// whether they went as one graph.
+absl::StatusOr<bool> Launch(ops::Kernels& kernels, const Batch& b,
+                            const std::array<size_t, kNumPhases>& phase_at, PhaseTimer* timer,
+                            bool waited) {
+  if (timer == nullptr && !waited) {
+    return kernels.QueueRecorded([&]() { return Replay(b.launches, phase_at, nullptr); });
+  }
+  CAVS_RETURN_IF_ERROR(Replay(b.launches, phase_at, timer));
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<PendingRun> Engine::ReadBack(const Batch& b, const Plan& plan,
+                                            const RunOptions& options, core::Backend& backend,
+                                            int64_t* parts) {
+  PendingRun pending;
+  pending.result_.labelled = function_.pushes().empty() ? 0 : plan.labelled;  // no loss: none count
+  pending.result_.vertices = plan.num_rows;
+  std::vector<core::ReadbackPart> results = {{b.stats, 2 * sizeof(float)}};
+  if (!function_.pushes().empty()) {
+    const View v = compiled_->fwd.views[function_.pushes()[0]];
+    pending.keep_outputs_ = options.keep_outputs;
+    pending.row_of_uid_ = plan.row_of_uid;
+    pending.graph_offsets_ = plan.graph_offsets;
+    results.push_back({b.pred, static_cast<size_t>(plan.num_rows) * sizeof(int32_t)});
+    if (options.keep_outputs) {
+      results.push_back(
+          {b.buffer_base[v.buffer], static_cast<size_t>(plan.num_rows * v.ld) * sizeof(float)});
+    }
+  }
+  CAVS_ASSIGN_OR_RETURN(pending.readback_, backend.StartReadback(results));
+  *parts = static_cast<int64_t>(results.size());
+  return pending;
+}
+
+absl::StatusOr<int64_t> Engine::AdoptEmbeddingGradient(const Batch& b, const Plan& plan,
+                                                       const RunOptions& options) {
+  int64_t syncs = 0;
+  const core::Device dev = options_.device;
+  if (b.embed_rows.defined() && !plan.unique_tokens.empty()) {
+    core::Parameter* table = store_->Find(b.embed_table);
+    if (table->grad_rows.empty()) {
+      // The usual case (gradients zeroed before the step): adopt the rows where they are,
+      // sorted and unique like the store's own; no copy, no wait.
+      table->grad_rows = plan.unique_tokens;
+      table->grad_values = b.embed_rows;
+    } else {  // merges on the host: a round trip through host memory
+      CAVS_RETURN_IF_ERROR(store_->AccumulateSparseGrad(table, plan.unique_tokens, b.embed_rows));
+      syncs += dev.is_cpu() ? 0 : 1;
+    }
+  }
+  if (b.embed_rows.defined() && options.on_gradient_ready && dev.is_cpu()) {
+    CAVS_RETURN_IF_ERROR(options.on_gradient_ready(b.embed_table));
+  }
+  return syncs;
+}
+
+absl::StatusOr<PendingRun> Engine::Queue(const RunOptions& options, const Plan& plan, double t0,
+                                         bool waited) {
+  const Compiled& c = *compiled_;
+  const core::Device dev = options_.device;
+  CAVS_RETURN_IF_ERROR(CheckRunOptions(options));
+  // Lay out, bind, record.
+  const Layout l = LayOut(c, plan, options.backward);
+  CAVS_ASSIGN_OR_RETURN(const BatchMemory m, Allocate(l, dev));
+  Batch b;
+  Bind(c, l, m, plan, options, b);
+  if (options.folded_projections && !folded_.empty()) {
+    b.folded = &folded_;
+    b.folded_unread = &c.fold_unread;
   }
   b.fwd_support = Supports(function_.forward(), plan, nullptr);
   if (options.backward) {
@@ -429,73 +538,20 @@ absl::StatusOr<PendingRun> Engine::Queue(const RunOptions& options, const Plan& 
       internal::RecordSchedule(rec, function_, c, plan, options.backward, phase_at, b));
   CAVS_CHECK(static_cast<int64_t>(b.instrs.size()) == l.instr_count, "fused program size");
   const double t_plan = Seconds();
+  // Upload, launch, read back. The device buffers are freed when this returns, after the
+  // read-back's copies in stream order; Finish waits for those.
   PhaseTimer* timer = options_.phase_timer;
   if (timer != nullptr) timer->Begin(Phase::kUpload);
-  // One transfer: every fused program, the features and the index arrays the launches read,
-  // from pinned memory where the backend has it (then the copy is queued, not waited for).
   CAVS_ASSIGN_OR_RETURN(core::Backend * backend, core::GetBackend(dev));
-  std::vector<UploadPart> parts = {
-      {b.instrs.data(), 0, l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr))},
-      {plan.features.data(), l.feat_at, static_cast<int64_t>(plan.features.size()) * 4}};
-  for (const Batch::IntsArray& a : b.ints_arrays) {
-    parts.push_back({plan.Ints(a.plan_at), l.ints_at + a.packed_at * 4, a.count * 4});
-  }
-  const int64_t upload_bytes = l.ints_at + b.ints_packed * 4;
-  CAVS_ASSIGN_OR_RETURN(char* staging, Stage(*backend, upload_bytes, parts, &staging_));
-  CAVS_RETURN_IF_ERROR(backend->CopyFromHost(up, staging, upload_bytes));
-  if (options_.poison_buffers) {
-    CAVS_RETURN_IF_ERROR(kernels_->Fill(arena.data<float>(), l.arena_floats,
-                                        std::numeric_limits<float>::quiet_NaN()));
-  }
-  // The gradient accumulators, the gathered rows children push into and the loss statistics:
-  // one fill.
-  CAVS_RETURN_IF_ERROR(kernels_->Fill(arena.data<float>(), l.zero_floats, 0.0f));
-  // As one unit (a CUDA graph where the kernels run that way) where the caller does not wait for
-  // it right away and no timer must see each phase begin.
-  bool as_graph = false;
-  if (timer == nullptr && !waited) {
-    CAVS_ASSIGN_OR_RETURN(
-        as_graph, kernels_->QueueRecorded([&]() { return Replay(b.launches, phase_at, nullptr); }));
-  } else {
-    CAVS_RETURN_IF_ERROR(Replay(b.launches, phase_at, timer));
-  }
+  CAVS_ASSIGN_OR_RETURN(const int64_t upload_bytes, Upload(*backend, *kernels_, b, plan, l, m,
+                                                           options_.poison_buffers, &staging_));
+  CAVS_ASSIGN_OR_RETURN(const bool as_graph, Launch(*kernels_, b, phase_at, timer, waited));
   const double t_queued = Seconds();
-  // Results: the loss statistics, the predictions and (if kept) push 0's rows, copied back
-  // together after the batch's work; Finish waits for them. The device buffers they come from
-  // are freed when this returns, after the copies in stream order.
-  PendingRun pending;
-  pending.result_.labelled = function_.pushes().empty() ? 0 : plan.labelled;  // no loss: none count
-  pending.result_.vertices = n;
-  std::vector<core::ReadbackPart> results = {{b.stats, 2 * sizeof(float)}};
-  if (!function_.pushes().empty()) {
-    const View v = c.fwd.views[function_.pushes()[0]];
-    pending.keep_outputs_ = options.keep_outputs;
-    pending.row_of_uid_ = plan.row_of_uid;
-    pending.graph_offsets_ = plan.graph_offsets;
-    results.push_back({b.pred, static_cast<size_t>(n) * sizeof(int32_t)});
-    if (options.keep_outputs) {
-      results.push_back({b.buffer_base[v.buffer], static_cast<size_t>(n * v.ld) * sizeof(float)});
-    }
-  }
-  CAVS_ASSIGN_OR_RETURN(pending.readback_, backend->StartReadback(results));
-  int64_t syncs = 0;
-  if (b.embed_rows.defined() && !plan.unique_tokens.empty()) {
-    core::Parameter* table = store_->Find(b.embed_table);
-    if (table->grad_rows.empty()) {
-      // The usual case (gradients zeroed before the step): adopt the rows where they are,
-      // sorted and unique like the store's own; no copy, no wait.
-      table->grad_rows = plan.unique_tokens;
-      table->grad_values = b.embed_rows;
-    } else {  // merges on the host: a round trip through host memory
-      CAVS_RETURN_IF_ERROR(store_->AccumulateSparseGrad(table, plan.unique_tokens, b.embed_rows));
-      syncs += dev.type == core::DeviceType::kCpu ? 0 : 1;
-    }
-  }
-  if (b.embed_rows.defined() && options.on_gradient_ready && dev.is_cpu()) {
-    CAVS_RETURN_IF_ERROR(options.on_gradient_ready(b.embed_table));
-  }
+  int64_t readback_parts = 0;
+  CAVS_ASSIGN_OR_RETURN(PendingRun pending, ReadBack(b, plan, options, *backend, &readback_parts));
+  CAVS_ASSIGN_OR_RETURN(const int64_t syncs, AdoptEmbeddingGradient(b, plan, options));
   stats_.rounds = plan.num_rounds;
-  stats_.rows = n;
+  stats_.rows = plan.num_rows;
   stats_.plan_seconds = t_plan - t0;  // t0 is before PlanBatch when Run built the plan
   stats_.queue_seconds = t_queued - t_plan;
   stats_.run_seconds = Seconds() - t0;
@@ -510,13 +566,12 @@ absl::StatusOr<PendingRun> Engine::Queue(const RunOptions& options, const Plan& 
   stats_.upload_index_bytes = b.ints_packed * 4;
   stats_.zeroed_bytes = l.zero_floats * 4;
   stats_.upload_region_bytes = l.region_bytes;
-  stats_.host_syncs = dev.type == core::DeviceType::kCpu ? 0 : syncs;
+  stats_.host_syncs = syncs;
   stats_.graph = as_graph;
   // The upload, the fill (and the poison), the launches, each read-back copy and its event.
   stats_.host_launches = dev.is_cpu() ? 0
                                       : 2 + (options_.poison_buffers ? 1 : 0) +
-                                            (as_graph ? 1 : stats_.commands) +
-                                            static_cast<int64_t>(results.size()) + 1;
+                                            (as_graph ? 1 : stats_.commands) + readback_parts + 1;
   return pending;
 }
 

@@ -40,6 +40,10 @@
 
 namespace cavs::scheduler {
 
+namespace internal {
+struct Batch;  // one batch's memory and recorded launches (engine_record.h)
+}  // namespace internal
+
 // The phases of a Run's replay, in the order they are queued.
 enum class Phase {
   kUpload,        // the plan's one host-to-device copy, zeroing the accumulators
@@ -205,6 +209,15 @@ class Engine {
   // for the whole capture.
   absl::StatusOr<PendingRun> Queue(const RunOptions& options, const Plan& plan, double t0,
                                    bool waited);
+  // Queue's stages besides those in engine.cc's anonymous namespace: the checks of `options`
+  // against the function and the store; the read-back of the results (the count of its copies
+  // in *parts); the embedding gradient's rows handed to the store (returns the waits it took).
+  absl::Status CheckRunOptions(const RunOptions& options) const;
+  absl::StatusOr<PendingRun> ReadBack(const internal::Batch& b, const Plan& plan,
+                                      const RunOptions& options, core::Backend& backend,
+                                      int64_t* parts);
+  absl::StatusOr<int64_t> AdoptEmbeddingGradient(const internal::Batch& b, const Plan& plan,
+                                                 const RunOptions& options);
   // Queue of a plan made before (build_seconds 0), its host memory errors as Statuses.
   absl::StatusOr<PendingRun> QueuePlanned(const Plan& plan, const RunOptions& options, bool waited);
   // Whether `plan` can be PlanBatch(graphs)'s: as many graphs, as many vertices in each.
