@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "distributed/builders.h"
 #include "distributed/profiler.h"
+#include "distributed/stats.h"
 #include "distributed/strategy_search.h"
 
 namespace cavs::distributed {
@@ -38,14 +39,6 @@ absl::StatusOr<std::vector<double>> MaxOverRanks(Communicator& comm, const std::
     }
   }
   return out;
-}
-
-// The median; of an even count, the mean of the middle two.
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // The same strategy up to its name.

@@ -278,7 +278,17 @@ Resources::Resources(const ClusterSpec& cluster) {
 }
 
 Collectives::Collectives(const ClusterSpec& cluster)
-    : cluster_(cluster), host_of_(cluster.HostOfRank()) {}
+    : cluster_(cluster), host_of_(cluster.HostOfRank()) {
+  int rank = 0;
+  for (const HostSpec& h : cluster.hosts) {
+    layout_.leaders.push_back(rank);
+    layout_.host_ranks.emplace_back();
+    for (int i = 0; i < h.ranks; ++i, ++rank) {
+      layout_.all.push_back(rank);
+      layout_.host_ranks.back().push_back(rank);
+    }
+  }
+}
 
 Phase Collectives::Run(Collective op, const std::vector<int>& ranks, int root, double bytes) {
   auto [it, added] = set_ids_.try_emplace(ranks, static_cast<int>(set_ids_.size()));

@@ -77,6 +77,14 @@ class Resources {
   std::vector<double> capacity_;
 };
 
+// The ranks of a cluster: all of them, each host's (ranks are numbered host by host), and the
+// leaders (each host's lowest rank), as the synchronizer's communicators hold them.
+struct RankLayout {
+  std::vector<int> all;
+  std::vector<int> leaders;
+  std::vector<std::vector<int>> host_ranks;
+};
+
 // The cost of each collective over a set of participants on one cluster.
 class Collectives {
  public:
@@ -88,12 +96,14 @@ class Collectives {
 
   const ClusterSpec& cluster() const { return cluster_; }
   const std::vector<int>& host_of_rank() const { return host_of_; }
+  const RankLayout& layout() const { return layout_; }
 
  private:
   Phase OneByte(Collective op, const std::vector<int>& ranks, int root);
 
   ClusterSpec cluster_;
   std::vector<int> host_of_;
+  RankLayout layout_;
   std::map<std::vector<int>, int> set_ids_;
   std::map<std::tuple<int, int, int>, Phase> cache_;  // (op, set, root) -> one-byte phase
 };

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -19,9 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "core/status.h"
 #include "distributed/comm_state.h"
-#include "distributed/mpi_communicator.h"
-#include "distributed/nccl_communicator.h"
-#include "distributed/single_communicator.h"
+#include "distributed/communicator_backends.h"
 
 namespace cavs::distributed {
 
@@ -563,34 +562,60 @@ absl::StatusOr<Gathered> Communicator::AllGatherV(const Tensor& send) {
 
 // ---- Factory -----------------------------------------------------------------------------------
 
+namespace {
+
+// The registered backends, in registration order (the order an unknown kind's error lists them).
+struct BackendRegistry {
+  std::mutex mu;
+  std::vector<std::pair<std::string, CommunicatorFactory>> backends;
+};
+
+BackendRegistry& Backends() {
+  static BackendRegistry* registry = new BackendRegistry();
+  return *registry;
+}
+
+}  // namespace
+
+void RegisterCommunicatorBackend(std::string kind, CommunicatorFactory factory) {
+  BackendRegistry& r = Backends();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (auto& [name, f] : r.backends) {
+    if (name == kind) {
+      f = std::move(factory);
+      return;
+    }
+  }
+  r.backends.emplace_back(std::move(kind), std::move(factory));
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(absl::string_view kind,
                                                                const CommOptions& options) {
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat("communicator timeout must be positive, got ",
                                                    absl::FormatDuration(options.timeout)));
   }
+  static std::once_flag builtin;
+  std::call_once(builtin, internal::RegisterBuiltinCommunicators);
   if (kind == "auto") kind = LaunchedByMpi() ? "mpi" : "single";
-  if (kind == "single") return MakeSingleCommunicator(options);
-  if (kind == "mpi") {
-#if defined(CAVS_WITH_MPI)
-    return MakeMpiCommunicator(options);
-#else
-    return absl::FailedPreconditionError(
-        "communicator 'mpi' requested, but this build of cavs has no MPI (configure with "
-        "-DCAVS_WITH_MPI=ON and install an MPI such as libopenmpi-dev)");
-#endif
+  CommunicatorFactory factory;
+  std::vector<std::string> known = {"auto"};
+  {
+    BackendRegistry& r = Backends();
+    std::lock_guard<std::mutex> lock(r.mu);
+    for (const auto& [name, f] : r.backends) {
+      if (name == kind) factory = f;
+      known.push_back(name);
+    }
   }
-  if (kind == "nccl") {
-#if defined(CAVS_WITH_NCCL) && defined(CAVS_WITH_MPI)
-    return MakeNcclCommunicator(options);
-#else
-    return absl::FailedPreconditionError(
-        "communicator 'nccl' requested, but this build of cavs has no NCCL (configure with "
-        "-DCAVS_WITH_CUDA=ON -DCAVS_WITH_NCCL=ON -DCAVS_WITH_MPI=ON)");
-#endif
+  if (factory == nullptr) {
+    const std::string last = known.back();
+    known.pop_back();
+    return absl::InvalidArgumentError(absl::StrCat("unknown communicator kind '", kind,
+                                                   "': expected ", absl::StrJoin(known, ", "),
+                                                   " or ", last));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown communicator kind '", kind, "': expected auto, single, mpi or nccl"));
+  return factory(options);
 }
 
 }  // namespace cavs::distributed

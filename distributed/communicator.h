@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -253,11 +254,22 @@ class Communicator {
 
 // Builds a communicator. `kind`: "single" (world size 1), "mpi", "nccl" (GPU buffers, bootstrap
 // over MPI), or "auto": MPI when the process was started by an MPI launcher (LaunchedByMpi),
-// else single. MPI is initialized on first use and
-// finalized at process exit. Errors: an unknown kind; a backend this build lacks; a failure to
-// set up the backend (within options.timeout).
+// else single; or a kind registered with RegisterCommunicatorBackend. MPI is initialized on
+// first use and finalized at process exit. Errors: an unknown kind; a backend this build lacks;
+// a failure to set up the backend (within options.timeout).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(
     absl::string_view kind, const CommOptions& options = {});
+
+// A backend's constructor: this process's communicator of that backend.
+using CommunicatorFactory =
+    std::function<absl::StatusOr<std::unique_ptr<Communicator>>(const CommOptions&)>;
+
+// Makes `kind` a name MakeCommunicator accepts; registering a kind again replaces its factory.
+// The backends of cavs register themselves (each backend's Register*Communicator, called from
+// distributed/communicator_backends.cc) before MakeCommunicator first looks one up; a backend
+// the build lacks is registered as a factory that says how to build it. "auto" is resolved
+// before the lookup and cannot be registered. Thread-safe.
+void RegisterCommunicatorBackend(std::string kind, CommunicatorFactory factory);
 
 // True if an MPI launcher started this process (the test "auto" uses): it set a world size
 // (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK).

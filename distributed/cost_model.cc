@@ -5,14 +5,13 @@
 #include <string>
 #include <tuple>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/status.h"
 #include "distributed/collective_cost.h"
+#include "distributed/kinds/kind.h"
 
 namespace cavs::distributed {
 
@@ -24,45 +23,13 @@ using internal::Resources;
 
 constexpr double kMs = 1e-3;
 
-absl::Status CheckEntry(const ParamSync& sync, const ParamProfile& p, int world_size) {
-  if (std::holds_alternative<AllReduceSync>(sync) && p.sparse) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "parameter '", p.name, "' has a row-sparse gradient; allreduce needs a dense one"));
-  }
-  if (std::holds_alternative<SparseSync>(sync) && !p.sparse) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "parameter '", p.name, "' has a dense gradient; sparse needs a row-sparse one"));
-  }
-  const auto* ps = std::get_if<ParameterServerSync>(&sync);
-  if (ps == nullptr) return absl::OkStatus();
-  if (ps->placement.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': ps has no server"));
-  }
-  for (int server : ps->placement) {
-    if (server < 0 || server >= world_size) {
-      return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': server rank ",
-                                                     server, " is out of range for world_size ",
-                                                     world_size));
-    }
-  }
-  const std::vector<int64_t> splits = ShardRowSplits(*ps, p.rows());
-  const bool tiles = splits.size() == ps->placement.size() + 1 && splits.front() == 0 &&
-                     splits.back() == p.rows() &&
-                     std::adjacent_find(splits.begin(), splits.end(),
-                                        std::greater_equal<int64_t>()) == splits.end();
-  if (!tiles) {
-    return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': shards [",
-                                                   absl::StrJoin(splits, ", "),
-                                                   "] do not tile its ", p.rows(), " rows"));
-  }
-  return absl::OkStatus();
-}
-
-// The units in start order (unit_plan.h, as the synchronizer makes them); errors as
-// CostModel::Predict says. Servers named by host are resolved against the cluster's hosts first.
+// The units in start order (unit_plan.h, as the synchronizer makes them) and the parameters
+// they were planned for; errors as CostModel::Predict says. Servers named by host are resolved
+// against the cluster's hosts first.
 absl::StatusOr<std::vector<UnitSpec>> CheckedUnits(const Strategy& named,
                                                    const ModelProfile& profile,
-                                                   const ClusterSpec& cluster) {
+                                                   const ClusterSpec& cluster,
+                                                   std::vector<UnitParam>* params) {
   const int world_size = cluster.world_size();
   if (named.world_size != world_size) {
     return absl::InvalidArgumentError(absl::StrCat("strategy '", named.name, "' is for ",
@@ -83,56 +50,17 @@ absl::StatusOr<std::vector<UnitSpec>> CheckedUnits(const Strategy& named,
           absl::StrCat("strategy '", strategy.name, "': parameter '", e.param, "' appears twice"));
     }
   }
-  std::vector<UnitParam> params;
+  params->clear();
   for (const ParamProfile& p : profile.params) {
     auto it = sync_of.find(p.name);
     if (it == sync_of.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat("strategy '", strategy.name, "' has no entry for parameter '", p.name, "'"));
     }
-    CAVS_RETURN_IF_ERROR(CheckEntry(*it->second, p, world_size));
-    params.push_back({p.name, p.rows(), p.sparse});
+    CAVS_RETURN_IF_ERROR(kinds::KindOf(*it->second).CheckProfile(*it->second, p, world_size));
+    params->push_back({p.name, p.rows(), p.sparse});
   }
-  return PlanUnits(strategy, params);
-}
-
-std::string UnitName(const UnitSpec& u, const ModelProfile& profile) {
-  if (u.kind == UnitKind::kBucket) {
-    std::vector<std::string> names;
-    for (int i : u.params) names.push_back(profile.params[i].name);
-    return absl::StrCat("allreduce bucket ", u.group, " (", absl::StrJoin(names, ", "),
-                        u.compressor == Compressor::kFp16 ? "; fp16" : "",
-                        u.topology == AllReduceTopology::kHierarchical ? "; hierarchical" : "",
-                        ")");
-  }
-  const ParamProfile& p = profile.params[u.key];
-  std::string name =
-      absl::StrCat(u.kind == UnitKind::kSparse ? "sparse allgather" : "ps", " '", p.name, "'");
-  if (u.begin != 0 || u.end != p.rows())
-    absl::StrAppend(&name, " rows [", u.begin, ", ", u.end, ")");
-  if (u.server >= 0) absl::StrAppend(&name, " on server ", u.server);
-  return name;
-}
-
-// The ranks of each host, and the leaders (each host's lowest rank).
-struct Layout {
-  std::vector<int> all;
-  std::vector<int> leaders;
-  std::vector<std::vector<int>> host_ranks;
-};
-
-Layout MakeLayout(const ClusterSpec& cluster) {
-  Layout l;
-  int rank = 0;
-  for (const HostSpec& h : cluster.hosts) {
-    l.leaders.push_back(rank);
-    l.host_ranks.emplace_back();
-    for (int i = 0; i < h.ranks; ++i, ++rank) {
-      l.all.push_back(rank);
-      l.host_ranks.back().push_back(rank);
-    }
-  }
-  return l;
+  return PlanUnits(strategy, *params);
 }
 
 }  // namespace
@@ -157,56 +85,6 @@ absl::StatusOr<std::unique_ptr<CostModel>> CostModel::Create(ModelProfile profil
 }
 
 namespace {
-
-// The collectives of one unit, in order.
-std::vector<Phase> UnitPhases(const UnitSpec& u, const ModelProfile& profile, const Layout& l,
-                              internal::Collectives& c, int64_t* payload) {
-  std::vector<Phase> phases;
-  const int server_index = u.server;  // ranks are 0..W-1 in `all`, so the rank is the index
-  if (u.kind == UnitKind::kBucket) {
-    double bytes = 0;
-    for (int i : u.params) bytes += static_cast<double>(profile.params[i].bytes());
-    if (u.compressor == Compressor::kFp16) bytes /= 2;
-    *payload = static_cast<int64_t>(bytes);
-    if (u.topology == AllReduceTopology::kFlat) {
-      phases.push_back(c.Run(Collective::kAllReduce, l.all, 0, bytes));
-      return phases;
-    }
-    Phase reduce, broadcast;
-    for (const std::vector<int>& host : l.host_ranks) {
-      reduce.Merge(c.Run(Collective::kReduce, host, 0, bytes));
-      broadcast.Merge(c.Run(Collective::kBroadcast, host, 0, bytes));
-    }
-    phases = {reduce, c.Run(Collective::kAllReduce, l.leaders, 0, bytes), broadcast};
-    return phases;
-  }
-  const ParamProfile& p = profile.params[u.key];
-  const double shard_rows = static_cast<double>(u.end - u.begin);
-  if (u.kind == UnitKind::kPsShard) {
-    const double bytes = shard_rows * p.cols() * 4.0;
-    *payload = static_cast<int64_t>(bytes);
-    phases.push_back(c.Run(Collective::kReduce, l.all, server_index, bytes));
-    phases.push_back(c.Run(Collective::kBroadcast, l.all, server_index, bytes));
-    return phases;
-  }
-  // Row-sparse: each row travels as an int64 id and cols floats; a shard holds its share of the
-  // touched rows in proportion to its rows.
-  const double row_bytes = 8.0 + 4.0 * p.cols();
-  const double fraction = shard_rows / static_cast<double>(p.rows());
-  const double touched = p.touched_rows * fraction;
-  const int world = static_cast<int>(l.all.size());
-  *payload = static_cast<int64_t>(touched * row_bytes);
-  phases.push_back(c.Run(Collective::kAllGather, l.all, 0, 8.0));  // the row counts
-  if (u.kind == UnitKind::kSparse) {
-    phases.push_back(c.Run(Collective::kAllGather, l.all, 0, touched * row_bytes));
-    return phases;
-  }
-  const double unique = p.UnionRows(world) * fraction;
-  phases.push_back(c.Run(Collective::kGather, l.all, server_index, touched * row_bytes));
-  phases.push_back(c.Run(Collective::kBroadcast, l.all, server_index, 8.0));
-  phases.push_back(c.Run(Collective::kBroadcast, l.all, server_index, unique * row_bytes));
-  return phases;
-}
 
 // One phase's work on one queue (a link resource, or a host's CPU), released when the phase
 // would reach it with nothing else running.
@@ -298,8 +176,9 @@ LinkLoad BusiestLink(const std::vector<std::vector<Job>>& links, const Resources
 }  // namespace
 
 absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
-  CAVS_ASSIGN_OR_RETURN(std::vector<UnitSpec> specs, CheckedUnits(strategy, profile_, cluster_));
-  const Layout layout = MakeLayout(cluster_);
+  std::vector<UnitParam> params;
+  CAVS_ASSIGN_OR_RETURN(std::vector<UnitSpec> specs,
+                        CheckedUnits(strategy, profile_, cluster_, &params));
   const Resources res(cluster_);
   const int hosts = static_cast<int>(cluster_.hosts.size());
   Prediction pred;
@@ -311,10 +190,11 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
   std::vector<std::vector<Phase>> phases(specs.size());
   std::map<int, ServerLoad> servers;
   for (size_t u = 0; u < specs.size(); ++u) {
+    const kinds::SyncKind& kind = kinds::KindOf(specs[u].kind);
     UnitPrediction unit;
-    unit.name = UnitName(specs[u], profile_);
+    unit.name = kind.UnitName(specs[u], params);
     unit.kind = specs[u].kind;
-    phases[u] = UnitPhases(specs[u], profile_, layout, *collectives_, &unit.payload_bytes);
+    phases[u] = kind.Phases(specs[u], profile_, *collectives_, &unit.payload_bytes);
     unit.ready_s = pred.forward_s;
     for (int i : specs[u].params) {
       const double ready_ms = profile_.params[i].ready_ms.value_or(profile_.backward_ms);

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 #include "distributed/comm_state.h"
+#include "distributed/communicator.h"
 #include "distributed/half.h"
 #include "distributed/host_staging.h"
 #include "distributed/mpi_status.h"
@@ -366,8 +368,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> MpiCommunicator::Create(
   return std::unique_ptr<Communicator>(new MpiCommunicator(std::move(state), globals, comm));
 }
 
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Communicator>> MakeMpiCommunicator(const CommOptions& options) {
   CAVS_ASSIGN_OR_RETURN(const MpiGlobals* globals, EnsureMpi());
   int rank = 0, size = 0;
@@ -377,5 +377,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeMpiCommunicator(const CommOpti
       std::make_shared<internal::CommState>("mpi", rank, size, options, core::Device::Cpu());
   return MpiCommunicator::Create(std::move(state), globals, MPI_COMM_WORLD);
 }
+
+}  // namespace
+
+void RegisterMpiCommunicator() { RegisterCommunicatorBackend("mpi", MakeMpiCommunicator); }
 
 }  // namespace cavs::distributed

@@ -10,17 +10,13 @@
 // cancel a collective); their buffers are kept until exit, and MPI_Finalize still returns when
 // the peer is gone (Open MPI 4.1).
 //
-// Only present when the build has MPI (CAVS_WITH_MPI). Thread-safety: one thread at a time.
+// Only present when the build has MPI (CAVS_WITH_MPI), where it is MakeCommunicator's "mpi"
+// (distributed/communicator_backends.cc registers it). Thread-safety: one thread at a time.
 #pragma once
-
-#include <memory>
-
-#include "absl/status/statusor.h"
-#include "distributed/communicator.h"
 
 namespace cavs::distributed {
 
-[[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> MakeMpiCommunicator(
-    const CommOptions& options = {});
+// Registers the backend "mpi" (RegisterCommunicatorBackend).
+void RegisterMpiCommunicator();
 
 }  // namespace cavs::distributed

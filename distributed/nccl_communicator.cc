@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,7 +13,7 @@
 #include "core/backend.h"
 #include "core/status.h"
 #include "distributed/comm_state.h"
-#include "distributed/mpi_communicator.h"
+#include "distributed/communicator.h"
 #include "distributed/nccl_status.h"
 
 namespace cavs::distributed {
@@ -316,10 +317,8 @@ absl::StatusOr<int> PickDevice(int world_rank) {
   return local_rank % count;
 }
 
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(const CommOptions& options) {
-  CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> mpi, MakeMpiCommunicator(options));
+  CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> mpi, MakeCommunicator("mpi", options));
   CAVS_ASSIGN_OR_RETURN(int device, PickDevice(mpi->rank()));
   CAVS_RETURN_IF_ERROR(core::GetBackend(core::Device::Cuda(device)).status());
   ncclUniqueId id;
@@ -342,5 +341,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(const CommOpt
                                                      options, core::Device::Cuda(device));
   return NcclCommunicator::Create(std::move(state), std::move(handle), device);
 }
+
+}  // namespace
+
+void RegisterNcclCommunicator() { RegisterCommunicatorBackend("nccl", MakeNcclCommunicator); }
 
 }  // namespace cavs::distributed

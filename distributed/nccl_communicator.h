@@ -7,18 +7,15 @@
 // the tag (NCCL orders messages per pair of ranks). Before queuing, the device's cavs stream is
 // synchronized, so that gradients computed there are complete.
 //
-// Only present when the build has NCCL, CUDA and MPI (CAVS_WITH_NCCL). No NCCL or CUDA type
-// appears in this header. Thread-safety: one thread at a time.
+// Only present when the build has NCCL, CUDA and MPI (CAVS_WITH_NCCL), where it is
+// MakeCommunicator's "nccl" (distributed/communicator_backends.cc registers it); it bootstraps
+// through MakeCommunicator("mpi"). No NCCL or CUDA type appears in this header. Thread-safety:
+// one thread at a time.
 #pragma once
-
-#include <memory>
-
-#include "absl/status/statusor.h"
-#include "distributed/communicator.h"
 
 namespace cavs::distributed {
 
-[[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(
-    const CommOptions& options = {});
+// Registers the backend "nccl" (RegisterCommunicatorBackend).
+void RegisterNcclCommunicator();
 
 }  // namespace cavs::distributed

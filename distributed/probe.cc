@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "distributed/collective_cost.h"
+#include "distributed/stats.h"
 
 namespace cavs::distributed {
 
@@ -22,11 +23,6 @@ using core::Tensor;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 // Median seconds of `reps` exchanges of `bytes` with `peer` on `comm` (both directions at once
@@ -60,7 +56,7 @@ absl::StatusOr<double> TimeExchange(Communicator& comm, int peer, int64_t bytes,
     }
     if (rep > 0) times.push_back(Now() - t0);
   }
-  return Median(times);
+  return UpperMedian(times);
 }
 
 struct Link {
@@ -174,7 +170,7 @@ absl::StatusOr<std::array<double, 5>> TimeCollectives(Communicator& comm, int64_
       CAVS_RETURN_IF_ERROR(comm.Barrier());
       if (rep > 0) times.push_back(Now() - t0);
     }
-    out[k] = Median(times);
+    out[k] = UpperMedian(times);
   }
   return out;
 }
@@ -286,7 +282,7 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
       spec.hosts.push_back(host);
     }
     if (hosts == 1) spec.hosts[0].bandwidth = 1e12;  // no network to speak of
-    spec.inter_latency = Median(latencies);
+    spec.inter_latency = UpperMedian(latencies);
     // One direction alone took `one`, both at once `tl`: a link that carries both at full rate
     // has one / tl near 1, one that shares its rate between them near 1/2. The exchanges ran
     // both ways, so the line rate is their rate over the duplex fraction.
@@ -295,8 +291,8 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
       if (hosts > 1) h.bandwidth /= spec.duplex;
     }
     if (!intra_bws.empty()) {
-      spec.intra_bandwidth = Median(intra_bws);
-      spec.intra_latency = Median(intra_lats);
+      spec.intra_bandwidth = UpperMedian(intra_bws);
+      spec.intra_latency = UpperMedian(intra_lats);
     }
     spec.algorithms = AlgorithmsInUse();
     // Calibration: each collective's measured times against what the model gives it on this

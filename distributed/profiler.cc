@@ -7,18 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "distributed/stats.h"
 
 namespace cavs::distributed {
-
-namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
 
 absl::StatusOr<ModelProfile> BuildModelProfile(Communicator* comm,
                                                const core::ParameterStore& store,
@@ -54,13 +45,13 @@ absl::StatusOr<ModelProfile> BuildModelProfile(Communicator* comm,
   }
   const int width = 3 + 3 * n;
   std::vector<double> mine(width);
-  mine[0] = Median(forward);
-  mine[1] = Median(backward);
-  mine[2] = Median(optimizer);
+  mine[0] = UpperMedian(forward);
+  mine[1] = UpperMedian(backward);
+  mine[2] = UpperMedian(optimizer);
   for (int i = 0; i < n; ++i) {
-    mine[3 + 3 * i] = Median(ready[i]);
-    mine[4 + 3 * i] = Median(touched[i]);
-    mine[5 + 3 * i] = Median(unions[i]);
+    mine[3 + 3 * i] = UpperMedian(ready[i]);
+    mine[4 + 3 * i] = UpperMedian(touched[i]);
+    mine[5 + 3 * i] = UpperMedian(unions[i]);
   }
   // Every rank's row (float64 through int64 bits, so that all ranks compute the same doubles).
   const int w = comm != nullptr ? comm->world_size() : 1;

@@ -105,4 +105,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeSingleCommunicator(const CommO
   return std::unique_ptr<Communicator>(new SingleCommunicator(std::move(state)));
 }
 
+void RegisterSingleCommunicator() { RegisterCommunicatorBackend("single", MakeSingleCommunicator); }
+
 }  // namespace cavs::distributed

@@ -17,4 +17,7 @@ namespace cavs::distributed {
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> MakeSingleCommunicator(
     const CommOptions& options = {});
 
+// Registers MakeSingleCommunicator as the backend "single" (RegisterCommunicatorBackend).
+void RegisterSingleCommunicator();
+
 }  // namespace cavs::distributed

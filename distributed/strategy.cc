@@ -1,16 +1,14 @@
 #include "distributed/strategy.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "core/status.h"
+#include "distributed/kinds/kind.h"
 #include "distributed/text_format.h"
 
 namespace cavs::distributed {
@@ -19,137 +17,14 @@ namespace {
 
 constexpr int kVersion = 1;
 
-template <typename T>
-absl::StatusOr<T> ParseInt(absl::string_view key, absl::string_view value, T min_value) {
-  T v{};
-  if (!absl::SimpleAtoi(value, &v) || v < min_value) {
-    return absl::InvalidArgumentError(absl::StrCat("bad value '", value, "' for ", key,
-                                                   " (expected an integer >= ", min_value, ")"));
-  }
-  return v;
-}
-
-template <typename T>
-absl::StatusOr<std::vector<T>> ParseIntList(absl::string_view key, absl::string_view value) {
-  std::vector<T> out;
-  for (absl::string_view item : absl::StrSplit(value, ',')) {
-    CAVS_ASSIGN_OR_RETURN(T v, ParseInt<T>(key, item, 0));
-    out.push_back(v);
-  }
-  return out;
-}
-
-// key=value options after the synchronizer kind; each key at most once and among `allowed`.
-absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ParseOptions(
-    const std::vector<std::string>& tokens, absl::string_view kind,
-    const std::vector<std::string>& allowed) {
-  absl::flat_hash_map<std::string, std::string> options;
-  for (size_t i = 3; i < tokens.size(); ++i) {
-    std::pair<std::string, std::string> kv = absl::StrSplit(tokens[i], absl::MaxSplits('=', 1));
-    if (std::find(allowed.begin(), allowed.end(), kv.first) == allowed.end() ||
-        tokens[i].find('=') == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown option '", tokens[i], "' for ", kind,
-          allowed.empty() ? " (it takes none)"
-                          : absl::StrCat(" (expected ", absl::StrJoin(allowed, "=, "), "=)")));
-    }
-    if (!options.emplace(kv.first, kv.second).second) {
-      return absl::InvalidArgumentError(absl::StrCat("option '", kv.first, "' given twice"));
-    }
-  }
-  return options;
-}
-
-absl::StatusOr<ParamSync> ParseAllReduce(const std::vector<std::string>& tokens) {
-  CAVS_ASSIGN_OR_RETURN(auto options,
-                        ParseOptions(tokens, "allreduce", {"group", "compressor", "topology"}));
-  AllReduceSync sync;
-  if (auto it = options.find("group"); it != options.end()) {
-    CAVS_ASSIGN_OR_RETURN(sync.group, ParseInt<int>("group", it->second, 0));
-  }
-  if (auto it = options.find("compressor"); it != options.end()) {
-    if (it->second == "fp16") {
-      sync.compressor = Compressor::kFp16;
-    } else if (it->second != "none") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown compressor '", it->second, "' (expected none or fp16)"));
-    }
-  }
-  if (auto it = options.find("topology"); it != options.end()) {
-    if (it->second == "hierarchical") {
-      sync.topology = AllReduceTopology::kHierarchical;
-    } else if (it->second != "flat") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown topology '", it->second, "' (expected flat or hierarchical)"));
-    }
-  }
-  return sync;
-}
-
-// "h1.0,h0,h2.1": servers named by host (hH.L, or hH for local rank 0).
-absl::StatusOr<std::vector<HostRank>> ParseHostList(absl::string_view text) {
-  std::vector<HostRank> out;
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    HostRank hr;
-    std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(item, '.');
-    const bool host_ok = absl::ConsumePrefix(&parts.first, "h") &&
-                         absl::SimpleAtoi(parts.first, &hr.host) && hr.host >= 0;
-    const bool local_ok = absl::StrContains(item, '.')
-                              ? absl::SimpleAtoi(parts.second, &hr.local) && hr.local >= 0
-                              : true;
-    if (!host_ok || !local_ok) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bad value '", item, "' for placement (a rank, or hH.L: host H's L-th rank)"));
-    }
-    out.push_back(hr);
-  }
-  return out;
-}
-
-absl::StatusOr<ParamSync> ParsePs(const std::vector<std::string>& tokens) {
-  CAVS_ASSIGN_OR_RETURN(auto options,
-                        ParseOptions(tokens, "ps", {"placement", "rows", "staleness"}));
-  ParameterServerSync sync;
-  auto placement = options.find("placement");
-  if (placement == options.end()) {
-    return absl::InvalidArgumentError("ps needs placement=<server rank per shard>");
-  }
-  if (absl::StartsWith(placement->second, "h")) {
-    CAVS_ASSIGN_OR_RETURN(sync.host_placement, ParseHostList(placement->second));
-  } else {
-    CAVS_ASSIGN_OR_RETURN(sync.placement, ParseIntList<int>("placement", placement->second));
-  }
-  const size_t shards = static_cast<size_t>(NumShards(sync));
-  if (auto it = options.find("rows"); it != options.end()) {
-    CAVS_ASSIGN_OR_RETURN(sync.row_splits, ParseIntList<int64_t>("rows", it->second));
-    if (sync.row_splits.size() != shards + 1) {
-      return absl::InvalidArgumentError(absl::StrCat("rows has ", sync.row_splits.size(),
-                                                     " boundaries for ", shards,
-                                                     " shards (expected ", shards + 1, ")"));
-    }
-    if (sync.row_splits[0] != 0 ||
-        std::adjacent_find(sync.row_splits.begin(), sync.row_splits.end(),
-                           std::greater_equal<int64_t>()) != sync.row_splits.end()) {
-      return absl::InvalidArgumentError("rows must start at 0 and increase strictly");
-    }
-  }
-  if (auto it = options.find("staleness"); it != options.end()) {
-    CAVS_ASSIGN_OR_RETURN(sync.staleness, ParseInt<int>("staleness", it->second, 0));
-  }
-  return sync;
-}
-
 absl::StatusOr<ParamSync> ParseSync(const std::vector<std::string>& tokens) {
-  const std::string& kind = tokens[2];
-  if (kind == "allreduce") return ParseAllReduce(tokens);
-  if (kind == "ps") return ParsePs(tokens);
-  if (kind == "sparse") {
-    CAVS_RETURN_IF_ERROR(ParseOptions(tokens, "sparse", {}).status());
-    return SparseSync{};
+  const kinds::SyncKind* kind = kinds::FindKind(tokens[2]);
+  if (kind == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown synchronizer '", tokens[2],
+                                                   "' for parameter '", tokens[1], "' (expected ",
+                                                   kinds::KindKeywords(), ")"));
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown synchronizer '", kind,
-                                                 "' for parameter '", tokens[1],
-                                                 "' (expected allreduce, ps or sparse)"));
+  return kind->Parse(tokens);
 }
 
 // The parser's state between lines.
@@ -183,7 +58,7 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
     st.strategy.name = tokens[1];
   } else if (key == "world_size") {
     CAVS_RETURN_IF_ERROR(want_args(1));
-    CAVS_ASSIGN_OR_RETURN(st.strategy.world_size, ParseInt<int>("world_size", tokens[1], 1));
+    CAVS_ASSIGN_OR_RETURN(st.strategy.world_size, kinds::ParseInt<int>("world_size", tokens[1], 1));
     st.have_world_size = true;
   } else if (key == "param") {
     if (tokens.size() < 3) {
@@ -221,27 +96,7 @@ const char* TopologyName(AllReduceTopology t) {
   return t == AllReduceTopology::kHierarchical ? "hierarchical" : "flat";
 }
 
-std::string DescribeSync(const ParamSync& sync) {
-  if (const auto* ar = std::get_if<AllReduceSync>(&sync)) {
-    return absl::StrCat(
-        "allreduce group=", ar->group, " compressor=", CompressorName(ar->compressor),
-        ar->topology == AllReduceTopology::kHierarchical ? " topology=hierarchical" : "");
-  }
-  if (const auto* ps = std::get_if<ParameterServerSync>(&sync)) {
-    std::string s = absl::StrCat("ps placement=");
-    if (!ps->host_placement.empty()) {
-      absl::StrAppend(&s, absl::StrJoin(ps->host_placement, ",", [](std::string* out, HostRank h) {
-        absl::StrAppend(out, "h", h.host, ".", h.local);
-      }));
-    } else {
-      absl::StrAppend(&s, absl::StrJoin(ps->placement, ","));
-    }
-    if (!ps->row_splits.empty()) absl::StrAppend(&s, " rows=", absl::StrJoin(ps->row_splits, ","));
-    absl::StrAppend(&s, " staleness=", ps->staleness);
-    return s;
-  }
-  return "sparse";
-}
+std::string DescribeSync(const ParamSync& sync) { return kinds::KindOf(sync).Describe(sync); }
 
 std::string SerializeStrategy(const Strategy& strategy) {
   std::string out = absl::StrCat("# cavs distributed strategy (see docs/distributed.md)\nversion ",
@@ -267,74 +122,11 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view text) {
   if (!st.have_version) return absl::InvalidArgumentError("strategy: no 'version 1' line");
   if (!st.have_world_size) return absl::InvalidArgumentError("strategy: no 'world_size' line");
   for (const ParamStrategy& p : st.strategy.params) {
-    const auto* ps = std::get_if<ParameterServerSync>(&p.sync);
-    if (ps == nullptr) continue;
-    for (int server : ps->placement) {
-      if (server >= st.strategy.world_size) {
-        return LineError(st.param_line[p.param],
-                         absl::InvalidArgumentError(absl::StrCat(
-                             "server rank ", server, " of parameter '", p.param,
-                             "' is out of range for world_size ", st.strategy.world_size)));
-      }
-    }
+    absl::Status s = kinds::KindOf(p.sync).CheckWorldSize(p.sync, p.param, st.strategy.world_size);
+    if (!s.ok()) return LineError(st.param_line[p.param], s);
   }
   return st.strategy;
 }
-
-namespace {
-
-absl::Status CheckPs(const ParameterServerSync& ps, const core::Parameter& p, int world_size) {
-  if (ps.placement.empty() && ps.host_placement.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': ps has no server"));
-  }
-  if (!ps.placement.empty() && !ps.host_placement.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("parameter '", p.name, "': ps names servers both by rank and by host"));
-  }
-  // Servers named by host are checked when they are resolved against the ranks' hosts.
-  for (int server : ps.placement) {
-    if (server < 0 || server >= world_size) {
-      return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': server rank ",
-                                                     server, " is out of range for world_size ",
-                                                     world_size));
-    }
-  }
-  const int64_t rows = p.value.rows();
-  const int64_t shards = NumShards(ps);
-  if (!ps.row_splits.empty() && ps.row_splits.back() != rows) {
-    return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "': shard rows end at ",
-                                                   ps.row_splits.back(), " but it has ", rows,
-                                                   " rows"));
-  }
-  if (ps.row_splits.empty() && shards > std::max<int64_t>(rows, 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("parameter '", p.name, "': ", shards, " shards for ", rows, " rows"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckEntry(const ParamStrategy& entry, const core::Parameter& p, int world_size) {
-  if (p.value.dtype() != core::DType::kFloat32) {
-    return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "' is ",
-                                                   core::DTypeName(p.value.dtype()),
-                                                   "; only float32 parameters are synchronized"));
-  }
-  if (std::holds_alternative<AllReduceSync>(entry.sync) && p.sparse_grad) {
-    return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name,
-                                                   "' has a row-sparse gradient; allreduce needs "
-                                                   "a dense one (use sparse or ps)"));
-  }
-  if (std::holds_alternative<SparseSync>(entry.sync) && !p.sparse_grad) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "parameter '", p.name, "' has a dense gradient; sparse needs a row-sparse one"));
-  }
-  if (const auto* ps = std::get_if<ParameterServerSync>(&entry.sync)) {
-    return CheckPs(*ps, p, world_size);
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::Status ValidateStrategy(const Strategy& strategy, const core::ParameterStore& store) {
   if (strategy.world_size < 1) {
@@ -348,29 +140,28 @@ absl::Status ValidateStrategy(const Strategy& strategy, const core::ParameterSto
           absl::StrCat("strategy '", strategy.name, "': parameter '", e.param, "' appears twice"));
     }
   }
-  absl::flat_hash_map<int, const core::Parameter*> group_first;
+  // Per (kind, fusion group): its earliest-created entry, which the others must fuse with.
+  absl::flat_hash_map<std::pair<const kinds::SyncKind*, int>, const ParamStrategy*> group_first;
   for (const auto& p : store.parameters()) {
     auto it = entries.find(p->name);
     if (it == entries.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "strategy '", strategy.name, "' has no entry for parameter '", p->name, "'"));
     }
-    CAVS_RETURN_IF_ERROR(CheckEntry(*it->second, *p, strategy.world_size));
-    const auto* ar = std::get_if<AllReduceSync>(&it->second->sync);
-    if (ar == nullptr) continue;
-    auto [first, added] = group_first.emplace(ar->group, p.get());
-    const auto& other = std::get<AllReduceSync>(entries[first->second->name]->sync);
-    if (!added && other.compressor != ar->compressor) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("allreduce group ", ar->group, " mixes compressors: parameter '", p->name,
-                       "' uses ", CompressorName(ar->compressor), ", parameter '",
-                       first->second->name, "' uses ", CompressorName(other.compressor)));
+    const ParamStrategy& entry = *it->second;
+    if (p->value.dtype() != core::DType::kFloat32) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", p->name, "' is ",
+                                                     core::DTypeName(p->value.dtype()),
+                                                     "; only float32 parameters are synchronized"));
     }
-    if (!added && other.topology != ar->topology) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("allreduce group ", ar->group, " mixes topologies: parameter '", p->name,
-                       "' uses ", TopologyName(ar->topology), ", parameter '", first->second->name,
-                       "' uses ", TopologyName(other.topology)));
+    const kinds::SyncKind& kind = kinds::KindOf(entry.sync);
+    CAVS_RETURN_IF_ERROR(kind.CheckParameter(entry.sync, *p, strategy.world_size));
+    const std::optional<int> group = kind.FusionGroup(entry.sync);
+    if (!group.has_value()) continue;
+    auto [first, added] = group_first.emplace(std::make_pair(&kind, *group), &entry);
+    if (!added) {
+      CAVS_RETURN_IF_ERROR(
+          kind.CheckFusion(first->second->sync, first->second->param, entry.sync, entry.param));
     }
   }
   for (const ParamStrategy& e : strategy.params) {
@@ -391,26 +182,8 @@ int NumShards(const ParameterServerSync& ps) {
 absl::StatusOr<Strategy> ResolveHostPlacements(const Strategy& strategy,
                                                const std::vector<int>& host_of_rank) {
   Strategy out = strategy;
-  int hosts = 0;
-  for (int h : host_of_rank) hosts = std::max(hosts, h + 1);
   for (ParamStrategy& e : out.params) {
-    auto* ps = std::get_if<ParameterServerSync>(&e.sync);
-    if (ps == nullptr || ps->host_placement.empty()) continue;
-    ps->placement.clear();
-    for (const HostRank& hr : ps->host_placement) {
-      int rank = -1, seen = 0;
-      for (int r = 0; r < static_cast<int>(host_of_rank.size()) && rank < 0; ++r) {
-        if (host_of_rank[r] == hr.host && seen++ == hr.local) rank = r;
-      }
-      if (rank < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "parameter '", e.param, "': server h", hr.host, ".", hr.local, ": ",
-            hr.host >= hosts ? absl::StrCat("there are ", hosts, " hosts")
-                             : absl::StrCat("host ", hr.host, " has ", seen, " ranks")));
-      }
-      ps->placement.push_back(rank);
-    }
-    ps->host_placement.clear();
+    CAVS_RETURN_IF_ERROR(kinds::KindOf(e.sync).ResolveHosts(e.sync, e.param, host_of_rank));
   }
   return out;
 }

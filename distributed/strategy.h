@@ -90,6 +90,8 @@ struct SparseSync {
   friend bool operator==(const SparseSync&, const SparseSync&) = default;
 };
 
+// One alternative per synchronizer kind. Everything else about a kind (its text, checks, units
+// and cost) lives in its file pair in distributed/kinds/, listed once in kinds/kind.cc.
 using ParamSync = std::variant<AllReduceSync, ParameterServerSync, SparseSync>;
 
 struct ParamStrategy {

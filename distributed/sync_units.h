@@ -1,20 +1,20 @@
-// Internal to distributed/: the units a GradientSynchronizer is made of. A unit is one
-// pipeline of nonblocking operations over the gradients of one or more parameters:
+// Internal to distributed/: the units a GradientSynchronizer is made of, and what the kinds'
+// units share. A unit is one pipeline of nonblocking operations over the gradients of one or
+// more parameters; each synchronizer kind defines its own (distributed/kinds/):
 //
-//   BucketUnit    AllReduce group: pack dense gradients into one flat buffer, allreduce it
-//                 (optionally as float16, pre-scaled by 1/global count), unpack; hierarchical:
-//                 reduce to the host's leader, allreduce among leaders, broadcast in the host.
-//   PsDenseUnit   one PS shard of a dense gradient: reduce the rows to the server, then
-//                 broadcast the sum back (in place in the gradient).
-//   SparseUnit    Sparse allgather of a row-sparse gradient: allgather row counts, then rows and
-//                 values; every rank sums duplicate rows itself.
-//   PsSparseUnit  one PS shard of a row-sparse gradient: gather the shard's rows to the server,
-//                 which sums duplicates and broadcasts the result.
+//   allreduce bucket      pack dense gradients into one flat buffer, allreduce it (optionally
+//                         as float16, pre-scaled by 1/global count), unpack; hierarchical:
+//                         reduce to the host's leader, allreduce among leaders, broadcast.
+//   ps shard (dense)      reduce the shard's rows to the server, then broadcast the sum back.
+//   sparse allgather      allgather row counts, then rows and values; every rank sums
+//                         duplicate rows itself.
+//   ps shard (sparse)     gather the shard's rows to the server, which sums duplicates and
+//                         broadcasts the result.
 //
 // Units move from Start() through Advance() (never blocking; each call polls the current stage
 // and starts the next) to Complete(scale), which writes the gradient sums times `scale`. Every
 // multi-stage unit owns a duplicate communicator, so that its stages may start at different
-// times on different ranks without mixing the order of collectives; buckets share one
+// times on different ranks without mixing the order of collectives; flat buckets share one
 // communicator and are started in the same order on every rank.
 //
 // Thread-safety: one thread at a time.
@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -30,7 +31,6 @@
 #include "core/parameter.h"
 #include "core/tensor.h"
 #include "distributed/communicator.h"
-#include "distributed/strategy.h"
 
 namespace cavs::distributed::internal {
 
@@ -75,25 +75,63 @@ class SyncUnit {
   int64_t progress_ = 0;
 };
 
-// An AllReduce group. `comm` is shared with the other buckets and must outlive the unit.
-[[nodiscard]] absl::StatusOr<std::unique_ptr<SyncUnit>> MakeBucketUnit(
-    Communicator* comm, const core::ParameterStore& store, std::vector<int> params, int group,
-    Compressor compressor);
+// `t` itself if it lives on `device`, else a copy there.
+[[nodiscard]] absl::StatusOr<core::Tensor> OnDevice(const core::Tensor& t, core::Device device);
+// Multiplies a float32 tensor by `factor` with the optimizer kernels of its device.
+[[nodiscard]] absl::Status ScaleInPlace(const core::Tensor& t, float factor);
+// An int64 [1] host tensor holding `v`.
+core::Tensor HostScalar(int64_t v);
 
-// An AllReduce group with topology=hierarchical: `local` (this rank's host, leader first) and
-// `leaders` (one rank per host; null on the other ranks), both this unit's own.
-[[nodiscard]] absl::StatusOr<std::unique_ptr<SyncUnit>> MakeHierarchicalBucketUnit(
-    std::unique_ptr<Communicator> local, std::unique_ptr<Communicator> leaders,
-    const core::ParameterStore& store, std::vector<int> params, int group, Compressor compressor);
+// The operations of one stage of a unit, started together; done when all have completed.
+class Stage {
+ public:
+  // Keeps `work`, or returns its error.
+  [[nodiscard]] absl::Status Add(absl::StatusOr<std::unique_ptr<Work>> work);
+  // Polls every operation; true when all have completed.
+  [[nodiscard]] absl::StatusOr<bool> Test();
+  void Clear() { works_.clear(); }
 
-// Row shard [row_begin, row_end) of parameter `param`, served by rank `server`.
-[[nodiscard]] absl::StatusOr<std::unique_ptr<SyncUnit>> MakePsUnit(
-    std::unique_ptr<Communicator> comm, const core::ParameterStore& store, int param,
-    int64_t row_begin, int64_t row_end, int server);
+ private:
+  std::vector<std::unique_ptr<Work>> works_;
+};
 
-// Sparse allgather of parameter `param`.
-[[nodiscard]] absl::StatusOr<std::unique_ptr<SyncUnit>> MakeSparseUnit(
-    std::unique_ptr<Communicator> comm, const core::ParameterStore& store, int param);
+// What the row-sparse units share (a sparse allgather, a PS shard of a row-sparse gradient):
+// this rank's rows of the shard [begin, end) and the exchange of every rank's count.
+class SparseBase : public SyncUnit {
+ public:
+  // Stage 1: this rank's rows, and the count exchange.
+  absl::Status Start(float) override {
+    stage_ = 1;
+    return StartCounts();
+  }
+  const SparseRows* sparse_result() const override { return &result_; }
+
+ protected:
+  SparseBase(std::unique_ptr<Communicator> comm, core::Parameter* p, int index, std::string name,
+             int64_t begin, int64_t end)
+      : SyncUnit({index}, std::move(name)),
+        comm_(std::move(comm)),
+        param_(p),
+        begin_(begin),
+        end_(end) {}
+
+  // Picks this rank's rows in [begin_, end_) and starts the allgather of every rank's count.
+  absl::Status StartCounts();
+  // The counts gathered by StartCounts, on the host.
+  absl::StatusOr<std::vector<int64_t>> Counts() const;
+  // Sums duplicates of gathered rows and values (on any device) into result_ (unscaled).
+  absl::Status Reduce(const core::Tensor& rows, const core::Tensor& values);
+
+  int64_t cols() const { return param_->value.cols(); }
+
+  std::unique_ptr<Communicator> comm_;
+  core::Parameter* param_;
+  int64_t begin_, end_;
+  core::Tensor my_rows_, my_values_, counts_;
+  int stage_ = 0;  // the stage in flight (1: the counts); each unit numbers the ones after
+  Stage stage_ops_;
+  SparseRows result_;
+};
 
 // Sums the values of equal rows: returns unique ascending rows, each row's values added in the
 // order they appear (so every rank that sums the same input gets the same bits).

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
-#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -12,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "core/status.h"
 #include "distributed/comm_state.h"
+#include "distributed/kinds/kind.h"
 #include "distributed/sync_units.h"
 #include "distributed/unit_plan.h"
 #include "distributed/verify.h"
@@ -53,18 +52,12 @@ absl::StatusOr<std::unique_ptr<GradientSynchronizer>> GradientSynchronizer::Crea
                      " but the communicator has ", comm->world_size(), " ranks"));
   }
   for (const ParamStrategy& e : strategy.params) {
-    const auto* ps = std::get_if<ParameterServerSync>(&e.sync);
-    if (ps != nullptr && ps->staleness != 0) {
-      return absl::UnimplementedError(
-          absl::StrCat("parameter '", e.param, "': bounded staleness (staleness=", ps->staleness,
-                       ") is not supported by the gradient synchronizer yet; use staleness=0"));
-    }
+    CAVS_RETURN_IF_ERROR(kinds::KindOf(e.sync).CheckRunnable(e.sync, e.param));
   }
   // Servers named by host become ranks (every rank asks for the topology, or none does).
   Strategy resolved = strategy;
   const bool by_host = std::any_of(strategy.params.begin(), strategy.params.end(), [](auto& e) {
-    const auto* ps = std::get_if<ParameterServerSync>(&e.sync);
-    return ps != nullptr && !ps->host_placement.empty();
+    return kinds::KindOf(e.sync).NamesHosts(e.sync);
   });
   if (by_host) {
     CAVS_ASSIGN_OR_RETURN(Topology topology, comm->DiscoverTopology());
@@ -78,42 +71,14 @@ absl::StatusOr<std::unique_ptr<GradientSynchronizer>> GradientSynchronizer::Crea
 
 absl::Status GradientSynchronizer::BuildUnits() {
   param_units_.assign(store_->size(), {});
-  const std::vector<UnitSpec> specs = PlanUnits(strategy_, UnitParams(*store_));
-  // Hierarchical buckets need the hosts; every rank has the same strategy (verified), so every
-  // rank asks, collectively, or none does.
-  std::optional<Topology> topology;
+  const std::vector<UnitParam> params = UnitParams(*store_);
+  const std::vector<UnitSpec> specs = PlanUnits(strategy_, params);
+  // Every rank holds the same strategy (verified), so every rank makes the same units in the same
+  // order, and with them the same collective calls (duplicates, splits, the topology).
+  kinds::UnitContext context(comm_, control_.get(), store_, &params);
   for (const UnitSpec& spec : specs) {
-    if (spec.kind == UnitKind::kBucket && spec.topology == AllReduceTopology::kHierarchical &&
-        !topology.has_value()) {
-      CAVS_ASSIGN_OR_RETURN(topology, comm_->DiscoverTopology());
-    }
-  }
-  for (const UnitSpec& spec : specs) {
-    std::unique_ptr<internal::SyncUnit> unit;
-    if (spec.kind == UnitKind::kBucket && spec.topology == AllReduceTopology::kHierarchical) {
-      // Split is collective: every rank makes each bucket's pair in this same order.
-      const int rank = comm_->rank();
-      CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> local,
-                            comm_->Split(topology->host_of_rank[rank], rank, "host-local"));
-      CAVS_ASSIGN_OR_RETURN(
-          std::unique_ptr<Communicator> leaders,
-          comm_->Split(topology->LocalRank(rank) == 0 ? 0 : -1, rank, "host leaders"));
-      CAVS_ASSIGN_OR_RETURN(
-          unit, internal::MakeHierarchicalBucketUnit(std::move(local), std::move(leaders), *store_,
-                                                     spec.params, spec.group, spec.compressor));
-    } else if (spec.kind == UnitKind::kBucket) {
-      CAVS_ASSIGN_OR_RETURN(unit, internal::MakeBucketUnit(control_.get(), *store_, spec.params,
-                                                           spec.group, spec.compressor));
-    } else {
-      // Duplicates are collective: every rank makes them in this same order.
-      CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> dup, comm_->Duplicate());
-      if (spec.kind == UnitKind::kSparse) {
-        CAVS_ASSIGN_OR_RETURN(unit, internal::MakeSparseUnit(std::move(dup), *store_, spec.key));
-      } else {
-        CAVS_ASSIGN_OR_RETURN(unit, internal::MakePsUnit(std::move(dup), *store_, spec.key,
-                                                         spec.begin, spec.end, spec.server));
-      }
-    }
+    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<internal::SyncUnit> unit,
+                          kinds::KindOf(spec.kind).MakeUnit(spec, context));
     for (int p : unit->params()) param_units_[p].push_back(static_cast<int>(units_.size()));
     units_.push_back(std::move(unit));
   }

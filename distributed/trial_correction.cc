@@ -10,7 +10,7 @@ namespace cavs::distributed {
 
 namespace {
 
-constexpr int kKinds = 4;
+constexpr int kKinds = kNumUnitKinds;
 constexpr int kUnknowns = kKinds + 1;  // the offset, then a factor per kind
 constexpr double kMinFactor = 0.125, kMaxFactor = 8.0;
 
@@ -18,20 +18,6 @@ std::array<double, kKinds> ExposedByKind(const Prediction& p) {
   std::array<double, kKinds> x{};
   for (const UnitPrediction& u : p.units) x[static_cast<int>(u.kind)] += u.exposed_s;
   return x;
-}
-
-const char* KindName(int k) {
-  switch (static_cast<UnitKind>(k)) {
-    case UnitKind::kBucket:
-      return "allreduce";
-    case UnitKind::kPsShard:
-      return "ps";
-    case UnitKind::kSparse:
-      return "sparse";
-    case UnitKind::kPsSparseShard:
-      return "sparse ps";
-  }
-  return "?";
 }
 
 // Solves a x = b in place by Gaussian elimination with partial pivoting; false if singular.
@@ -70,7 +56,8 @@ double TrialCorrection::Predict(const Prediction& p) const {
 std::string TrialCorrection::Describe() const {
   std::string out = absl::StrFormat("offset %+.1f ms", 1e3 * offset_s);
   for (int k = 0; k < kKinds; ++k) {
-    if (factor[k] != 1.0) absl::StrAppendFormat(&out, ", %s x%.2f", KindName(k), factor[k]);
+    if (factor[k] != 1.0)
+      absl::StrAppendFormat(&out, ", %s x%.2f", UnitKindName(static_cast<UnitKind>(k)), factor[k]);
   }
   absl::StrAppend(&out, " (", trials, trials == 1 ? " trial)" : " trials)");
   return out;
@@ -101,7 +88,9 @@ TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prio
   // solution puts outside [kMinFactor, kMaxFactor] is fixed at the bound and the others are
   // solved again (an active set; at most one pass per kind), so that no other unknown is left
   // compensating for a value the bound took away.
-  const std::array<double, kUnknowns> target = {0, 1, 1, 1, 1};
+  std::array<double, kUnknowns> target;
+  target.fill(1.0);
+  target[0] = 0.0;
   std::array<bool, kUnknowns> fixed{};
   std::array<double, kUnknowns> value = target;
   for (int k = 0; k < kKinds; ++k) fixed[k + 1] = scale[k + 1] <= 0;

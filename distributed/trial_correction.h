@@ -28,8 +28,12 @@ namespace cavs::distributed {
 
 struct TrialCorrection {
   double offset_s = 0.0;
-  std::array<double, 4> factor = {1, 1, 1, 1};  // by UnitKind
-  int trials = 0;                               // measurements fitted
+  std::array<double, kNumUnitKinds> factor = [] {  // by UnitKind; 1: as the model says
+    std::array<double, kNumUnitKinds> ones{};
+    ones.fill(1.0);
+    return ones;
+  }();
+  int trials = 0;  // measurements fitted
 
   // The corrected step time of `p`.
   double Predict(const Prediction& p) const;

@@ -1,8 +1,10 @@
 // The units a strategy becomes, in the order they start: one planner for the synchronizer that
 // runs them (GradientSynchronizer) and the cost model that prices them (CostModel), so that
-// what is predicted is what runs.
+// what is predicted is what runs. Each synchronizer kind plans its parameters' units
+// (distributed/kinds/):
 //
-//   - an allreduce group is one bucket unit, keyed by its earliest-created parameter;
+//   - an allreduce group is one bucket unit, keyed by its earliest-created parameter (entries
+//     of one fusion group share the unit their earliest one planned);
 //   - a PS synchronizer is one unit per shard (rows [begin, end), its server), dense or
 //     row-sparse as the parameter's gradient;
 //   - a sparse synchronizer is one unit.
@@ -21,6 +23,10 @@
 namespace cavs::distributed {
 
 enum class UnitKind { kBucket, kPsShard, kSparse, kPsSparseShard };
+inline constexpr int kNumUnitKinds = 4;
+
+// "allreduce", "ps", "sparse", "sparse ps": for reports.
+const char* UnitKindName(UnitKind kind);
 
 // What the planner needs of a parameter.
 struct UnitParam {
