@@ -21,12 +21,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "examples/trainer/trainer.h"
+#include "tests/serve/serve_test_util.h"
 #include "tests/testing/temp_dir.h"
 
 namespace cavs::serve {
 namespace {
 
 using nlohmann::json;
+using testing::Post;
 
 // A small Tree-LSTM trained for one epoch on the bundled data, once for the suite.
 class ServerTest : public ::testing::Test {
@@ -52,38 +54,8 @@ class ServerTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete trainer_; }
 
-  // A server on a free port, serving in a thread until the object dies.
-  struct Running {
-    std::unique_ptr<Server> server;
-    int port = 0;
-    std::thread thread;
-    ~Running() {
-      if (server != nullptr) server->Shutdown();
-      if (thread.joinable()) thread.join();
-    }
-  };
-  static std::unique_ptr<Running> Start(ServerOptions o = {}) {
-    o.port = 0;
-    o.http_threads = 16;
-    auto r = std::make_unique<Running>();
-    absl::StatusOr<trainer::SavedModel> m =
-        trainer::LoadSavedModel(checkpoint_, core::Device::Cpu());
-    EXPECT_TRUE(m.ok()) << m.status();
-    absl::StatusOr<std::unique_ptr<Server>> s = Server::Create(*std::move(m), o);
-    EXPECT_TRUE(s.ok()) << s.status();
-    r->server = *std::move(s);
-    absl::StatusOr<int> port = r->server->Bind();
-    EXPECT_TRUE(port.ok()) << port.status();
-    r->port = *port;
-    r->thread = std::thread([s = r->server.get()] { EXPECT_TRUE(s->Serve().ok()); });
-    return r;
-  }
-
-  static httplib::Result Post(int port, const std::string& body) {
-    httplib::Client client("127.0.0.1", port);
-    client.set_read_timeout(30, 0);
-    client.set_tcp_nodelay(true);  // else the body waits for a delayed ACK (40 ms)
-    return client.Post("/v1/predict", body, "application/json");
+  static std::unique_ptr<testing::RunningServer> Start(ServerOptions o = {}) {
+    return testing::StartServer(checkpoint_, o);
   }
 
   static trainer::Trainer* trainer_;
@@ -295,24 +267,9 @@ TEST_F(ServerTest, EagerPolicyAnswersALoneRequestWithoutWaiting) {
 
 // The binary: prints its port, answers, and exits 0 on SIGTERM.
 TEST_F(ServerTest, BinaryServesAndStopsOnSigterm) {
-  const std::string out = tests::TempPath("serve_stdout.txt");
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::freopen(out.c_str(), "w", stdout);
-    execl(CAVS_SERVE_BINARY, CAVS_SERVE_BINARY, ("--checkpoint=" + checkpoint_).c_str(), "--port=0",
-          "--max-wait-us=100", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int port = 0;
-  for (int i = 0; i < 2000 && port == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    std::ifstream f(out);
-    std::string line;
-    std::getline(f, line);
-    const size_t colon = line.rfind(':');
-    if (line.find("http://") != std::string::npos) port = std::stoi(line.substr(colon + 1));
-  }
+  const auto [pid, port] = testing::StartBinary(
+      {"--checkpoint=" + checkpoint_, "--max-wait-us=100"}, tests::TempPath("serve_stdout.txt"));
+  ASSERT_GT(pid, 0);
   ASSERT_GT(port, 0);
   httplib::Result res = Post(port, "(3 (2 a) (3 good))");
   ASSERT_TRUE(res);
