@@ -156,42 +156,27 @@ TEST_F(LanguageModelServerTest, PerplexityEqualsTheTrainersEvaluationBitForBit) 
 }
 
 TEST_F(LanguageModelServerTest, PositionsEqualTheOfflineEngine) {
-  // The offline engine, as cavs-train evaluates: folded projections, batch invariant.
-  absl::StatusOr<trainer::SavedModel> m = trainer::LoadSavedModel(checkpoint_, core::Device::Cpu());
-  ASSERT_TRUE(m.ok()) << m.status();
-  absl::StatusOr<ParsedRequest> parsed =
-      ParseRequest(json(dev_lines_).dump(), m->vocabulary, {}, InputForm::kChain);
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
-  auto engine = scheduler::Engine::Create(m->function.get(), m->store.get(), {});
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  ASSERT_TRUE((*engine)->FoldInputProjections().ok());
-  scheduler::RunOptions ro;
-  ro.training = false;
-  ro.backward = false;
-  ro.keep_outputs = true;
-  ro.folded_projections = true;
-  ro.batch_invariant = true;
-  absl::StatusOr<scheduler::RunResult> offline = (*engine)->Run(parsed->graphs, ro);
-  ASSERT_TRUE(offline.ok()) << offline.status();
-
+  const testing::OfflineRun offline =
+      testing::RunOffline(checkpoint_, dev_lines_, InputForm::kChain);
+  ASSERT_EQ(offline.result.outputs.size(), dev_lines_.size());
   auto s = Start();
   constexpr int kTopK = 3;
   httplib::Result res = Post(s->port, json{{"inputs", dev_lines_}, {"top_k", kTopK}}.dump());
   ASSERT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
   const json p = json::parse(res->body)["predictions"];
-  const int64_t classes = m->cell.classes;
-  const examples::Vocabulary& vocab = m->vocabulary;
+  const int64_t classes = offline.classes;
+  const examples::Vocabulary& vocab = offline.vocabulary;
   for (size_t i = 0; i < dev_lines_.size(); ++i) {
-    const scheduler::Graph& g = parsed->graphs[i];
-    const std::vector<int32_t>& next = parsed->next_tokens[i];
+    const scheduler::Graph& g = offline.parsed.graphs[i];
+    const std::vector<int32_t>& next = offline.parsed.next_tokens[i];
     const json& positions = p[i]["positions"];
     ASSERT_EQ(positions.size(), next.size());
     int64_t unknown = 0;
     for (size_t t = 0; t < next.size(); ++t) {
       unknown += t > 0 && g.tokens[t] == examples::Vocabulary::kUnkId ? 1 : 0;
-      const float* x = &offline->outputs[i][t * classes];
+      const float* x = &offline.result.outputs[i][t * classes];
       double sum = 0;
-      const int32_t best = offline->predictions[i][t];
+      const int32_t best = offline.result.predictions[i][t];
       for (int64_t c = 0; c < classes; ++c) sum += std::exp(double{x[c]} - x[best]);
       const double lse = x[best] + std::log(sum);
       const json& at = positions[t];
@@ -219,38 +204,23 @@ TEST_F(LanguageModelServerTest, BadSentencesGet400AndTheServerKeepsServing) {
   o.limits.max_depth = 12;  // 11 words
   o.limits.max_top_k = 20;
   auto s = Start(o);
-  struct Case {
-    std::string body;
-    const char* kind;
-    const char* message;
-  };
   std::vector<std::string> words(13, "the");
-  const std::vector<Case> cases = {
-      {"[\"the film\"", "malformed_json", "malformed JSON"},
-      {R"({"inputs": "the", "nodes": true})", "unknown_field",
+  const std::vector<testing::BadRequest> cases = {
+      {"[\"the film\"", 400, "malformed_json", "malformed JSON"},
+      {R"({"inputs": "the", "nodes": true})", 400, "unknown_field",
        "unknown field 'nodes' (known for a language model: \"inputs\", \"top_k\")"},
-      {R"({"inputs": "the", "top_k": 21})", "malformed_json",
+      {R"({"inputs": "the", "top_k": 21})", 400, "malformed_json",
        "\"top_k\" is 21, not an integer from 0 to 20"},
-      {" \t ", "malformed_input", "input 0 is empty"},
-      {"the film\nis good", "malformed_input",
+      {" \t ", 400, "malformed_input", "input 0 is empty"},
+      {"the film\nis good", 400, "malformed_input",
        "input 0, character 9: control byte in a sentence '\\n' (an input is one sentence: send "
        "several as a JSON array)"},
-      {absl::StrJoin(words, " "), "too_deep",
+      {absl::StrJoin(words, " "), 400, "too_deep",
        "input 0, character 45 (word 12): more than 11 words: a language model runs a sentence "
        "one round per word and one for <s>, and the limit is 12 rounds"},
-      {"[]", "too_many_inputs", "0 inputs"},
+      {"[]", 400, "too_many_inputs", "0 inputs"},
   };
-  for (const Case& c : cases) {
-    httplib::Result res = Post(s->port, c.body);
-    ASSERT_TRUE(res) << c.kind << ": " << httplib::to_string(res.error());
-    EXPECT_EQ(res->status, 400) << c.kind << ": " << res->body;
-    const json error = json::parse(res->body)["error"];
-    EXPECT_EQ(error["kind"], c.kind);
-    EXPECT_NE(error["message"].get<std::string>().find(c.message), std::string::npos)
-        << error["message"];
-    httplib::Result ok = Post(s->port, "the film is good");
-    ASSERT_TRUE(ok && ok->status == 200) << c.kind;
-  }
+  testing::ExpectEachRefusedWhileServing(s->port, cases, "the film is good");
   httplib::Client client("127.0.0.1", s->port);
   httplib::Result metrics = client.Get("/metrics");
   ASSERT_TRUE(metrics && metrics->status == 200);
@@ -266,56 +236,27 @@ TEST_F(LanguageModelServerTest, BadSentencesGet400AndTheServerKeepsServing) {
 }
 
 TEST_F(LanguageModelServerTest, FullQueueGives503AndShutdownAnswersEveryAcceptedRequest) {
-  ServerOptions o;
-  o.batching.max_batch = 1000;
-  o.batching.max_wait = std::chrono::seconds(60);  // nothing runs until the shutdown
-  o.batcher.queue_capacity = 5;
-  auto s = Start(o);
-  std::vector<std::thread> clients;
-  std::vector<int> status(5);
-  std::vector<json> body(5);
-  for (int c = 0; c < 5; ++c) {
-    clients.emplace_back([&, c] {
-      httplib::Result r = Post(s->port, dev_lines_[c]);
-      status[c] = r ? r->status : -1;
-      if (r && r->status == 200) body[c] = json::parse(r->body);
-    });
+  const std::vector<testing::Answer> answers = testing::FillTheQueueThenShutDown(
+      checkpoint_, std::vector<std::string>(dev_lines_.begin(), dev_lines_.begin() + 5),
+      "the film");
+  for (size_t c = 0; c < answers.size(); ++c) {
+    ASSERT_EQ(answers[c].status, 200) << c;
+    EXPECT_EQ(answers[c].body["predictions"][0]["perplexity"].get<double>(),
+              EvaluateAlone(c).Perplexity());
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (s->server->metrics().queued() < 5 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_EQ(s->server->metrics().queued(), 5);
-  httplib::Result full = Post(s->port, "the film");
-  ASSERT_TRUE(full);
-  EXPECT_EQ(full->status, 503);
-  EXPECT_EQ(full->get_header_value("Retry-After"), "1");
-  EXPECT_EQ(json::parse(full->body)["error"]["kind"], "queue_full");
-  s->server->Shutdown();
-  for (std::thread& t : clients) t.join();
-  for (int c = 0; c < 5; ++c) {
-    ASSERT_EQ(status[c], 200) << c;
-    EXPECT_EQ(body[c]["predictions"][0]["perplexity"].get<double>(), EvaluateAlone(c).Perplexity());
-  }
-  s->thread.join();
-  EXPECT_FALSE(Post(s->port, "the film"));  // no longer listening
 }
 
 // The binary: serves the language model's checkpoint, and exits 0 on SIGTERM.
 TEST_F(LanguageModelServerTest, BinaryServesTheCheckpoint) {
-  const auto [pid, port] =
-      testing::StartBinary({"--checkpoint=" + checkpoint_, "--batch-policy=eager"},
-                           tests::TempPath("lm_serve_stdout.txt"));
-  ASSERT_GT(pid, 0);
-  ASSERT_GT(port, 0);
-  httplib::Result res = Post(port, dev_lines_[0]);
+  testing::RunningBinary binary({"--checkpoint=" + checkpoint_, "--batch-policy=eager"},
+                                tests::TempPath("lm_serve_stdout.txt"));
+  ASSERT_GT(binary.port(), 0);
+  httplib::Result res = Post(binary.port(), dev_lines_[0]);
   ASSERT_TRUE(res);
   ASSERT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(json::parse(res->body)["predictions"][0]["perplexity"].get<double>(),
             EvaluateAlone(0).Perplexity());
-  kill(pid, SIGTERM);
-  int wstatus = 0;
-  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  const int wstatus = binary.Stop();
   EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << wstatus;
 }
 

@@ -12,21 +12,24 @@
 namespace cavs::serve {
 namespace {
 
+// Ids: <unk> 0, a 1, b 2, good 3, <s> 4, </s> 5, (laughs) 6.
 examples::Vocabulary Vocab() {
-  absl::StatusOr<examples::Vocabulary> v = examples::Vocabulary::FromWords({"a", "b", "good"}, "v");
+  absl::StatusOr<examples::Vocabulary> v =
+      examples::Vocabulary::FromWords({"a", "b", "good", "<s>", "</s>", "(laughs)"}, "v");
   EXPECT_TRUE(v.ok()) << v.status();
   return *v;
 }
 
-absl::StatusOr<ParsedRequest> Parse(std::string_view body, RequestLimits limits = {}) {
+absl::StatusOr<ParsedRequest> Parse(std::string_view body, RequestLimits limits = {},
+                                    InputForm form = InputForm::kTree) {
   static const examples::Vocabulary vocab = Vocab();
-  return ParseRequest(body, vocab, limits);
+  return ParseRequest(body, vocab, limits, form);
 }
 
 // The error of `body`: its kind and message.
 void ExpectError(std::string_view body, ErrorKind kind, std::string_view message,
-                 RequestLimits limits = {}) {
-  absl::StatusOr<ParsedRequest> r = Parse(body, limits);
+                 RequestLimits limits = {}, InputForm form = InputForm::kTree) {
+  absl::StatusOr<ParsedRequest> r = Parse(body, limits, form);
   ASSERT_FALSE(r.ok()) << body;
   EXPECT_EQ(ErrorKindOf(r.status()), kind) << r.status();
   EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
@@ -126,32 +129,21 @@ TEST(RequestTest, LimitsOnDepthWidthAndInputs) {
 
 // A language model's requests: sentences as cavs-train's chains.
 absl::StatusOr<ParsedRequest> ParseChains(std::string_view body, RequestLimits limits = {}) {
-  static const examples::Vocabulary vocab = [] {
-    absl::StatusOr<examples::Vocabulary> v =
-        examples::Vocabulary::FromWords({"<s>", "</s>", "a", "b", "(laughs)"}, "v");
-    EXPECT_TRUE(v.ok()) << v.status();
-    return *v;
-  }();
-  return ParseRequest(body, vocab, limits, InputForm::kChain);
+  return Parse(body, limits, InputForm::kChain);
 }
 
 void ExpectChainError(std::string_view body, ErrorKind kind, std::string_view message,
                       RequestLimits limits = {}) {
-  absl::StatusOr<ParsedRequest> r = ParseChains(body, limits);
-  ASSERT_FALSE(r.ok()) << body;
-  EXPECT_EQ(ErrorKindOf(r.status()), kind) << r.status();
-  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
-  EXPECT_NE(r.status().message().find(std::string(message)), std::string::npos)
-      << r.status().message() << "\nexpected: " << message;
+  ExpectError(body, kind, message, limits, InputForm::kChain);
 }
 
 TEST(RequestTest, LanguageModelSentenceIsTheTrainersChain) {
-  // Ids: <unk> 0, <s> 1, </s> 2, a 3, b 4, (laughs) 5. Spaces and tabs separate words, as in
-  // the text reader; '(' starts no tree; an unknown word is <unk>.
+  // Spaces and tabs separate words, as in the text reader; '(' starts no tree; an unknown word
+  // is <unk>.
   absl::StatusOr<ParsedRequest> r = ParseChains(" a\tb  zebra (laughs)\r\n");
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->graphs.size(), 1u);
-  const scheduler::Graph expected = examples::SentenceChain({3, 4, 0, 5}, 1, 2);
+  const scheduler::Graph expected = examples::SentenceChain({1, 2, 0, 6}, 4, 5);
   const scheduler::Graph& g = r->graphs[0];
   EXPECT_EQ(g.tokens, expected.tokens);
   EXPECT_EQ(g.child_offsets, expected.child_offsets);
@@ -168,15 +160,15 @@ TEST(RequestTest, LanguageModelFieldsAndTopK) {
   EXPECT_EQ(r->graphs.size(), 2u);
   EXPECT_EQ(r->next_tokens.size(), 2u);
   EXPECT_EQ(r->top_k, 3);
-  // At most the limit, and at most the vocabulary (6 tokens).
+  // At most the limit, and at most the vocabulary (7 tokens).
   RequestLimits limits;
   limits.max_top_k = 4;
   ExpectChainError(R"j({"inputs": "a", "top_k": 5})j", ErrorKind::kMalformedJson,
                    "\"top_k\" is 5, not an integer from 0 to 4", limits);
-  ExpectChainError(R"j({"inputs": "a", "top_k": 7})j", ErrorKind::kMalformedJson,
-                   "\"top_k\" is 7, not an integer from 0 to 6");
+  ExpectChainError(R"j({"inputs": "a", "top_k": 8})j", ErrorKind::kMalformedJson,
+                   "\"top_k\" is 8, not an integer from 0 to 7");
   ExpectChainError(R"j({"inputs": "a", "top_k": -1})j", ErrorKind::kMalformedJson,
-                   "not an integer from 0 to 6");
+                   "not an integer from 0 to 7");
   ExpectChainError(R"j({"inputs": "a", "top_k": 2.5})j", ErrorKind::kMalformedJson,
                    "\"top_k\" is 2.5");
   ExpectChainError(R"j({"inputs": "a", "top_k": "2"})j", ErrorKind::kMalformedJson,
