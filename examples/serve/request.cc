@@ -85,8 +85,9 @@ int32_t AppendBalanced(const std::vector<int32_t>& ids, size_t lo, size_t hi, sc
   return g->AddVertex({left, right});
 }
 
-// The most words a sentence may have, and the error past it. A chain (kChain) runs one round per
-// vertex, <s> included, so max_depth bounds its words too.
+// The error of a sentence's word number `word`, at byte `offset`, past the limit on its words:
+// max_words, or for a chain (kChain, one round per vertex, <s> included) max_depth - 1 where
+// that is less (too_deep then: the rounds are what the limit guards).
 absl::Status TooManyWords(std::string_view name, size_t offset, size_t word,
                           const RequestLimits& limits, InputForm form) {
   const std::string where =
