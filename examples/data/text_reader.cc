@@ -122,6 +122,15 @@ absl::StatusOr<TextSentence> MakeTextSentence(const std::vector<std::string>& wo
   return MakeSentence(words, vocabulary, add_begin_token);
 }
 
+scheduler::Graph SentenceChain(const std::vector<int32_t>& ids, int32_t begin, int32_t end) {
+  scheduler::Graph g = scheduler::Graph::Chain(static_cast<int>(ids.size()) + 1);
+  g.tokens.push_back(begin);
+  g.tokens.insert(g.tokens.end(), ids.begin(), ids.end());
+  g.labels = ids;
+  g.labels.push_back(end);
+  return g;
+}
+
 absl::StatusOr<std::vector<TextSentence>> ReadTextFile(const std::string& path,
                                                        const Vocabulary& vocabulary,
                                                        const TextReadOptions& options) {

@@ -60,6 +60,11 @@ Vocabulary BuildTextVocabularyFromWords(const std::vector<std::vector<std::strin
                                                             const Vocabulary& vocabulary,
                                                             bool add_begin_token = true);
 
+// A language model's chain for a sentence of token ids: vertex 0 reads `begin`, vertex t reads
+// ids[t-1], and every vertex is labelled with the token that follows (`end` after the last
+// word). What cavs-train trains and evaluates on, and what cavs-serve scores.
+scheduler::Graph SentenceChain(const std::vector<int32_t>& ids, int32_t begin, int32_t end);
+
 // Reads every sentence of a file with token ids from `vocabulary`, which must hold "</s>"
 // (and "<s>" when add_begin_token): an error otherwise.
 [[nodiscard]] absl::StatusOr<std::vector<TextSentence>> ReadTextFile(

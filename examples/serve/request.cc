@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "examples/data/line_reader.h"
 #include "examples/data/sst_reader.h"
+#include "examples/data/text_reader.h"
 
 namespace cavs::serve {
 namespace {
@@ -84,17 +85,43 @@ int32_t AppendBalanced(const std::vector<int32_t>& ids, size_t lo, size_t hi, sc
   return g->AddVertex({left, right});
 }
 
-absl::StatusOr<scheduler::Graph> ParseSentence(std::string_view text, std::string_view name,
-                                               const examples::Vocabulary& vocabulary,
-                                               const RequestLimits& limits) {
+// The error of a sentence's word number `word`, at byte `offset`, past the limit on its words:
+// max_words, or for a chain (kChain, one round per vertex, <s> included) max_depth - 1 where
+// that is less (too_deep then: the rounds are what the limit guards).
+absl::Status TooManyWords(std::string_view name, size_t offset, size_t word,
+                          const RequestLimits& limits, InputForm form) {
+  const std::string where =
+      absl::StrCat(AbslView(name), ", character ", offset + 1, " (word ", word, "): ");
+  if (form == InputForm::kChain && limits.max_depth - 1 < limits.max_words) {
+    return RequestError(
+        ErrorKind::kTooDeep,
+        absl::StrCat(where, "more than ", limits.max_depth - 1,
+                     " words: a language model runs a sentence one round per word and one for "
+                     "<s>, and the limit is ",
+                     limits.max_depth, " rounds"));
+  }
+  return RequestError(ErrorKind::kTooWide,
+                      absl::StrCat(where, "more than the limit of ", limits.max_words, " words"));
+}
+
+// The token ids of a sentence's words, split at spaces and tabs as cavs-train's text reader
+// splits a line. REQUIRES: `text` holds a word.
+absl::StatusOr<std::vector<int32_t>> SentenceIds(std::string_view text, std::string_view name,
+                                                 const examples::Vocabulary& vocabulary,
+                                                 const RequestLimits& limits, InputForm form) {
+  const int max_words = form == InputForm::kChain ? std::min(limits.max_words, limits.max_depth - 1)
+                                                  : limits.max_words;
   std::vector<int32_t> ids;
   size_t i = 0;
   while (i < text.size()) {
     if (IsControl(text[i])) {
+      const bool line_break = text[i] == '\n' || text[i] == '\r';
       return RequestError(
           ErrorKind::kMalformedInput,
-          absl::StrCat(AbslView(name), ", character ", i + 1, ": control byte in a sentence ",
-                       examples::QuoteForError(text.substr(i, 1))));
+          absl::StrCat(
+              AbslView(name), ", character ", i + 1, ": control byte in a sentence ",
+              examples::QuoteForError(text.substr(i, 1)),
+              line_break ? " (an input is one sentence: send several as a JSON array)" : ""));
     }
     if (text[i] == ' ' || text[i] == '\t') {
       ++i;
@@ -102,15 +129,31 @@ absl::StatusOr<scheduler::Graph> ParseSentence(std::string_view text, std::strin
     }
     const size_t start = i;
     while (i < text.size() && text[i] != ' ' && text[i] != '\t' && !IsControl(text[i])) ++i;
-    if (static_cast<int>(ids.size()) == limits.max_words) {
-      return RequestError(ErrorKind::kTooWide,
-                          absl::StrCat(AbslView(name), ", character ", start + 1,
-                                       ": more than the limit of ", limits.max_words, " words"));
+    if (static_cast<int>(ids.size()) >= max_words) {
+      return TooManyWords(name, start, ids.size() + 1, limits, form);
     }
     ids.push_back(vocabulary.Id(text.substr(start, i - start)));
   }
+  return ids;
+}
+
+absl::StatusOr<scheduler::Graph> ParseSentence(std::string_view text, std::string_view name,
+                                               const examples::Vocabulary& vocabulary,
+                                               const RequestLimits& limits, InputForm form) {
+  CAVS_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                        SentenceIds(text, name, vocabulary, limits, form));
+  if (form == InputForm::kChain) {
+    return examples::SentenceChain(ids, vocabulary.Id(examples::kBeginToken),
+                                   vocabulary.Id(examples::kEndToken));
+  }
   scheduler::Graph g;
   AppendBalanced(ids, 0, ids.size(), &g);
+  if (const int h = Height(g); h > limits.max_depth) {
+    return RequestError(
+        ErrorKind::kTooDeep,
+        absl::StrCat(AbslView(name), ": a sentence of ", ids.size(), " words is a balanced tree ",
+                     h, " levels high, more than the limit of ", limits.max_depth));
+  }
   return g;
 }
 
@@ -142,6 +185,7 @@ absl::StatusOr<scheduler::Graph> ParseTree(std::string_view text, std::string_vi
 struct JsonRequest {
   std::vector<std::string> inputs;
   bool nodes = false;
+  int top_k = 0;
 };
 
 absl::Status JsonError(std::string_view what) {
@@ -167,7 +211,18 @@ absl::Status TakeInputs(const nlohmann::json& value, std::string_view where, Jso
   return absl::OkStatus();
 }
 
-absl::StatusOr<JsonRequest> ParseJson(std::string_view body) {
+// A language model's "top_k": an integer from 0 to the smaller of the limit and the vocabulary.
+absl::Status TakeTopK(const nlohmann::json& value, int most, JsonRequest* out) {
+  if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > most) {
+    const std::string what = value.is_number() ? value.dump() : value.type_name();
+    return JsonError(absl::StrCat("\"top_k\" is ", what, ", not an integer from 0 to ", most));
+  }
+  out->top_k = value.get<int>();
+  return absl::OkStatus();
+}
+
+// `max_top_k`: the largest "top_k" a kChain request may ask for.
+absl::StatusOr<JsonRequest> ParseJson(std::string_view body, InputForm form, int max_top_k) {
   // Values nested deeper than an object's array of strings are refused while parsing (and not
   // kept), so that no input builds a deep document.
   bool too_deep = false;
@@ -188,20 +243,25 @@ absl::StatusOr<JsonRequest> ParseJson(std::string_view body) {
     return out;
   }
   if (!doc.is_object()) return JsonError("the body is neither an array nor an object");
+  const bool chain = form == InputForm::kChain;
   bool has_inputs = false;
   for (const auto& [key, value] : doc.items()) {
     if (key == "inputs") {
       has_inputs = true;
       CAVS_RETURN_IF_ERROR(TakeInputs(value, "\"inputs\"", &out));
-    } else if (key == "nodes") {
+    } else if (key == "nodes" && !chain) {
       if (!value.is_boolean()) {
         return JsonError(absl::StrCat("\"nodes\" is ", value.type_name(), ", not true or false"));
       }
       out.nodes = value.get<bool>();
+    } else if (key == "top_k" && chain) {
+      CAVS_RETURN_IF_ERROR(TakeTopK(value, max_top_k, &out));
     } else {
-      return RequestError(ErrorKind::kUnknownField,
-                          absl::StrCat("unknown field ", examples::QuoteForError(key),
-                                       " (known: \"inputs\", \"nodes\")"));
+      return RequestError(
+          ErrorKind::kUnknownField,
+          absl::StrCat("unknown field ", examples::QuoteForError(key),
+                       chain ? " (known for a language model: \"inputs\", \"top_k\")"
+                             : " (known: \"inputs\", \"nodes\")"));
     }
   }
   if (!has_inputs) return JsonError("no \"inputs\" field");
@@ -240,24 +300,27 @@ ErrorKind ErrorKindOf(const absl::Status& status) {
 
 absl::StatusOr<scheduler::Graph> ParseInput(std::string_view text, size_t index,
                                             const examples::Vocabulary& vocabulary,
-                                            const RequestLimits& limits) {
+                                            const RequestLimits& limits, InputForm form) {
   const std::string name = absl::StrCat("input ", index);
   text = TrimEnd(text);
   const size_t first = FirstNonBlank(text);
   if (first == text.size()) {
     return RequestError(ErrorKind::kMalformedInput, absl::StrCat(name, " is empty"));
   }
-  if (text[first] == '(') return ParseTree(text, name, vocabulary, limits);
-  return ParseSentence(text, name, vocabulary, limits);
+  if (form == InputForm::kTree && text[first] == '(') {
+    return ParseTree(text, name, vocabulary, limits);
+  }
+  return ParseSentence(text, name, vocabulary, limits, form);
 }
 
 absl::StatusOr<ParsedRequest> ParseRequest(std::string_view body,
                                            const examples::Vocabulary& vocabulary,
-                                           const RequestLimits& limits) {
+                                           const RequestLimits& limits, InputForm form) {
   const size_t first = FirstNonBlank(body);
   JsonRequest request;
   if (first < body.size() && (body[first] == '[' || body[first] == '{')) {
-    CAVS_ASSIGN_OR_RETURN(request, ParseJson(body));
+    CAVS_ASSIGN_OR_RETURN(request,
+                          ParseJson(body, form, std::min(limits.max_top_k, vocabulary.size())));
   } else {
     request.inputs.emplace_back(body);
   }
@@ -268,9 +331,13 @@ absl::StatusOr<ParsedRequest> ParseRequest(std::string_view body,
   }
   ParsedRequest out;
   out.nodes = request.nodes;
+  out.top_k = request.top_k;
   out.graphs.reserve(request.inputs.size());
   for (size_t i = 0; i < request.inputs.size(); ++i) {
-    CAVS_ASSIGN_OR_RETURN(scheduler::Graph g, ParseInput(request.inputs[i], i, vocabulary, limits));
+    CAVS_ASSIGN_OR_RETURN(scheduler::Graph g,
+                          ParseInput(request.inputs[i], i, vocabulary, limits, form));
+    if (form == InputForm::kChain) out.next_tokens.push_back(std::move(g.labels));
+    g.labels.clear();
     out.graphs.push_back(std::move(g));
   }
   return out;

@@ -54,11 +54,6 @@ absl::StatusOr<std::unique_ptr<cavs::serve::Server>> Start(const cavs::serve::Se
   }
   CAVS_ASSIGN_OR_RETURN(cavs::trainer::SavedModel model,
                         cavs::trainer::LoadSavedModel(c.checkpoint, device));
-  if (cavs::trainer::IsLanguageModel(model.kind)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(model.path, ": cavs-serve serves tree models; ",
-                     cavs::trainer::ModelKindName(model.kind), " is a language model"));
-  }
   return cavs::serve::Server::Create(std::move(model), c.server);
 }
 

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -14,12 +15,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
+#include "examples/data/text_reader.h"
+#include "examples/serve/sentence_score.h"
 #include "scheduler/executor_common.h"
 
 namespace cavs::serve {
 namespace {
 
 constexpr char kJson[] = "application/json";
+
+// The predictions' JSON keeps its fields in the order written (the most useful first).
+using Json = nlohmann::ordered_json;
 
 // The HTTP status of an error kind.
 int HttpStatus(ErrorKind kind) {
@@ -43,7 +49,7 @@ std::string ErrorBody(ErrorKind kind, absl::string_view message) {
 }
 
 // One vertex's class, probabilities (softmax in double) and `classes` logits.
-nlohmann::json VertexJson(const float* logits, int64_t classes) {
+Json VertexJson(const float* logits, int64_t classes) {
   int64_t best = 0;
   for (int64_t c = 1; c < classes; ++c) {
     if (logits[c] > logits[best]) best = c;
@@ -57,10 +63,44 @@ nlohmann::json VertexJson(const float* logits, int64_t classes) {
           {"logits", std::vector<float>(logits, logits + classes)}};
 }
 
+// A language model's answer for one sentence: per position the token read, the sentence's next
+// token with its probability, the most probable one (and with top_k the k most probable); the
+// sentence's log-probability and perplexity.
+Json SentenceJson(const SentenceScore& score, const scheduler::Graph& chain,
+                  const std::vector<int32_t>& next, const examples::Vocabulary& vocab) {
+  Json positions = Json::array();
+  for (size_t t = 0; t < score.positions.size(); ++t) {
+    const PositionScore& p = score.positions[t];
+    Json j = {{"word", vocab.Word(chain.tokens[t])},
+              {"next", vocab.Word(next[t])},
+              {"next_probability", p.next_probability},
+              {"best", vocab.Word(p.best)},
+              {"best_probability", p.best_probability}};
+    if (!p.top.empty()) {
+      Json top = Json::array();
+      for (const auto& [id, probability] : p.top) {
+        top.push_back({{"word", vocab.Word(id)}, {"probability", probability}});
+      }
+      j["top"] = std::move(top);
+    }
+    positions.push_back(std::move(j));
+  }
+  // Vertex 0 reads <s>; the words follow.
+  const auto unknown =
+      std::count(chain.tokens.begin() + 1, chain.tokens.end(), examples::Vocabulary::kUnkId);
+  return {{"log_prob", score.log_prob},
+          {"perplexity", score.perplexity},
+          {"tokens", score.tokens},
+          {"unknown_words", unknown},
+          {"positions", std::move(positions)}};
+}
+
 }  // namespace
 
 Server::Server(trainer::SavedModel model, ServerOptions options)
-    : model_(std::move(model)), options_(std::move(options)) {}
+    : model_(std::move(model)),
+      form_(trainer::IsLanguageModel(model_.kind) ? InputForm::kChain : InputForm::kTree),
+      options_(std::move(options)) {}
 
 Server::~Server() {
   Shutdown();
@@ -71,6 +111,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(trainer::SavedModel model
                                                        ServerOptions options) {
   if (options.batching.max_batch < 1) {
     return absl::InvalidArgumentError("--max-batch must be at least 1");
+  }
+  if (trainer::IsLanguageModel(model.kind)) {
+    // The chains read <s> and predict </s>: a language model's vocabulary always has both.
+    for (std::string_view token : {examples::kBeginToken, examples::kEndToken}) {
+      if (!model.vocabulary.Contains(token)) {
+        return absl::FailedPreconditionError(absl::StrCat(model.path, ": the vocabulary of ",
+                                                          trainer::ModelKindName(model.kind),
+                                                          " lacks ", examples::AbslView(token)));
+      }
+    }
   }
   std::unique_ptr<Server> s(new Server(std::move(model), std::move(options)));
   CAVS_ASSIGN_OR_RETURN(s->policy_, MakeBatchPolicy(s->options_.policy, s->options_.batching));
@@ -92,22 +142,34 @@ Server::Reply Server::ErrorReply(const absl::Status& status) {
   return {HttpStatus(kind), ErrorBody(kind, status.message())};
 }
 
-std::string Server::FormatPredictions(const ParsedRequest& request, const Ticket& ticket) const {
+absl::StatusOr<std::string> Server::FormatPredictions(const ParsedRequest& request,
+                                                      const Ticket& ticket) const {
   const int64_t classes = model_.cell.classes;
-  nlohmann::json predictions = nlohmann::json::array();
+  Json predictions = Json::array();
   for (size_t i = 0; i < request.graphs.size(); ++i) {
     const std::vector<float>& logits = ticket.logits(i);
     const int vertices = request.graphs[i].num_vertices();
+    if (static_cast<int64_t>(logits.size()) != vertices * classes) {
+      return absl::InternalError(absl::StrCat("input ", i, ": ", logits.size(), " logits for ",
+                                              vertices, " vertices of ", classes, " classes"));
+    }
+    if (form_ == InputForm::kChain) {
+      CAVS_ASSIGN_OR_RETURN(SentenceScore score,
+                            ScoreSentence(logits, classes, request.next_tokens[i], request.top_k));
+      predictions.push_back(
+          SentenceJson(score, request.graphs[i], request.next_tokens[i], model_.vocabulary));
+      continue;
+    }
     // The root is the last vertex: parsed trees and sentences are in post-order.
-    nlohmann::json p = VertexJson(logits.data() + (vertices - 1) * classes, classes);
+    Json p = VertexJson(logits.data() + (vertices - 1) * classes, classes);
     if (request.nodes) {
-      nlohmann::json nodes = nlohmann::json::array();
+      Json nodes = Json::array();
       for (int v = 0; v < vertices; ++v) nodes.push_back(VertexJson(&logits[v * classes], classes));
       p["nodes"] = std::move(nodes);
     }
     predictions.push_back(std::move(p));
   }
-  return nlohmann::json{{"predictions", std::move(predictions)}}.dump() + "\n";
+  return Json{{"predictions", std::move(predictions)}}.dump() + "\n";
 }
 
 Server::Reply Server::Predict(const std::string& body) {
@@ -115,7 +177,8 @@ Server::Reply Server::Predict(const std::string& body) {
   if (stopping_.load()) {
     return ErrorReply(RequestError(ErrorKind::kShuttingDown, "the server is shutting down"));
   }
-  absl::StatusOr<ParsedRequest> request = ParseRequest(body, model_.vocabulary, options_.limits);
+  absl::StatusOr<ParsedRequest> request =
+      ParseRequest(body, model_.vocabulary, options_.limits, form_);
   if (!request.ok()) return ErrorReply(request.status());
   // The parser's graphs are well formed; this is the engine's own check, per request, so that
   // nothing a batch runs can fail it.
@@ -126,7 +189,11 @@ Server::Reply Server::Predict(const std::string& body) {
   absl::StatusOr<std::shared_ptr<Ticket>> ticket = batcher_->Submit(request->graphs);
   if (!ticket.ok()) return ErrorReply(ticket.status());
   if (absl::Status done = (*ticket)->Wait(); !done.ok()) return ErrorReply(done);
-  Reply reply{200, FormatPredictions(*request, **ticket)};
+  absl::StatusOr<std::string> answer = FormatPredictions(*request, **ticket);
+  if (!answer.ok()) {
+    return ErrorReply(RequestError(ErrorKind::kInternal, answer.status().message()));
+  }
+  Reply reply{200, *std::move(answer)};
   metrics_.ObserveLatency(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return reply;

@@ -1,6 +1,8 @@
 // Server: cavs-serve's HTTP/1.1 front end over a Batcher, with cpp-httplib.
 //
-//   POST /v1/predict   a body as request.h describes -> 200 {"predictions": [...]}; a bad body
+//   POST /v1/predict   a body as request.h describes -> 200 {"predictions": [...]}: per input
+//                      a tree model's class and probabilities, or a language model's next-word
+//                      predictions and perplexity (sentence_score.h); a bad body
 //                      -> 400 (413 over the size limit) {"error": {"kind", "message"}}; a full
 //                      queue or a server shutting down -> 503 with Retry-After
 //   GET  /healthz      200 {"status": "ok", "model", "checkpoint", "step"} (503 once stopping)
@@ -78,9 +80,13 @@ class Server {
   };
   Reply Predict(const std::string& body);
   Reply ErrorReply(const absl::Status& status);
-  std::string FormatPredictions(const ParsedRequest& request, const Ticket& ticket) const;
+  // The 200 body: a tree model's classes, or a language model's sentences scored (Internal if
+  // the engine's answer does not fit the request: a bug).
+  [[nodiscard]] absl::StatusOr<std::string> FormatPredictions(const ParsedRequest& request,
+                                                              const Ticket& ticket) const;
 
   trainer::SavedModel model_;
+  const InputForm form_;  // kChain for a language model
   const ServerOptions options_;
   ServeMetrics metrics_;
   std::unique_ptr<BatchPolicy> policy_;

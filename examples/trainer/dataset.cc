@@ -138,7 +138,7 @@ std::vector<scheduler::Graph> Chains(const Sentences& sentences,
   for (const auto& words : sentences) {
     std::vector<int32_t> ids;
     for (const std::string& w : words) ids.push_back(vocab.Id(w));
-    out.push_back(SentenceChain(ids, begin, end));
+    out.push_back(examples::SentenceChain(ids, begin, end));
   }
   return out;
 }
@@ -191,15 +191,6 @@ absl::Status CheckInputFile(const std::string& flag, const std::string& path) {
 }
 
 }  // namespace
-
-scheduler::Graph SentenceChain(const std::vector<int32_t>& ids, int32_t begin, int32_t end) {
-  scheduler::Graph g = scheduler::Graph::Chain(static_cast<int>(ids.size()) + 1);
-  g.tokens.push_back(begin);
-  g.tokens.insert(g.tokens.end(), ids.begin(), ids.end());
-  g.labels = ids;
-  g.labels.push_back(end);
-  return g;
-}
 
 uint64_t HashGraphs(const std::vector<scheduler::Graph>& graphs) {
   uint64_t h = core::kFnv1aBasis;

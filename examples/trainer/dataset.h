@@ -48,8 +48,4 @@ std::vector<std::pair<std::string, std::string>> InputFiles(const TrainerConfig&
 // collisions).
 uint64_t HashGraphs(const std::vector<scheduler::Graph>& graphs);
 
-// A language-model chain for `ids`: vertex 0 reads `begin`, vertex t reads ids[t-1] and every
-// vertex is labelled with the next token (`end` after the last word).
-scheduler::Graph SentenceChain(const std::vector<int32_t>& ids, int32_t begin, int32_t end);
-
 }  // namespace cavs::trainer

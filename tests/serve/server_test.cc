@@ -21,12 +21,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "examples/trainer/trainer.h"
+#include "tests/serve/serve_test_util.h"
 #include "tests/testing/temp_dir.h"
 
 namespace cavs::serve {
 namespace {
 
 using nlohmann::json;
+using testing::Post;
 
 // A small Tree-LSTM trained for one epoch on the bundled data, once for the suite.
 class ServerTest : public ::testing::Test {
@@ -52,38 +54,8 @@ class ServerTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete trainer_; }
 
-  // A server on a free port, serving in a thread until the object dies.
-  struct Running {
-    std::unique_ptr<Server> server;
-    int port = 0;
-    std::thread thread;
-    ~Running() {
-      if (server != nullptr) server->Shutdown();
-      if (thread.joinable()) thread.join();
-    }
-  };
-  static std::unique_ptr<Running> Start(ServerOptions o = {}) {
-    o.port = 0;
-    o.http_threads = 16;
-    auto r = std::make_unique<Running>();
-    absl::StatusOr<trainer::SavedModel> m =
-        trainer::LoadSavedModel(checkpoint_, core::Device::Cpu());
-    EXPECT_TRUE(m.ok()) << m.status();
-    absl::StatusOr<std::unique_ptr<Server>> s = Server::Create(*std::move(m), o);
-    EXPECT_TRUE(s.ok()) << s.status();
-    r->server = *std::move(s);
-    absl::StatusOr<int> port = r->server->Bind();
-    EXPECT_TRUE(port.ok()) << port.status();
-    r->port = *port;
-    r->thread = std::thread([s = r->server.get()] { EXPECT_TRUE(s->Serve().ok()); });
-    return r;
-  }
-
-  static httplib::Result Post(int port, const std::string& body) {
-    httplib::Client client("127.0.0.1", port);
-    client.set_read_timeout(30, 0);
-    client.set_tcp_nodelay(true);  // else the body waits for a delayed ACK (40 ms)
-    return client.Post("/v1/predict", body, "application/json");
+  static std::unique_ptr<testing::RunningServer> Start(ServerOptions o = {}) {
+    return testing::StartServer(checkpoint_, o);
   }
 
   static trainer::Trainer* trainer_;
@@ -97,22 +69,7 @@ std::vector<std::string> ServerTest::dev_lines_;
 // Offline logits of `lines`, in one batch, as cavs-train evaluates (folded projections).
 std::vector<std::vector<float>> OfflineLogits(const std::string& checkpoint,
                                               const std::vector<std::string>& lines) {
-  absl::StatusOr<trainer::SavedModel> m = trainer::LoadSavedModel(checkpoint, core::Device::Cpu());
-  EXPECT_TRUE(m.ok()) << m.status();
-  absl::StatusOr<ParsedRequest> parsed = ParseRequest(json(lines).dump(), m->vocabulary, {});
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  auto engine = scheduler::Engine::Create(m->function.get(), m->store.get(), {});
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  EXPECT_TRUE((*engine)->FoldInputProjections().ok());
-  scheduler::RunOptions ro;
-  ro.training = false;
-  ro.backward = false;
-  ro.keep_outputs = true;
-  ro.folded_projections = true;
-  ro.batch_invariant = true;
-  absl::StatusOr<scheduler::RunResult> r = (*engine)->Run(parsed->graphs, ro);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r->outputs;
+  return testing::RunOffline(checkpoint, lines, InputForm::kTree).result.outputs;
 }
 
 // The logits of every vertex of prediction `p` (a response with "nodes").
@@ -179,18 +136,12 @@ TEST_F(ServerTest, EveryBadInputGetsItsStatusAndTheServerKeepsServing) {
   o.limits.max_depth = 40;
   o.limits.max_words = 50;
   auto s = Start(o);
-  struct Case {
-    std::string body;
-    int status;
-    const char* kind;
-    const char* message;
-  };
   std::string deep, wide;
   for (int i = 0; i < 45; ++i) deep += "(2 ";
   deep += "a";
   for (int i = 0; i < 45; ++i) deep += ")";
   for (int i = 0; i < 60; ++i) wide += "w ";
-  const std::vector<Case> cases = {
+  const std::vector<testing::BadRequest> cases = {
       {"[\"(2 a\"", 400, "malformed_json", "malformed JSON"},
       {R"({"inputs": "a", "top_k": 3})", 400, "unknown_field", "unknown field 'top_k'"},
       {"(2 (2 a) (9 b))", 400, "malformed_tree", "input 0, character 11: bad label"},
@@ -200,22 +151,11 @@ TEST_F(ServerTest, EveryBadInputGetsItsStatusAndTheServerKeepsServing) {
       {"[]", 400, "too_many_inputs", "0 inputs"},
       {std::string(5000, 'a'), 413, "body_too_large", "over the limit of 4096 bytes"},
   };
-  for (const Case& c : cases) {
-    httplib::Result res = Post(s->port, c.body);
-    ASSERT_TRUE(res) << c.kind << ": " << httplib::to_string(res.error());
-    EXPECT_EQ(res->status, c.status) << c.kind << ": " << res->body;
-    const json error = json::parse(res->body)["error"];
-    EXPECT_EQ(error["kind"], c.kind);
-    EXPECT_NE(error["message"].get<std::string>().find(c.message), std::string::npos)
-        << error["message"];
-    // Still serving.
-    httplib::Result ok = Post(s->port, "(3 (2 a) (3 good))");
-    ASSERT_TRUE(ok && ok->status == 200) << c.kind;
-  }
+  testing::ExpectEachRefusedWhileServing(s->port, cases, "(3 (2 a) (3 good))");
   httplib::Client client("127.0.0.1", s->port);
   httplib::Result metrics = client.Get("/metrics");
   ASSERT_TRUE(metrics && metrics->status == 200);
-  for (const Case& c : cases) {
+  for (const testing::BadRequest& c : cases) {
     EXPECT_NE(metrics->body.find(absl::StrCat("cavs_serve_errors_total{kind=\"", c.kind, "\"} 1")),
               std::string::npos)
         << c.kind << "\n"
@@ -244,39 +184,12 @@ TEST_F(ServerTest, BadRequestsInTheSameBatchLeaveTheOthersUnaffected) {
 }
 
 TEST_F(ServerTest, FullQueueGives503AndShutdownAnswersEveryAcceptedRequest) {
-  ServerOptions o;
-  o.batching.max_batch = 1000;
-  o.batching.max_wait = std::chrono::seconds(60);  // nothing runs until the shutdown
-  o.batcher.queue_capacity = 6;
-  auto s = Start(o);
-  std::vector<std::thread> clients;
-  std::vector<int> status(6);
-  std::vector<json> body(6);
-  for (int c = 0; c < 6; ++c) {
-    clients.emplace_back([&, c] {
-      httplib::Result r = Post(s->port, dev_lines_[c]);
-      status[c] = r ? r->status : -1;
-      if (r && r->status == 200) body[c] = json::parse(r->body);
-    });
+  const std::vector<testing::Answer> answers = testing::FillTheQueueThenShutDown(
+      checkpoint_, std::vector<std::string>(dev_lines_.begin(), dev_lines_.begin() + 6), "a b");
+  for (size_t c = 0; c < answers.size(); ++c) {
+    EXPECT_EQ(answers[c].status, 200) << c;
+    EXPECT_EQ(answers[c].body["predictions"].size(), 1u);
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (s->server->metrics().queued() < 6 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_EQ(s->server->metrics().queued(), 6);
-  httplib::Result full = Post(s->port, "a b");
-  ASSERT_TRUE(full);
-  EXPECT_EQ(full->status, 503);
-  EXPECT_EQ(full->get_header_value("Retry-After"), "1");
-  EXPECT_EQ(json::parse(full->body)["error"]["kind"], "queue_full");
-  s->server->Shutdown();
-  for (std::thread& t : clients) t.join();
-  for (int c = 0; c < 6; ++c) {
-    EXPECT_EQ(status[c], 200) << c;
-    EXPECT_EQ(body[c]["predictions"].size(), 1u);
-  }
-  s->thread.join();
-  EXPECT_FALSE(Post(s->port, "a b"));  // no longer listening
 }
 
 // "eager" runs a lone request at once, where size-or-deadline would wait out the deadline.
@@ -295,31 +208,13 @@ TEST_F(ServerTest, EagerPolicyAnswersALoneRequestWithoutWaiting) {
 
 // The binary: prints its port, answers, and exits 0 on SIGTERM.
 TEST_F(ServerTest, BinaryServesAndStopsOnSigterm) {
-  const std::string out = tests::TempPath("serve_stdout.txt");
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::freopen(out.c_str(), "w", stdout);
-    execl(CAVS_SERVE_BINARY, CAVS_SERVE_BINARY, ("--checkpoint=" + checkpoint_).c_str(), "--port=0",
-          "--max-wait-us=100", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int port = 0;
-  for (int i = 0; i < 2000 && port == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    std::ifstream f(out);
-    std::string line;
-    std::getline(f, line);
-    const size_t colon = line.rfind(':');
-    if (line.find("http://") != std::string::npos) port = std::stoi(line.substr(colon + 1));
-  }
-  ASSERT_GT(port, 0);
-  httplib::Result res = Post(port, "(3 (2 a) (3 good))");
+  testing::RunningBinary binary({"--checkpoint=" + checkpoint_, "--max-wait-us=100"},
+                                tests::TempPath("serve_stdout.txt"));
+  ASSERT_GT(binary.port(), 0);
+  httplib::Result res = Post(binary.port(), "(3 (2 a) (3 good))");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
-  kill(pid, SIGTERM);
-  int wstatus = 0;
-  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  const int wstatus = binary.Stop();
   EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << wstatus;
 }
 

@@ -60,6 +60,15 @@ TEST(TextReaderTest, SentencesAreChainsPredictingTheNextWord) {
   EXPECT_EQ((*s)[2].graph.tokens[2], Vocabulary::kUnkId);
 }
 
+TEST(TextReaderTest, SentenceChainPredictsTheNextToken) {
+  scheduler::Graph g = SentenceChain({7, 8}, /*begin=*/1, /*end=*/2);
+  ASSERT_EQ(g.num_vertices(), 3);
+  EXPECT_EQ(g.tokens, (std::vector<int32_t>{1, 7, 8}));
+  EXPECT_EQ(g.labels, (std::vector<int32_t>{7, 8, 2}));
+  EXPECT_EQ(g.child(2, 0), 1);
+  EXPECT_EQ(g.child(0, 0), -1);
+}
+
 TEST(TextReaderTest, WithoutBeginTokenAndUnknownWords) {
   const Vocabulary v = TrainVocab();
   TextReadOptions options;

@@ -9,7 +9,6 @@
 #include <sstream>
 #include <string>
 
-#include "examples/trainer/dataset.h"
 #include "examples/trainer/report.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
@@ -89,15 +88,6 @@ TEST(MetricsTest, NoNonNeutralRootMeansNoBinaryAccuracy) {
   curve[0].dev_perplexity = std::nan("");
   curve[1].dev_perplexity = 500;
   EXPECT_EQ(BestEpoch(curve, true).epoch, 2);
-}
-
-TEST(MetricsTest, SentenceChainPredictsTheNextToken) {
-  scheduler::Graph g = SentenceChain({7, 8}, /*begin=*/1, /*end=*/2);
-  ASSERT_EQ(g.num_vertices(), 3);
-  EXPECT_EQ(g.tokens, (std::vector<int32_t>{1, 7, 8}));
-  EXPECT_EQ(g.labels, (std::vector<int32_t>{7, 8, 2}));
-  EXPECT_EQ(g.child(2, 0), 1);
-  EXPECT_EQ(g.child(0, 0), -1);
 }
 
 TEST(ReportTest, CsvRowsRoundTrip) {
