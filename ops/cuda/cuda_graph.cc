@@ -1,5 +1,6 @@
 #include "ops/cuda/cuda_graph.h"
 
+#include <memory>
 #include <string_view>
 #include <utility>
 
@@ -16,9 +17,8 @@ void CudaGraphReplay::Clear() {
   execs_.clear();
 }
 
-absl::StatusOr<cudaGraphExec_t> CudaGraphReplay::Executable(uint64_t shape, cudaGraph_t graph,
-                                                            size_t nodes) {
-  auto it = execs_.find({shape, nodes});
+absl::StatusOr<cudaGraphExec_t> CudaGraphReplay::Executable(const Topology& t, cudaGraph_t graph) {
+  auto it = execs_.find(t);
   if (it != execs_.end()) {
     cudaGraphExecUpdateResultInfo info{};
     if (cudaGraphExecUpdate(it->second.exec, graph, &info) == cudaSuccess) {
@@ -44,13 +44,14 @@ absl::StatusOr<cudaGraphExec_t> CudaGraphReplay::Executable(uint64_t shape, cuda
   cudaGraphExec_t exec = nullptr;
   CAVS_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph, 0));
   ++stats_.instantiated;
-  execs_[{shape, nodes}] = Entry{exec, ++uses_};
+  execs_[t] = Entry{exec, ++uses_};
   return exec;
 }
 
-absl::StatusOr<uint64_t> CudaGraphReplay::Topology(cudaGraph_t graph, size_t nodes) {
-  node_buffer_.resize(nodes);
-  size_t n = nodes;
+absl::StatusOr<CudaGraphReplay::Topology> CudaGraphReplay::TopologyOf(cudaGraph_t graph) {
+  size_t n = 0;
+  CAVS_CUDA_RETURN_IF_ERROR(cudaGraphGetNodes(graph, nullptr, &n));
+  node_buffer_.resize(n);
   CAVS_CUDA_RETURN_IF_ERROR(cudaGraphGetNodes(graph, node_buffer_.data(), &n));
   uint64_t h = core::kFnv1aBasis;
   for (size_t i = 0; i < n; ++i) {
@@ -59,7 +60,7 @@ absl::StatusOr<uint64_t> CudaGraphReplay::Topology(cudaGraph_t graph, size_t nod
     const auto t = static_cast<uint32_t>(type);
     h = core::Fnv1a(std::string_view(reinterpret_cast<const char*>(&t), sizeof(t)), h);
   }
-  return h;
+  return Topology{h, n};
 }
 
 absl::StatusOr<bool> CudaGraphReplay::Queue(cudaStream_t stream,
@@ -72,36 +73,25 @@ absl::StatusOr<bool> CudaGraphReplay::Queue(cudaStream_t stream,
   }
   CAVS_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   const absl::Status queued = queue();
-  cudaGraph_t graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  cudaGraph_t captured = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &captured);
+  // Destroyed on every return: an executable graph holds what it needs.
+  const std::unique_ptr<CUgraph_st, decltype(&cudaGraphDestroy)> graph(captured, &cudaGraphDestroy);
   if (!queued.ok() || ended != cudaSuccess || graph == nullptr) {
     // Nothing of it reached the device: queue it again, launch by launch. A launch that failed
     // for its own reasons fails again there, with its own error.
-    if (graph != nullptr) cudaGraphDestroy(graph);
     (void)cudaGetLastError();
     ++stats_.fallbacks;
     CAVS_RETURN_IF_ERROR(queue());
     return false;
   }
-  size_t nodes = 0;
-  absl::Status s = CAVS_CUDA_STATUS(cudaGraphGetNodes(graph, nullptr, &nodes));
-  bool launched = false;
-  if (s.ok() && nodes > 0) {
-    absl::StatusOr<uint64_t> shape = Topology(graph, nodes);
-    s = shape.status();
-    absl::StatusOr<cudaGraphExec_t> exec =
-        s.ok() ? Executable(*shape, graph, nodes) : absl::StatusOr<cudaGraphExec_t>(s);
-    s = exec.status();
-    if (s.ok()) s = CAVS_CUDA_STATUS(cudaGraphLaunch(*exec, stream));
-    launched = s.ok();
-  }
-  cudaGraphDestroy(graph);  // the executable graph holds what it needs
-  CAVS_RETURN_IF_ERROR(s);
-  if (launched) {
-    ++stats_.launched;
-    stats_.nodes = static_cast<int64_t>(nodes);
-  }
-  return launched;
+  CAVS_ASSIGN_OR_RETURN(const Topology t, TopologyOf(graph.get()));
+  if (t.second == 0) return false;  // nothing was queued
+  CAVS_ASSIGN_OR_RETURN(cudaGraphExec_t exec, Executable(t, graph.get()));
+  CAVS_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream));
+  ++stats_.launched;
+  stats_.nodes = static_cast<int64_t>(t.second);
+  return true;
 }
 
 }  // namespace cavs::ops::cuda

@@ -74,13 +74,13 @@ class CudaGraphReplay {
     cudaGraphExec_t exec = nullptr;
     uint64_t last_use = 0;
   };
-  // A hash of the node types of `graph` (`nodes` of them) in its order.
-  absl::StatusOr<uint64_t> Topology(cudaGraph_t graph, size_t nodes);
-  // The executable graph for `graph` of topology `shape`: updated or made.
-  absl::StatusOr<cudaGraphExec_t> Executable(uint64_t shape, cudaGraph_t graph, size_t nodes);
+  // A graph's topology: a hash of its node types in order, and their count.
+  using Topology = std::pair<uint64_t, size_t>;
+  absl::StatusOr<Topology> TopologyOf(cudaGraph_t graph);
+  // The executable graph for `graph` of topology `t`: updated or made.
+  absl::StatusOr<cudaGraphExec_t> Executable(const Topology& t, cudaGraph_t graph);
 
-  // By (topology, node count).
-  absl::flat_hash_map<std::pair<uint64_t, size_t>, Entry> execs_;
+  absl::flat_hash_map<Topology, Entry> execs_;
   std::vector<cudaGraphNode_t> node_buffer_;  // Topology's, kept across calls
   uint64_t uses_ = 0;
   Stats stats_;
