@@ -575,6 +575,10 @@ BackendRegistry& Backends() {
   return *registry;
 }
 
+// Set on the thread registering the built-in backends (lazily, at the first MakeCommunicator):
+// a kind a program registered before that keeps its factory.
+thread_local bool registering_builtins = false;
+
 }  // namespace
 
 void RegisterCommunicatorBackend(std::string kind, CommunicatorFactory factory) {
@@ -582,7 +586,7 @@ void RegisterCommunicatorBackend(std::string kind, CommunicatorFactory factory) 
   std::lock_guard<std::mutex> lock(r.mu);
   for (auto& [name, f] : r.backends) {
     if (name == kind) {
-      f = std::move(factory);
+      if (!registering_builtins) f = std::move(factory);
       return;
     }
   }
@@ -596,7 +600,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(absl::string_view
                                                    absl::FormatDuration(options.timeout)));
   }
   static std::once_flag builtin;
-  std::call_once(builtin, internal::RegisterBuiltinCommunicators);
+  std::call_once(builtin, [] {
+    registering_builtins = true;
+    internal::RegisterBuiltinCommunicators();
+    registering_builtins = false;
+  });
   if (kind == "auto") kind = LaunchedByMpi() ? "mpi" : "single";
   CommunicatorFactory factory;
   std::vector<std::string> known = {"auto"};

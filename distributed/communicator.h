@@ -266,7 +266,8 @@ using CommunicatorFactory =
 
 // Makes `kind` a name MakeCommunicator accepts; registering a kind again replaces its factory.
 // The backends of cavs register themselves (each backend's Register*Communicator, called from
-// distributed/communicator_backends.cc) before MakeCommunicator first looks one up; a backend
+// distributed/communicator_backends.cc) when MakeCommunicator first looks one up, keeping any
+// kind a program registered before (its "mpi", say); a backend
 // the build lacks is registered as a factory that says how to build it. "auto" is resolved
 // before the lookup and cannot be registered. Thread-safe.
 void RegisterCommunicatorBackend(std::string kind, CommunicatorFactory factory);

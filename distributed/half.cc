@@ -87,8 +87,6 @@ bool HasF16c() { return false; }
 
 }  // namespace
 
-bool HalfConversionsUseF16c() { return HasF16c(); }
-
 void FloatsToHalves(const float* src, float scale, uint16_t* dst, int64_t n) {
 #if defined(__x86_64__)
   if (HasF16c()) return FloatsToHalvesF16c(src, scale, dst, n);

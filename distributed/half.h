@@ -82,7 +82,4 @@ void HalvesToFloats(const uint16_t* src, float* dst, int64_t n);
 // inout[i] = FloatToHalf(HalfToFloat(in[i]) + HalfToFloat(inout[i])), i < n: MPI's half sum.
 void AddHalves(const uint16_t* in, uint16_t* inout, int64_t n);
 
-// Whether the buffer functions use the F16C instructions on this CPU.
-bool HalfConversionsUseF16c();
-
 }  // namespace cavs::distributed

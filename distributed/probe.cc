@@ -242,9 +242,9 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
   // allgather or gather is its W-th part.
   const int64_t cal_sizes[2] = {options.calibration_bytes, options.calibration_large_bytes};
   const int cal_points = options.calibration_large_bytes > options.calibration_bytes ? 2 : 1;
+  const bool calibrate = comm.world_size() > 1 && options.calibration_bytes > 0;
   std::array<std::array<double, 5>, 2> collective_s{};
-  for (int point = 0; point < cal_points; ++point) {
-    if (comm.world_size() < 2 || options.calibration_bytes <= 0) break;
+  for (int point = 0; calibrate && point < cal_points; ++point) {
     CAVS_ASSIGN_OR_RETURN(collective_s[point],
                           TimeCollectives(comm, cal_sizes[point], point == 0 ? reps : 1));
   }
@@ -299,7 +299,7 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
     // spec (the barrier after it included on both sides): at two sizes, a line through both,
     // measured = extra + factor x modelled; at one, the ratio alone. factor within [0.5, 50],
     // extra >= 0 (where the line would need a negative one, the larger size's ratio).
-    if (w > 1 && options.calibration_bytes > 0) {
+    if (calibrate) {
       internal::Collectives model(spec);
       internal::Resources resources(spec);
       std::vector<int> everyone(w);
@@ -318,7 +318,10 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
           const double slope = (m[1][k] - m[0][k]) / (modelled[1] - modelled[0]);
           double factor = std::clamp(slope, 0.5, 50.0);
           double extra = m[0][k] - factor * modelled[0];
-          if (extra < 0) factor = std::clamp(m[1][k] / modelled[1], 0.5, 50.0), extra = 0;
+          if (extra < 0) {
+            factor = std::clamp(m[1][k] / modelled[1], 0.5, 50.0);
+            extra = 0;
+          }
           spec.factor[k] = factor;
           spec.extra[k] = extra;
         } else {

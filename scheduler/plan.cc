@@ -30,7 +30,7 @@ struct Hull {
   RowRange Range() const { return hi < 0 ? RowRange{0, 0} : RowRange{lo, hi + 1}; }
 };
 
-// The policy `options` names: its own where the caller gave one.
+// The built-in policy `options.policy` names.
 std::unique_ptr<BatchingPolicy> BuiltinPolicy(const PlanOptions& options) {
   switch (options.policy) {
     case Policy::kDepth:

@@ -47,19 +47,6 @@ TextSentence MakeSentence(const std::vector<Word>& words, const Vocabulary& voca
   return s;
 }
 
-// That `vocab` holds the tokens a chain reads; `what` names its text in the error.
-absl::Status CheckSpecialTokens(const Vocabulary& vocab, bool add_begin_token,
-                                const std::string& what) {
-  for (std::string_view special : {kEndToken, kBeginToken}) {
-    if (special == kBeginToken && !add_begin_token) continue;
-    if (!vocab.Contains(special)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("vocabulary for ", what, " lacks ", AbslView(special)));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // Calls `visit(words)` for the words of every non-blank line.
 template <typename Visit>
 absl::Status ForEachSentence(LineReader& reader, Visit visit) {
@@ -97,6 +84,18 @@ absl::StatusOr<std::vector<std::vector<std::string>>> ReadTextWords(LineReader& 
     sentences.emplace_back(words.begin(), words.end());
   }));
   return sentences;
+}
+
+absl::Status CheckSpecialTokens(const Vocabulary& vocab, bool add_begin_token,
+                                const std::string& what) {
+  for (std::string_view special : {kEndToken, kBeginToken}) {
+    if (special == kBeginToken && !add_begin_token) continue;
+    if (!vocab.Contains(special)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("vocabulary for ", what, " lacks ", AbslView(special)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Vocabulary> BuildTextVocabulary(const std::string& path, int min_count) {

@@ -49,6 +49,10 @@ struct TextReadOptions {
 // "<unk>", "<s>", "</s>", then the words of `path` seen at least `min_count` times.
 [[nodiscard]] absl::StatusOr<Vocabulary> BuildTextVocabulary(const std::string& path,
                                                              int min_count = 1);
+// That `vocab` holds the tokens a chain reads ("</s>", and "<s>" with add_begin_token): an
+// InvalidArgument "vocabulary for <what> lacks <token>" if not.
+[[nodiscard]] absl::Status CheckSpecialTokens(const Vocabulary& vocab, bool add_begin_token,
+                                              const std::string& what);
 // The same from sentences in memory (ReadTextWords', or words from any other source).
 Vocabulary BuildTextVocabularyFromWords(const std::vector<std::vector<std::string>>& sentences,
                                         int min_count = 1);

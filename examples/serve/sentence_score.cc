@@ -14,9 +14,10 @@ namespace cavs::serve {
 namespace {
 
 // Row `x`'s position: probabilities exp(x - lse) in double, lse its log-sum-exp.
-// x: [classes]. REQUIRES: best is the row's argmax, 0 <= next < classes.
-PositionScore ScorePosition(const float* x, int64_t classes, int32_t best, int32_t next,
-                            int top_k) {
+// x: [classes]. REQUIRES: best is the row's argmax, 0 <= next < classes. `ids`: top_k's
+// scratch, kept by the caller across positions.
+PositionScore ScorePosition(const float* x, int64_t classes, int32_t best, int32_t next, int top_k,
+                            std::vector<int32_t>& ids) {
   const double mx = x[best];
   double sum = 0.0;
   for (int64_t c = 0; c < classes; ++c) sum += std::exp(double{x[c]} - mx);
@@ -26,7 +27,7 @@ PositionScore ScorePosition(const float* x, int64_t classes, int32_t best, int32
   p.best_probability = std::exp(mx - lse);
   p.next_probability = std::exp(double{x[next]} - lse);
   if (top_k > 0) {
-    std::vector<int32_t> ids(static_cast<size_t>(classes));
+    ids.resize(static_cast<size_t>(classes));
     std::iota(ids.begin(), ids.end(), 0);
     const auto k = std::min<int64_t>(top_k, classes);
     std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
@@ -70,9 +71,10 @@ absl::StatusOr<SentenceScore> ScoreSentence(const std::vector<float>& logits, in
   s.tokens = rows;
   s.perplexity = m.Perplexity();
   s.positions.reserve(static_cast<size_t>(rows));
+  std::vector<int32_t> ids;
   for (int64_t r = 0; r < rows; ++r) {
-    s.positions.push_back(
-        ScorePosition(&logits[static_cast<size_t>(r * classes)], classes, best[r], next[r], top_k));
+    s.positions.push_back(ScorePosition(&logits[static_cast<size_t>(r * classes)], classes, best[r],
+                                        next[r], top_k, ids));
   }
   return s;
 }

@@ -114,12 +114,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(trainer::SavedModel model
   }
   if (trainer::IsLanguageModel(model.kind)) {
     // The chains read <s> and predict </s>: a language model's vocabulary always has both.
-    for (std::string_view token : {examples::kBeginToken, examples::kEndToken}) {
-      if (!model.vocabulary.Contains(token)) {
-        return absl::FailedPreconditionError(absl::StrCat(model.path, ": the vocabulary of ",
-                                                          trainer::ModelKindName(model.kind),
-                                                          " lacks ", examples::AbslView(token)));
-      }
+    if (absl::Status s = examples::CheckSpecialTokens(model.vocabulary, /*add_begin_token=*/true,
+                                                      trainer::ModelKindName(model.kind));
+        !s.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(model.path, ": ", s.message()));
     }
   }
   std::unique_ptr<Server> s(new Server(std::move(model), std::move(options)));

@@ -154,11 +154,7 @@ absl::StatusOr<Dataset> LoadLanguage(const TrainerConfig& c, const Paths& p, Tra
   CAVS_ASSIGN_OR_RETURN(test, ReadSentences(p.test, input.sst));
   Truncate(&train, c.max_train);
   Truncate(&dev, c.max_dev);
-  examples::WordCounter counter;
-  for (const auto& words : train) counter.AddAll(words);
-  examples::Vocabulary vocab = examples::Vocabulary::FromCounts(
-      counter.counts(), c.min_count,
-      {std::string(examples::kBeginToken), std::string(examples::kEndToken)});
+  examples::Vocabulary vocab = examples::BuildTextVocabularyFromWords(train, c.min_count);
   Dataset d;
   d.train = Chains(train, vocab);
   d.dev = Chains(dev, vocab);
