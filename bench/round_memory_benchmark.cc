@@ -6,7 +6,9 @@
 // heap while it runs the batch: the plan's index arrays, the recorded launches and fused
 // programs, the upload staging. The activations live in the arena, which the caching allocator
 // takes with aligned_alloc, outside the count; it is reported beside (arena_B_per_round).
-// Counters: host_B_per_round = (peak heap during Run - heap before) / rounds.
+// Counters: host_B_per_round = (peak heap during Run - heap before) / rounds; the commands
+// recorded per round (EngineStats::commands, a GEMM joined to its program counted once) and the
+// fused-program instructions of the batch (EngineStats::program_instrs).
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
@@ -94,6 +96,9 @@ void BM_HostMemoryPerRound(benchmark::State& state) {
   state.counters["rounds"] = n;
   state.counters["host_B_per_round"] = host / n;
   state.counters["arena_B_per_round"] = arena / n;
+  state.counters["commands_per_round"] =
+      static_cast<double>((*engine)->stats().commands - (*engine)->stats().gemm_programs) / n;
+  state.counters["program_instrs"] = static_cast<double>((*engine)->stats().program_instrs);
 }
 
 BENCHMARK(BM_HostMemoryPerRound)

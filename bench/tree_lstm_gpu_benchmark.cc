@@ -710,16 +710,16 @@ void BM_FusedRound(benchmark::State& state) {
     gemm.a = static_cast<const float*>(x->raw_data());
     gemm.b = static_cast<const float*>(w->raw_data());
   }
-  const CallTimes t =
-      ok ? TimeCalls(state, (*kernels)->stream(),
-                     [&]() {
-                       if (with_gemm) {
-                         return (*kernels)->GemmThenElementwise(gemm, program.data(), dev_program,
-                                                                count, rows, 77);
-                       }
-                       return (*kernels)->Elementwise(program.data(), dev_program, count, rows, 77);
-                     })
-         : CallTimes{false};
+  const CallTimes t = ok ? TimeCalls(state, (*kernels)->stream(),
+                                     [&]() {
+                                       if (with_gemm) {
+                                         return (*kernels)->GemmThenElementwise(
+                                             gemm, program.data(), dev_program, count, rows, 77, 0);
+                                       }
+                                       return (*kernels)->Elementwise(program.data(), dev_program,
+                                                                      count, rows, 77, 0);
+                                     })
+                         : CallTimes{false};
   (void)(*kernels)->SetFusedElementwise(was_fused);
   if (!ok || !t.ok) state.SkipWithError("a CUDA call or launch failed");
   if (t.calls > 0) {

@@ -53,15 +53,15 @@ class Reader {
 
 std::string KernelOptionsString(const KernelOptions& o) {
   const CudaKernelOptions& c = o.cuda;
-  return absl::StrCat("cpu{threads=", o.cpu.threads, " packed_gemm=", o.cpu.packed_gemm,
-                      " ew_as_planned=", o.cpu.ew_as_planned,
-                      "} cuda{generated_elementwise=", c.generated_elementwise,
-                      " cublas_lt=", c.cublas_lt, " gemm_autotune=", c.gemm_autotune,
-                      " small_gemm=", UseName(c.small_gemm), " kernel_cache=",
-                      !c.kernel_cache              ? "off"
-                      : c.kernel_cache_dir.empty() ? "default"
-                                                   : c.kernel_cache_dir,
-                      " graphs=", c.graphs, "} verify_ew_shapes=", o.verify_ew_shapes);
+  return absl::StrCat(
+      "cpu{threads=", o.cpu.threads, " packed_gemm=", o.cpu.packed_gemm,
+      " ew_as_planned=", o.cpu.ew_as_planned, " ew_row_offset=", o.cpu.ew_row_offset,
+      "} cuda{generated_elementwise=", c.generated_elementwise, " cublas_lt=", c.cublas_lt,
+      " gemm_autotune=", c.gemm_autotune, " small_gemm=", UseName(c.small_gemm), " kernel_cache=",
+      !c.kernel_cache              ? "off"
+      : c.kernel_cache_dir.empty() ? "default"
+                                   : c.kernel_cache_dir,
+      " graphs=", c.graphs, "} verify_ew_shapes=", o.verify_ew_shapes);
 }
 
 EnvironmentOverride KernelOptionsFromEnvironment(const KernelOptions& base) {
@@ -76,6 +76,7 @@ EnvironmentOverride KernelOptionsFromEnvironment(const KernelOptions& base) {
   });
   r.Flag("CAVS_PACKED_GEMM", &o.cpu.packed_gemm);
   r.Flag("CAVS_CPU_EW_AS_PLANNED", &o.cpu.ew_as_planned);
+  r.Flag("CAVS_CPU_EW_ROW_OFFSET", &o.cpu.ew_row_offset);
   r.Flag("CAVS_CUDA_FUSED", &o.cuda.generated_elementwise);
   r.Flag("CAVS_CUBLASLT", &o.cuda.cublas_lt);
   r.Flag("CAVS_GEMM_AUTOTUNE", &o.cuda.gemm_autotune);

@@ -14,6 +14,7 @@
 //   CAVS_NUM_THREADS=N          cpu.threads
 //   CAVS_PACKED_GEMM=0|1        cpu.packed_gemm
 //   CAVS_CPU_EW_AS_PLANNED=0|1  cpu.ew_as_planned
+//   CAVS_CPU_EW_ROW_OFFSET=0|1  cpu.ew_row_offset
 //   CAVS_CUDA_FUSED=0|1         cuda.generated_elementwise
 //   CAVS_CUBLASLT=0|1           cuda.cublas_lt
 //   CAVS_GEMM_AUTOTUNE=0|1      cuda.gemm_autotune
@@ -41,6 +42,12 @@ struct CpuKernelOptions {
   // Each fused program run as the generated CUDA kernel would run its plan (RunEwPlanOnHost in
   // ops/ew_codegen.h): slow, for checking the plans of real programs without a GPU.
   bool ew_as_planned = false;
+  // Elementwise takes a row offset (Kernels::ElementwiseRowOffset): the engine records each
+  // step's fused program once per batch and every round runs it at its own rows, so that a
+  // batch's host memory does not grow by a program per round (bench/round_memory_benchmark).
+  // Off: a copy of the program moved to each round's rows, as on CUDA, whose kernels take no
+  // offset (the tests run both).
+  bool ew_row_offset = true;
 
   bool operator==(const CpuKernelOptions&) const = default;
 };

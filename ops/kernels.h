@@ -100,6 +100,26 @@ inline int64_t EwScratchWidth(const EwInstr* program, int count) {
   return width;
 }
 
+// `program` written for row 0, moved to start at row `row0`: each operand's row i becomes row
+// row0 + i (a plain operand's pointer moves row0 rows, a row-mapped one's index array row0
+// entries, the dropout uids row0 entries); scratch operands are per row of a launch and stay.
+// out[0, count) may be `program` itself.
+inline void RebaseEwProgram(const EwInstr* program, int count, int64_t row0, EwInstr* out) {
+  for (int i = 0; i < count; ++i) {
+    EwInstr in = program[i];
+    for (EwArg* arg : {&in.dst, &in.a, &in.b}) {
+      if (arg->scratch >= 0) continue;
+      if (arg->rows != nullptr) {
+        arg->rows += row0;
+      } else if (arg->ptr != nullptr) {
+        arg->ptr += row0 * arg->ld;
+      }
+    }
+    if (in.uids != nullptr) in.uids += row0;
+    out[i] = in;
+  }
+}
+
 // The keep decision of kDropout, shared by every device so that masks agree.
 // PhiloxUniform(seed, uid * width + c) >= p (see core/random.h).
 
@@ -165,9 +185,17 @@ class Kernels {
   // Whether Elementwise accepts scratch operands (EwArg::scratch).
   virtual bool ElementwiseScratch() const { return false; }
 
+  // Whether Elementwise takes a nonzero row0: a program written for row 0 run at rows row0 on
+  // (RebaseEwProgram says what that means). Where not, row0 must be 0, and a caller that runs one
+  // program at many rows records a rebased copy for each.
+  virtual bool ElementwiseRowOffset() const { return false; }
+
   // Runs `count` instructions over rows [0, rows), instruction by instruction within a row,
   // rows in any order: a fused kernel for a chain of element-wise ops. `host` is the program
   // in host memory; `device` the same program in device memory (equal to `host` on the CPU).
+  // With `row0` (only where ElementwiseRowOffset()), the program runs as its
+  // RebaseEwProgram(row0) copy would: row i of each operand is row row0 + i, the scratch rows
+  // apart, so that the rounds of a step share one program.
   //
   // `shape` (0: none) is the caller's promise that every program it passes with this nonzero
   // value has the same ops, widths, row strides and scratch columns, and the same relations
@@ -176,14 +204,16 @@ class Kernels {
   // kernel's plan, ops/ew_codegen.h) instead of deriving it again. The engine passes one per
   // fused step of a compiled function (a step's rounds differ only in their rows).
   [[nodiscard]] virtual absl::Status Elementwise(const EwInstr* host, const EwInstr* device,
-                                                 int count, int64_t rows, uint64_t shape) = 0;
+                                                 int count, int64_t rows, uint64_t shape,
+                                                 int64_t row0) = 0;
   [[nodiscard]] absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count,
                                          int64_t rows) {
-    return Elementwise(host, device, count, rows, 0);
+    return Elementwise(host, device, count, rows, 0, 0);
   }
 
   // A GEMM, then an element-wise program that may read what it wrote: Gemm(g.trans_a, g.trans_b,
-  // g.m, ..., g.ldc), then Elementwise(host, device, count, rows, shape), queued in that order.
+  // g.m, ..., g.ldc), then Elementwise(host, device, count, rows, shape, row0), queued in that
+  // order.
   // The engine records a round's GEMM and the fused step right after it this way, so that a
   // device may run both in one launch (FusesGemmThenElementwise). By default, and on every
   // device, the two calls (on CUDA one cooperative launch per round measured no faster:
@@ -206,10 +236,11 @@ class Kernels {
   };
   [[nodiscard]] virtual absl::Status GemmThenElementwise(const GemmCall& g, const EwInstr* host,
                                                          const EwInstr* device, int count,
-                                                         int64_t rows, uint64_t shape) {
+                                                         int64_t rows, uint64_t shape,
+                                                         int64_t row0) {
     const absl::Status s = Gemm(g);
     if (!s.ok()) return s;
-    return Elementwise(host, device, count, rows, shape);
+    return Elementwise(host, device, count, rows, shape, row0);
   }
   // Gemm with the arguments of `g`; with a bias, GemmBias.
   [[nodiscard]] absl::Status Gemm(const GemmCall& g) {

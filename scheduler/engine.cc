@@ -19,6 +19,7 @@
 namespace cavs::scheduler {
 
 using internal::Batch;
+using internal::Command;
 using internal::Compiled;
 using internal::ProgramSchedule;
 using internal::Recorder;
@@ -92,26 +93,32 @@ absl::StatusOr<char*> Stage(core::Backend& backend, int64_t bytes,
   return staging;
 }
 
-// Runs the recorded launches, telling `timer` (if any) where each phase begins.
-absl::Status Replay(const std::vector<std::function<absl::Status()>>& launches,
-                    const std::array<size_t, kNumPhases>& phase_at, PhaseTimer* timer) {
+// Runs the recorded commands, telling `timer` (if any) where each phase begins.
+absl::Status Replay(const Batch& b, const std::array<size_t, kNumPhases>& phase_at,
+                    PhaseTimer* timer) {
   size_t next = 0;
   for (int p = static_cast<int>(Phase::kBeforeRounds); p <= static_cast<int>(Phase::kEnd); ++p) {
     if (timer != nullptr) timer->Begin(static_cast<Phase>(p));
-    const size_t end = p == static_cast<int>(Phase::kEnd) ? launches.size() : phase_at[p + 1];
-    for (; next < end; ++next) CAVS_RETURN_IF_ERROR(launches[next]());
+    const size_t end = p == static_cast<int>(Phase::kEnd) ? b.commands.size() : phase_at[p + 1];
+    for (; next < end; ++next) {
+      const Command& c = b.commands[next];
+      CAVS_RETURN_IF_ERROR(b.launches[static_cast<size_t>(c.launch)](c.row0, c.rows));
+    }
   }
   return absl::OkStatus();
 }
 
-// Total fused instructions the batch records (sizes the upload before recording).
-int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward) {
+// At most the fused instructions the batch records (sizes the upload before recording): each
+// step's program once, and where the device's Elementwise takes no row offset
+// (`row_offsets` false), a copy for each round after the first.
+int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward, bool row_offsets) {
   int64_t total = 0;
   if (rows == 0) return 0;
   for (int pass = 0; pass < (backward ? 2 : 1); ++pass) {
     const ProgramSchedule& s = pass == 0 ? c.fwd : c.bwd;
     for (int cls = 0; cls < 5; ++cls) {
-      const int64_t times = cls == static_cast<int>(OpClass::kInRounds) ? rounds : 1;
+      const bool copied = cls == static_cast<int>(OpClass::kInRounds) && !row_offsets;
+      const int64_t times = copied ? rounds : 1;
       for (const Step& st : s.steps[cls]) total += st.instrs * times;
     }
   }
@@ -131,7 +138,7 @@ struct Layout {
   int64_t instr_count = 0, feat_at = 0, ints_at = 0, pred_at = 0, region_bytes = 0;
 };
 
-Layout LayOut(const Compiled& c, const Plan& plan, bool backward) {
+Layout LayOut(const Compiled& c, const Plan& plan, bool backward, bool row_offsets) {
   Layout l;
   const int64_t n = plan.num_rows;
   l.offsets.assign(c.buffers.size(), -1);
@@ -159,7 +166,7 @@ Layout LayOut(const Compiled& c, const Plan& plan, bool backward) {
     l.zero_floats += rows * c.buffers[c.pushed_rows].width;
   }
   place_all(false);
-  l.instr_count = CountInstrs(c, n, plan.num_rounds, backward);
+  l.instr_count = CountInstrs(c, n, plan.num_rounds, backward, row_offsets);
   auto aligned = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
   l.feat_at = aligned(l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr)));
   l.ints_at = aligned(l.feat_at + static_cast<int64_t>(plan.features.size()) * 4);
@@ -437,7 +444,7 @@ absl::StatusOr<int64_t> Upload(core::Backend& backend, ops::Kernels& kernels, co
                                const Plan& plan, const Layout& l, const BatchMemory& m, bool poison,
                                std::vector<char>* fallback) {
   std::vector<UploadPart> parts = {
-      {b.instrs.data(), 0, l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr))},
+      {b.instrs.data(), 0, static_cast<int64_t>(b.instrs.size() * sizeof(ops::EwInstr))},
       {plan.features.data(), l.feat_at, static_cast<int64_t>(plan.features.size()) * 4}};
   for (const Batch::IntsArray& a : b.ints_arrays) {
     parts.push_back({plan.Ints(a.plan_at), l.ints_at + a.packed_at * 4, a.count * 4});
@@ -460,9 +467,9 @@ absl::StatusOr<bool> Launch(ops::Kernels& kernels, const Batch& b,
                             const std::array<size_t, kNumPhases>& phase_at, PhaseTimer* timer,
                             bool waited) {
   if (timer == nullptr && !waited) {
-    return kernels.QueueRecorded([&]() { return Replay(b.launches, phase_at, nullptr); });
+    return kernels.QueueRecorded([&]() { return Replay(b, phase_at, nullptr); });
   }
-  CAVS_RETURN_IF_ERROR(Replay(b.launches, phase_at, timer));
+  CAVS_RETURN_IF_ERROR(Replay(b, phase_at, timer));
   return false;
 }
 
@@ -519,7 +526,7 @@ absl::StatusOr<PendingRun> Engine::Queue(const RunOptions& options, const Plan& 
   const core::Device dev = options_.device;
   CAVS_RETURN_IF_ERROR(CheckRunOptions(options));
   // Lay out, bind, record.
-  const Layout l = LayOut(c, plan, options.backward);
+  const Layout l = LayOut(c, plan, options.backward, kernels_->ElementwiseRowOffset());
   CAVS_ASSIGN_OR_RETURN(const BatchMemory m, Allocate(l, dev));
   Batch b;
   Bind(c, l, m, plan, options, b);
@@ -536,7 +543,7 @@ absl::StatusOr<PendingRun> Engine::Queue(const RunOptions& options, const Plan& 
   Recorder rec(function_, c, *store_, *kernels_, b);
   CAVS_RETURN_IF_ERROR(
       internal::RecordSchedule(rec, function_, c, plan, options.backward, phase_at, b));
-  CAVS_CHECK(static_cast<int64_t>(b.instrs.size()) == l.instr_count, "fused program size");
+  CAVS_CHECK(static_cast<int64_t>(b.instrs.size()) <= l.instr_count, "fused program size");
   const double t_plan = Seconds();
   // Upload, launch, read back. The device buffers are freed when this returns, after the
   // read-back's copies in stream order; Finish waits for those.
@@ -555,8 +562,9 @@ absl::StatusOr<PendingRun> Engine::Queue(const RunOptions& options, const Plan& 
   stats_.plan_seconds = t_plan - t0;  // t0 is before PlanBatch when Run built the plan
   stats_.queue_seconds = t_queued - t_plan;
   stats_.run_seconds = Seconds() - t0;
-  stats_.commands = static_cast<int64_t>(b.launches.size()) + b.gemm_programs;
+  stats_.commands = static_cast<int64_t>(b.commands.size()) + b.gemm_programs;
   stats_.gemm_programs = b.gemm_programs;
+  stats_.program_instrs = static_cast<int64_t>(b.instrs.size());
   stats_.forward_round_commands = b.forward_round_commands;
   stats_.backward_round_commands = b.backward_round_commands;
   stats_.gemm_flops = b.gemm_flops;

@@ -91,8 +91,12 @@ struct EngineStats {
   double queue_seconds = 0.0;  // host time to queue the upload and every launch
   double run_seconds = 0.0;    // the whole Run, including the plan
   int64_t commands = 0;        // kernel launches (a GEMM with its program counted as two)
-  int64_t gemm_programs = 0;   // GEMMs recorded with the fused program after them, one call
-                               // (ops::Kernels::GemmThenElementwise; one launch where joined)
+  // Fused-program instructions recorded: each step's program once where the device's
+  // Elementwise takes a row offset (ops::Kernels::ElementwiseRowOffset), else also a copy per
+  // round, so that only there they grow with the rounds.
+  int64_t program_instrs = 0;
+  int64_t gemm_programs = 0;  // GEMMs recorded with the fused program after them, one call
+                              // (ops::Kernels::GemmThenElementwise; one launch where joined)
   // Of the commands, those in the forward rounds and in the backward rounds: the launches
   // per round as recorded (ForwardLaunchesPerRound counts a round's steps, this what ran).
   int64_t forward_round_commands = 0, backward_round_commands = 0;

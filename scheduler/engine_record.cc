@@ -50,7 +50,7 @@ void AddWritten(Interval rows, std::vector<Interval>& written) {
 
 }  // namespace
 
-void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0) {
+void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id) {
   const Node& n = p.nodes[id];
   // A Dropout of an Embed that only folded projections read: an empty instruction.
   if (&p == &f_.forward() && FoldedRun() && (*b_.folded_unread)[id]) {
@@ -59,9 +59,9 @@ void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int
   }
   ops::EwInstr in;
   in.width = n.width;
-  in.dst = Arg(p, s, id, r0);
-  if (!n.inputs.empty()) in.a = Arg(p, s, n.inputs[0], r0);
-  if (n.inputs.size() > 1) in.b = Arg(p, s, n.inputs[1], r0);
+  in.dst = Arg(p, s, id);
+  if (!n.inputs.empty()) in.a = Arg(p, s, n.inputs[0]);
+  if (n.inputs.size() > 1) in.b = Arg(p, s, n.inputs[1]);
   switch (n.kind) {
     case OpKind::kAdd:
       in.op = ops::EwOp::kAdd;
@@ -110,7 +110,7 @@ void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int
         in.op = ops::EwOp::kDropout;
         in.scalar = n.scalar;
         in.seed = DropoutKey(b_.options->dropout_seed, n.index);
-        in.uids = Ints(b_.plan->uids) + r0;
+        in.uids = Ints(b_.plan->uids);
       } else {
         in.op = ops::EwOp::kCopy;
       }
@@ -121,8 +121,8 @@ void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int
         ops::EwInstr cp;
         cp.op = ops::EwOp::kCopy;
         cp.width = p.nodes[x].width;
-        cp.dst = {Ptr(s, id, r0) + col, Ld(s, id)};
-        cp.a = Arg(p, s, x, r0);
+        cp.dst = {Ptr(s, id, 0) + col, Ld(s, id)};
+        cp.a = Arg(p, s, x);
         b_.instrs.push_back(cp);
         col += cp.width;
       }
@@ -157,9 +157,10 @@ const int32_t* Batch::Ints(int64_t plan_offset) {
   return ints + ints_arrays.back().packed_at;
 }
 
-void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
-                     int64_t r1) {
-  const size_t first = b_.instrs.size();
+size_t Recorder::ProgramOf(const vertex::Program& p, const ProgramSchedule& s, const Step& st) {
+  auto [it, fresh] = b_.program_at.try_emplace(&st, b_.instrs.size());
+  if (!fresh) return it->second;
+  const size_t first = it->second;
   // Where every vertex has one parent: each child's gradient from its parent's row first
   // (Step::pulls), the step's own instructions, then its fields into the parents' gathered rows
   // (Step::pushes). Elsewhere the pulls and pushes are empty instructions (width 0).
@@ -171,25 +172,31 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
     if (unique) {
       const int dy = n.inputs.back();
       in.width = p.nodes[dy].width;
-      in.dst = {b_.buffer_base[pull.field_grad] + r0 * in.width, in.width};
-      in.a = {Ptr(s, dy, 0), Ld(s, dy), -1, ParentRows(n.index, r0)};
+      in.dst = {b_.buffer_base[pull.field_grad], in.width};
+      in.a = {Ptr(s, dy, 0), Ld(s, dy), -1, ParentRows(n.index)};
     }
     b_.instrs.push_back(in);
   }
-  for (int id : st.nodes) EmitInstr(p, s, id, r0);
+  for (int id : st.nodes) EmitInstr(p, s, id);
   for (const Push& push : st.pushes) {
     const Node& n = p.nodes[push.gather];
     ops::EwInstr in;
     in.op = ops::EwOp::kCopy;
     if (unique) {
       in.width = n.width;
-      in.dst = {Ptr(s, push.gather, 0), Ld(s, push.gather), -1, ParentRows(n.index, r0)};
-      in.a = {Ptr(s, push.producer, r0), Ld(s, push.producer)};
+      in.dst = {Ptr(s, push.gather, 0), Ld(s, push.gather), -1, ParentRows(n.index)};
+      in.a = {Ptr(s, push.producer, 0), Ld(s, push.producer)};
     }
     b_.instrs.push_back(in);
   }
-  const int count = static_cast<int>(b_.instrs.size() - first);
-  CAVS_CHECK(count == st.instrs, "instruction count");
+  CAVS_CHECK(b_.instrs.size() - first == static_cast<size_t>(st.instrs), "instruction count");
+  return first;
+}
+
+void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
+                     int64_t r1) {
+  const size_t first = ProgramOf(p, s, st);
+  const int count = st.instrs;
   // A program with a Dropout emptied by EmitInstr (a folded run's pre-ops only) is another
   // shape than the plain run's, and with nothing else in it, no launch.
   bool emptied = false;
@@ -197,39 +204,73 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
       p.nodes[st.nodes[0]].op_class == OpClass::kBeforeRounds) {
     for (int id : st.nodes) emptied = emptied || (*b_.folded_unread)[id];
   }
+  const auto program = b_.instrs.begin() + static_cast<std::ptrdiff_t>(first);
   if (emptied &&
-      std::all_of(b_.instrs.begin() + static_cast<std::ptrdiff_t>(first), b_.instrs.end(),
-                  [](const ops::EwInstr& in) { return in.width == 0; })) {
+      std::all_of(program, program + count, [](const ops::EwInstr& in) { return in.width == 0; })) {
     last_gemm_.reset();
     return;
   }
   const uint64_t shape =
       st.shapes[(emptied ? 4 : 0) + (r1 - r0 == 1 ? 2 : 0) + (b_.options->training ? 1 : 0)];
-  // The GEMM recorded just before joins this program's call (Kernels::GemmThenElementwise).
-  std::optional<ops::Kernels::GemmCall> gemm;
-  if (last_gemm_.has_value() && last_gemm_->first + 1 == b_.launches.size()) {
-    gemm = last_gemm_->second;
-    b_.launches.pop_back();
+  // The GEMM recorded just before over the same rows joins this program's call
+  // (Kernels::GemmThenElementwise).
+  std::optional<LastGemm> gemm;
+  if (last_gemm_.has_value() && last_gemm_->command + 1 == b_.commands.size() &&
+      last_gemm_->row0 == r0 && last_gemm_->rows == r1 - r0) {
+    gemm = last_gemm_;
+    b_.commands.pop_back();
     ++b_.gemm_programs;
   }
   last_gemm_.reset();
-  LaunchInstrs(first, count, r1 - r0, shape, gemm);
+  const LaunchKey key{&st, gemm ? kGemmProgram : kProgram, shape, gemm ? gemm->launch : -1};
+  LaunchInstrs(key, first, count, r0, r1 - r0, shape, gemm ? &*gemm : nullptr);
 }
 
-void Recorder::LaunchInstrs(size_t first, int count, int64_t rows, uint64_t shape,
-                            std::optional<ops::Kernels::GemmCall> gemm) {
+void Recorder::Record(Launch launch, int64_t row0, int64_t rows) {
+  b_.commands.push_back({static_cast<int32_t>(b_.launches.size()), row0, rows});
+  b_.launches.push_back(std::move(launch));
+}
+
+// A GEMM's call over rows [row0, row0 + rows) of the call `g` writes for rows from row 0 (a
+// non-transposed a: its rows are the output's).
+ops::Kernels::GemmCall GemmAt(ops::Kernels::GemmCall g, int64_t row0, int64_t rows) {
+  g.a += row0 * g.lda;
+  g.c += row0 * g.ldc;
+  g.m = rows;
+  return g;
+}
+
+void Recorder::LaunchInstrs(LaunchKey key, size_t first, int count, int64_t r0, int64_t rows,
+                            uint64_t shape, const LastGemm* gemm) {
   Batch* b = &b_;
   ops::Kernels* k = &k_;
-  if (gemm.has_value()) {
-    b_.launches.push_back([b, k, g = *gemm, first, count, rows, shape]() {
-      return k->GemmThenElementwise(g, b->instrs.data() + first, b->dev_instrs + first, count, rows,
-                                    shape);
-    });
+  const std::optional<ops::Kernels::GemmCall> g =
+      gemm ? std::optional<ops::Kernels::GemmCall>(gemm->g) : std::nullopt;
+  // The launch of the program at b->instrs[at], over rows from row0 + its own offset.
+  auto make = [b, k, g, count, shape](size_t at, bool offset) -> Launch {
+    return [b, k, g, at, count, shape, offset](int64_t row0, int64_t n) {
+      const ops::EwInstr* host = b->instrs.data() + at;
+      const ops::EwInstr* dev = b->dev_instrs + at;
+      const int64_t ew_row0 = offset ? row0 : 0;
+      if (g.has_value()) {
+        return k->GemmThenElementwise(GemmAt(*g, row0, n), host, dev, count, n, shape, ew_row0);
+      }
+      return k->Elementwise(host, dev, count, n, shape, ew_row0);
+    };
+  };
+  if (k_.ElementwiseRowOffset() || r0 == 0) {
+    if (k_.ElementwiseRowOffset()) {
+      RecordShared(
+          key, [&] { return make(first, true); }, r0, rows);
+    } else {
+      Record(make(first, false), r0, rows);
+    }
     return;
   }
-  b_.launches.push_back([b, k, first, count, rows, shape]() {
-    return k->Elementwise(b->instrs.data() + first, b->dev_instrs + first, count, rows, shape);
-  });
+  const size_t at = b_.instrs.size();
+  b_.instrs.resize(at + static_cast<size_t>(count));
+  ops::RebaseEwProgram(b_.instrs.data() + first, count, r0, b_.instrs.data() + at);
+  Record(make(at, false), r0, rows);
 }
 
 absl::StatusOr<const float*> Recorder::PackedWeight(const float* w, bool trans, int64_t k,
@@ -248,20 +289,23 @@ absl::StatusOr<const float*> Recorder::PackedWeight(const float* w, bool trans, 
   b_.pack_bytes += bytes;
   float* packed = t.data<float>();
   ops::Kernels* kernels = &k_;
-  b_.launches.push_back([=]() { return kernels->PackGemmB(trans, k, n, w, ld, packed); });
+  Record([=](int64_t, int64_t) { return kernels->PackGemmB(trans, k, n, w, ld, packed); }, 0, 0);
   b_.packed.emplace(std::make_pair(w, trans), packed);
   return packed;
 }
 
-void Recorder::FillRows(float* dst, int64_t ld, int64_t width, const float* row, int64_t lo,
-                        int64_t hi) {
-  ops::EwInstr fill;
-  fill.op = row != nullptr ? ops::EwOp::kCopy : ops::EwOp::kZero;
-  fill.width = width;
-  fill.dst = {dst + lo * ld, ld};
-  fill.a = {const_cast<float*>(row), 0};
-  b_.instrs.push_back(fill);
-  LaunchInstrs(b_.instrs.size() - 1, 1, hi - lo, 0);
+void Recorder::FillRows(const Step& st, float* dst0, int64_t ld, int64_t width, const float* row,
+                        int64_t row0, int64_t rows) {
+  auto [it, fresh] = b_.program_at.try_emplace(&st, b_.instrs.size());
+  if (fresh) {
+    ops::EwInstr fill;
+    fill.op = row != nullptr ? ops::EwOp::kCopy : ops::EwOp::kZero;
+    fill.width = width;
+    fill.dst = {dst0, ld};
+    fill.a = {const_cast<float*>(row), 0};
+    b_.instrs.push_back(fill);
+  }
+  LaunchInstrs({&st, kFillRows}, it->second, 1, row0, rows, 0);
 }
 
 absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const ProgramSchedule& s,
@@ -269,9 +313,9 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
   const int id = st.nodes[0];
   const Node& n = p.nodes[id];
   const Node& w = p.nodes[n.inputs[1]];
-  float* dst = Ptr(s, id, r0);
+  float* dst0 = Ptr(s, id, 0);
   const int64_t ld = Ld(s, id);
-  const float* x = Ptr(s, n.inputs[0], r0);
+  const float* x0 = Ptr(s, n.inputs[0], 0);
   const int64_t xld = Ld(s, n.inputs[0]);
   const float* wv = ParamValue(w.name);
   const int64_t in = n.transpose ? w.param_shape[1] : w.param_shape[0];
@@ -289,32 +333,49 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
     CAVS_ASSIGN_OR_RETURN(packed, PackedWeight(wv, n.transpose, in, n.width, wld));
   }
   ops::Kernels* k = &k_;
-  // The GEMM over rows [lo, hi) (relative to r0): + bias (packed, or where the device's Gemm
-  // adds one), + beta * the old rows.
+  const int64_t width = n.width;
+  // The GEMM over rows [lo, hi): + bias (packed, or where the device's Gemm adds one), + beta *
+  // the old rows.
   auto gemm = [&](int64_t lo, int64_t hi, const float* bias, float beta) {
     const int64_t mm = hi - lo;
     if (mm <= 0) return;
-    b_.gemm_flops += 2 * mm * n.width * in;
-    const float* xs = x + lo * xld;
-    float* ds = dst + lo * ld;
+    b_.gemm_flops += 2 * mm * width * in;
+    const uint64_t detail = (bias != nullptr ? 1 : 0) + (beta != 0.0f ? 2 : 0);
     if (packed != nullptr) {
-      b_.launches.push_back(
-          [=]() { return k->GemmPackedB(mm, n.width, in, xs, xld, packed, bias, beta, ds, ld); });
-    } else {
-      const ops::Kernels::GemmCall g{false, n.transpose, mm,  n.width, in, 1.0f, xs,
-                                     xld,   wv,          wld, beta,    ds, ld,   bias};
-      b_.launches.push_back([k, g]() { return k->Gemm(g); });
-      last_gemm_.emplace(b_.launches.size() - 1, g);
+      RecordShared(
+          {&st, kPackedGemm, detail},
+          [=]() -> Launch {
+            return [=](int64_t row0, int64_t rows) {
+              return k->GemmPackedB(rows, width, in, x0 + row0 * xld, xld, packed, bias, beta,
+                                    dst0 + row0 * ld, ld);
+            };
+          },
+          lo, mm);
+      return;
     }
+    const ops::Kernels::GemmCall g{false, n.transpose, 0,   width, in,   1.0f, x0,
+                                   xld,   wv,          wld, beta,  dst0, ld,   bias};
+    const int32_t launch = RecordShared(
+        {&st, kGemm, detail},
+        [=]() -> Launch {
+          return [k, g](int64_t row0, int64_t rows) { return k->Gemm(GemmAt(g, row0, rows)); };
+        },
+        lo, mm);
+    last_gemm_ = LastGemm{b_.commands.size() - 1, launch, g, lo, mm};
   };
   auto gather = [&](int64_t lo, int64_t hi) {
     const int64_t mm = hi - lo;
     if (mm <= 0) return;
     const float* table = folded->data<float>();
-    const int32_t* tok = Ints(b_.plan->tokens) + r0 + lo;
-    float* ds = dst + lo * ld;
-    const int64_t w = n.width;
-    b_.launches.push_back([=]() { return k->GatherRows(table, w, tok, mm, w, ds, ld); });
+    const int32_t* tok = Ints(b_.plan->tokens);
+    RecordShared(
+        {&st, kFoldedRows},
+        [=]() -> Launch {
+          return [=](int64_t row0, int64_t rows) {
+            return k->GatherRows(table, width, tok + row0, rows, width, dst0 + row0 * ld, ld);
+          };
+        },
+        lo, mm);
   };
   // Rows outside the input's support are zero, rows outside the need unread: only the rest
   // are computed.
@@ -324,23 +385,32 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
   const internal::GemmWrite gw = s.gemm[id];
   if (gw.sum < 0) {  // a plain GEMM: zero the rows read but not computed (or, if strided,
                      // compute them all); backward, rows outside the need are never read
-    if (ld != n.width) rows = {r0, r1};
+    if (ld != width) rows = {r0, r1};
     const Interval read = backward ? Meet(b_.bwd_need[id], {r0, r1}) : Interval{r0, r1};
     if (rows.first >= rows.second) rows = {read.second, read.second};  // zero all of `read`
-    const int64_t nh = std::max<int64_t>(rows.first - read.first, 0) * ld;
-    const int64_t nt = std::max<int64_t>(read.second - rows.second, 0) * ld;
-    if (nh > 0 || nt > 0) {
-      float* head = dst + (read.first - r0) * ld;
-      float* tail = dst + (rows.second - r0) * ld;
-      b_.launches.push_back([=]() {
-        if (nh > 0) CAVS_RETURN_IF_ERROR(k->Fill(head, nh, 0.0f));
-        return nt > 0 ? k->Fill(tail, nt, 0.0f) : absl::OkStatus();
-      });
+    const int64_t head = std::max<int64_t>(rows.first - read.first, 0);
+    const int64_t tail = std::max<int64_t>(read.second - rows.second, 0);
+    if (head > 0 && tail > 0) {  // both in one launch of its own
+      float* h = dst0 + read.first * ld;
+      float* t = dst0 + rows.second * ld;
+      Record(
+          [=](int64_t, int64_t) {
+            CAVS_RETURN_IF_ERROR(k->Fill(h, head * ld, 0.0f));
+            return k->Fill(t, tail * ld, 0.0f);
+          },
+          0, 0);
+    } else if (head > 0 || tail > 0) {
+      RecordShared(
+          {&st, kZeroRows},
+          [=]() -> Launch {
+            return [=](int64_t row0, int64_t n) { return k->Fill(dst0 + row0 * ld, n * ld, 0.0f); };
+          },
+          head > 0 ? read.first : rows.second, head > 0 ? head : tail);
     }
     if (folded != nullptr) {
-      gather(rows.first - r0, rows.second - r0);
+      gather(rows.first, rows.second);
     } else {
-      gemm(rows.first - r0, rows.second - r0, nullptr, 0.0f);
+      gemm(rows.first, rows.second, nullptr, 0.0f);
     }
     return absl::OkStatus();
   }
@@ -349,9 +419,9 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
   // bias and the GEMM onto it), and as the last term fill what no term wrote.
   std::vector<Interval>& written = b_.sum_written[gw.sum];
   const float* bias = gw.bias >= 0 ? ParamValue(p.nodes[gw.bias].name) : nullptr;
-  const size_t first_instr = b_.instrs.size();
+  int fills = 0;
   for (const auto& [piece, done] : SplitByWritten(rows, written)) {
-    const int64_t lo = piece.first - r0, hi = piece.second - r0;
+    const auto [lo, hi] = piece;
     if (done) {
       gemm(lo, hi, nullptr, 1.0f);
     } else if (folded != nullptr) {
@@ -359,20 +429,21 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
     } else if (packed != nullptr || bias == nullptr || k_.GemmAddsBias()) {
       gemm(lo, hi, bias, 0.0f);
     } else {
-      FillRows(dst, ld, n.width, bias, lo, hi);
+      FillRows(st, dst0, ld, width, bias, lo, hi - lo);
+      ++fills;
       gemm(lo, hi, nullptr, 1.0f);
     }
   }
   AddWritten(rows, written);
   if (gw.last) {
     for (const auto& [gap, done] : SplitByWritten({r0, r1}, written)) {
-      if (!done) FillRows(dst, ld, n.width, bias, gap.first - r0, gap.second - r0);
+      if (done) continue;
+      FillRows(st, dst0, ld, width, bias, gap.first, gap.second - gap.first);
+      ++fills;
     }
   }
-  const size_t used = b_.instrs.size() - first_instr;
-  CAVS_CHECK(used <= static_cast<size_t>(st.instrs), "a folded sum's term needs ", used,
-             " fills, more than the ", st.instrs, " reserved");
-  b_.instrs.resize(first_instr + st.instrs);  // padding: width 0, never launched
+  CAVS_CHECK(fills <= st.instrs, "a folded sum's term needs ", fills, " fills, more than the ",
+             st.instrs, " reserved");
   return absl::OkStatus();
 }
 
@@ -381,8 +452,9 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
   const Node& n = p.nodes[id];
   const int64_t m = r1 - r0;
   ops::Kernels* k = &k_;
-  float* dst = vertex::IsSink(n.kind) ? nullptr : Ptr(s, id, r0);
+  float* dst0 = vertex::IsSink(n.kind) ? nullptr : Ptr(s, id, 0);
   const int64_t ld = vertex::IsSink(n.kind) ? 0 : Ld(s, id);
+  const int64_t width = n.width;
   switch (n.kind) {
     case OpKind::kEmbed: {
       // Nothing reads its rows in a folded run (each MatMul reading them gathers E op(W)).
@@ -390,23 +462,29 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
         return absl::OkStatus();
       }
       const float* table = ParamValue(p.nodes[n.inputs[0]].name);
-      const int32_t* tok = Ints(b_.plan->tokens) + r0;
-      b_.launches.push_back(
-          [=]() { return k->GatherRows(table, n.width, tok, m, n.width, dst, ld); });
+      const int32_t* tok = Ints(b_.plan->tokens);
+      RecordShared(
+          {&n, kEmbed},
+          [=]() -> Launch {
+            return [=](int64_t row0, int64_t rows) {
+              return k->GatherRows(table, width, tok + row0, rows, width, dst0 + row0 * ld, ld);
+            };
+          },
+          r0, m);
       return absl::OkStatus();
     }
     case OpKind::kGatherReduce: {
       const int src_node = f_.scatter()[s.field[id]].node;
       const float* src = Ptr(c_.fwd, src_node, 0);
       const int64_t sld = Ld(c_.fwd, src_node);
-      const int32_t* off = Ints(b_.plan->reduce_offsets) + r0;
+      const int32_t* off = Ints(b_.plan->reduce_offsets);
       const int32_t* ids = Ints(b_.plan->reduce_ids);
       int32_t* argmax = nullptr;
       if (n.reduce == vertex::Reduce::kMax) {  // one [rows, width] buffer, found by the backward
         auto it = b_.argmax_of.find(id);
         if (it == b_.argmax_of.end()) {
           CAVS_ASSIGN_OR_RETURN(core::Tensor t,
-                                core::Tensor::Empty(core::Shape({b_.plan->num_rows, n.width}),
+                                core::Tensor::Empty(core::Shape({b_.plan->num_rows, width}),
                                                     core::DType::kInt32, k_.device()));
           b_.scratch.push_back(t);
           it = b_.argmax_of.emplace(id, t.data<int32_t>()).first;
@@ -414,9 +492,16 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
         argmax = it->second;
       }
       const ops::ReduceOp op = static_cast<ops::ReduceOp>(n.reduce);
-      int32_t* am = argmax ? argmax + r0 * n.width : nullptr;
-      b_.launches.push_back(
-          [=]() { return k->SegmentReduce(op, src, sld, off, ids, m, n.width, dst, ld, am); });
+      RecordShared(
+          {&n, kReduce},
+          [=]() -> Launch {
+            return [=](int64_t row0, int64_t rows) {
+              int32_t* am = argmax ? argmax + row0 * width : nullptr;
+              return k->SegmentReduce(op, src, sld, off + row0, ids, rows, width, dst0 + row0 * ld,
+                                      ld, am);
+            };
+          },
+          r0, m);
       return absl::OkStatus();
     }
     default:
@@ -432,57 +517,78 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
   const int64_t m = r1 - r0;
   ops::Kernels* k = &k_;
   const int dy_node = n.inputs.back();
-  const float* dy = Ptr(s, dy_node, r0);
+  const float* dy0 = Ptr(s, dy_node, 0);
   const int64_t dld = Ld(s, dy_node);
   const int64_t w = p.nodes[dy_node].width;
   switch (n.kind) {
     case OpKind::kGatherReduceGrad: {
       float* acc = b_.buffer_base[c_.field_grad[s.field[id]]];
-      const int32_t* off = Ints(b_.plan->reduce_offsets) + r0;
+      const int32_t* off = Ints(b_.plan->reduce_offsets);
       const int32_t* ids = Ints(b_.plan->reduce_ids);
       const ops::ReduceOp op = static_cast<ops::ReduceOp>(n.reduce);
-      const int32_t* am = nullptr;
-      if (n.reduce == vertex::Reduce::kMax)
-        am = b_.argmax_of.at(static_cast<int>(n.index)) + r0 * w;
-      b_.launches.push_back(
-          [=]() { return k->SegmentReduceGrad(op, dy, dld, off, ids, am, m, w, acc, w); });
+      const int32_t* am =
+          n.reduce == vertex::Reduce::kMax ? b_.argmax_of.at(static_cast<int>(n.index)) : nullptr;
+      RecordShared(
+          {&n, kReduceGrad},
+          [=]() -> Launch {
+            return [=](int64_t row0, int64_t rows) {
+              return k->SegmentReduceGrad(op, dy0 + row0 * dld, dld, off + row0, ids,
+                                          am ? am + row0 * w : nullptr, rows, w, acc, w);
+            };
+          },
+          r0, m);
       return absl::OkStatus();
     }
     case OpKind::kWeightGradMatMul: {
       // dW [in, out] += xᵀ dy over all rows; transposed forward (y = x Wᵀ): dW += dyᵀ x.
       const int x_node = n.inputs[0];
-      const float* x = Ptr(s, x_node, r0);
+      const float* x0 = Ptr(s, x_node, 0);
       const int64_t xld = Ld(s, x_node);
       const int64_t xw = p.nodes[x_node].width;
       float* g = ParamGrad(n.name);
       // Only rows where both x and dy can be nonzero contribute.
       const Interval rows = Meet(Meet(b_.bwd_support[x_node], b_.bwd_support[dy_node]), {r0, r1});
       if (rows.first >= rows.second) return absl::OkStatus();
-      const int64_t skip = rows.first - r0;
-      const int64_t m = rows.second - rows.first;
-      x += skip * xld;
-      dy += skip * dld;
-      b_.gemm_flops += 2 * m * w * xw;
-      if (n.transpose) {
-        b_.launches.push_back(
-            [=]() { return k->Gemm(true, false, w, xw, m, 1.0f, dy, dld, x, xld, 1.0f, g, xw); });
-      } else {
-        b_.launches.push_back(
-            [=]() { return k->Gemm(true, false, xw, w, m, 1.0f, x, xld, dy, dld, 1.0f, g, w); });
-      }
+      b_.gemm_flops += 2 * (rows.second - rows.first) * w * xw;
+      const bool trans = n.transpose;
+      RecordShared(
+          {&n, kWeightGrad},
+          [=]() -> Launch {
+            return [=](int64_t row0, int64_t mm) {
+              const float* x = x0 + row0 * xld;
+              const float* dy = dy0 + row0 * dld;
+              if (trans) return k->Gemm(true, false, w, xw, mm, 1.0f, dy, dld, x, xld, 1.0f, g, xw);
+              return k->Gemm(true, false, xw, w, mm, 1.0f, x, xld, dy, dld, 1.0f, g, w);
+            };
+          },
+          rows.first, rows.second - rows.first);
       return absl::OkStatus();
     }
     case OpKind::kWeightGradBias: {
       float* g = ParamGrad(n.name);
       const float alpha = n.scalar;
-      b_.launches.push_back([=]() { return k->ColumnSum(dy, dld, m, w, alpha, g); });
+      RecordShared(
+          {&n, kBiasGrad},
+          [=]() -> Launch {
+            return [=](int64_t row0, int64_t rows) {
+              return k->ColumnSum(dy0 + row0 * dld, dld, rows, w, alpha, g);
+            };
+          },
+          r0, m);
       return absl::OkStatus();
     }
     case OpKind::kWeightGradScale: {
-      const float* x = Ptr(s, n.inputs[0], r0);
+      const float* x0 = Ptr(s, n.inputs[0], 0);
       const int64_t xld = Ld(s, n.inputs[0]);
       float* g = ParamGrad(n.name);
-      b_.launches.push_back([=]() { return k->ColumnDot(x, xld, dy, dld, m, w, g); });
+      RecordShared(
+          {&n, kScaleGrad},
+          [=]() -> Launch {
+            return [=](int64_t row0, int64_t rows) {
+              return k->ColumnDot(x0 + row0 * xld, xld, dy0 + row0 * dld, dld, rows, w, g);
+            };
+          },
+          r0, m);
       return absl::OkStatus();
     }
     case OpKind::kEmbedGrad: {
@@ -516,13 +622,17 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
       }
       const int32_t* off = Ints(b_.plan->token_row_offsets);
       const int32_t* ids = Ints(b_.plan->token_row_ids);
-      b_.launches.push_back([=]() {
-        return k->SegmentReduce(ops::ReduceOp::kSum, dy, dld, off, ids, slots, w, sums, w, nullptr);
-      });
+      Record(
+          [=](int64_t, int64_t) {
+            return k->SegmentReduce(ops::ReduceOp::kSum, dy0, dld, off, ids, slots, w, sums, w,
+                                    nullptr);
+          },
+          0, 0);
       if (!first) {
         const int32_t* iota = Ints(b_.plan->token_slot_ids);
-        b_.launches.push_back(
-            [=]() { return k->ScatterAddRows(sums, w, iota, slots, w, rows, w, true); });
+        Record([=](int64_t,
+                   int64_t) { return k->ScatterAddRows(sums, w, iota, slots, w, rows, w, true); },
+               0, 0);
       }
       return absl::OkStatus();
     }
@@ -531,25 +641,25 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
   }
 }
 
-ops::RowCopy Recorder::GatherCopy(const ProgramSchedule& s, int id, int64_t r0) const {
+ops::RowCopy Recorder::GatherCopy(const ProgramSchedule& s, int id) const {
   const Node& n = f_.forward().nodes[id];
   const int src_node = f_.scatter()[s.field[id]].node;
   return {Ptr(c_.fwd, src_node, 0),
           Ld(c_.fwd, src_node),
-          Ints(b_.plan->child_rows[n.index]) + r0,
+          Ints(b_.plan->child_rows[n.index]),
           n.width,
-          Ptr(s, id, r0),
+          Ptr(s, id, 0),
           Ld(s, id)};
 }
 
-ops::RowCopy Recorder::GatherGradCopy(const vertex::Program& p, const ProgramSchedule& s, int id,
-                                      int64_t r0) const {
+ops::RowCopy Recorder::GatherGradCopy(const vertex::Program& p, const ProgramSchedule& s,
+                                      int id) const {
   const Node& n = p.nodes[id];
   const int dy_node = n.inputs.back();
   const int64_t w = p.nodes[dy_node].width;
-  return {Ptr(s, dy_node, r0),
+  return {Ptr(s, dy_node, 0),
           Ld(s, dy_node),
-          Ints(b_.plan->child_rows[n.index]) + r0,
+          Ints(b_.plan->child_rows[n.index]),
           w,
           b_.buffer_base[c_.field_grad[s.field[id]]],
           w};
@@ -589,22 +699,32 @@ size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
   const bool unique = b_.plan->unique_parents;
   std::vector<ops::RowCopy> copies;
   const size_t end = CopyRun(p, s, steps, i, unique, [&](int id) {
-    copies.push_back(gather ? GatherCopy(s, id, r0) : GatherGradCopy(p, s, id, r0));
+    copies.push_back(gather ? GatherCopy(s, id) : GatherGradCopy(p, s, id));
   });
   if (copies.empty()) return end;
   ops::Kernels* k = &k_;
-  const int64_t m = r1 - r0;
-  const int count = static_cast<int>(copies.size());
-  // The launch owns the copies (moved, not copied, into it).
-  if (gather) {
-    b_.launches.push_back([k, m, count, copies = std::move(copies)]() {
-      return k->GatherRowsMulti(copies.data(), count, m);
-    });
-  } else {
-    b_.launches.push_back([k, m, count, unique, copies = std::move(copies)]() {
-      return k->ScatterAddRowsMulti(copies.data(), count, m, unique);
-    });
-  }
+  // The launch owns the copies for rows from row 0 (moved, not copied, into it); a gather's
+  // destination rows and a scatter-add's source rows are the command's.
+  RecordShared(
+      {&steps[i], kCopies},
+      [&]() -> Launch {
+        return [k, gather, unique, copies = std::move(copies)](int64_t row0, int64_t rows) {
+          std::array<ops::RowCopy, ops::kMaxRowCopies> at;
+          const int count = static_cast<int>(copies.size());
+          for (int c = 0; c < count; ++c) {
+            at[c] = copies[c];
+            at[c].idx += row0;
+            if (gather) {
+              at[c].dst += row0 * at[c].dst_ld;
+            } else {
+              at[c].src += row0 * at[c].src_ld;
+            }
+          }
+          if (gather) return k->GatherRowsMulti(at.data(), count, rows);
+          return k->ScatterAddRowsMulti(at.data(), count, rows, unique);
+        };
+      },
+      r0, r1 - r0);
   return end;
 }
 
@@ -618,7 +738,7 @@ absl::Status Recorder::WeightGrads(const std::vector<Step>& steps, int64_t n) {
     if (!hooks || sink.kind == OpKind::kEmbedGrad || --b_.sinks_left[sink.name] > 0) continue;
     const RunOptions* o = b_.options;
     const std::string name = sink.name;
-    b_.launches.push_back([o, name]() { return o->on_gradient_ready(name); });
+    Record([o, name](int64_t, int64_t) { return o->on_gradient_ready(name); }, 0, 0);
   }
   return absl::OkStatus();
 }
@@ -626,7 +746,9 @@ absl::Status Recorder::WeightGrads(const std::vector<Step>& steps, int64_t n) {
 void Recorder::Progress() {
   if (!b_.options->on_progress || !k_.device().is_cpu()) return;
   const RunOptions* o = b_.options;
-  b_.launches.push_back([o]() { return o->on_progress(); });
+  RecordShared(
+      {o, kProgress},
+      [o]() -> Launch { return [o](int64_t, int64_t) { return o->on_progress(); }; }, 0, 0);
 }
 
 absl::Status Recorder::Program(bool backward, OpClass cls, int64_t r0, int64_t r1) {
@@ -668,9 +790,11 @@ void Recorder::Loss() {
   float* stats = b_.stats;
   int32_t* pred = b_.pred;
   ops::Kernels* k = &k_;
-  b_.launches.push_back([=]() {
-    return k->SoftmaxCrossEntropy(logits, ld, n, classes, labels, scale, dlogits, stats, pred);
-  });
+  Record(
+      [=](int64_t, int64_t) {
+        return k->SoftmaxCrossEntropy(logits, ld, n, classes, labels, scale, dlogits, stats, pred);
+      },
+      0, 0);
 }
 
 int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cls,
@@ -710,9 +834,9 @@ absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Comp
       for (const Step& st : *list) ++b.sinks_left[f.backward().nodes[st.nodes[0]].name];
     }
   }
-  auto mark = [&](Phase p) { phase_at[static_cast<int>(p)] = b.launches.size(); };
+  auto mark = [&](Phase p) { phase_at[static_cast<int>(p)] = b.commands.size(); };
   // Commands recorded so far (a GEMM joined to its program counted as two).
-  auto commands = [&b] { return static_cast<int64_t>(b.launches.size()) + b.gemm_programs; };
+  auto commands = [&b] { return static_cast<int64_t>(b.commands.size()) + b.gemm_programs; };
   auto round = [&](bool bwd, int r) {
     return rec.Program(bwd, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]);
   };

@@ -26,6 +26,33 @@
 
 namespace cavs::scheduler::internal {
 
+// A launch recorded once and run by each command that names it, over the command's rows: its
+// operands are those of row 0, moved to row0 when it runs (pointers by row0 rows, index arrays
+// by row0 entries, fused programs through Kernels::Elementwise's row0). The rounds that run a
+// step share its launches, so that a round records commands (24 bytes each), not launches.
+using Launch = std::function<absl::Status(int64_t row0, int64_t rows)>;
+struct Command {
+  int32_t launch = 0;  // index into Batch::launches
+  int64_t row0 = 0, rows = 0;
+};
+
+// What a shared launch launches: the step or node it is for, which of its launches, that
+// launch's own key (a fused program's shape, a GEMM's bias and beta) and the launch it joins
+// (a program's GEMM), if any.
+struct LaunchKey {
+  const void* of = nullptr;
+  int what = 0;
+  uint64_t detail = 0;
+  int64_t joins = -1;
+  bool operator==(const LaunchKey& o) const {
+    return of == o.of && what == o.what && detail == o.detail && joins == o.joins;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const LaunchKey& k) {
+    return H::combine(std::move(h), k.of, k.what, k.detail, k.joins);
+  }
+};
+
 // One batch's memory and recorded launches.
 struct Batch {
   const Plan* plan = nullptr;
@@ -43,13 +70,18 @@ struct Batch {
   int64_t ints_packed = 0;  // ints packed so far
   // The device copy of the plan's index array at `plan_offset` (an array's start in plan.ints).
   const int32_t* Ints(int64_t plan_offset);
-  std::vector<ops::EwInstr> instrs;  // host copy of every fused program
+  // Host copy of every fused program: each step's written for row 0, once (program_at), and
+  // where the device's Elementwise takes no row offset, a copy moved to each launch's rows.
+  std::vector<ops::EwInstr> instrs;
   const ops::EwInstr* dev_instrs = nullptr;
-  std::vector<std::function<absl::Status()>> launches;
-  std::vector<core::Tensor> scratch;  // argmax buffers, the embedding gradient rows
-  float* stats = nullptr;             // 2 floats: loss sum, correct
-  int64_t gemm_flops = 0;             // of the recorded GEMMs
-  int64_t gemm_programs = 0;  // launches that are a GEMM and a program (GemmThenElementwise)
+  absl::flat_hash_map<const void*, size_t> program_at;  // step -> its program in instrs
+  std::vector<Launch> launches;
+  absl::flat_hash_map<LaunchKey, int32_t> shared;  // the launches commands share
+  std::vector<Command> commands;                   // what the batch runs, in order
+  std::vector<core::Tensor> scratch;               // argmax buffers, the embedding gradient rows
+  float* stats = nullptr;                          // 2 floats: loss sum, correct
+  int64_t gemm_flops = 0;                          // of the recorded GEMMs
+  int64_t gemm_programs = 0;  // commands that are a GEMM and a program (GemmThenElementwise)
   // Commands recorded in the forward and in the backward rounds (a GEMM with its program
   // counted as two), as EngineStats::commands.
   int64_t forward_round_commands = 0, backward_round_commands = 0;
@@ -88,6 +120,25 @@ class Recorder {
   void Progress();
 
  private:
+  // Which launch of a step or node a shared launch is (LaunchKey::what).
+  enum What : int {
+    kProgram,      // a fused step's program; detail: its shape
+    kGemmProgram,  // the GEMM before it (joins) and the program; detail: its shape
+    kGemm,         // detail: 1 with the bias, + 2 with beta 1
+    kPackedGemm,   // as kGemm
+    kFoldedRows,   // rows of a folded projection gathered by token
+    kZeroRows,
+    kFillRows,  // a sum's rows filled with its bias (or zeros)
+    kCopies,    // a run of Gathers or GatherGrads in one multi-copy launch
+    kEmbed,
+    kReduce,
+    kReduceGrad,
+    kWeightGrad,
+    kBiasGrad,
+    kScaleGrad,
+    kProgress,
+  };
+
   float* Ptr(const ProgramSchedule& s, int node, int64_t row) const {
     const View& v = s.views[node];
     return b_.buffer_base[v.buffer] + row * v.ld + v.col;
@@ -104,46 +155,64 @@ class Recorder {
   // a batch whose token rows all have a token): then the Embeds and Dropouts FoldedEmbedsUnread
   // marks are not run.
   bool FoldedRun() const { return b_.folded_unread != nullptr && b_.plan->tokens_dense; }
-  // Per row from r0: the row of its parent through child slot `slot` (-1: none there).
-  const int32_t* ParentRows(int64_t slot, int64_t r0) const {
-    return Ints(b_.plan->parent_of_slot[static_cast<size_t>(slot)]) + r0;
+  // Per row: the row of its parent through child slot `slot` (-1: none there).
+  const int32_t* ParentRows(int64_t slot) const {
+    return Ints(b_.plan->parent_of_slot[static_cast<size_t>(slot)]);
   }
-  ops::EwArg Arg(const vertex::Program& p, const ProgramSchedule& s, int node, int64_t r0) const {
+  ops::EwArg Arg(const vertex::Program& p, const ProgramSchedule& s, int node) const {
     if (p.nodes[node].is_static()) return {ParamValue(p.nodes[node].name), 0};
     if (s.scratch_col[node] >= 0) return {nullptr, 0, s.scratch_col[node]};
-    return {Ptr(s, node, r0), Ld(s, node)};
+    return {Ptr(s, node, 0), Ld(s, node)};
   }
 
+  // Records a command that runs `launch`, a launch of its own, over rows [row0, row0 + rows).
+  void Record(Launch launch, int64_t row0, int64_t rows);
+  // Records a command that runs the launch shared under `key` (made by make() the first time)
+  // over rows [row0, row0 + rows); returns that launch's index.
+  template <typename Make>
+  int32_t RecordShared(const LaunchKey& key, Make make, int64_t row0, int64_t rows) {
+    auto [it, fresh] = b_.shared.try_emplace(key, static_cast<int32_t>(b_.launches.size()));
+    if (fresh) b_.launches.push_back(make());
+    b_.commands.push_back({it->second, row0, rows});
+    return it->second;
+  }
+
+  // Step `st`'s fused program written for row 0 (recorded at its first use): its first
+  // instruction in b_.instrs.
+  size_t ProgramOf(const vertex::Program& p, const ProgramSchedule& s, const Step& st);
   void Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
              int64_t r1);
-  // Records one Elementwise launch of instructions [first, first + count) over `rows` rows;
-  // `shape` as Kernels::Elementwise takes it (0: none); after `gemm` in one call, if given
-  // (Kernels::GemmThenElementwise).
-  void LaunchInstrs(size_t first, int count, int64_t rows, uint64_t shape,
-                    std::optional<ops::Kernels::GemmCall> gemm = std::nullopt);
+  // Records an Elementwise launch of `count` instructions from b_.instrs[first] (written for
+  // row 0) over rows [r0, r0 + rows), shared under `key`; `shape` as Kernels::Elementwise takes
+  // it (0: none); after the GEMM of `gemm` (launch and template, as last_gemm_ holds them) in
+  // one call, if given (Kernels::GemmThenElementwise). Where the device's Elementwise takes no
+  // row offset, a copy of the program moved to r0 is recorded instead, for this command only.
+  struct LastGemm;
+  void LaunchInstrs(LaunchKey key, size_t first, int count, int64_t r0, int64_t rows,
+                    uint64_t shape, const LastGemm* gemm = nullptr);
   // The weight `w` (op(w): [k, n]) packed for the device's packed GEMM, packed by a launch
   // recorded at its first use in the batch; nullptr where the device has no packed GEMM.
   absl::StatusOr<const float*> PackedWeight(const float* w, bool trans, int64_t k, int64_t n,
                                             int64_t ld);
-  // The copy a forward Gather or a backward GatherGrad makes over rows [r0, ...).
-  ops::RowCopy GatherCopy(const ProgramSchedule& s, int id, int64_t r0) const;
-  ops::RowCopy GatherGradCopy(const vertex::Program& p, const ProgramSchedule& s, int id,
-                              int64_t r0) const;
+  // The copy a forward Gather or a backward GatherGrad makes, for rows from row 0.
+  ops::RowCopy GatherCopy(const ProgramSchedule& s, int id) const;
+  ops::RowCopy GatherGradCopy(const vertex::Program& p, const ProgramSchedule& s, int id) const;
   // Records steps[i..] that are Gathers (or GatherGrads) as one multi-copy launch; returns
   // the index of the first step it did not take.
   size_t Coalesced(const vertex::Program& p, const ProgramSchedule& s,
                    const std::vector<Step>& steps, size_t i, int64_t r0, int64_t r1);
-  void EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0);
+  void EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id);
   absl::Status Single(bool backward, const vertex::Program& p, const ProgramSchedule& s, int id,
                       int64_t r0, int64_t r1);
   // A MatMul step's GEMM over rows [r0, r1), only where its input can be nonzero and its output
   // is read; a term of a folded sum also keeps the sum's written rows (GemmWrite) and uses the
-  // step's reserved fill instructions.
+  // step's fill program.
   absl::Status MatMul(bool backward, const vertex::Program& p, const ProgramSchedule& s,
                       const Step& st, int64_t r0, int64_t r1);
-  // Records one fill instruction: rows [lo, hi) of `dst` (rows from r0, stride ld) = `row`
-  // broadcast, or zeros when row is null.
-  void FillRows(float* dst, int64_t ld, int64_t width, const float* row, int64_t lo, int64_t hi);
+  // Records the fill of rows [row0, row0 + rows) of MatMul step `st`'s output (`dst0` its row 0,
+  // stride ld) with `row` broadcast, or zeros where row is null.
+  void FillRows(const Step& st, float* dst0, int64_t ld, int64_t width, const float* row,
+                int64_t row0, int64_t rows);
   absl::Status Sink(const vertex::Program& p, const ProgramSchedule& s, int id, int64_t r0,
                     int64_t r1);
 
@@ -152,9 +221,15 @@ class Recorder {
   core::ParameterStore& store_;
   ops::Kernels& k_;
   Batch& b_;
-  // The last plain GEMM that MatMul recorded (its launch's index and arguments): a fused step
-  // recorded right after it in the same Program call joins its launch (GemmThenElementwise).
-  std::optional<std::pair<size_t, ops::Kernels::GemmCall>> last_gemm_;
+  // The last plain GEMM that MatMul recorded: a fused step recorded right after it over the
+  // same rows in the same Program call joins its launch (GemmThenElementwise).
+  struct LastGemm {
+    size_t command = 0;
+    int32_t launch = 0;
+    ops::Kernels::GemmCall g;  // for rows from row 0 (a and c at row 0, m unset)
+    int64_t row0 = 0, rows = 0;
+  };
+  std::optional<LastGemm> last_gemm_;
 };
 
 // Launches per call of a class's steps: runs of Gathers (GatherGrads) share one launch per

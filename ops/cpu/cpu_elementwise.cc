@@ -236,17 +236,22 @@ absl::Status ValidateProgram(const EwInstr* program, int count, int64_t rows, bo
   return absl::OkStatus();
 }
 
-absl::Status Elementwise(const EwInstr* program, int count, int64_t rows) {
+absl::Status Elementwise(const EwInstr* program, int count, int64_t rows, int64_t row0) {
   CAVS_RETURN_IF_ERROR(ValidateProgram(program, count, rows));
+  if (row0 < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Elementwise: row offset ", row0, " < 0"));
+  }
   int64_t row_work = 0;
   for (int i = 0; i < count; ++i) row_work += program[i].width;
   if (rows == 0 || row_work == 0) return absl::OkStatus();
-  // Scratch operands: each chunk of rows runs a copy of the program whose scratch operands
-  // point at a row buffer of its own, with ld 0 (every row reuses it).
+  // Row i of the launch is row row0 + i of every operand (RebaseEwProgram): the rows run are
+  // [row0, row0 + rows). Scratch operands: each chunk of rows runs a copy of the program whose
+  // scratch operands point at a row buffer of its own, with ld 0 (every row reuses it, whatever
+  // its number).
   const int64_t scratch = EwScratchWidth(program, count);
   if (scratch == 0) {
     ParallelFor(rows, row_work, [&](int64_t begin, int64_t end) {
-      internal::RunProgramRows(program, count, begin, end);
+      internal::RunProgramRows(program, count, row0 + begin, row0 + end);
     });
     return absl::OkStatus();
   }
@@ -260,7 +265,7 @@ absl::Status Elementwise(const EwInstr* program, int count, int64_t rows) {
         if (arg->scratch >= 0) *arg = {row.data() + arg->scratch, 0, -1};
       }
     }
-    internal::RunProgramRows(local.data(), count, begin, end);
+    internal::RunProgramRows(local.data(), count, row0 + begin, row0 + end);
   });
   return absl::OkStatus();
 }

@@ -15,10 +15,12 @@ namespace cavs::ops::cpu {
 [[nodiscard]] absl::Status ValidateProgram(const EwInstr* program, int count, int64_t rows,
                                            bool allow_scratch = true);
 
-// Runs the program over rows [0, rows) (see Kernels::Elementwise). An instruction's dst may
-// equal its a or b exactly (in place); other overlaps between dst and an operand are not
-// supported. Scratch operands live in a per-thread row buffer (in L1) that every row reuses.
-[[nodiscard]] absl::Status Elementwise(const EwInstr* program, int count, int64_t rows);
+// Runs the program over rows [0, rows), or as its copy rebased to row0 would (see
+// Kernels::Elementwise). An instruction's dst may equal its a or b exactly (in place); other
+// overlaps between dst and an operand are not supported. Scratch operands live in a per-thread
+// row buffer (in L1) that every row reuses.
+[[nodiscard]] absl::Status Elementwise(const EwInstr* program, int count, int64_t rows,
+                                       int64_t row0 = 0);
 
 // dst: [n] = value.
 [[nodiscard]] absl::Status Fill(float* dst, int64_t n, float value);

@@ -1,5 +1,7 @@
 #include "ops/cpu/cpu_kernels.h"
 
+#include <vector>
+
 #include "core/flush_denormal.h"
 #include "core/status.h"
 #include "ops/cpu/cpu_elementwise.h"
@@ -25,6 +27,7 @@ absl::Status CpuKernels::Configure(const KernelOptions& options) {
     shape_checker_ = std::make_unique<EwShapeChecker>();
   }
   as_planned_ = options.cpu.ew_as_planned;
+  row_offset_ = options.cpu.ew_row_offset;
   return absl::OkStatus();
 }
 
@@ -73,8 +76,20 @@ absl::Status CpuKernels::GemmPackedB(int64_t m, int64_t n, int64_t k, const floa
 }
 
 absl::Status CpuKernels::Elementwise(const EwInstr* host, const EwInstr* /*device*/, int count,
-                                     int64_t rows, uint64_t shape) {
+                                     int64_t rows, uint64_t shape, int64_t row0) {
+  if (row0 != 0 && !row_offset_) {
+    return absl::InvalidArgumentError(absl::StrCat("Elementwise: row offset ", row0,
+                                                   " with KernelOptions::cpu.ew_row_offset off"));
+  }
   if ((shape_checker_ != nullptr || as_planned_) && count > 0 && rows > 0) {
+    // The checks see the program as it runs: rebased to its rows.
+    thread_local std::vector<EwInstr> rebased;
+    if (row0 != 0) {
+      rebased.resize(static_cast<size_t>(count));
+      RebaseEwProgram(host, count, row0, rebased.data());
+      host = rebased.data();
+      row0 = 0;
+    }
     CAVS_RETURN_IF_ERROR(cpu::ValidateProgram(host, count, rows));
     if (shape_checker_ != nullptr) {
       CAVS_RETURN_IF_ERROR(shape_checker_->Check(host, count, rows, shape));
@@ -85,7 +100,7 @@ absl::Status CpuKernels::Elementwise(const EwInstr* host, const EwInstr* /*devic
     }
   }
   core::ScopedFlushDenormal flush;
-  return cpu::Elementwise(host, count, rows);
+  return cpu::Elementwise(host, count, rows, row0);
 }
 
 absl::Status CpuKernels::GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,

@@ -54,9 +54,10 @@ class CpuKernels final : public Kernels {
                            const float* packed, const float* bias, float beta, float* c,
                            int64_t ldc) override;
   bool ElementwiseScratch() const override { return true; }
+  bool ElementwiseRowOffset() const override { return row_offset_; }
   using Kernels::Elementwise;
   absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count, int64_t rows,
-                           uint64_t shape) override;
+                           uint64_t shape, int64_t row0) override;
   absl::Status GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
                           int64_t w, float* dst, int64_t dst_ld) override;
   absl::Status ScatterAddRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
@@ -83,6 +84,7 @@ class CpuKernels final : public Kernels {
   // KernelOptions::cpu.ew_as_planned: Elementwise runs programs as a generated CUDA kernel would
   // (RunEwPlanOnHost, single-threaded), to check the plans of real programs without a GPU.
   bool as_planned_ = false;
+  bool row_offset_ = true;  // KernelOptions::cpu.ew_row_offset
   bool gemm_adds_bias_ = true;
 };
 

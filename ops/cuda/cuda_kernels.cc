@@ -268,7 +268,11 @@ absl::Status CudaKernels::CheckProgram(const EwInstr* host, const EwInstr* devic
 }
 
 absl::Status CudaKernels::Elementwise(const EwInstr* host, const EwInstr* device, int count,
-                                      int64_t rows, uint64_t shape) {
+                                      int64_t rows, uint64_t shape, int64_t row0) {
+  if (row0 != 0) {  // not ElementwiseRowOffset(): the kernels read the program as it is
+    return absl::InvalidArgumentError(
+        absl::StrCat("Elementwise: row offset ", row0, " on a device that takes none"));
+  }
   CAVS_RETURN_IF_ERROR(CheckProgram(host, device, count, rows));
   if (rows == 0 || count == 0) return absl::OkStatus();
   CudaDeviceGuard guard;

@@ -76,7 +76,7 @@ class CudaKernels final : public Kernels {
   bool ElementwiseScratch() const override { return fused_ != nullptr; }
   using Kernels::Elementwise;
   absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count, int64_t rows,
-                           uint64_t shape) override;
+                           uint64_t shape, int64_t row0) override;
   absl::Status GatherRows(const float* src, int64_t src_ld, const int32_t* idx, int64_t m,
                           int64_t w, float* dst, int64_t dst_ld) override;
   absl::Status GatherRowsMulti(const RowCopy* copies, int count, int64_t m) override;

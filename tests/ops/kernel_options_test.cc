@@ -46,11 +46,13 @@ TEST(KernelOptionsTest, EveryVariableSetsItsField) {
                            {"CAVS_CPU_EW_AS_PLANNED", "1"}, {"CAVS_CUDA_FUSED", "0"},
                            {"CAVS_CUBLASLT", "0"},          {"CAVS_GEMM_AUTOTUNE", "1"},
                            {"CAVS_SMALL_GEMM", "1"},        {"CAVS_KERNEL_CACHE", "/tmp/kc"},
-                           {"CAVS_CUDA_GRAPHS", "0"},       {"CAVS_VERIFY_EW_SHAPES", "1"}};
+                           {"CAVS_CUDA_GRAPHS", "0"},       {"CAVS_VERIFY_EW_SHAPES", "1"},
+                           {"CAVS_CPU_EW_ROW_OFFSET", "0"}};
   const EnvironmentOverride o = KernelOptionsFromEnvironment();
   EXPECT_EQ(o.options.cpu.threads, 3);
   EXPECT_FALSE(o.options.cpu.packed_gemm);
   EXPECT_TRUE(o.options.cpu.ew_as_planned);
+  EXPECT_FALSE(o.options.cpu.ew_row_offset);
   EXPECT_FALSE(o.options.cuda.generated_elementwise);
   EXPECT_FALSE(o.options.cuda.cublas_lt);
   EXPECT_TRUE(o.options.cuda.gemm_autotune);
@@ -59,22 +61,18 @@ TEST(KernelOptionsTest, EveryVariableSetsItsField) {
   EXPECT_EQ(o.options.cuda.kernel_cache_dir, "/tmp/kc");
   EXPECT_FALSE(o.options.cuda.graphs);
   EXPECT_TRUE(o.options.verify_ew_shapes);
-  EXPECT_EQ(o.read.size(), 10u);
+  EXPECT_EQ(o.read.size(), 11u);
   EXPECT_EQ(o.read[0], "CAVS_NUM_THREADS=3");
 }
 
 // A value a variable does not take leaves the field alone and is reported as ignored; "0" turns
 // the kernel cache off and the small GEMM nowhere.
 TEST(KernelOptionsTest, OtherValuesAreIgnoredAndSaidSo) {
-  const ScopedEnv env[] = {{"CAVS_NUM_THREADS", "many"},
-                           {"CAVS_PACKED_GEMM", "yes"},
-                           {"CAVS_CPU_EW_AS_PLANNED", nullptr},
-                           {"CAVS_CUDA_FUSED", nullptr},
-                           {"CAVS_CUBLASLT", nullptr},
-                           {"CAVS_GEMM_AUTOTUNE", nullptr},
-                           {"CAVS_SMALL_GEMM", "0"},
-                           {"CAVS_KERNEL_CACHE", "0"},
-                           {"CAVS_CUDA_GRAPHS", nullptr},
+  const ScopedEnv env[] = {{"CAVS_NUM_THREADS", "many"},        {"CAVS_PACKED_GEMM", "yes"},
+                           {"CAVS_CPU_EW_AS_PLANNED", nullptr}, {"CAVS_CPU_EW_ROW_OFFSET", nullptr},
+                           {"CAVS_CUDA_FUSED", nullptr},        {"CAVS_CUBLASLT", nullptr},
+                           {"CAVS_GEMM_AUTOTUNE", nullptr},     {"CAVS_SMALL_GEMM", "0"},
+                           {"CAVS_KERNEL_CACHE", "0"},          {"CAVS_CUDA_GRAPHS", nullptr},
                            {"CAVS_VERIFY_EW_SHAPES", nullptr}};
   KernelOptions base;
   base.cpu.threads = 2;
@@ -94,7 +92,7 @@ TEST(KernelOptionsTest, StringNamesEverySetting) {
   o.cuda.kernel_cache = false;
   EXPECT_EQ(
       KernelOptionsString(o),
-      "cpu{threads=0 packed_gemm=1 ew_as_planned=0} cuda{generated_elementwise=1 "
+      "cpu{threads=0 packed_gemm=1 ew_as_planned=0 ew_row_offset=1} cuda{generated_elementwise=1 "
       "cublas_lt=1 gemm_autotune=0 small_gemm=off kernel_cache=off graphs=1} verify_ew_shapes=0");
 }
 

@@ -1167,6 +1167,38 @@ TEST(EngineTest, SubmitAndFinishPipelinedMatchRun) {
   }
 }
 
+// What a sequence of runs gave: each run's result and the engine's stats after it, and the
+// parameters after the last.
+struct RunsOutcome {
+  std::vector<RunResult> results;
+  std::vector<std::vector<float>> params;
+  std::vector<EngineStats> stats;
+};
+
+std::vector<std::vector<float>> ParamValues(const vertex::Function& f,
+                                            core::ParameterStore& store) {
+  std::vector<std::vector<float>> values;
+  for (const vertex::ParamInfo& p : f.params()) {
+    values.push_back(store.Find(p.name)->value.ToVector());
+  }
+  return values;
+}
+
+// `got` is `want` bit for bit: every run's loss, correct count, predictions and outputs, and
+// the parameters after.
+void ExpectSameBits(const RunsOutcome& want, const RunsOutcome& got) {
+  ASSERT_EQ(want.results.size(), got.results.size());
+  for (size_t i = 0; i < want.results.size(); ++i) {
+    SCOPED_TRACE("run " + std::to_string(i));
+    const RunResult &w = want.results[i], &g = got.results[i];
+    EXPECT_EQ(g.loss_sum, w.loss_sum);
+    EXPECT_EQ(g.correct, w.correct);
+    EXPECT_EQ(g.predictions, w.predictions);
+    EXPECT_EQ(g.outputs, w.outputs);
+  }
+  EXPECT_EQ(got.params, want.params);
+}
+
 // CUDA graphs (KernelOptions::cuda.graphs): the same batches trained and evaluated with each
 // batch's launches captured into one graph, pipelined (Submit of batch i+1 before Finish of i,
 // so an executable graph is updated while the last launch of it may still run), give the bits of
@@ -1189,13 +1221,8 @@ TEST(EngineTest, CudaGraphsGiveTheBitsOfLaunchByLaunch) {
                   {vertex::models::Lstm(Cell()), &chain_batches}};
   // Trains on every batch (pipelined when `graphs`), then evaluates every batch; returns the
   // results in order and the parameters after training.
-  struct Outcome {
-    std::vector<RunResult> results;
-    std::vector<std::vector<float>> params;
-    std::vector<EngineStats> stats;
-  };
   auto run = [&](const vertex::Function& f, const std::vector<std::vector<Graph>>& batches,
-                 bool graphs) -> absl::StatusOr<Outcome> {
+                 bool graphs) -> absl::StatusOr<RunsOutcome> {
     ops::KernelOptions ko = before;
     ko.cuda.graphs = graphs;
     core::ParameterStore store(3, device);
@@ -1205,7 +1232,7 @@ TEST(EngineTest, CudaGraphsGiveTheBitsOfLaunchByLaunch) {
     CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Create(&f, &store, eo));
     CAVS_ASSIGN_OR_RETURN(std::unique_ptr<core::Optimizer> opt,
                           core::MakeOptimizer({.kind = core::OptimizerKind::kAdagrad, .lr = 0.1f}));
-    Outcome out;
+    RunsOutcome out;
     RunOptions train = Options();
     train.training = true;
     std::optional<PendingRun> pending;
@@ -1235,29 +1262,18 @@ TEST(EngineTest, CudaGraphsGiveTheBitsOfLaunchByLaunch) {
     CAVS_ASSIGN_OR_RETURN(RunResult lone, e->Run(batches[0], infer));
     out.stats.push_back(e->stats());
     out.results.push_back(std::move(lone));
-    for (const vertex::ParamInfo& p : f.params()) {
-      out.params.push_back(store.Find(p.name)->value.ToVector());
-    }
+    out.params = ParamValues(f, store);
     return out;
   };
   for (Case& c : cases) {
     ASSERT_TRUE(c.f.ok()) << c.f.status();
     SCOPED_TRACE(c.f->name());
-    absl::StatusOr<Outcome> plain = run(*c.f, *c.batches, false);
-    absl::StatusOr<Outcome> graphed = run(*c.f, *c.batches, true);
+    absl::StatusOr<RunsOutcome> plain = run(*c.f, *c.batches, false);
+    absl::StatusOr<RunsOutcome> graphed = run(*c.f, *c.batches, true);
     ASSERT_TRUE(ops::SetKernelOptions(before).ok());
     ASSERT_TRUE(plain.ok()) << plain.status();
     ASSERT_TRUE(graphed.ok()) << graphed.status();
-    ASSERT_EQ(plain->results.size(), graphed->results.size());
-    for (size_t i = 0; i < plain->results.size(); ++i) {
-      SCOPED_TRACE("run " + std::to_string(i));
-      const RunResult &want = plain->results[i], &got = graphed->results[i];
-      EXPECT_EQ(got.loss_sum, want.loss_sum);
-      EXPECT_EQ(got.correct, want.correct);
-      EXPECT_EQ(got.predictions, want.predictions);
-      EXPECT_EQ(got.outputs, want.outputs);
-    }
-    EXPECT_EQ(graphed->params, plain->params);
+    ExpectSameBits(*plain, *graphed);
     for (size_t i = 0; i + 1 < graphed->stats.size(); ++i) {
       SCOPED_TRACE("run " + std::to_string(i));
       EXPECT_FALSE(plain->stats[i].graph);
@@ -1268,6 +1284,82 @@ TEST(EngineTest, CudaGraphsGiveTheBitsOfLaunchByLaunch) {
       }
     }
     EXPECT_FALSE(graphed->stats.back().graph) << "a lone Run";
+  }
+}
+
+// Row offsets (KernelOptions::cpu.ew_row_offset): each step's fused program recorded once and
+// run by every round at its rows gives the bits of a copy per round (the CUDA kernels' way):
+// losses, predictions, outputs and the parameters after every step, for trees (pushes,
+// folded sums), chains, and child sums (segment reductions, pulls). With offsets the programs
+// recorded do not grow with the rounds; without, a copy per round.
+TEST(EngineTest, RowOffsetsGiveTheBitsOfAProgramPerRound) {
+  const ops::KernelOptions before = ops::GetKernelOptions();
+  const vertex::models::CellConfig cell = Cell();
+  core::Rng rng(41);
+  std::vector<std::vector<Graph>> tree_batches, chain_batches;
+  for (int b = 0; b < 4; ++b) tree_batches.push_back(Trees(rng, 3 + b * 2, 9));
+  for (int b = 0; b < 4; ++b) chain_batches.push_back(Chains(rng, 2 + b, 6 + 8 * b));
+  struct Case {
+    absl::StatusOr<vertex::Function> f;
+    const std::vector<std::vector<Graph>>* batches;
+  };
+  Case cases[] = {{vertex::models::BinaryTreeLstm(cell), &tree_batches},
+                  {vertex::models::ChildSumTreeLstm(cell, 2), &tree_batches},
+                  {vertex::models::Lstm(cell), &chain_batches}};
+  auto run = [&](const vertex::Function& f, const std::vector<std::vector<Graph>>& batches,
+                 bool offsets) -> absl::StatusOr<RunsOutcome> {
+    ops::KernelOptions ko = before;
+    ko.cpu.ew_row_offset = offsets;
+    core::ParameterStore store(3);
+    EngineOptions eo;
+    eo.kernels = ko;
+    eo.poison_buffers = true;
+    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Create(&f, &store, eo));
+    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<core::Optimizer> opt,
+                          core::MakeOptimizer({.kind = core::OptimizerKind::kAdagrad, .lr = 0.1f}));
+    RunsOutcome out;
+    RunOptions train = Options();
+    train.training = true;
+    for (const auto& graphs : batches) {
+      CAVS_RETURN_IF_ERROR(store.ZeroGrad());
+      CAVS_ASSIGN_OR_RETURN(RunResult r, e->Run(graphs, train));
+      out.results.push_back(std::move(r));
+      out.stats.push_back(e->stats());
+      CAVS_RETURN_IF_ERROR(opt->Step(store));
+    }
+    RunOptions infer = Options();
+    infer.backward = false;
+    for (const auto& graphs : batches) {
+      CAVS_ASSIGN_OR_RETURN(RunResult r, e->Run(graphs, infer));
+      out.results.push_back(std::move(r));
+      out.stats.push_back(e->stats());
+    }
+    out.params = ParamValues(f, store);
+    return out;
+  };
+  for (Case& c : cases) {
+    ASSERT_TRUE(c.f.ok()) << c.f.status();
+    SCOPED_TRACE(c.f->name());
+    absl::StatusOr<RunsOutcome> copies = run(*c.f, *c.batches, false);
+    absl::StatusOr<RunsOutcome> offsets = run(*c.f, *c.batches, true);
+    ASSERT_TRUE(ops::SetKernelOptions(before).ok());
+    ASSERT_TRUE(copies.ok()) << copies.status();
+    ASSERT_TRUE(offsets.ok()) << offsets.status();
+    ExpectSameBits(*copies, *offsets);
+    ASSERT_EQ(copies->stats.size(), offsets->stats.size());
+    for (size_t i = 0; i < copies->stats.size(); ++i) {
+      SCOPED_TRACE("run " + std::to_string(i));
+      const EngineStats &cs = copies->stats[i], &os = offsets->stats[i];
+      EXPECT_EQ(os.commands, cs.commands);
+      EXPECT_GT(os.rounds, 1);
+      EXPECT_LT(os.program_instrs, cs.program_instrs);
+      // Every training batch (and every inference batch) records the same programs, whatever
+      // its rounds.
+      const size_t first = i < c.batches->size() ? 0 : c.batches->size();
+      EXPECT_EQ(os.program_instrs, offsets->stats[first].program_instrs);
+    }
+    // Without offsets the longest batch records the most.
+    EXPECT_GT(copies->stats[c.batches->size() - 1].program_instrs, copies->stats[0].program_instrs);
   }
 }
 

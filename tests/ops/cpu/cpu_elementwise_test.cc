@@ -319,5 +319,62 @@ TEST(CpuElementwiseTest, RejectsMalformedPrograms) {
               absl::StatusCode::kOk);
 }
 
+// A program written for row 0 run with a row offset gives the bits of its RebaseEwProgram copy
+// run without one: plain, broadcast (ld 0), scratch, row-mapped (push and pull) operands and
+// dropout uids, rows split over threads or not, and with the offset off it is refused.
+TEST(CpuElementwiseTest, RowOffsetRunsTheRebasedProgram) {
+  constexpr int64_t kAll = 40, kW = 5;
+  std::vector<float> x = RandomFloats(kAll * kW, 7, -2.0f, 2.0f);
+  std::vector<float> bias = RandomFloats(kW, 8, -1.0f, 1.0f);
+  std::vector<int32_t> parent(kAll), uids(kAll);
+  for (int64_t r = 0; r < kAll; ++r) {
+    parent[r] = r % 3 == 0 ? -1 : static_cast<int32_t>((r * 7) % kAll);
+    uids[r] = static_cast<int32_t>(100 + r);
+  }
+  auto program = [&](std::vector<float>& y, std::vector<float>& pushed, std::vector<float>& acc) {
+    std::vector<EwInstr> p(5);
+    p[0] = {EwOp::kAdd, kW, {nullptr, 0, 0}, {x.data(), kW}, {bias.data(), 0}};  // scratch
+    p[1] = {EwOp::kTanh, kW, {y.data(), kW}, {nullptr, 0, 0}};
+    p[2] = {EwOp::kDropout, kW, {y.data(), kW}, {y.data(), kW}};
+    p[2].scalar = 0.3f;
+    p[2].seed = 99;
+    p[2].uids = uids.data();
+    p[3] = {EwOp::kCopy, kW, {pushed.data(), kW, -1, parent.data()}, {y.data(), kW}};
+    p[4] = {EwOp::kAccumulate, kW, {acc.data(), kW}, {y.data(), kW, -1, parent.data()}};
+    return p;
+  };
+  const KernelOptions before = GetKernelOptions();
+  for (const int threads : {1, 2}) {
+    SetCpuThreads(threads);
+    for (const auto& [row0, rows] : {std::pair<int64_t, int64_t>{0, 9}, {7, 1}, {13, 27}}) {
+      std::vector<float> y1(kAll * kW, 0.5f), pushed1(kAll * kW, 0.25f), acc1(kAll * kW, 1.0f);
+      std::vector<float> y2 = y1, pushed2 = pushed1, acc2 = acc1;
+      std::vector<EwInstr> p1 = program(y1, pushed1, acc1), p2 = program(y2, pushed2, acc2);
+      const int count = static_cast<int>(p1.size());
+      ASSERT_TRUE(CpuKernels::Get()->Elementwise(p1.data(), p1.data(), count, rows, 0, row0).ok());
+      RebaseEwProgram(p2.data(), count, row0, p2.data());
+      ASSERT_TRUE(CpuKernels::Get()->Elementwise(p2.data(), p2.data(), count, rows).ok());
+      EXPECT_EQ(y1, y2) << "row0 " << row0 << " threads " << threads;
+      EXPECT_EQ(pushed1, pushed2);
+      EXPECT_EQ(acc1, acc2);
+      // Only rows [row0, row0 + rows) of y were written.
+      for (int64_t r = 0; r < kAll; ++r) {
+        if (r >= row0 && r < row0 + rows) continue;
+        for (int64_t c = 0; c < kW; ++c) ASSERT_EQ(y1[r * kW + c], 0.5f) << r;
+      }
+    }
+  }
+  KernelOptions off = before;
+  off.cpu.ew_row_offset = false;
+  ASSERT_TRUE(SetKernelOptions(off).ok());
+  EXPECT_FALSE(CpuKernels::Get()->ElementwiseRowOffset());
+  std::vector<float> y(kAll * kW), pushed(kAll * kW), acc(kAll * kW);
+  std::vector<EwInstr> p = program(y, pushed, acc);
+  EXPECT_EQ(CpuKernels::Get()->Elementwise(p.data(), p.data(), 2, 3, 0, 4).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(SetKernelOptions(before).ok());
+  EXPECT_EQ(CpuKernels::Get()->ElementwiseRowOffset(), before.cpu.ew_row_offset);
+}
+
 }  // namespace
 }  // namespace cavs::ops::cpu
