@@ -460,8 +460,8 @@ std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name) 
   return absl::StrCat(EmitEwBodyCuda(plan, body, kEwKernelThreads),
                       "extern \"C\" __global__ void __launch_bounds__(", kEwKernelThreads, ")\n",
                       name, "(const unsigned char* __restrict__ program, long long rows, ",
-                      "int rows_per_block) {\n  ", body,
-                      "(program, rows, rows_per_block, blockIdx.x);\n}\n");
+                      "int rows_per_block, long long row0) {\n  ", body,
+                      "(program, rows, rows_per_block, blockIdx.x, row0);\n}\n");
 }
 
 std::string EmitEwBodyCuda(const EwKernelPlan& plan, const std::string& name, int threads) {
@@ -479,7 +479,7 @@ std::string EmitEwBodyCuda(const EwKernelPlan& plan, const std::string& name, in
   }
   absl::StrAppend(&s, "__device__ __forceinline__ void ", name,
                   "(const unsigned char* __restrict__ program, long long rows, ",
-                  "int rows_per_block, long long block) {\n");
+                  "int rows_per_block, long long block, long long row0) {\n");
   if (sw > 0) s += "  CAVS_EW_SHARED(shared);\n";
   s += "  const long long r0 = block * rows_per_block;\n";
   s += "  const int nr = static_cast<int>(rows - r0 < rows_per_block ? rows - r0 : "
@@ -521,7 +521,7 @@ std::string EmitEwBodyCuda(const EwKernelPlan& plan, const std::string& name, in
       const EwPlanInstr& p = plan.instrs[seg.first];
       absl::StrAppend(
           &s, "  for (int r = threadIdx.x >> 5; r < nr; r += ", threads / 32, ") {\n",
-          "    const long long row = r0 + r;\n", "    float sum = 0.0f;\n",
+          "    const long long row = row0 + r0 + r;\n", "    float sum = 0.0f;\n",
           "    for (int c = threadIdx.x & 31; c < ", seg.width, "; c += 32) sum = ew::Add(sum, ",
           Read(p.a, "c", sw), ");\n", "    for (int off = 16; off > 0; off >>= 1) {\n",
           "      sum = ew::Add(sum, __shfl_xor_sync(0xffffffffu, sum, off));\n", "    }\n",
@@ -532,7 +532,7 @@ std::string EmitEwBodyCuda(const EwKernelPlan& plan, const std::string& name, in
     absl::StrAppend(&s, "  for (int e = threadIdx.x; e < nr * ", seg.width, "; e += ", threads,
                     ") {\n", "    const int r = e / ", seg.width, ";\n",
                     "    const int c = e - r * ", seg.width, ";\n",
-                    "    const long long row = r0 + r;\n");
+                    "    const long long row = row0 + r0 + r;\n");
     s += "    (void)row;\n";  // unused when every operand is in a register or shared memory
     // Every operand not taken from a register is read at the top of the element's body: no
     // earlier write of the segment overlaps it (the plan would have forwarded it, or split the

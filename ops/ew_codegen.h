@@ -120,9 +120,10 @@ std::string EwKernelName(const EwKernelPlan& plan);
 
 // The CUDA C++ source of the plan's kernel, for NVRTC:
 //   extern "C" __global__ void <name>(const unsigned char* program, long long rows,
-//                                     int rows_per_block)
+//                                     int rows_per_block, long long row0)
 // `program` is the program's EwInstr array in device memory (its pointers, strides, scalars,
-// seeds and uids are loaded from there); block b runs rows [b * rows_per_block, ...) with
+// seeds and uids are loaded from there); block b runs rows [b * rows_per_block, ...), each
+// row i reading and writing row row0 + i of its operands (Kernels::Elementwise), with
 // kEwKernelThreads threads and plan.shared_width * rows_per_block floats of dynamic shared
 // memory. Includes "ops/cuda/ew_math.cuh" (the ops' arithmetic, shared with the interpreter)
 // and, when the program has a dropout, "core/philox.h".
@@ -131,7 +132,7 @@ std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name);
 // The kernel's body alone, as a device function for `threads` threads (a multiple of 32)
 // that runs the rows of block `block`, for kernels that run a program among other work:
 //   __device__ void <name>(const unsigned char* program, long long rows, int rows_per_block,
-//                          long long block)
+//                          long long block, long long row0)
 // with its includes. Every thread of the block calls it (it may contain block-wide barriers);
 // EmitEwKernelCuda's kernel is this body for kEwKernelThreads threads and block blockIdx.x.
 std::string EmitEwBodyCuda(const EwKernelPlan& plan, const std::string& name, int threads);

@@ -61,7 +61,8 @@ std::string KernelOptionsString(const KernelOptions& o) {
       !c.kernel_cache              ? "off"
       : c.kernel_cache_dir.empty() ? "default"
                                    : c.kernel_cache_dir,
-      " graphs=", c.graphs, "} verify_ew_shapes=", o.verify_ew_shapes);
+      " graphs=", c.graphs, " ew_row_offset=", c.ew_row_offset,
+      "} verify_ew_shapes=", o.verify_ew_shapes);
 }
 
 EnvironmentOverride KernelOptionsFromEnvironment(const KernelOptions& base) {
@@ -91,6 +92,7 @@ EnvironmentOverride KernelOptionsFromEnvironment(const KernelOptions& base) {
     return true;
   });
   r.Flag("CAVS_CUDA_GRAPHS", &o.cuda.graphs);
+  r.Flag("CAVS_CUDA_EW_ROW_OFFSET", &o.cuda.ew_row_offset);
   r.Flag("CAVS_VERIFY_EW_SHAPES", &o.verify_ew_shapes);
   return out;
 }

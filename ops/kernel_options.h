@@ -21,6 +21,7 @@
 //   CAVS_SMALL_GEMM=0|1         cuda.small_gemm: kOff (0) or kEverywhere (1)
 //   CAVS_KERNEL_CACHE=DIR|0     cuda.kernel_cache_dir, or cuda.kernel_cache = false (0 or empty)
 //   CAVS_CUDA_GRAPHS=0|1        cuda.graphs
+//   CAVS_CUDA_EW_ROW_OFFSET=0|1 cuda.ew_row_offset
 //   CAVS_VERIFY_EW_SHAPES=0|1   verify_ew_shapes
 //
 // A value other than those shown leaves the field as it was and is reported as ignored.
@@ -84,6 +85,11 @@ struct CudaKernelOptions {
   // Run lost 0.71-0.82x, the device waiting for the whole capture (bench/RESULTS.md). Off:
   // every kernel launched by the host, the reference path (results are bit-equal either way).
   bool graphs = true;
+  // Elementwise takes a row offset (Kernels::ElementwiseRowOffset; cpu.ew_row_offset says what
+  // it saves): the kernels add it to every row index but the shared row's. Off by default until
+  // a GPU has run it: then the engine records a copy of each round's program, the path every
+  // GPU measurement so far ran.
+  bool ew_row_offset = false;
 
   bool operator==(const CudaKernelOptions&) const = default;
 };

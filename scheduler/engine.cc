@@ -110,7 +110,7 @@ absl::Status Replay(const Batch& b, const std::array<size_t, kNumPhases>& phase_
 
 // At most the fused instructions the batch records (sizes the upload before recording): each
 // step's program once, and where the device's Elementwise takes no row offset
-// (`row_offsets` false), a copy for each round after the first.
+// (`row_offsets` false), a copy for each round (but one that starts at row 0).
 int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward, bool row_offsets) {
   int64_t total = 0;
   if (rows == 0) return 0;
@@ -118,7 +118,7 @@ int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward, 
     const ProgramSchedule& s = pass == 0 ? c.fwd : c.bwd;
     for (int cls = 0; cls < 5; ++cls) {
       const bool copied = cls == static_cast<int>(OpClass::kInRounds) && !row_offsets;
-      const int64_t times = copied ? rounds : 1;
+      const int64_t times = copied ? 1 + rounds : 1;
       for (const Step& st : s.steps[cls]) total += st.instrs * times;
     }
   }

@@ -124,10 +124,11 @@ __device__ void Run(const EwInstr& in, int64_t r0, int nr) {
   }
 }
 
-// program: [count] instructions in device memory; each block runs them over its rows.
+// program: [count] instructions in device memory; each block runs them over its rows, row i
+// of the launch being row row0 + i of every operand.
 __global__ void __launch_bounds__(kThreads)
     ElementwiseKernel(const EwInstr* __restrict__ program, int count, int64_t rows,
-                      int rows_per_block) {
+                      int rows_per_block, int64_t row0) {
   __shared__ alignas(16) unsigned char shared[kSharedInstrs * sizeof(EwInstr)];
   const EwInstr* prog = program;
   if (count <= kSharedInstrs) {
@@ -138,11 +139,11 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     prog = reinterpret_cast<const EwInstr*>(shared);
   }
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
-  const int nr = static_cast<int>(min(static_cast<int64_t>(rows_per_block), rows - r0));
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  const int nr = static_cast<int>(min(static_cast<int64_t>(rows_per_block), rows - first));
   for (int k = 0; k < count; ++k) {
     if (k > 0) __syncthreads();  // later instructions read earlier results of the same rows
-    Run(prog[k], r0, nr);
+    Run(prog[k], row0 + first, nr);
   }
 }
 
@@ -151,7 +152,7 @@ static_assert(sizeof(EwInstr) % sizeof(int) == 0);
 }  // namespace
 
 cudaError_t LaunchElementwise(cudaStream_t stream, const EwInstr* host, const EwInstr* device,
-                              int count, int64_t rows, int num_sms) {
+                              int count, int64_t rows, int num_sms, int64_t row0) {
   if (count <= 0 || rows <= 0) return cudaSuccess;
   int64_t width = 1;
   for (int k = 0; host != nullptr && k < count; ++k) width = std::max(width, host[k].width);
@@ -162,7 +163,7 @@ cudaError_t LaunchElementwise(cudaStream_t stream, const EwInstr* host, const Ew
   const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
   if (blocks >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
   ElementwiseKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      device, count, rows, static_cast<int>(rows_per_block));
+      device, count, rows, static_cast<int>(rows_per_block), row0);
   return cudaGetLastError();
 }
 

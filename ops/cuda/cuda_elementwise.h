@@ -15,10 +15,11 @@
 
 namespace cavs::ops::cuda {
 
-// Queues `count` instructions over rows [0, rows) on `stream`. `host` (host memory) sets the
-// launch shape, `device` (the same program in device memory) is what the kernel reads;
-// `num_sms` is the device's multiprocessor count. Returns the launch's error, if any.
+// Queues `count` instructions over rows [0, rows) on `stream`, row i of the launch being row
+// row0 + i of every operand (Kernels::Elementwise). `host` (host memory) sets the launch shape,
+// `device` (the same program in device memory) is what the kernel reads; `num_sms` is the
+// device's multiprocessor count. Returns the launch's error, if any.
 cudaError_t LaunchElementwise(cudaStream_t stream, const EwInstr* host, const EwInstr* device,
-                              int count, int64_t rows, int num_sms);
+                              int count, int64_t rows, int num_sms, int64_t row0);
 
 }  // namespace cavs::ops::cuda

@@ -350,16 +350,17 @@ absl::StatusOr<CudaFusedElementwise::Shaped*> CudaFusedElementwise::Find(const E
 
 absl::Status CudaFusedElementwise::Launch(cudaStream_t stream, const EwInstr* host,
                                           const EwInstr* device, int count, int64_t rows,
-                                          uint64_t shape) {
+                                          uint64_t shape, int64_t row0) {
   if (count <= 0 || rows <= 0) return absl::OkStatus();
   Shaped local;
   CAVS_ASSIGN_OR_RETURN(Shaped * s, Find(host, count, rows, shape, &local));
   if (s->plan.max_width == 0) return absl::OkStatus();  // nothing of nonzero width
-  return LaunchKernel(stream, s->kernel, device, rows, s->plan.shared_width, s->plan.max_width);
+  return LaunchKernel(stream, s->kernel, device, rows, row0, s->plan.shared_width,
+                      s->plan.max_width);
 }
 
 absl::Status CudaFusedElementwise::LaunchKernel(cudaStream_t stream, const Compiled& kernel,
-                                                const EwInstr* device, int64_t rows,
+                                                const EwInstr* device, int64_t rows, int64_t row0,
                                                 int64_t shared_width, int64_t max_width) {
   // Rows per block as the interpreter picks them, and no more than the shared rows fit.
   int64_t rows_per_block = EwRowsPerBlock(rows, max_width, num_sms_);
@@ -382,7 +383,8 @@ absl::Status CudaFusedElementwise::LaunchKernel(cudaStream_t stream, const Compi
   const unsigned char* program = reinterpret_cast<const unsigned char*>(device);
   long long n = rows;
   int per_block = static_cast<int>(rows_per_block);
-  void* args[] = {&program, &n, &per_block};
+  long long first = row0;
+  void* args[] = {&program, &n, &per_block, &first};
   const cudaError_t err = cudaLaunchKernel(
       reinterpret_cast<const void*>(kernel.kernel), dim3(static_cast<unsigned>(blocks)),
       dim3(kEwKernelThreads), args, static_cast<size_t>(rows_per_block * row_bytes), stream);

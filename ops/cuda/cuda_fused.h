@@ -89,9 +89,10 @@ class CudaFusedElementwise {
   [[nodiscard]] absl::Status Probe();
 
   // Kernels::Elementwise for a validated program (scratch operands allowed): plans (unless
-  // `shape` was seen), compiles the plan's kernel if new, and queues one launch on `stream`.
+  // `shape` was seen), compiles the plan's kernel if new, and queues one launch on `stream`
+  // over rows [row0, row0 + rows) of the operands.
   [[nodiscard]] absl::Status Launch(cudaStream_t stream, const EwInstr* host, const EwInstr* device,
-                                    int count, int64_t rows, uint64_t shape);
+                                    int count, int64_t rows, uint64_t shape, int64_t row0);
 
   // Distinct kernels compiled so far, and launches that skipped the plan.
   int64_t compiled() const { return static_cast<int64_t>(kernels_.size()); }
@@ -114,7 +115,7 @@ class CudaFusedElementwise {
                                Shaped* local);
   absl::StatusOr<Compiled> KernelFor(const EwKernelPlan& plan);
   absl::Status LaunchKernel(cudaStream_t stream, const Compiled& kernel, const EwInstr* device,
-                            int64_t rows, int64_t shared_width, int64_t max_width);
+                            int64_t rows, int64_t row0, int64_t shared_width, int64_t max_width);
 
   int arch_;
   int num_sms_;

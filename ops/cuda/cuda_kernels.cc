@@ -106,6 +106,7 @@ absl::Status CudaKernels::Configure(const KernelOptions& options) {
   gemm_autotune_ = options.cuda.gemm_autotune;
   if (lt_ != nullptr) lt_->SetAutotune(gemm_autotune_);
   SetGraphs(options.cuda.graphs);
+  row_offset_ = options.cuda.ew_row_offset;
   return absl::OkStatus();
 }
 
@@ -269,16 +270,16 @@ absl::Status CudaKernels::CheckProgram(const EwInstr* host, const EwInstr* devic
 
 absl::Status CudaKernels::Elementwise(const EwInstr* host, const EwInstr* device, int count,
                                       int64_t rows, uint64_t shape, int64_t row0) {
-  if (row0 != 0) {  // not ElementwiseRowOffset(): the kernels read the program as it is
-    return absl::InvalidArgumentError(
-        absl::StrCat("Elementwise: row offset ", row0, " on a device that takes none"));
+  if (row0 != 0 && !row_offset_) {
+    return absl::InvalidArgumentError(absl::StrCat("Elementwise: row offset ", row0,
+                                                   " with KernelOptions::cuda.ew_row_offset off"));
   }
   CAVS_RETURN_IF_ERROR(CheckProgram(host, device, count, rows));
   if (rows == 0 || count == 0) return absl::OkStatus();
   CudaDeviceGuard guard;
   CAVS_RETURN_IF_ERROR(backend_->MakeCurrent(guard));
-  if (fused_ != nullptr) return fused_->Launch(stream(), host, device, count, rows, shape);
-  CAVS_CUDA_RETURN_IF_ERROR(LaunchElementwise(stream(), host, device, count, rows, num_sms_));
+  if (fused_ != nullptr) return fused_->Launch(stream(), host, device, count, rows, shape, row0);
+  CAVS_CUDA_RETURN_IF_ERROR(LaunchElementwise(stream(), host, device, count, rows, num_sms_, row0));
   return absl::OkStatus();
 }
 

@@ -74,6 +74,7 @@ class CudaKernels final : public Kernels {
   absl::Status GemmBias(const GemmCall& g) override;
   // Generated kernels (cuda_fused.h) take scratch operands; the interpreter does not.
   bool ElementwiseScratch() const override { return fused_ != nullptr; }
+  bool ElementwiseRowOffset() const override { return row_offset_; }
   using Kernels::Elementwise;
   absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count, int64_t rows,
                            uint64_t shape, int64_t row0) override;
@@ -189,6 +190,7 @@ class CudaKernels final : public Kernels {
   std::string kernel_cache_dir_;
   bool gemm_autotune_ = false;
   bool graphs_on_ = true;
+  bool row_offset_ = false;  // CudaKernelOptions::ew_row_offset
   CudaGraphReplay graphs_;
 };
 

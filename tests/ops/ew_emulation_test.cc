@@ -112,9 +112,10 @@ void CavsEmuRunGrid(CavsEmuDim grid, unsigned block_threads, long long shared_fl
   }
   for (std::thread& th : threads) th.join();
 }
-using CavsEmuKernel = void (*)(const unsigned char*, long long, int);
+using CavsEmuKernel = void (*)(const unsigned char*, long long, int, long long);
 extern "C" void cavs_emu_run(CavsEmuKernel kernel, const unsigned char* program, long long rows,
-                             int rows_per_block, long long shared_floats, unsigned block_threads) {
+                             int rows_per_block, long long row0, long long shared_floats,
+                             unsigned block_threads) {
   const long long blocks = (rows + rows_per_block - 1) / rows_per_block;
   for (long long b = 0; b < blocks; ++b) {
     std::barrier<> block(block_threads);
@@ -128,7 +129,7 @@ extern "C" void cavs_emu_run(CavsEmuKernel kernel, const unsigned char* program,
         cavs_emu_block = &block;
         cavs_emu_warp = &warps[t / 32];
         cavs_emu_shared = shared.data();
-        kernel(program, rows, rows_per_block);
+        kernel(program, rows, rows_per_block, row0);
       });
     }
     for (std::thread& th : threads) th.join();
@@ -156,36 +157,40 @@ class EwEmulationTest : public ::testing::Test {
   // Emits, builds and runs `p`'s kernel on host threads; then runs p on the CPU kernels from
   // the same inputs and compares every buffer. With `threads` other than kEwKernelThreads, the
   // kernel is the program's body for that many threads (EmitEwBodyCuda, as a forward round's
-  // single launch runs it after its GEMM) called by a kernel of that many.
-  void Compare(EwProgram& p, const std::string& what, int threads = kEwKernelThreads) {
+  // single launch runs it after its GEMM) called by a kernel of that many. With `row0`, both
+  // run rows [row0, p.rows) (Kernels::Elementwise's row offset).
+  void Compare(EwProgram& p, const std::string& what, int threads = kEwKernelThreads,
+               int64_t row0 = 0) {
     const int count = static_cast<int>(p.instrs.size());
     ASSERT_TRUE(cpu::ValidateProgram(p.instrs.data(), count, p.rows).ok()) << what;
-    const EwKernelPlan plan = PlanEwKernel(p.instrs.data(), count, p.rows);
+    const int64_t rows = p.rows - row0;
+    const EwKernelPlan plan = PlanEwKernel(p.instrs.data(), count, rows);
     const std::string name = EwKernelName(plan);
     std::string source;
     if (threads == kEwKernelThreads) {
       source = EmitEwKernelCuda(plan, name);
     } else {
       source = EmitEwBodyCuda(plan, name + "_body", threads) + "extern \"C\" void " + name +
-               "(const unsigned char* program, long long rows, int rpb) {\n  " + name +
-               "_body(program, rows, rpb, blockIdx.x);\n}\n";
+               "(const unsigned char* program, long long rows, int rpb, long long row0) {\n  " +
+               name + "_body(program, rows, rpb, blockIdx.x, row0);\n}\n";
     }
     void* handle = Build(name, source, "", what);
     if (handle == nullptr) return;
-    using Kernel = void (*)(const unsigned char*, long long, int);
-    using Run = void (*)(Kernel, const unsigned char*, long long, int, long long, unsigned);
+    using Kernel = void (*)(const unsigned char*, long long, int, long long);
+    using Run =
+        void (*)(Kernel, const unsigned char*, long long, int, long long, long long, unsigned);
     auto kernel = reinterpret_cast<Kernel>(dlsym(handle, name.c_str()));
     auto run = reinterpret_cast<Run>(dlsym(handle, "cavs_emu_run"));
     ASSERT_NE(kernel, nullptr);
     ASSERT_NE(run, nullptr);
 
     const std::vector<std::vector<float>> want =
-        Expected(p, [&] { return cpu::Elementwise(p.instrs.data(), count, p.rows); });
+        Expected(p, [&] { return cpu::Elementwise(p.instrs.data(), count, rows, row0); });
     if (plan.instrs.empty()) return;
     // CudaFusedElementwise's launch shape for a device of one SM.
-    const int64_t rows_per_block = EwRowsPerBlock(p.rows, plan.max_width, 1);
-    run(kernel, reinterpret_cast<const unsigned char*>(p.instrs.data()), p.rows,
-        static_cast<int>(rows_per_block), rows_per_block * plan.shared_width,
+    const int64_t rows_per_block = EwRowsPerBlock(rows, plan.max_width, 1);
+    run(kernel, reinterpret_cast<const unsigned char*>(p.instrs.data()), rows,
+        static_cast<int>(rows_per_block), row0, rows_per_block * plan.shared_width,
         static_cast<unsigned>(threads));
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_TRUE(AllClose(*p.buffers[i], want[i], 1e-5, 1e-6)) << what << ", buffer " << i;
@@ -407,6 +412,25 @@ TEST_F(EwEmulationTest, BodiesForOtherThreadCounts) {
   for (int i = 0; i < 3; ++i) {
     EwProgram p = RandomProgram(rng, 14, 60, 40);
     Compare(p, "random program, 512 threads " + std::to_string(i), 512);
+    if (HasFailure()) return;
+  }
+}
+
+// A row offset: the kernel runs rows [row0, ...) of a program written for row 0 (the engine
+// records one per step and runs it at each round's rows) as the CPU kernels do: the
+// Tree-LSTM's rounds (pushes and pulls through row maps, dropout uids) and random programs
+// (shared rows, row sums), 256 and 512 threads.
+TEST_F(EwEmulationTest, RowOffsets) {
+  EwProgram fwd = testing::TreeLstmForward(20, 37, 1);
+  Compare(fwd, "forward from row 11", kEwKernelThreads, 11);
+  EwProgram bwd = testing::TreeLstmBackward(20, 37, 2);
+  Compare(bwd, "backward from row 36", kEwKernelThreads, 36);
+  core::Rng rng(6);
+  for (int i = 0; i < 4; ++i) {
+    EwProgram p = RandomProgram(rng, 14, 60, 40);
+    const int64_t row0 = p.rows / 3;
+    Compare(p, "random program from row " + std::to_string(row0) + ", " + std::to_string(i),
+            i % 2 == 0 ? kEwKernelThreads : 512, row0);
     if (HasFailure()) return;
   }
 }

@@ -1287,11 +1287,11 @@ TEST(EngineTest, CudaGraphsGiveTheBitsOfLaunchByLaunch) {
   }
 }
 
-// Row offsets (KernelOptions::cpu.ew_row_offset): each step's fused program recorded once and
-// run by every round at its rows gives the bits of a copy per round (the CUDA kernels' way):
+// Row offsets (KernelOptions::cpu.ew_row_offset, cuda.ew_row_offset): each step's fused program
+// recorded once and run by every round at its rows gives the bits of a copy per round:
 // losses, predictions, outputs and the parameters after every step, for trees (pushes,
-// folded sums), chains, and child sums (segment reductions, pulls). With offsets the programs
-// recorded do not grow with the rounds; without, a copy per round.
+// folded sums), chains, and child sums (segment reductions, pulls), on every device. With
+// offsets the programs recorded do not grow with the rounds; without, a copy per round.
 TEST(EngineTest, RowOffsetsGiveTheBitsOfAProgramPerRound) {
   const ops::KernelOptions before = ops::GetKernelOptions();
   const vertex::models::CellConfig cell = Cell();
@@ -1306,12 +1306,15 @@ TEST(EngineTest, RowOffsetsGiveTheBitsOfAProgramPerRound) {
   Case cases[] = {{vertex::models::BinaryTreeLstm(cell), &tree_batches},
                   {vertex::models::ChildSumTreeLstm(cell, 2), &tree_batches},
                   {vertex::models::Lstm(cell), &chain_batches}};
-  auto run = [&](const vertex::Function& f, const std::vector<std::vector<Graph>>& batches,
+  auto run = [&](core::Device device, const vertex::Function& f,
+                 const std::vector<std::vector<Graph>>& batches,
                  bool offsets) -> absl::StatusOr<RunsOutcome> {
     ops::KernelOptions ko = before;
     ko.cpu.ew_row_offset = offsets;
-    core::ParameterStore store(3);
+    ko.cuda.ew_row_offset = offsets;
+    core::ParameterStore store(3, device);
     EngineOptions eo;
+    eo.device = device;
     eo.kernels = ko;
     eo.poison_buffers = true;
     CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Create(&f, &store, eo));
@@ -1337,29 +1340,32 @@ TEST(EngineTest, RowOffsetsGiveTheBitsOfAProgramPerRound) {
     out.params = ParamValues(f, store);
     return out;
   };
-  for (Case& c : cases) {
-    ASSERT_TRUE(c.f.ok()) << c.f.status();
-    SCOPED_TRACE(c.f->name());
-    absl::StatusOr<RunsOutcome> copies = run(*c.f, *c.batches, false);
-    absl::StatusOr<RunsOutcome> offsets = run(*c.f, *c.batches, true);
-    ASSERT_TRUE(ops::SetKernelOptions(before).ok());
-    ASSERT_TRUE(copies.ok()) << copies.status();
-    ASSERT_TRUE(offsets.ok()) << offsets.status();
-    ExpectSameBits(*copies, *offsets);
-    ASSERT_EQ(copies->stats.size(), offsets->stats.size());
-    for (size_t i = 0; i < copies->stats.size(); ++i) {
-      SCOPED_TRACE("run " + std::to_string(i));
-      const EngineStats &cs = copies->stats[i], &os = offsets->stats[i];
-      EXPECT_EQ(os.commands, cs.commands);
-      EXPECT_GT(os.rounds, 1);
-      EXPECT_LT(os.program_instrs, cs.program_instrs);
-      // Every training batch (and every inference batch) records the same programs, whatever
-      // its rounds.
-      const size_t first = i < c.batches->size() ? 0 : c.batches->size();
-      EXPECT_EQ(os.program_instrs, offsets->stats[first].program_instrs);
+  for (const core::Device device : Devices()) {
+    for (Case& c : cases) {
+      ASSERT_TRUE(c.f.ok()) << c.f.status();
+      SCOPED_TRACE(c.f->name() + " on " + device.DebugString());
+      absl::StatusOr<RunsOutcome> copies = run(device, *c.f, *c.batches, false);
+      absl::StatusOr<RunsOutcome> offsets = run(device, *c.f, *c.batches, true);
+      ASSERT_TRUE(ops::SetKernelOptions(before).ok());
+      ASSERT_TRUE(copies.ok()) << copies.status();
+      ASSERT_TRUE(offsets.ok()) << offsets.status();
+      ExpectSameBits(*copies, *offsets);
+      ASSERT_EQ(copies->stats.size(), offsets->stats.size());
+      for (size_t i = 0; i < copies->stats.size(); ++i) {
+        SCOPED_TRACE("run " + std::to_string(i));
+        const EngineStats &cs = copies->stats[i], &os = offsets->stats[i];
+        EXPECT_EQ(os.commands, cs.commands);
+        EXPECT_GT(os.rounds, 1);
+        EXPECT_LT(os.program_instrs, cs.program_instrs);
+        // Every training batch (and every inference batch) records the same programs, whatever
+        // its rounds.
+        const size_t first = i < c.batches->size() ? 0 : c.batches->size();
+        EXPECT_EQ(os.program_instrs, offsets->stats[first].program_instrs);
+      }
+      // Without offsets the longest batch records the most.
+      EXPECT_GT(copies->stats[c.batches->size() - 1].program_instrs,
+                copies->stats[0].program_instrs);
     }
-    // Without offsets the longest batch records the most.
-    EXPECT_GT(copies->stats[c.batches->size() - 1].program_instrs, copies->stats[0].program_instrs);
   }
 }
 

@@ -293,7 +293,7 @@ TEST_F(CudaFusedTest, ShapesSkipThePlanAndBrokenPromisesAreCaught) {
   const int arch = major * 10 + minor;
   CudaFusedElementwise own(arch, 1, /*verify_all=*/false);  // the fast path, even under CTest
   for (int i = 0; i < CudaFusedElementwise::kVerifiedLaunches + 3; ++i) {
-    ASSERT_TRUE(own.Launch(nullptr, p.instrs.data(), dev.get(), 2, p.rows, 42).ok());
+    ASSERT_TRUE(own.Launch(nullptr, p.instrs.data(), dev.get(), 2, p.rows, 42, 0).ok());
   }
   // The first launch plans, the next kVerifiedLaunches - 1 plan again to verify, 3 skip.
   EXPECT_EQ(own.shape_hits(), 3);
@@ -303,8 +303,8 @@ TEST_F(CudaFusedTest, ShapesSkipThePlanAndBrokenPromisesAreCaught) {
   DeviceArray<EwInstr> dev_other(other);
   ASSERT_TRUE(testing::Backend0()->Synchronize().ok());
   CudaFusedElementwise strict(arch, 1, /*verify_all=*/false);
-  ASSERT_TRUE(strict.Launch(nullptr, p.instrs.data(), dev.get(), 2, p.rows, 7).ok());
-  EXPECT_EQ(strict.Launch(nullptr, other.data(), dev_other.get(), 2, p.rows, 7).code(),
+  ASSERT_TRUE(strict.Launch(nullptr, p.instrs.data(), dev.get(), 2, p.rows, 7, 0).ok());
+  EXPECT_EQ(strict.Launch(nullptr, other.data(), dev_other.get(), 2, p.rows, 7, 0).code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }

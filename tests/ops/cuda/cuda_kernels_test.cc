@@ -40,9 +40,11 @@ class CudaKernelsTest : public ::testing::Test {
   }
 
   // Runs `program` (pointers into host buffers) on the CPU as it is, and on the GPU with each
-  // pointer moved to the same offset of a device copy of its buffer; returns both results.
+  // pointer moved to the same offset of a device copy of its buffer, both over `rows` rows from
+  // `row0` (Kernels::Elementwise's row offset); returns both results.
   void CompareProgram(std::vector<EwInstr> program, std::vector<std::vector<float>*> buffers,
-                      const std::vector<int32_t>& uids, int64_t rows, double rtol) {
+                      const std::vector<int32_t>& uids, int64_t rows, double rtol,
+                      int64_t row0 = 0) {
     std::vector<std::unique_ptr<DeviceArray<float>>> dev;
     for (auto* b : buffers) dev.push_back(std::make_unique<DeviceArray<float>>(*b));
     DeviceArray<int32_t> dev_uids(uids.empty() ? std::vector<int32_t>{0} : uids);
@@ -64,13 +66,10 @@ class CudaKernelsTest : public ::testing::Test {
       if (in.uids != nullptr) in.uids = dev_uids.get();
     }
     DeviceArray<EwInstr> dev_program(device_program);
-    ASSERT_TRUE(cuda_
-                    ->Elementwise(device_program.data(), dev_program.get(),
-                                  static_cast<int>(program.size()), rows)
-                    .ok());
+    const int count = static_cast<int>(program.size());
     ASSERT_TRUE(
-        cpu_->Elementwise(program.data(), program.data(), static_cast<int>(program.size()), rows)
-            .ok());
+        cuda_->Elementwise(device_program.data(), dev_program.get(), count, rows, 0, row0).ok());
+    ASSERT_TRUE(cpu_->Elementwise(program.data(), program.data(), count, rows, 0, row0).ok());
     for (size_t i = 0; i < buffers.size(); ++i) {
       EXPECT_TRUE(AllClose(dev[i]->Download(), *buffers[i], rtol, 1e-5)) << "buffer " << i;
     }
@@ -158,11 +157,16 @@ TEST_F(CudaKernelsTest, DropoutMaskIsTheCpuMask) {
 }
 
 // An LSTM-like program with cross-column reads (sum, broadcast, copies at column offsets) over
-// many rows, once from shared memory and once long enough to be read from global memory.
-// Both CUDA paths: the generated kernels (cuda_fused.h) and the interpreter.
+// many rows, once from shared memory and once long enough to be read from global memory, over
+// all rows and from a row offset (KernelOptions::cuda.ew_row_offset on). Both CUDA paths: the
+// generated kernels (cuda_fused.h) and the interpreter.
 TEST_F(CudaKernelsTest, ElementwiseProgramsMatchTheCpu) {
   auto* cuda = static_cast<CudaKernels*>(cuda_);
   const bool was_fused = cuda->fused_elementwise();
+  const KernelOptions before = GetKernelOptions();
+  KernelOptions offsets = before;
+  offsets.cpu.ew_row_offset = offsets.cuda.ew_row_offset = true;
+  ASSERT_TRUE(SetKernelOptions(offsets).ok());
   for (int run : {1, 8, -1, -8}) {  // negative: the interpreter
     ASSERT_TRUE(cuda->SetFusedElementwise(run > 0).ok());
     const int repeats = run > 0 ? run : -run;
@@ -202,7 +206,9 @@ TEST_F(CudaKernelsTest, ElementwiseProgramsMatchTheCpu) {
     }
     op(EwOp::kZero, h, {G, ld}, {});
     CompareProgram(p, {&g, &s, &bias}, {}, rows, 1e-4);
+    CompareProgram(p, {&g, &s, &bias}, {}, rows - 1234, 1e-4, 1234);
   }
+  ASSERT_TRUE(SetKernelOptions(before).ok());
   ASSERT_TRUE(cuda->SetFusedElementwise(was_fused).ok());
 }
 
