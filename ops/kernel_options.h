@@ -39,7 +39,7 @@ struct CpuKernelOptions {
   // run both).
   bool packed_gemm = true;
   // Each fused program run as the generated CUDA kernel would run its plan (RunEwPlanOnHost in
-  // ops/ew_codegen.h): slow, for checking the plans of real programs without a GPU.
+  // ops/ew_plan.h): slow, for checking the plans of real programs without a GPU.
   bool ew_as_planned = false;
 
   bool operator==(const CpuKernelOptions&) const = default;
@@ -85,7 +85,7 @@ struct KernelOptions {
   CpuKernelOptions cpu;
   CudaKernelOptions cuda;
   // Checks of the engine's program shapes (a promise that every program recorded under one
-  // shape plans alike; ops/ew_codegen.h's EwShapeChecker on the CPU, every launch re-planned
+  // shape plans alike; ops/ew_plan.h's EwShapeChecker on the CPU, every launch re-planned
   // by the generated CUDA kernels). For tests: it costs a plan per launch.
   bool verify_ew_shapes = false;
 

@@ -173,7 +173,7 @@ class Kernels {
   // value has the same ops, widths, row strides and scratch columns, and the same relations
   // among its pointers: operands equal, overlapping or disjoint in one are so, the same way, in
   // every other. A device may then reuse what it derived from the first (the CUDA generated
-  // kernel's plan, ops/ew_codegen.h) instead of deriving it again. The engine passes one per
+  // kernel's plan, ops/ew_plan.h) instead of deriving it again. The engine passes one per
   // fused step of a compiled function (a step's rounds differ only in their rows).
   [[nodiscard]] virtual absl::Status Elementwise(const EwInstr* host, const EwInstr* device,
                                                  int count, int64_t rows, uint64_t shape) = 0;

@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "core/device.h"
 #include "ops/cpu/cpu_parallel.h"
-#include "ops/ew_codegen.h"
+#include "ops/ew_plan.h"
 #include "ops/kernels.h"
 
 namespace cavs::ops::cpu {
@@ -78,7 +78,7 @@ class CpuKernels final : public Kernels {
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
  private:
-  // KernelOptions::verify_ew_shapes: Elementwise checks its callers' shapes (ops/ew_codegen.h).
+  // KernelOptions::verify_ew_shapes: Elementwise checks its callers' shapes (ops/ew_plan.h).
   std::unique_ptr<EwShapeChecker> shape_checker_;
   // KernelOptions::cpu.ew_as_planned: Elementwise runs programs as a generated CUDA kernel would
   // (RunEwPlanOnHost, single-threaded), to check the plans of real programs without a GPU.
