@@ -1,5 +1,6 @@
-// CpuKernels: the CPU implementation of cavs::ops::Kernels, always built and always returned by
-// GetKernels(Device::Cpu()). The reference every other device is tested against.
+// CpuKernels: the CPU implementation of cavs::ops::Kernels, always built and returned by
+// GetKernels(Device::Cpu()) (the CPU plug-in, ops/cpu/cpu_plugin.h). The reference every other
+// device is tested against.
 //
 // GEMM is OpenBLAS sgemm, or a packed-weight kernel of our own for the rounds' skinny products
 // (ops/cpu/cpu_packed_gemm.h); everything else is plain loops that the compiler vectorizes (built
@@ -53,6 +54,9 @@ class CpuKernels final : public Kernels {
   absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                            const float* packed, const float* bias, float beta, float* c,
                            int64_t ldc) override;
+  // Every call runs on the calling thread, so recorded host functions run between launches.
+  bool RunsSynchronously() const override { return true; }
+  bool CallsHostHooksBetweenLaunches() const override { return true; }
   bool ElementwiseScratch() const override { return true; }
   using Kernels::Elementwise;
   absl::Status Elementwise(const EwInstr* host, const EwInstr* device, int count, int64_t rows,
