@@ -25,7 +25,7 @@
 #include "examples/data/sst_reader.h"
 #include "ops/cpu/cpu_elementwise.h"
 #include "ops/cpu/cpu_parallel.h"
-#include "ops/ew_codegen.h"
+#include "ops/ew_plan.h"
 #include "ops/kernels.h"
 #include "scheduler/engine.h"
 #include "scheduler/plan_queue.h"
@@ -288,7 +288,7 @@ void BM_Plan(benchmark::State& state) {
   state.SetLabel(threads > 0 ? absl::StrCat("PlanQueue, ", threads, " threads") : "PlanBatch");
 }
 
-// The host cost a generated CUDA element-wise kernel adds to each launch (ops/ew_codegen.h):
+// The host cost a generated CUDA element-wise kernel adds to each launch (ops/ew_plan.h):
 // planning a Tree-LSTM round's program (hidden 150, 64 rows; range 0 forward, 1 backward) and
 // finding its compiled kernel by the plan's key; or (range 2, 3) what a launch with a known
 // shape does instead, the fingerprint check and a lookup (CudaFusedElementwise::Launch); or

@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "core/device_plugin.h"
 #include "core/status.h"
 
 namespace cavs::core {
@@ -60,16 +59,6 @@ class CopiedReadback final : public Readback {
   std::vector<uint64_t> data_;  // 8-byte aligned parts
 };
 
-struct Registry {
-  std::mutex mu;
-  absl::flat_hash_map<int, BackendFactory> factories;
-};
-
-Registry& GetRegistry() {
-  static Registry* registry = new Registry();
-  return *registry;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Readback>> Backend::StartReadback(
@@ -77,30 +66,20 @@ absl::StatusOr<std::unique_ptr<Readback>> Backend::StartReadback(
   return CopiedReadback::Create(*this, parts);
 }
 
-void RegisterBackendFactory(DeviceType type, BackendFactory factory) {
-  Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.factories[static_cast<int>(type)] = std::move(factory);
+Backend* HostBackend() {
+  static CpuBackend* cpu = new CpuBackend();
+  return cpu;
 }
 
 absl::StatusOr<Backend*> GetBackend(Device device) {
-  if (device.is_cpu()) {
-    static CpuBackend* cpu = new CpuBackend();
-    return cpu;
+  std::shared_ptr<const DevicePlugin> plugin = GetDevicePlugin(device.type);
+  if (plugin == nullptr || !plugin->backend) {
+    if (device.is_cpu()) return HostBackend();
+    return absl::FailedPreconditionError(
+        absl::StrCat("device ", device.DebugString(), " requested, but this build of cavs has no ",
+                     "backend for it (configure with -DCAVS_WITH_CUDA=ON and link cavs::ops)"));
   }
-  BackendFactory factory;
-  {
-    Registry& r = GetRegistry();
-    std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.factories.find(static_cast<int>(device.type));
-    if (it == r.factories.end()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "device ", device.DebugString(), " requested, but this build of cavs has no ",
-          "backend for it (configure with -DCAVS_WITH_CUDA=ON and link cavs::ops)"));
-    }
-    factory = it->second;
-  }
-  return factory(device.ordinal);
+  return plugin->backend(device.ordinal);
 }
 
 bool DeviceAvailable(DeviceType type) {

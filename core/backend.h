@@ -1,8 +1,8 @@
-// Backend: what core needs from a device to hold and move tensors. The CPU backend is built
-// in; the CUDA backend (ops/cuda) registers a factory at static-initialization time, so core
-// never includes a CUDA header and a CPU-only build simply has no CUDA backend.
+// Backend: what core needs from a device to hold and move tensors. Each device type's backend
+// comes with its plug-in (core/device_plugin.h); host memory (HostBackend) is built into core,
+// so core never includes a CUDA header and a CPU-only build simply has no CUDA backend.
 //
-// Thread-safety: GetBackend and RegisterBackendFactory may be called concurrently.
+// Thread-safety: GetBackend may be called concurrently.
 #pragma once
 
 #include <cstddef>
@@ -56,11 +56,6 @@ class Backend {
   // backend has no better host memory than the caller's own (the CPU). REQUIRES: one caller
   // at a time per device.
   [[nodiscard]] virtual absl::StatusOr<void*> HostStaging(size_t /*bytes*/) { return nullptr; }
-  // A block of at least `bytes` of the backend's page-locked host memory, from a pool shared by
-  // every user of it (its readbacks, the distributed layer's host staging), back in the pool when
-  // the last copy of the pointer goes. CopyFromHost from such a block waits for the copy.
-  // nullptr where the backend has none (the CPU, or none to be had).
-  virtual std::shared_ptr<void> PinnedHostBlock(size_t /*bytes*/) { return nullptr; }
   // Queues a copy of every part to host memory the Readback owns, after the work queued so far,
   // and returns without waiting where the backend can (CUDA: pinned memory and an event); the
   // default copies with CopyToHost, so it has waited when it returns. The device memory must
@@ -70,15 +65,15 @@ class Backend {
       const std::vector<ReadbackPart>& parts);
 };
 
-using BackendFactory = std::function<absl::StatusOr<Backend*>(int ordinal)>;
+// Host memory: memcpy and memset, waiting for nothing. The CPU plug-in's backend, and the one
+// GetBackend(Device::Cpu()) answers where no plug-in is registered for the CPU.
+Backend* HostBackend();
 
-// Registers the factory for a device type (the CUDA backend does this for kCuda).
-void RegisterBackendFactory(DeviceType type, BackendFactory factory);
-
-// The backend of `device`; an error if the build or the machine has no such device.
+// The backend of `device`, from its type's plug-in; an error if the build or the machine has
+// no such device.
 [[nodiscard]] absl::StatusOr<Backend*> GetBackend(Device device);
 
-// True if a backend for `type` is registered and reports at least one device.
+// True if a plug-in for `type` is registered and its backend reports at least one device.
 bool DeviceAvailable(DeviceType type);
 
 }  // namespace cavs::core

@@ -3,9 +3,11 @@
 // An Optimizer owns its state (momentum, accumulators, moments) as tensors of each parameter's
 // shape on the parameter's device, created lazily at a parameter's first Step() and named
 // "<parameter>/<slot>" ("W/momentum", "W/adagrad_accum", "W/adam_m", "W/adam_v") so that
-// checkpoints can store them. The update math runs through OptimizerKernels: the CPU
-// implementation is built in, and a device backend registers its own (one fused multi-tensor
-// kernel per step) with RegisterOptimizerKernels; the formulas are in core/optimizer_math.h.
+// checkpoints can store them. The update math runs through the OptimizerKernels of the
+// parameters' device type, which its plug-in holds (core/device_plugin.h): the CPU's loops in
+// ops/cpu/cpu_optimizer.h, CUDA's fused multi-tensor kernels in ops/cuda (so a program that
+// steps an Optimizer links cavs::ops, which registers the plug-ins); the formulas are in
+// core/optimizer_math.h.
 //
 // Weight decay: SGD and Adagrad use classic L2 decay added to the gradient (g += wd * w);
 // Adam uses decoupled decay (AdamW: w -= lr * wd * w), since L2 decay in Adam is scaled away by
@@ -100,12 +102,7 @@ class OptimizerKernels {
   [[nodiscard]] virtual absl::Status Scale(absl::Span<const FloatBuffer> buffers, float factor) = 0;
 };
 
-// The built-in CPU implementation.
-OptimizerKernels* CpuOptimizerKernels();
-// Registers the kernels for parameters on `type` (not owned; must outlive every Step); the
-// last registration wins, nullptr removes it. For kCpu it replaces the built-in implementation.
-void RegisterOptimizerKernels(DeviceType type, OptimizerKernels* kernels);
-// The kernels for `type`: the registered ones, else the built-in CPU ones for kCpu;
+// The kernels for parameters on `type`: its plug-in's (DevicePlugin::optimizer_kernels);
 // FailedPrecondition if there are none.
 [[nodiscard]] absl::StatusOr<OptimizerKernels*> GetOptimizerKernels(DeviceType type);
 

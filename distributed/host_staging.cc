@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "core/backend.h"
+#include "core/device_plugin.h"
 #include "core/status.h"
 
 namespace cavs::distributed {
@@ -13,8 +14,7 @@ absl::StatusOr<HostStaging> HostStaging::Create(const core::Tensor& tensor, bool
   staging.tensor_ = tensor;
   if (tensor.device().is_cpu() || tensor.nbytes() == 0) return staging;
   staging.copy_out_ = copy_out;
-  CAVS_ASSIGN_OR_RETURN(core::Backend * device, core::GetBackend(tensor.device()));
-  staging.host_ = device->PinnedHostBlock(tensor.nbytes());
+  staging.host_ = core::PinnedHostBlock(tensor.device().type, tensor.nbytes());
   if (staging.host_ == nullptr) {  // no page-locked memory: a pageable host tensor instead
     core::Tensor host = core::Tensor::Host(tensor.shape(), tensor.dtype());
     staging.host_ = std::shared_ptr<void>(host.raw_data(), [host](void*) {});

@@ -1,7 +1,7 @@
 // HostStaging: a host buffer standing in for a tensor while a host-only transport (MPI) works on
 // it. For a host tensor it is the tensor's own memory (no copy); for a device tensor it is
-// a block of the device backend's page-locked host memory (core::Backend::PinnedHostBlock, pooled
-// by the backend) where it has one (pageable memory otherwise), filled from the device at
+// a block of the device plug-in's page-locked host memory (core::PinnedHostBlock, pooled by
+// the plug-in) where it has one (pageable memory otherwise), filled from the device at
 // creation if asked and written back by Finish() if asked.
 //
 // Thread-safety: a HostStaging is used by one thread; the pool behind it is internally locked.

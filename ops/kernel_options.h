@@ -41,7 +41,7 @@ struct CpuKernelOptions {
   // run both).
   bool packed_gemm = true;
   // Each fused program run as the generated CUDA kernel would run its plan (RunEwPlanOnHost in
-  // ops/ew_codegen.h): slow, for checking the plans of real programs without a GPU.
+  // ops/ew_plan.h): slow, for checking the plans of real programs without a GPU.
   bool ew_as_planned = false;
   // Elementwise takes a row offset (Kernels::ElementwiseRowOffset): the engine records each
   // step's fused program once per batch and every round runs it at its own rows, so that a
@@ -98,7 +98,7 @@ struct KernelOptions {
   CpuKernelOptions cpu;
   CudaKernelOptions cuda;
   // Checks of the engine's program shapes (a promise that every program recorded under one
-  // shape plans alike; ops/ew_codegen.h's EwShapeChecker on the CPU, every launch re-planned
+  // shape plans alike; ops/ew_plan.h's EwShapeChecker on the CPU, every launch re-planned
   // by the generated CUDA kernels). For tests: it costs a plan per launch.
   bool verify_ew_shapes = false;
 

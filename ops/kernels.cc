@@ -1,12 +1,9 @@
-// The kernels registry: DeviceType -> factory, and the process's KernelOptions. The CPU kernels
-// need no registration (they are constructed on first use, so static-initialization order never
-// matters); CUDA kernels are registered by cavs::ops::cuda::RegisterCudaKernels() (ops/cuda), which
-// GetKernels calls once on the first request for a CUDA device. Calling it explicitly, rather than
-// relying on a static initializer alone, keeps the linker from dropping the CUDA objects out of the
-// static library.
+// The kernels registry: GetKernels asks the device type's plug-in (ops/device_plugin.h,
+// registered by ops/device_plugins.cc) and remembers the kernels it returned, so that
+// SetKernelOptions can configure every device's kernels in use; and the process's KernelOptions.
 #include "ops/kernels.h"
 
-#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -15,24 +12,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status.h"
-#include "ops/cpu/cpu_kernels.h"
+#include "ops/device_plugin.h"
 
 namespace cavs::ops {
-
-#if defined(CAVS_OPS_HAVE_CUDA_KERNELS)
-namespace cuda {
-// Defined in ops/cuda: registers the CUDA factory (and core's CUDA backend).
-void RegisterCudaKernels();
-}  // namespace cuda
-#endif
 
 namespace {
 
 struct Registry {
   std::mutex mu;
-  std::map<core::DeviceType, KernelsFactory> factories;
   KernelOptions options;
-  std::set<Kernels*> in_use;  // returned by a factory: SetKernelOptions configures them
+  std::set<Kernels*> in_use;  // returned by a plug-in: SetKernelOptions configures them
 };
 
 Registry& GetRegistry() {
@@ -40,48 +29,22 @@ Registry& GetRegistry() {
   return *registry;
 }
 
-void EnsureBuiltinFactories(core::DeviceType type) {
-#if defined(CAVS_OPS_HAVE_CUDA_KERNELS)
-  if (type == core::DeviceType::kCuda) {
-    static std::once_flag once;
-    std::call_once(once, [] { cuda::RegisterCudaKernels(); });
-  }
-#else
-  (void)type;
-#endif
-}
-
 }  // namespace
 
-void RegisterKernels(core::DeviceType type, KernelsFactory factory) {
-  Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.factories[type] = std::move(factory);
-}
-
 absl::StatusOr<Kernels*> GetKernels(core::Device device) {
-  if (device.is_cpu()) {
-    if (device.ordinal != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("no kernels for cpu:", device.ordinal, ": the CPU is device cpu (0)"));
-    }
-    return cpu::CpuKernels::Get();
+  if (device.is_cpu() && device.ordinal != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no kernels for cpu:", device.ordinal, ": the CPU is device cpu (0)"));
   }
-  EnsureBuiltinFactories(device.type);
-  KernelsFactory factory;
-  {
-    Registry& r = GetRegistry();
-    std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.factories.find(device.type);
-    if (it == r.factories.end()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "no kernels for device ", device.DebugString(),
-          ": this build of cavs has none registered (configure with -DCAVS_WITH_CUDA=ON)"));
-    }
-    factory = it->second;
+  const std::shared_ptr<const core::DevicePlugin> registered = core::GetDevicePlugin(device.type);
+  const auto* plugin = dynamic_cast<const DevicePlugin*>(registered.get());
+  if (plugin == nullptr || !plugin->kernels) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no kernels for device ", device.DebugString(),
+        ": this build of cavs has none registered (configure with -DCAVS_WITH_CUDA=ON)"));
   }
   // Called outside the lock: a factory may take a while (driver and library start-up).
-  absl::StatusOr<Kernels*> kernels = factory(device.ordinal);
+  absl::StatusOr<Kernels*> kernels = plugin->kernels(device.ordinal);
   if (kernels.ok() && *kernels == nullptr) {
     return absl::InternalError(
         absl::StrCat("the kernels factory for ", device.DebugString(), " returned null"));
@@ -95,12 +58,18 @@ absl::StatusOr<Kernels*> GetKernels(core::Device device) {
 }
 
 absl::Status SetKernelOptions(const KernelOptions& options) {
-  std::vector<Kernels*> kernels = {cpu::CpuKernels::Get()};
+  // The CPU's kernels take the options even before first use (they always exist).
+  std::vector<Kernels*> kernels;
+  if (absl::StatusOr<Kernels*> cpu = GetKernels(core::Device::Cpu()); cpu.ok()) {
+    kernels.push_back(*cpu);
+  }
   {
     Registry& r = GetRegistry();
     std::lock_guard<std::mutex> lock(r.mu);
     r.options = options;
-    kernels.insert(kernels.end(), r.in_use.begin(), r.in_use.end());
+    for (Kernels* k : r.in_use) {
+      if (kernels.empty() || k != kernels.front()) kernels.push_back(k);
+    }
   }
   absl::Status status;
   for (Kernels* k : kernels) status.Update(k->Configure(options));

@@ -7,8 +7,10 @@
 // per argument as `// name: [rows, cols]`.
 //
 // One implementation per device: ops/cpu (OpenBLAS and loops, always built) and ops/cuda
-// (cuBLAS and custom kernels, built with CAVS_WITH_CUDA). Each registers itself; executors
-// find theirs with GetKernels(device); how they run is set per process by SetKernelOptions
+// (cuBLAS and custom kernels, built with CAVS_WITH_CUDA). Each comes with its device's plug-in
+// (ops/device_plugin.h); executors find theirs with GetKernels(device) and ask its capabilities
+// (RunsSynchronously, CallsHostHooksBetweenLaunches) rather than the device's type; how they
+// run is set per process by SetKernelOptions
 // (kernel_options.h). Every implementation is checked against the CPU one
 // by tests/ops/kernels_equivalence_test.cc.
 //
@@ -182,6 +184,16 @@ class Kernels {
     return absl::UnimplementedError("GemmPackedB: no packed GEMM on this device");
   }
 
+  // Capabilities. Whether a call has done its work when it returns (the CPU: kernels run on
+  // the calling thread): a wait for the device is then no host synchronization, and nothing is
+  // launched to be counted.
+  virtual bool RunsSynchronously() const { return false; }
+  // Whether a host function recorded among the launches (a closure QueueRecorded's `queue`
+  // calls between two of them) runs once the earlier launches' results are in memory, so that
+  // it may hand them to the caller (the engine's gradient-ready and progress hooks). Not where
+  // launches are queued for later or captured into a graph.
+  virtual bool CallsHostHooksBetweenLaunches() const { return false; }
+
   // Whether Elementwise accepts scratch operands (EwArg::scratch).
   virtual bool ElementwiseScratch() const { return false; }
 
@@ -201,7 +213,7 @@ class Kernels {
   // value has the same ops, widths, row strides and scratch columns, and the same relations
   // among its pointers: operands equal, overlapping or disjoint in one are so, the same way, in
   // every other. A device may then reuse what it derived from the first (the CUDA generated
-  // kernel's plan, ops/ew_codegen.h) instead of deriving it again. The engine passes one per
+  // kernel's plan, ops/ew_plan.h) instead of deriving it again. The engine passes one per
   // fused step of a compiled function (a step's rounds differ only in their rows).
   [[nodiscard]] virtual absl::Status Elementwise(const EwInstr* host, const EwInstr* device,
                                                  int count, int64_t rows, uint64_t shape,
@@ -343,9 +355,8 @@ class Kernels {
   }
 };
 
-using KernelsFactory = std::function<absl::StatusOr<Kernels*>(int ordinal)>;
-void RegisterKernels(core::DeviceType type, KernelsFactory factory);
-// The kernels of `device`; an error naming the device if this build or machine has none.
+// The kernels of `device`, from its type's plug-in (ops/device_plugin.h); an error naming the
+// device if this build or machine has none.
 [[nodiscard]] absl::StatusOr<Kernels*> GetKernels(core::Device device);
 
 // How every device's kernels run, for the whole process (the kernels are shared by every engine

@@ -319,7 +319,7 @@ absl::StatusOr<RunResult> Engine::Run(const Plan& plan, const RunOptions& option
 absl::StatusOr<RunResult> Engine::FinishRun(PendingRun pending, double t0) {
   CAVS_ASSIGN_OR_RETURN(RunResult result, Finish(std::move(pending)));
   stats_.run_seconds = Seconds() - t0;
-  stats_.host_syncs += options_.device.is_cpu() ? 0 : 1;  // Finish's wait
+  stats_.host_syncs += kernels_->RunsSynchronously() ? 0 : 1;  // Finish's wait
   return result;
 }
 
@@ -501,7 +501,6 @@ absl::StatusOr<PendingRun> Engine::ReadBack(const Batch& b, const Plan& plan,
 absl::StatusOr<int64_t> Engine::AdoptEmbeddingGradient(const Batch& b, const Plan& plan,
                                                        const RunOptions& options) {
   int64_t syncs = 0;
-  const core::Device dev = options_.device;
   if (b.embed_rows.defined() && !plan.unique_tokens.empty()) {
     core::Parameter* table = store_->Find(b.embed_table);
     if (table->grad_rows.empty()) {
@@ -511,10 +510,11 @@ absl::StatusOr<int64_t> Engine::AdoptEmbeddingGradient(const Batch& b, const Pla
       table->grad_values = b.embed_rows;
     } else {  // merges on the host: a round trip through host memory
       CAVS_RETURN_IF_ERROR(store_->AccumulateSparseGrad(table, plan.unique_tokens, b.embed_rows));
-      syncs += dev.is_cpu() ? 0 : 1;
+      syncs += kernels_->RunsSynchronously() ? 0 : 1;
     }
   }
-  if (b.embed_rows.defined() && options.on_gradient_ready && dev.is_cpu()) {
+  if (b.embed_rows.defined() && options.on_gradient_ready &&
+      kernels_->CallsHostHooksBetweenLaunches()) {
     CAVS_RETURN_IF_ERROR(options.on_gradient_ready(b.embed_table));
   }
   return syncs;
@@ -577,9 +577,10 @@ absl::StatusOr<PendingRun> Engine::Queue(const RunOptions& options, const Plan& 
   stats_.host_syncs = syncs;
   stats_.graph = as_graph;
   // The upload, the fill (and the poison), the launches, each read-back copy and its event.
-  stats_.host_launches = dev.is_cpu() ? 0
-                                      : 2 + (options_.poison_buffers ? 1 : 0) +
-                                            (as_graph ? 1 : stats_.commands) + readback_parts + 1;
+  stats_.host_launches = kernels_->RunsSynchronously()
+                             ? 0
+                             : 2 + (options_.poison_buffers ? 1 : 0) +
+                                   (as_graph ? 1 : stats_.commands) + readback_parts + 1;
   return pending;
 }
 

@@ -731,7 +731,7 @@ size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
 absl::Status Recorder::WeightGrads(const std::vector<Step>& steps, int64_t n) {
   if (n == 0) return absl::OkStatus();
   const vertex::Program& p = f_.backward();
-  const bool hooks = b_.options->on_gradient_ready && k_.device().is_cpu();
+  const bool hooks = b_.options->on_gradient_ready && k_.CallsHostHooksBetweenLaunches();
   for (const Step& st : steps) {
     CAVS_RETURN_IF_ERROR(Single(true, p, c_.bwd, st.nodes[0], 0, n));
     const Node& sink = p.nodes[st.nodes[0]];
@@ -744,7 +744,7 @@ absl::Status Recorder::WeightGrads(const std::vector<Step>& steps, int64_t n) {
 }
 
 void Recorder::Progress() {
-  if (!b_.options->on_progress || !k_.device().is_cpu()) return;
+  if (!b_.options->on_progress || !k_.CallsHostHooksBetweenLaunches()) return;
   const RunOptions* o = b_.options;
   RecordShared(
       {o, kProgress},

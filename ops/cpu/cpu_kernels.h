@@ -1,5 +1,6 @@
-// CpuKernels: the CPU implementation of cavs::ops::Kernels, always built and always returned by
-// GetKernels(Device::Cpu()). The reference every other device is tested against.
+// CpuKernels: the CPU implementation of cavs::ops::Kernels, always built and returned by
+// GetKernels(Device::Cpu()) (the CPU plug-in, ops/cpu/cpu_plugin.h). The reference every other
+// device is tested against.
 //
 // GEMM is OpenBLAS sgemm, or a packed-weight kernel of our own for the rounds' skinny products
 // (ops/cpu/cpu_packed_gemm.h); everything else is plain loops that the compiler vectorizes (built
@@ -20,7 +21,7 @@
 #include "absl/status/status.h"
 #include "core/device.h"
 #include "ops/cpu/cpu_parallel.h"
-#include "ops/ew_codegen.h"
+#include "ops/ew_plan.h"
 #include "ops/kernels.h"
 
 namespace cavs::ops::cpu {
@@ -53,6 +54,9 @@ class CpuKernels final : public Kernels {
   absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                            const float* packed, const float* bias, float beta, float* c,
                            int64_t ldc) override;
+  // Every call runs on the calling thread, so recorded host functions run between launches.
+  bool RunsSynchronously() const override { return true; }
+  bool CallsHostHooksBetweenLaunches() const override { return true; }
   bool ElementwiseScratch() const override { return true; }
   bool ElementwiseRowOffset() const override { return row_offset_; }
   using Kernels::Elementwise;
@@ -79,7 +83,7 @@ class CpuKernels final : public Kernels {
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
  private:
-  // KernelOptions::verify_ew_shapes: Elementwise checks its callers' shapes (ops/ew_codegen.h).
+  // KernelOptions::verify_ew_shapes: Elementwise checks its callers' shapes (ops/ew_plan.h).
   std::unique_ptr<EwShapeChecker> shape_checker_;
   // KernelOptions::cpu.ew_as_planned: Elementwise runs programs as a generated CUDA kernel would
   // (RunEwPlanOnHost, single-threaded), to check the plans of real programs without a GPU.

@@ -316,8 +316,6 @@ std::shared_ptr<void> PinnedBlock(size_t bytes) {
   });
 }
 
-std::shared_ptr<void> CudaBackend::PinnedHostBlock(size_t bytes) { return PinnedBlock(bytes); }
-
 PinnedStaging::~PinnedStaging() {
   if (done_ != nullptr) {
     cudaEventSynchronize(done_);

@@ -2,10 +2,10 @@
 //
 // Each device gets one backend for the life of the process, created at its first use: it owns
 // one non-blocking stream, on which every copy, kernel and cuBLAS call of that device is
-// queued, and a CudaAllocator ordered on that stream. The backend is registered with core for
-// DeviceType::kCuda by RegisterCudaKernels() (ops/cuda/cuda_register.h); the factory answers
-// with a FailedPrecondition Status, and prints nothing, where the machine has no driver or
-// device, and with InvalidArgument for an ordinal beyond the device count.
+// queued, and a CudaAllocator ordered on that stream. The backend is part of the CUDA device
+// plug-in (ops/cuda/cuda_plugin.h); GetCudaBackend answers with a FailedPrecondition Status,
+// and prints nothing, where the machine has no driver or device, and with InvalidArgument for
+// an ordinal beyond the device count.
 //
 // Host memory: CopyFromHost returns once `src` may be reused (pageable memory is staged by the
 // driver; for memory from PinnedAlloc it waits for the copy). CopyToHost waits for the copy.
@@ -52,8 +52,6 @@ class CudaBackend final : public core::Backend {
   absl::Status Synchronize() override;
   // Pinned memory (a PinnedStaging): a CopyFromHost from its start is queued without waiting.
   absl::StatusOr<void*> HostStaging(size_t bytes) override;
-  // PinnedBlock's.
-  std::shared_ptr<void> PinnedHostBlock(size_t bytes) override;
   // Queued copies into a pinned block and an event: returns without waiting. The blocks are
   // kept for reuse (cudaHostAlloc costs more than a batch); Wait and the Readback's destructor
   // wait for the event.
@@ -105,8 +103,8 @@ bool IsPinned(const void* p);
 
 // A block of at least `bytes` from the process's pool of page-locked memory (PinnedAlloc's,
 // pooled by power-of-two size class, since allocating them costs milliseconds), back in the pool
-// when the last copy of the pointer goes; nullptr once the CUDA runtime had none to give.
-// Thread-safe.
+// when the last copy of the pointer goes; nullptr once the CUDA runtime had none to give. The
+// plug-in's pinned host memory (core::PinnedHostBlock(kCuda, ...)). Thread-safe.
 std::shared_ptr<void> PinnedBlock(size_t bytes);
 
 // A growable pinned staging buffer for one upload at a time (e.g. a batch's plan):

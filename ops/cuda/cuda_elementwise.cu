@@ -2,8 +2,8 @@
 
 #include "core/random.h"
 #include "ops/cuda/cuda_elementwise.h"
+#include "ops/cuda/ew_codegen.h"
 #include "ops/cuda/ew_math.cuh"
-#include "ops/ew_codegen.h"
 
 namespace cavs::ops::cuda {
 

@@ -1,5 +1,5 @@
 // Generated fused element-wise kernels on CUDA: NVRTC compiles the kernel that
-// ops/ew_codegen.h emits for a program's shape, once per process and shape, and
+// ops/cuda/ew_codegen.h emits for a program's shape, once per process and shape, and
 // Kernels::Elementwise launches it instead of the interpreter (cuda_elementwise.cu).
 //
 // The first launch of a new shape pays the compile (tens of milliseconds, or a file read when an
@@ -30,7 +30,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "ops/ew_codegen.h"
+#include "ops/cuda/ew_codegen.h"
 #include "ops/kernel_options.h"
 #include "ops/kernels.h"
 

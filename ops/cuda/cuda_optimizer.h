@@ -8,7 +8,7 @@
 // SumOfSquares waits for its result; the others return once queued.
 //
 // The device is the one holding the first tensor of a call (all tensors of a call must be on
-// it). Registered for DeviceType::kCuda by RegisterCudaKernels().
+// it). Held by the CUDA device plug-in (ops/cuda/cuda_plugin.h).
 //
 // Thread-safety: calls are serialized by an internal mutex.
 #pragma once

@@ -1,5 +1,5 @@
 // The arithmetic of each element-wise op (EwOp) on CUDA, shared by the interpreter kernel
-// (cuda_elementwise.cu) and the generated kernels (ops/ew_codegen.cc emits calls to these; the
+// (cuda_elementwise.cu) and the generated kernels (ops/cuda/ew_codegen.cc emits calls to these; the
 // header travels to NVRTC as a string). Every add, multiply and fused multiply-add is an
 // explicit round-to-nearest intrinsic, so the compiler neither contracts an op's product with
 // a later op's add (the generated kernels pass values between ops in registers) nor merges a

@@ -545,7 +545,7 @@ TEST(DeviceCheckpointTest, DeviceParametersTrainSaveAndLoadLikeHostOnes) {
   BuildModel(host_store);
   auto dev_adam = MakeAdam(), host_adam = MakeAdam();
   EXPECT_EQ(dev_adam->Step(dev_store).code(), absl::StatusCode::kFailedPrecondition);  // no kernels
-  RegisterOptimizerKernels(DeviceType::kCuda, CpuOptimizerKernels());  // host memory: CPU math
+  test_devices::RegisterHostMemoryDevice(device, test_devices::HostOptimizerKernels());
   for (int k = 0; k < 3; ++k) {
     TrainStep(dev_store, *dev_adam, k);
     TrainStep(host_store, *host_adam, k);
@@ -568,7 +568,7 @@ TEST(DeviceCheckpointTest, DeviceParametersTrainSaveAndLoadLikeHostOnes) {
   TrainStep(loaded, *loaded_adam, 3);
   TrainStep(host_store, *host_adam, 3);
   EXPECT_EQ(Values(loaded), Values(host_store));
-  RegisterOptimizerKernels(DeviceType::kCuda, nullptr);
+  test_devices::RegisterHostMemoryDevice(device);
   fs::remove_all(dir);
 }
 

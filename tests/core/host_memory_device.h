@@ -4,10 +4,14 @@
 #pragma once
 
 #include <cstring>
+#include <memory>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "core/allocator.h"
 #include "core/backend.h"
+#include "core/device_plugin.h"
+#include "core/optimizer.h"
 
 namespace cavs::core::test_devices {
 
@@ -34,16 +38,31 @@ class HostMemoryDevice final : public Backend {
   int copies = 0;  // copies made through this backend
 };
 
-// Registers the stand-in as the CUDA backend, once, and returns it; nullptr when a real CUDA
-// backend is linked (then the stand-in is neither needed nor registered).
+// Registers the stand-in's plug-in for kCuda: its backend, and `optimizer_kernels` (nullptr:
+// none). REQUIRES: `device` from UseHostMemoryDevice.
+inline void RegisterHostMemoryDevice(HostMemoryDevice* device,
+                                     OptimizerKernels* optimizer_kernels = nullptr) {
+  auto plugin = std::make_shared<DevicePlugin>();
+  plugin->type = DeviceType::kCuda;
+  plugin->backend = [device](int) -> absl::StatusOr<Backend*> { return device; };
+  plugin->optimizer_kernels = optimizer_kernels;
+  RegisterDevicePlugin(DeviceType::kCuda, std::move(plugin));
+}
+
+// Registers the stand-in as the CUDA device (a plug-in with its backend and no optimizer
+// kernels), once, and returns it; nullptr when a real CUDA device is present (then the
+// stand-in is neither needed nor registered).
 inline HostMemoryDevice* UseHostMemoryDevice() {
   static HostMemoryDevice* const device = []() -> HostMemoryDevice* {
     if (DeviceAvailable(DeviceType::kCuda)) return nullptr;
     static HostMemoryDevice* d = new HostMemoryDevice();
-    RegisterBackendFactory(DeviceType::kCuda, [](int) -> absl::StatusOr<Backend*> { return d; });
+    RegisterHostMemoryDevice(d);
     return d;
   }();
   return device;
 }
+
+// The optimizer kernels of the CPU's plug-in (host memory: the stand-in's math).
+inline OptimizerKernels* HostOptimizerKernels() { return *GetOptimizerKernels(DeviceType::kCpu); }
 
 }  // namespace cavs::core::test_devices

@@ -198,7 +198,7 @@ TEST_F(SynchronizerTest, CreateRejectsStalenessAndAWrongWorldSize) {
 TEST_F(SynchronizerTest, DeviceGradientsMatchHostOnes) {
   core::test_devices::HostMemoryDevice* device = core::test_devices::UseHostMemoryDevice();
   if (device == nullptr) GTEST_SKIP() << "a real CUDA backend";
-  core::RegisterOptimizerKernels(core::DeviceType::kCuda, core::CpuOptimizerKernels());
+  core::test_devices::RegisterHostMemoryDevice(device, core::test_devices::HostOptimizerKernels());
   ParameterStore dev_store(1, core::Device::Cuda(0));
   ASSERT_TRUE(BuildModel(dev_store).ok());
   for (const std::string& builder : StrategyBuilderNames()) {
@@ -220,7 +220,7 @@ TEST_F(SynchronizerTest, DeviceGradientsMatchHostOnes) {
       }
     }
   }
-  core::RegisterOptimizerKernels(core::DeviceType::kCuda, nullptr);
+  core::test_devices::RegisterHostMemoryDevice(device);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// PlanEwKernel (ops/ew_codegen.h) without a GPU: a generated kernel runs a segment's
+// PlanEwKernel (ops/ew_plan.h) without a GPU: a generated kernel runs a segment's
 // instructions for each element in one thread, with no barrier inside the segment. This test
 // executes plans the way such a kernel may run, every element a task and the tasks interleaved
 // at random between any two instructions (barriers only between segments), reading each operand
@@ -10,7 +10,7 @@
 //
 // The CUDA source the plans emit is compiled by NVRTC in cuda_fused_test.cc, and run on a GPU
 // there against the CPU kernels.
-#include "ops/ew_codegen.h"
+#include "ops/cuda/ew_codegen.h"
 
 #include <algorithm>
 #include <array>
@@ -30,6 +30,8 @@
 namespace cavs::ops {
 namespace {
 
+using cuda::EmitEwKernelCuda;
+using cuda::EwKernelName;
 using testing::EwProgram;
 using testing::RandomProgram;
 using testing::Scratch;

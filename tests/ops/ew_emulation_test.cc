@@ -25,7 +25,7 @@
 #include "gtest/gtest.h"
 #include "ops/cpu/cpu_elementwise.h"
 #include "ops/cuda/column_reduce.h"
-#include "ops/ew_codegen.h"
+#include "ops/cuda/ew_codegen.h"
 #include "tests/ops/ew_programs.h"
 #include "tests/ops/ops_test_util.h"
 #include "tests/testing/temp_dir.h"
@@ -33,6 +33,11 @@
 namespace cavs::ops {
 namespace {
 
+using cuda::EmitEwBodyCuda;
+using cuda::EmitEwKernelCuda;
+using cuda::EwKernelName;
+using cuda::EwRowsPerBlock;
+using cuda::kEwKernelThreads;
 using testing::AllClose;
 using testing::EwProgram;
 using testing::RandomProgram;

@@ -5,15 +5,20 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
 #endif
 
+#include "core/device_plugin.h"
 #include "gtest/gtest.h"
+#include "ops/device_plugin.h"
 #include "ops/kernels.h"
 #include "tests/ops/ops_test_util.h"
 
@@ -41,16 +46,28 @@ TEST(KernelsRegistryTest, CudaWithoutFactoryIsFailedPreconditionNamingTheDevice)
   EXPECT_NE(k.status().message().find("cuda:0"), absl::string_view::npos) << k.status();
 }
 
+// A plug-in for kCuda whose kernels come from `kernels`.
+static std::shared_ptr<const DevicePlugin> KernelsPlugin(
+    std::function<absl::StatusOr<Kernels*>(int)> kernels) {
+  auto plugin = std::make_shared<DevicePlugin>();
+  plugin->type = core::DeviceType::kCuda;
+  plugin->kernels = std::move(kernels);
+  return plugin;
+}
+
 TEST(KernelsRegistryTest, RegisteredFactoryAnswersItsDeviceType) {
-  RegisterKernels(core::DeviceType::kCuda, [](int ordinal) -> absl::StatusOr<Kernels*> {
-    if (ordinal != 3) return absl::InvalidArgumentError("only ordinal 3");
-    return CpuKernels::Get();  // a stand-in: the registry does not look inside
-  });
+  const std::shared_ptr<const core::DevicePlugin> before = core::RegisterDevicePlugin(
+      core::DeviceType::kCuda, KernelsPlugin([](int ordinal) -> absl::StatusOr<Kernels*> {
+        if (ordinal != 3) return absl::InvalidArgumentError("only ordinal 3");
+        return CpuKernels::Get();  // a stand-in: the registry does not look inside
+      }));
   EXPECT_EQ(*GetKernels(core::Device::Cuda(3)), CpuKernels::Get());
   EXPECT_EQ(GetKernels(core::Device::Cuda(0)).status().code(), absl::StatusCode::kInvalidArgument);
-  RegisterKernels(core::DeviceType::kCuda,
-                  [](int) -> absl::StatusOr<Kernels*> { return static_cast<Kernels*>(nullptr); });
+  core::RegisterDevicePlugin(core::DeviceType::kCuda, KernelsPlugin([](int) {
+                               return absl::StatusOr<Kernels*>(static_cast<Kernels*>(nullptr));
+                             }));
   EXPECT_EQ(GetKernels(core::Device::Cuda(0)).status().code(), absl::StatusCode::kInternal);
+  core::RegisterDevicePlugin(core::DeviceType::kCuda, before);
 }
 #endif
 

@@ -12,7 +12,6 @@
 #include "ops/cuda/cublas_status.h"
 #include "ops/cuda/cuda_allocator.h"
 #include "ops/cuda/cuda_kernels.h"
-#include "ops/cuda/cuda_register.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/kernels.h"
 #include "tests/ops/cuda/cuda_test_util.h"
@@ -48,7 +47,6 @@ TEST(CudaStatusTest, CublasErrors) {
 
 // Runs everywhere: without a GPU, asking for one is an error Status, never a crash.
 TEST(CudaBackendTest, MissingDeviceIsAnError) {
-  RegisterCudaKernels();
   const int count = CudaDeviceCount();
   EXPECT_EQ(core::DeviceAvailable(core::DeviceType::kCuda), count > 0);
   absl::StatusOr<core::Backend*> beyond = core::GetBackend(core::Device::Cuda(count + 3));

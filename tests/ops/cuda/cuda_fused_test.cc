@@ -19,7 +19,7 @@
 #include "core/random.h"
 #include "gtest/gtest.h"
 #include "ops/cuda/cuda_kernels.h"
-#include "ops/ew_codegen.h"
+#include "ops/cuda/ew_codegen.h"
 #include "tests/ops/cuda/cuda_test_util.h"
 #include "tests/ops/ew_programs.h"
 #include "tests/ops/ops_test_util.h"

@@ -12,7 +12,7 @@
 #include "core/optimizer.h"
 #include "core/parameter.h"
 #include "gtest/gtest.h"
-#include "ops/cuda/cuda_register.h"
+#include "ops/cpu/cpu_optimizer.h"
 #include "tests/ops/cuda/cuda_test_util.h"
 #include "tests/ops/ops_test_util.h"
 
@@ -85,13 +85,12 @@ class CudaOptimizerTest : public ::testing::Test {
     for (auto& p : params_) p->ExpectEqualOnDevice(what);
   }
 
-  core::OptimizerKernels* cpu_ = core::CpuOptimizerKernels();
+  core::OptimizerKernels* cpu_ = cpu::CpuOptimizerKernels();
   CudaOptimizerKernels* cuda_ = CudaOptimizerKernels::Global();
   std::vector<std::unique_ptr<Mirror>> params_;
 };
 
 TEST_F(CudaOptimizerTest, IsRegisteredForCuda) {
-  RegisterCudaKernels();
   absl::StatusOr<core::OptimizerKernels*> k = core::GetOptimizerKernels(core::DeviceType::kCuda);
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_EQ(*k, cuda_);

@@ -1,5 +1,4 @@
-// Fused element-wise kernels generated per program shape: the analysis and the CUDA
-// source, device-agnostic (no CUDA type, built and tested in every configuration).
+// The fused element-wise program's plan: the device-neutral IR of a generated kernel.
 //
 // Kernels::Elementwise gets a program of EwInstr with the round's pointers. The interpreter
 // kernel (ops/cuda/cuda_elementwise.cu) walks it instruction by instruction with a block-wide
@@ -15,12 +14,16 @@
 // each operand's value comes from, which pointers the kernel loads. The result does not depend
 // on the pointers' values, only on how they relate (equal, overlapping, disjoint), so every
 // round of a vertex function's schedule gets the same plan and the same `key`: the kernel is
-// generated and compiled once per distinct key (ops/cuda/cuda_fused.h) and reused.
+// generated (ops/cuda/ew_codegen.h) and compiled once per distinct key (ops/cuda/cuda_fused.h)
+// and reused.
 //
 // Overlaps are decided on the concrete pointers and row count: two operands are the same
 // element only when they have the same pointer and row stride (or there is one row); any other
 // overlap between a write and another access ends the segment. Rows never depend on each other
 // (Kernels::Elementwise's contract), so only a row's own columns matter.
+//
+// Nothing here is CUDA: the CPU kernels check shape promises with EwShapeChecker and run plans
+// with RunEwPlanOnHost (KernelOptions::cpu.ew_as_planned), in every configuration.
 #pragma once
 
 #include <cstdint>
@@ -113,36 +116,6 @@ class EwShapeChecker {
   absl::flat_hash_map<uint64_t, std::pair<std::vector<int64_t>, std::vector<int64_t>>> seen_
       ABSL_GUARDED_BY(mu_);
 };
-
-// A name for the plan's kernel: "cavs_ew_", the CRC-32 of the key and its length; the same in
-// every process, so the on-disk kernel cache (cuda_fused.h) finds it again.
-std::string EwKernelName(const EwKernelPlan& plan);
-
-// The CUDA C++ source of the plan's kernel, for NVRTC:
-//   extern "C" __global__ void <name>(const unsigned char* program, long long rows,
-//                                     int rows_per_block, long long row0)
-// `program` is the program's EwInstr array in device memory (its pointers, strides, scalars,
-// seeds and uids are loaded from there); block b runs rows [b * rows_per_block, ...), each
-// row i reading and writing row row0 + i of its operands (Kernels::Elementwise), with
-// kEwKernelThreads threads and plan.shared_width * rows_per_block floats of dynamic shared
-// memory. Includes "ops/cuda/ew_math.cuh" (the ops' arithmetic, shared with the interpreter)
-// and, when the program has a dropout, "core/philox.h".
-std::string EmitEwKernelCuda(const EwKernelPlan& plan, const std::string& name);
-
-// The kernel's body alone, as a device function for `threads` threads (a multiple of 32)
-// that runs the rows of block `block`, for kernels that run a program among other work:
-//   __device__ void <name>(const unsigned char* program, long long rows, int rows_per_block,
-//                          long long block, long long row0)
-// with its includes. Every thread of the block calls it (it may contain block-wide barriers);
-// EmitEwKernelCuda's kernel is this body for kEwKernelThreads threads and block blockIdx.x.
-std::string EmitEwBodyCuda(const EwKernelPlan& plan, const std::string& name, int threads);
-
-inline constexpr int kEwKernelThreads = 256;
-
-// Rows per block of an element-wise launch, the interpreter's and the generated kernels': about
-// 4096 elements a block (a few per thread) for rows `width` wide, but no fewer blocks than
-// twice the `num_sms` multiprocessors where there are rows to spare.
-int64_t EwRowsPerBlock(int64_t rows, int64_t width, int num_sms);
 
 // Runs `plan` (from PlanEwKernel(program, count, rows)) over `program` on the host, as the
 // generated kernel would, one element after another in reverse order within each segment (the
