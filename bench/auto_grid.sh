@@ -5,8 +5,10 @@
 # (docs/distributed.md, "--strategy=auto"). As root, from the repository root, after a build of
 # build/default:
 #
-#   bench/auto_grid.sh [OUT_DIR] [SST train file]
+#   bench/auto_grid.sh [OUT_DIR] [SST train file] [CONFIG_PATTERN]
 #
+# CONFIG_PATTERN (an extended regular expression, default all) keeps the configurations whose
+# line below matches, e.g. '^250mbit - 0 ' for the even 250 Mbit/s ones without latency.
 # One log per configuration and model under OUT_DIR (default bench-out/auto-<date>), with the
 # probed cluster and the profile beside it, and each run's table of predicted beside measured
 # step times printed as it ends.
@@ -14,6 +16,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out="${1:-bench-out/auto-$(date +%Y%m%d-%H%M)}"
 sst="${2:-../shared/data/sst/train.txt}"
+pattern="${3:-.}"
 mkdir -p "$out"
 train=build/default/examples/trainer/cavs-train
 cluster=scripts/cluster.sh
@@ -59,6 +62,7 @@ models=(
 )
 
 for c in "${configs[@]}"; do
+  [[ "$c" =~ $pattern ]] || continue
   read -r cap uneven lat hosts ranks <<<"$c"
   extra=()
   [[ "$uneven" != - ]] && extra+=(--host-cap=0:"$uneven")
