@@ -11,13 +11,19 @@
 # the rest still run. The kernel paths are chosen with the binaries' CAVS_* environment override
 # (ops/kernel_options.h), which each binary reads once at start-up.
 #
-#   bash .gpucarry/run.sh [verify] [graphs] [tests] [bench] [bench_ab] [all]
+#   bash .gpucarry/run.sh [verify] [graphs] [rowoffset] [tests] [bench] [bench_ab] [all]
 #
 # `graphs` (about 5 minutes on an H200) checks and times CUDA graphs (KernelOptions::cuda.graphs):
 # the graph tests, the engine and trainer suites with every batch captured (CAVS_CUDA_GRAPHS=1),
 # SST training launch by launch and as graphs (the SUMMARY lines must be equal), memcheck of the
 # graph tests; then BM_TreeLstmGraphs (off against on, one process), the BM_TreeLstm rows
 # against the run-7 table and the LSTM-vs-cuDNN benchmark in two more processes.
+#
+# `rowoffset` (not yet run; about 4 minutes expected) checks element-wise programs at a row
+# offset (KernelOptions::cuda.ew_row_offset, off until this passes): the op tests that compare
+# it with the CPU (both kernel paths) and memcheck of them, the engine and trainer suites with
+# every program run at its rows (CAVS_CUDA_EW_ROW_OFFSET=1), SST training without and with (the
+# SUMMARY lines must be equal), then the BM_TreeLstm rows without and with, in two processes.
 #
 # `verify` (about 8 minutes on an H200) runs every correctness part at once (16 host cores), then
 # the default benchmarks, the folded rows and BM_TreeLstmPaths 5.
@@ -153,6 +159,32 @@ if want graphs; then
   grep -h '^TARGET' "$OUT/bench_tree.log" | tee -a "$summary"
   part bench_lstm lstm_gpu_bench_2 40 "$bin/lstm_gpu_benchmark" "$tabular"
   part bench_lstm lstm_gpu_bench_3 40 "$bin/lstm_gpu_benchmark" "$tabular"
+fi
+if want rowoffset; then
+  vdir=$(mktemp -d)
+  sst_flags=(--device=cuda --train=data/sst_train.txt --dev=data/sst_dev.txt --epochs=3
+    --hidden=150 --embed=300 --optimizer=adagrad --lr=0.05 --weight-decay=1e-5 --dropout=0.5)
+  vpart offset_ops 150 "$bin/ops_cuda_test" --gtest_brief=1 \
+    --gtest_filter='CudaKernels*Elementwise*'
+  vpart offset_engine 150 env CAVS_CUDA_EW_ROW_OFFSET=1 CAVS_VERIFY_EW_SHAPES=1 \
+    "$bin/scheduler_engine_test" --gtest_brief=1
+  vpart offset_trainer 150 env CAVS_CUDA_EW_ROW_OFFSET=1 "$bin/trainer_test" --gtest_brief=1 \
+    --gtest_filter='*Cuda*'
+  if [[ -f data/sst_train.txt && -f data/sst_dev.txt ]]; then
+    vpart sst_copies 150 "$bin/cavs-train" "${sst_flags[@]}"
+    vpart sst_offsets 150 env CAVS_CUDA_EW_ROW_OFFSET=1 "$bin/cavs-train" "${sst_flags[@]}"
+  fi
+  vpart offset_memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaKernels*Elementwise*'
+  vjoin
+  # The two SST runs' results, their speeds left out: one line (count 2) where they are equal.
+  grep -h '^SUMMARY' "$OUT/tests.log" | sed -E 's/"(trees_per_sec|seconds)":[^,}]*,?//g' |
+    sort | uniq -c | tee -a "$summary"
+  tabular=--benchmark_counters_tabular=true
+  part bench_offset tree_gpu_bench_copies 120 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter='^BM_TreeLstm/'
+  CAVS_CUDA_EW_ROW_OFFSET=1 part bench_offset tree_gpu_bench_offsets 120 \
+    "$bin/tree_lstm_gpu_benchmark" "$tabular" --benchmark_filter='^BM_TreeLstm/'
 fi
 if want tests all; then
   export CAVS_VERIFY_EW_SHAPES=1
