@@ -258,18 +258,18 @@ void Recorder::LaunchInstrs(LaunchKey key, size_t first, int count, int64_t r0, 
       return k->Elementwise(host, dev, count, n, shape, ew_row0);
     };
   };
-  if (k_.ElementwiseRowOffset() || r0 == 0) {
-    if (k_.ElementwiseRowOffset()) {
-      RecordShared(
-          key, [&] { return make(first, true); }, r0, rows);
-    } else {
-      Record(make(first, false), r0, rows);
-    }
+  if (k_.ElementwiseRowOffset()) {
+    RecordShared(
+        key, [&] { return make(first, true); }, r0, rows);
     return;
   }
-  const size_t at = b_.instrs.size();
-  b_.instrs.resize(at + static_cast<size_t>(count));
-  ops::RebaseEwProgram(b_.instrs.data() + first, count, r0, b_.instrs.data() + at);
+  // No row offset: from row 0 the program as written, elsewhere a copy moved to r0.
+  size_t at = first;
+  if (r0 != 0) {
+    at = b_.instrs.size();
+    b_.instrs.resize(at + static_cast<size_t>(count));
+    ops::RebaseEwProgram(b_.instrs.data() + first, count, r0, b_.instrs.data() + at);
+  }
   Record(make(at, false), r0, rows);
 }
 
@@ -697,17 +697,20 @@ size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
                            const std::vector<Step>& steps, size_t i, int64_t r0, int64_t r1) {
   const bool gather = p.nodes[steps[i].nodes[0]].kind == OpKind::kGather;
   const bool unique = b_.plan->unique_parents;
-  std::vector<ops::RowCopy> copies;
-  const size_t end = CopyRun(p, s, steps, i, unique, [&](int id) {
-    copies.push_back(gather ? GatherCopy(s, id) : GatherGradCopy(p, s, id));
-  });
-  if (copies.empty()) return end;
+  int taken = 0;
+  const size_t end = CopyRun(p, s, steps, i, unique, [&taken](int) { ++taken; });
+  if (taken == 0) return end;
   ops::Kernels* k = &k_;
-  // The launch owns the copies for rows from row 0 (moved, not copied, into it); a gather's
-  // destination rows and a scatter-add's source rows are the command's.
+  // The launch owns the copies for rows from row 0, made once (the rounds after the first only
+  // count theirs); a gather's destination rows and a scatter-add's source rows are the
+  // command's.
   RecordShared(
       {&steps[i], kCopies},
       [&]() -> Launch {
+        std::vector<ops::RowCopy> copies;
+        CopyRun(p, s, steps, i, unique, [&](int id) {
+          copies.push_back(gather ? GatherCopy(s, id) : GatherGradCopy(p, s, id));
+        });
         return [k, gather, unique, copies = std::move(copies)](int64_t row0, int64_t rows) {
           std::array<ops::RowCopy, ops::kMaxRowCopies> at;
           const int count = static_cast<int>(copies.size());

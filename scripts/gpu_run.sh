@@ -85,6 +85,15 @@ vjoin() {  # waits for every vpart, then appends their logs to tests.log
   rm -rf "$vdir"
 }
 
+# SST on the GPU, 3 epochs (bench/RESULTS.md (b): the CPU's dev roots 45.1, 47.1, 48.4%).
+sst_flags=(--device=cuda --train=data/sst_train.txt --dev=data/sst_dev.txt --epochs=3
+  --hidden=150 --embed=300 --optimizer=adagrad --lr=0.05 --weight-decay=1e-5 --dropout=0.5)
+same_summaries() {  # the SST runs' results in tests.log, their speeds left out: one line (count
+  # 2) where two runs are equal
+  grep -h '^SUMMARY' "$OUT/tests.log" | sed -E 's/"(trees_per_sec|seconds)":[^,}]*,?//g' |
+    sort | uniq -c | tee -a "$summary"
+}
+
 modes=" ${*:-all} "
 want() {  # want <mode>...: whether any of them was asked for (all asks for the first four)
   local m
@@ -98,8 +107,6 @@ if want verify; then
   # its own log, joined into tests.log; then the benchmarks one after another on an idle GPU.
   export CAVS_VERIFY_EW_SHAPES=1
   vdir=$(mktemp -d)
-  sst_flags=(--device=cuda --train=data/sst_train.txt --dev=data/sst_dev.txt --epochs=3
-    --hidden=150 --embed=300 --optimizer=adagrad --lr=0.05 --weight-decay=1e-5 --dropout=0.5)
   vpart ops_cuda_test 200 "$bin/ops_cuda_test" --gtest_brief=1
   vpart equivalence 120 "$bin/ops_kernels_equivalence_test" --gtest_brief=1
   vpart engine 150 "$bin/scheduler_engine_test" --gtest_brief=1
@@ -131,8 +138,6 @@ if want verify; then
 fi
 if want graphs; then
   vdir=$(mktemp -d)
-  sst_flags=(--device=cuda --train=data/sst_train.txt --dev=data/sst_dev.txt --epochs=3
-    --hidden=150 --embed=300 --optimizer=adagrad --lr=0.05 --weight-decay=1e-5 --dropout=0.5)
   vpart graph_ops 150 "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaGraph*'
   vpart graph_engine 150 "$bin/scheduler_engine_test" --gtest_brief=1 \
     --gtest_filter='*CudaGraphs*'
@@ -146,9 +151,7 @@ if want graphs; then
   vpart graph_memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
     "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaGraph*:-*AFailedCapture*'
   vjoin
-  # The two SST runs' results, their speeds left out: one line (count 2) where they are equal.
-  grep -h '^SUMMARY' "$OUT/tests.log" | sed -E 's/"(trees_per_sec|seconds)":[^,}]*,?//g' |
-    sort | uniq -c | tee -a "$summary"
+  same_summaries
   tabular=--benchmark_counters_tabular=true
   part bench_graphs tree_gpu_bench_graphs 150 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter='^BM_TreeLstmGraphs' --benchmark_enable_random_interleaving=true \
@@ -162,8 +165,6 @@ if want graphs; then
 fi
 if want rowoffset; then
   vdir=$(mktemp -d)
-  sst_flags=(--device=cuda --train=data/sst_train.txt --dev=data/sst_dev.txt --epochs=3
-    --hidden=150 --embed=300 --optimizer=adagrad --lr=0.05 --weight-decay=1e-5 --dropout=0.5)
   vpart offset_ops 150 "$bin/ops_cuda_test" --gtest_brief=1 \
     --gtest_filter='CudaKernels*Elementwise*'
   vpart offset_engine 150 env CAVS_CUDA_EW_ROW_OFFSET=1 CAVS_VERIFY_EW_SHAPES=1 \
@@ -177,9 +178,7 @@ if want rowoffset; then
   vpart offset_memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
     "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='CudaKernels*Elementwise*'
   vjoin
-  # The two SST runs' results, their speeds left out: one line (count 2) where they are equal.
-  grep -h '^SUMMARY' "$OUT/tests.log" | sed -E 's/"(trees_per_sec|seconds)":[^,}]*,?//g' |
-    sort | uniq -c | tee -a "$summary"
+  same_summaries
   tabular=--benchmark_counters_tabular=true
   part bench_offset tree_gpu_bench_copies 120 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
     --benchmark_filter='^BM_TreeLstm/'
@@ -199,11 +198,8 @@ if want tests all; then
     "$bin/scheduler_engine_test" --gtest_brief=1
   CAVS_SMALL_GEMM=1 part tests engine_small_gemm 90 "$bin/scheduler_engine_test" --gtest_brief=1
   part tests trainer 60 "$bin/trainer_test" --gtest_brief=1 --gtest_filter='*Cuda*'
-  # SST on the GPU, 3 epochs (bench/RESULTS.md (b): the CPU's dev roots 45.1, 47.1, 48.4%).
   if [[ -f data/sst_train.txt && -f data/sst_dev.txt ]]; then
-    part tests trainer_sst 120 "$bin/cavs-train" --device=cuda --train=data/sst_train.txt \
-      --dev=data/sst_dev.txt --epochs=3 --hidden=150 --embed=300 --optimizer=adagrad --lr=0.05 \
-      --weight-decay=1e-5 --dropout=0.5
+    part tests trainer_sst 120 "$bin/cavs-train" "${sst_flags[@]}"
   fi
   sanitize memcheck memcheck 'CudaFused*:CudaKernels*:*CublasLt*'
   sanitize racecheck racecheck 'CudaKernels*SmallGemm*:CudaFused*:CudaKernels*Column*:CudaKernels*Softmax*'
