@@ -5,6 +5,7 @@
 //   mpirun -np 4 distributed_benchmark [--model=tree-lstm|lstm-lm] [--data=FILE] [--batch=N]
 //       [--vocab=V] [--embed=E] [--hidden=H] [--steps=20] [--warmup=3] [--threads=1]
 //       [--strategies=allreduce,ps,...] [--strategy-file=FILE]... [--baseline=1|0]
+//       [--unit-times=0|1]
 //
 // Models:
 //   tree-lstm  the binary Tree-LSTM on SST trees (vocabulary 21,701 x embedding 300, row-sparse;
@@ -25,7 +26,9 @@
 // prints one row per strategy: the slowest rank's mean step time and its phases, samples/s over
 // all ranks, bytes sent per step (StepStats' payload model, mean over ranks and the busiest
 // rank), the bytes each host's network interfaces sent a step (its namespace's /proc/net/dev,
-// loopback excluded: 0 on one machine), units, and the efficiency.
+// loopback excluded: 0 on one machine), units, and the efficiency. With --unit-times, each row
+// is followed by its units: the median over the steps of when each started and when a poll found
+// it complete (ms from BeginStep), the latest rank's: the measured side of cavs-sim's unit table.
 //
 // Open MPI's nonblocking algorithms are what the environment sets (cavs-train sets few-round ones
 // by default; docs/cluster.md and bench/RESULTS.md say why they matter).
@@ -51,6 +54,7 @@
 #include "core/status.h"
 #include "distributed/builders.h"
 #include "distributed/communicator.h"
+#include "distributed/stats.h"
 #include "distributed/step.h"
 #include "distributed/strategy.h"
 #include "distributed/synchronizer.h"
@@ -69,6 +73,7 @@ struct Flags {
   int batch = 0, steps = 20, warmup = 3, threads = 1;
   int64_t vocab = 0, embed = 0, hidden = 0;
   bool baseline = true;
+  bool unit_times = false;
   std::vector<std::string> strategies = distributed::StrategyBuilderNames();
   std::vector<std::string> strategy_files;
 };
@@ -78,6 +83,9 @@ struct Row {
   double bytes_mean = 0, bytes_max = 0;
   double wire_per_host = 0;  // bytes a step each host's network links sent, mean over hosts
   int units = 0;
+  // Per unit, with --unit-times: name, and the latest rank's median start and completion, ms.
+  std::vector<std::string> unit_names;
+  std::vector<double> unit_start_ms, unit_done_ms;
 };
 
 // Bytes this process's network namespace has sent on every interface but loopback
@@ -136,6 +144,9 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     } else if (ok && kv[0] == "--baseline") {
       ok = v == "0" || v == "1";
       f.baseline = v == "1";
+    } else if (ok && kv[0] == "--unit-times") {
+      ok = v == "0" || v == "1";
+      f.unit_times = v == "1";
     } else if (ok && kv[0] == "--strategies") {
       f.strategies = v.empty() ? std::vector<std::string>() : absl::StrSplit(v, ',');
     } else if (ok && kv[0] == "--strategy-file") {
@@ -269,6 +280,7 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
   ro.loss = sync ? scheduler::RunOptions::Loss::kSum : scheduler::RunOptions::Loss::kMean;
   Row row;
   double bytes = 0;
+  std::vector<std::vector<double>> started, done;  // per unit, per measured step: ms
   if (comm != nullptr && strategy != nullptr) CAVS_RETURN_IF_ERROR(comm->Barrier());
   int64_t wire_start = 0;
   for (int s = 0; s < f.warmup + f.steps; ++s) {
@@ -289,6 +301,12 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
     row.opt_ms += 1e3 * t.optimizer / f.steps;
     bytes += static_cast<double>(t.sync.bytes_sent) / f.steps;
     row.units = t.sync.units;
+    started.resize(t.sync.unit_started_at.size());
+    done.resize(t.sync.unit_done_at.size());
+    for (size_t u = 0; u < started.size(); ++u) {
+      started[u].push_back(1e3 * t.sync.unit_started_at[u]);
+      done[u].push_back(1e3 * t.sync.unit_done_at[u]);
+    }
   }
   if (strategy != nullptr) {
     // Each host's link once: its lowest rank reads the counters, the others report 0.
@@ -303,6 +321,16 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
     CAVS_RETURN_IF_ERROR(MeanMax(*comm, row.step_ms, &mean_step, &max_step));
     row.step_ms = max_step;
     CAVS_RETURN_IF_ERROR(MeanMax(*comm, bytes, &row.bytes_mean, &row.bytes_max));
+    if (f.unit_times) {
+      row.unit_names = sync->UnitNames();
+      for (size_t u = 0; u < started.size(); ++u) {
+        double mean = 0, latest = 0;
+        CAVS_RETURN_IF_ERROR(MeanMax(*comm, distributed::Median(started[u]), &mean, &latest));
+        row.unit_start_ms.push_back(latest);
+        CAVS_RETURN_IF_ERROR(MeanMax(*comm, distributed::Median(done[u]), &mean, &latest));
+        row.unit_done_ms.push_back(latest);
+      }
+    }
   }
   return row;
 }
@@ -368,6 +396,10 @@ absl::Status Main(int argc, char** argv) {
                 name.c_str(), w, row.step_ms, row.compute_ms, row.finish_ms, row.opt_ms,
                 1000.0 * w * f.batch / row.step_ms, row.bytes_mean, row.bytes_max,
                 row.wire_per_host, row.units, plain_ms > 0 ? plain_ms / row.step_ms : 0.0);
+    for (size_t u = 0; u < row.unit_names.size(); ++u) {
+      std::printf("    %9.2f %9.2f %9.2f  %s\n", row.unit_start_ms[u], row.unit_done_ms[u],
+                  row.unit_done_ms[u] - row.unit_start_ms[u], row.unit_names[u].c_str());
+    }
     std::fflush(stdout);
   }
   return absl::OkStatus();

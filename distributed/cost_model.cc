@@ -137,6 +137,43 @@ void Serve(std::vector<Job>& queue, std::vector<UnitPrediction>& units) {
   }
 }
 
+// Each unit's chain again, with every phase slowed on each of its link resources by the units
+// that run beside it: a unit v whose alone interval [start, alone end] overlaps u's adds, to
+// each phase of u, min(v's work on the resource, the phase's own) there, as a fair share of the
+// link would (a smaller transfer beside a larger one delays it by its own size, a larger one by
+// at most the phase's). Overlap is judged on the alone intervals, whose starts do not depend
+// on the cluster and whose ends only grow with slower links, more latency or more overhead: so
+// this end, too, never shrinks when a link gets slower.
+std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phases,
+                                    const Resources& res,
+                                    const std::vector<UnitPrediction>& units) {
+  const size_t n = units.size();
+  // Per unit: its work (s at full capacity) per link resource, over all its phases.
+  std::vector<std::map<int, double>> total(n);
+  for (size_t u = 0; u < n; ++u) {
+    for (const Phase& ph : phases[u]) {
+      for (const Load& l : ph.loads) total[u][l.resource] += l.bytes / res.capacity(l.resource);
+    }
+  }
+  std::vector<double> ends(n);
+  for (size_t u = 0; u < n; ++u) {
+    double delay = 0.0;
+    for (const auto& [r, own] : total[u]) {
+      double shared = 0.0;
+      for (size_t v = 0; v < n; ++v) {
+        if (v == u || units[v].start_s >= units[u].end_s || units[u].start_s >= units[v].end_s) {
+          continue;
+        }
+        auto it = total[v].find(r);
+        if (it != total[v].end()) shared += std::min(it->second, own);
+      }
+      delay = std::max(delay, shared);
+    }
+    ends[u] = units[u].end_s + delay;
+  }
+  return ends;
+}
+
 // Exposure, in order of end: how far each unit extends backward and the units that end before.
 void Expose(Prediction& pred) {
   std::vector<size_t> by_end(pred.units.size());
@@ -213,8 +250,12 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
   }
   std::vector<std::vector<Job>> cpu(hosts), links(res.count());
   ChainUnits(phases, res, pred.units, cpu, links);
+  const std::vector<double> shared = SharedChainEnds(phases, res, pred.units);
   for (std::vector<Job>& queue : cpu) Serve(queue, pred.units);
   for (std::vector<Job>& queue : links) Serve(queue, pred.units);
+  for (size_t u = 0; u < pred.units.size(); ++u) {
+    pred.units[u].end_s = std::max(pred.units[u].end_s, shared[u]);
+  }
   Expose(pred);
   for (const auto& [rank, s] : servers) {  // the most bytes; ties to the lower rank
     const ServerLoad& b = pred.busiest_server;

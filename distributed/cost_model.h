@@ -17,9 +17,11 @@
 //     algorithms (distributed/collective_cost.h);
 //   - concurrent collectives contend: each link direction, and each host's CPU (the software
 //     time of messages), is a queue that serves the work put on it in the order it would
-//     arrive if nothing else ran, never idle while work waits; a unit ends when its own chain
-//     and every queue holding its work are done. So the step time is monotone: more bandwidth,
-//     less latency or less overhead never predicts a slower step;
+//     arrive if nothing else ran, never idle while work waits; and units that run side by side
+//     share each link fairly: a unit's chain is slowed, once, by its neighbours' traffic on
+//     the links it uses (at most its own work there per neighbour). A unit ends when its own
+//     chain, every queue holding its work and its shared chain are done. So the step time is
+//     monotone: more bandwidth, less latency or less overhead never predicts a slower step;
 //   - the step ends when backward and the last unit are done, plus the optimizer.
 // Per-message overheads, efficiency and duplex are ClusterSpec fields, to be calibrated from
 // measurements (distributed/calibration.h).

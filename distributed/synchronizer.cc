@@ -104,6 +104,9 @@ absl::Status GradientSynchronizer::BeginStep(int64_t local_count) {
   }
   stats_ = StepStats();
   stats_.local_count = local_count;
+  stats_.unit_started_at.assign(units_.size(), -1.0);
+  stats_.unit_done_at.assign(units_.size(), -1.0);
+  step_start_ = absl::Now();
   stats_at_begin_ = comm_->stats();
   finishing_ = false;
   count_known_ = false;
@@ -153,6 +156,7 @@ absl::Status GradientSynchronizer::StartReadyUnits() {
       CAVS_ASSIGN_OR_RETURN(prescale, WaitForScale());
     }
     CAVS_RETURN_IF_ERROR(unit.Start(prescale));
+    stats_.unit_started_at[next_unit_] = absl::ToDoubleSeconds(absl::Now() - step_start_);
     if (!finishing_) ++stats_.units_started_early;
     ++next_unit_;
   }
@@ -175,6 +179,7 @@ absl::Status GradientSynchronizer::PollInFlight() {
     if (unit_done_[u]) continue;
     CAVS_ASSIGN_OR_RETURN(bool done, units_[u]->Advance());
     unit_done_[u] = done;
+    if (done) stats_.unit_done_at[u] = absl::ToDoubleSeconds(absl::Now() - step_start_);
   }
   return absl::OkStatus();
 }

@@ -62,6 +62,9 @@ struct StepStats {
   int units = 0;                // buckets, PS shards and sparse tables synchronized
   int units_started_early = 0;  // of those, started by MarkReady before Finish
   double finish_seconds = 0;    // time spent in Finish, mostly waiting for peers
+  // Per unit (start order): seconds from BeginStep to its start, and to the poll that found it
+  // complete (so a unit's end is seen at the next poll: MarkReady, Poll or Finish's wait).
+  std::vector<double> unit_started_at, unit_done_at;
 };
 
 class GradientSynchronizer {
@@ -130,6 +133,7 @@ class GradientSynchronizer {
   core::Tensor count_;  // int64 [1] on control_'s buffer device: local, then global count
   StepStats stats_;
   CommStats stats_at_begin_;
+  absl::Time step_start_;
 };
 
 }  // namespace cavs::distributed

@@ -121,6 +121,15 @@ TEST_F(SynchronizerTest, UnitsStartInReverseCreationOrderAsTheyBecomeReady) {
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->units_started_early, 2);  // out/b and out/W
   ExpectMeans(sums, 5);
+  // Each unit's start and the poll that found it done, from BeginStep, in start order: the
+  // early ones before the rest, every one done no earlier than it started.
+  ASSERT_EQ(stats->unit_started_at.size(), 5u);
+  ASSERT_EQ(stats->unit_done_at.size(), 5u);
+  for (size_t u = 0; u < 5; ++u) {
+    EXPECT_GE(stats->unit_started_at[u], 0.0) << u;
+    EXPECT_GE(stats->unit_done_at[u], stats->unit_started_at[u]) << u;
+    if (u > 0) EXPECT_GE(stats->unit_started_at[u], stats->unit_started_at[u - 1]) << u;
+  }
 
   ASSERT_TRUE(WriteGradients(sums, store_).ok());
   ASSERT_TRUE(sync->BeginStep(5).ok());
