@@ -13,11 +13,12 @@ FNR == 1 {
   best_builder = ""; best_ms = 0; chosen = ""; chosen_ms = 0; max_err = 0; max_cerr = 0
   in_table = 0
 }
-/predicted_ms corrected_ms/ { in_table = 1; next }
-/trial correction:|cost of the search:/ { in_table = 0 }
+/predicted_ms corrected_ms/ { in_table = 1; steps_col = / steps$/; next }
+/trial correction:|cost of the/ { in_table = 0 }
 in_table && NF >= 5 {
   line = $0; is_chosen = sub(/  <- chosen$/, "", line)
   n = split(line, f, " ")
+  if (steps_col) --n  # the steps a measurement is the median of (logs since it was added)
   measured = f[n]; corrected = f[n - 1]; predicted = f[n - 2]
   name = f[1]; for (i = 2; i <= n - 4; ++i) name = name " " f[i]
   if (measured == "-") next

@@ -62,11 +62,13 @@ absl::StatusOr<std::unique_ptr<AutoStrategy>> AutoStrategy::Create(Communicator*
     return absl::InvalidArgumentError("AutoStrategy needs a communicator, a store, an optimizer");
   }
   if (options.profile_steps < 1 || options.trial_steps < 1 || options.candidates < 0 ||
-      options.reserve < 0 || !(options.noise >= 0 && options.noise < 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "auto strategy: profile_steps (", options.profile_steps, ") and trial_steps (",
-        options.trial_steps, ") must be >= 1, candidates (", options.candidates, ") and reserve (",
-        options.reserve, ") >= 0, noise (", options.noise, ") in [0, 1)"));
+      options.reserve < 0 || !(options.noise >= 0 && options.noise < 1) ||
+      !(options.cutoff == 0 || options.cutoff >= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("auto strategy: profile_steps (", options.profile_steps, ") and trial_steps (",
+                     options.trial_steps, ") must be >= 1, candidates (", options.candidates,
+                     ") and reserve (", options.reserve, ") >= 0, noise (", options.noise,
+                     ") in [0, 1), cutoff (", options.cutoff, ") 0 or >= 1"));
   }
   std::unique_ptr<AutoStrategy> a(new AutoStrategy(comm, store, optimizer, std::move(options)));
   const double t0 = Now();
@@ -190,6 +192,9 @@ absl::Status AutoStrategy::Decide() {
   for (double t : before_decision_) {
     extra_step_seconds_ += std::max(0.0, t - candidates_[chosen_].measured_s);
   }
+  for (double t : comparison_steps_) {
+    comparison_step_seconds_ += std::max(0.0, t - candidates_[chosen_].measured_s);
+  }
   phase_ = Phase::kDecided;
   return Use(candidates_[chosen_].strategy);
 }
@@ -221,19 +226,37 @@ absl::StatusOr<StepTimes> AutoStrategy::Run(
   }
   // A trial step of candidates_[trying_].
   trial_times_.push_back(t.total());
-  if (static_cast<int>(trial_times_.size()) < options_.trial_steps) return t;
-  CAVS_ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverRanks(*comm_, trial_times_));
-  before_decision_.insert(before_decision_.end(), slowest.begin(), slowest.end());
-  if (slowest.size() > 1) slowest.erase(slowest.begin());  // its first step warms it up
-  candidates_[trying_].measured_s = Median(slowest);
-  trial_times_.clear();
-  trying_ = NextTrial(trying_ + 1);
-  if (trying_ < candidates_.size()) {
-    CAVS_RETURN_IF_ERROR(Use(candidates_[trying_].strategy));
-  } else {
-    CAVS_RETURN_IF_ERROR(Decide());
+  const int steps = static_cast<int>(trial_times_.size());
+  if (steps >= options_.trial_steps) {
+    CAVS_RETURN_IF_ERROR(EndTrial());
+    return t;
+  }
+  // A builder after its first counted step: stop if it is already far behind (every rank
+  // decides on the same slowest-rank time).
+  const size_t best = BestMeasured();
+  if (options_.cutoff > 0 && steps == 2 && !absl::StartsWith(candidates_[trying_].name, "auto#") &&
+      best < candidates_.size()) {
+    CAVS_ASSIGN_OR_RETURN(std::vector<double> last, MaxOverRanks(*comm_, {t.total()}));
+    if (last[0] > options_.cutoff * candidates_[best].measured_s) {
+      CAVS_RETURN_IF_ERROR(EndTrial());
+    }
   }
   return t;
+}
+
+absl::Status AutoStrategy::EndTrial() {
+  CAVS_ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverRanks(*comm_, trial_times_));
+  AutoCandidate& c = candidates_[trying_];
+  std::vector<double>& cost =
+      absl::StartsWith(c.name, "auto#") ? before_decision_ : comparison_steps_;
+  cost.insert(cost.end(), slowest.begin(), slowest.end());
+  if (slowest.size() > 1) slowest.erase(slowest.begin());  // its first step warms it up
+  c.measured_s = Median(slowest);
+  c.measured_steps = static_cast<int>(slowest.size());
+  trial_times_.clear();
+  trying_ = NextTrial(trying_ + 1);
+  if (trying_ < candidates_.size()) return Use(candidates_[trying_].strategy);
+  return Decide();
 }
 
 std::string AutoStrategy::Report() const {
@@ -243,24 +266,33 @@ std::string AutoStrategy::Report() const {
   for (const AutoCandidate& c : candidates_) {
     width = std::max(width, static_cast<int>(c.name.size()));
   }
-  absl::StrAppendFormat(&out, "  %-*s %6s %13s %12s %12s\n", width, "strategy", "units",
-                        "predicted_ms", "corrected_ms", "measured_ms");
+  absl::StrAppendFormat(&out, "  %-*s %6s %13s %12s %12s %6s\n", width, "strategy", "units",
+                        "predicted_ms", "corrected_ms", "measured_ms", "steps");
   const auto ms = [](double s) {
     return s < 0 ? std::string("-") : absl::StrFormat("%.2f", 1e3 * s);
   };
   for (size_t i = 0; i < candidates_.size(); ++i) {
     const AutoCandidate& c = candidates_[i];
-    absl::StrAppendFormat(&out, "  %-*s %6d %13.2f %12s %12s%s\n", width, c.name,
+    absl::StrAppendFormat(&out, "  %-*s %6d %13.2f %12s %12s %6s%s\n", width, c.name,
                           static_cast<int>(c.prediction.units.size()), 1e3 * c.prediction.step_s,
                           ms(c.corrected_s), ms(c.measured_s),
+                          c.measured_steps > 0 ? absl::StrCat(c.measured_steps) : "-",
                           decided() && i == chosen_ ? "  <- chosen" : "");
   }
   if (decided()) {
     absl::StrAppend(&out, "  trial correction: ", correction_.Describe(), "\n");
     absl::StrAppendFormat(&out,
                           "  cost of the search: probe %.2f s, cost model %.3f s, %.2f s of steps "
-                          "slower than the chosen strategy's\n",
-                          probe_seconds_, search_seconds_, extra_step_seconds_);
+                          "(profile, searched candidates) slower than the chosen strategy's: "
+                          "%.2f s in all\n",
+                          probe_seconds_, search_seconds_, extra_step_seconds_,
+                          probe_seconds_ + search_seconds_ + extra_step_seconds_);
+    if (!comparison_steps_.empty()) {
+      absl::StrAppendFormat(&out,
+                            "  cost of the builders' comparison: %.2f s of steps slower than the "
+                            "chosen strategy's (--auto-builders=0 leaves it out)\n",
+                            comparison_step_seconds_);
+    }
   }
   return out;
 }

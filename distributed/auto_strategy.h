@@ -12,7 +12,10 @@
 //   4. trials: the best `candidates` searched strategies, and every builder where
 //      `try_builders`, each for `trial_steps` real steps (every strategy computes the same mean
 //      gradient, so these are ordinary training steps); the measured step time of each is the
-//      median over its steps (after the first) of the slowest rank's time;
+//      median over its steps (after the first) of the slowest rank's time. A builder's trial
+//      ends after its first counted step where that step is over `cutoff` times the best
+//      measured so far (it is only there for the report's comparison, and a slow builder's
+//      steps are the search's largest cost);
 //   5. correction: the trials' measured times fit the cost model's breakdown
 //      (FitTrialCorrection: an offset, a factor per unit kind); with it the `reserve` searched
 //      strategies ranked after the tried ones are predicted again, and those now predicted
@@ -60,6 +63,7 @@ struct AutoOptions {
   int candidates = 3;            // searched strategies tried
   int reserve = 6;               // searched strategies after those, tried only if corrected
   bool try_builders = true;      // also try every builder (the report's comparison)
+  double cutoff = 1.5;  // a builder this much slower after one counted step stops (0: never)
   bool allow_compression = false;
   double noise = 0.03;
   int64_t batch_per_rank = 0;  // recorded in the profile
@@ -73,6 +77,7 @@ struct AutoCandidate {
   Strategy strategy;
   Prediction prediction;
   double measured_s = -1;   // median of the slowest rank's step time; -1: not tried
+  int measured_steps = 0;   // the steps measured_s is the median of
   bool reserve = false;     // searched beyond `candidates`: tried only if the correction says so
   double corrected_s = -1;  // the prediction corrected by the trials (once they are done)
 };
@@ -102,11 +107,13 @@ class AutoStrategy {
   const AutoCandidate& chosen() const { return candidates_[chosen_]; }
   // The cost model's correction fitted to the trials (valid once decided()).
   const TrialCorrection& correction() const { return correction_; }
-  // Seconds spent probing, and in the steps before the decision beyond what the chosen
-  // strategy would have taken (the search's cost), and the cost model's own time.
+  // Seconds spent probing; in the steps before the decision beyond what the chosen strategy
+  // would have taken: the profile's and the searched candidates' (the search's cost), and the
+  // builders' trials (the comparison's, none without try_builders); the cost model's own time.
   double probe_seconds() const { return probe_seconds_; }
   double search_seconds() const { return search_seconds_; }
   double extra_step_seconds() const { return extra_step_seconds_; }
+  double comparison_step_seconds() const { return comparison_step_seconds_; }
   // A table: every candidate's predicted and measured step time, the choice, the costs.
   std::string Report() const;
 
@@ -121,6 +128,9 @@ class AutoStrategy {
   size_t NextTrial(size_t from) const;
   // The fastest measured candidate within the noise band (see the header).
   size_t BestMeasured() const;
+  // Ends the trial of candidates_[trying_] with the steps so far, and starts the next one (or
+  // decides). Collective.
+  absl::Status EndTrial();
 
   Communicator* comm_;
   core::ParameterStore* store_;
@@ -139,7 +149,10 @@ class AutoStrategy {
   TrialCorrection correction_;
   bool corrected_round_ = false;  // the reserve candidates the correction picked were queued
   double probe_seconds_ = 0, search_seconds_ = 0, extra_step_seconds_ = 0;
-  std::vector<double> before_decision_;  // slowest-rank step times before the decision
+  double comparison_step_seconds_ = 0;
+  // Slowest-rank step times before the decision: the profile's and the searched candidates'
+  // trials, and the builders' trials.
+  std::vector<double> before_decision_, comparison_steps_;
 };
 
 }  // namespace cavs::distributed

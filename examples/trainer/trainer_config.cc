@@ -306,6 +306,10 @@ const std::vector<FlagSpec>& Flags() {
       {"auto-builders", "BOOL",
        "--strategy=auto: also try every builder, for the comparison in the report (default 1)",
        Int(kAutoBuildersRange, &C::auto_builders)},
+      {"auto-cutoff", "X",
+       "--strategy=auto: a builder whose first counted trial step is over X times the best "
+       "measured stops there (0: every builder runs all its steps; default 1.5)",
+       Real("auto-cutoff", &C::auto_cutoff)},
       {"allow-compression", "", "--strategy=auto may send fp16 gradients (changes the numbers)",
        Bool("allow-compression", &C::allow_compression)},
       {"profile-out", "FILE",
@@ -408,6 +412,9 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
     }
   }
   if (!(c.lr > 0)) return bad("--lr must be positive");
+  if (!(c.auto_cutoff == 0 || (c.auto_cutoff >= 1 && std::isfinite(c.auto_cutoff)))) {
+    return bad(absl::StrCat("--auto-cutoff: ", c.auto_cutoff, " is neither 0 nor >= 1"));
+  }
   if (c.weight_decay < 0 || c.clip < 0) return bad("--weight-decay and --clip must be >= 0");
   // As a float (what the model gets): 0.99999999999 rounds to 1, which drops everything.
   if (!(c.dropout >= 0 && static_cast<float>(c.dropout) < 1.0f)) {

@@ -97,6 +97,7 @@ absl::Status Trainer::SetUpDistributed() {
     ao.candidates = config_.auto_candidates;
     ao.reserve = config_.auto_reserve;
     ao.try_builders = config_.auto_builders == 1;
+    ao.cutoff = config_.auto_cutoff;
     ao.allow_compression = config_.allow_compression;
     ao.batch_per_rank = (config_.batch + comm_->world_size() - 1) / comm_->world_size();
     ao.model_name = config_.model;

@@ -271,6 +271,59 @@ TEST(MpiAutoStrategyTest, TrainsLikeOneProcessAndAgreesOnTheChoice) {
 }
 
 // Servers named by host, resolved against the hosts of a 2-rank-per-host layout.
+// A builder whose first counted trial step is over `cutoff` times the best measured stops
+// there: its steps here sleep 200 ms (a step of this model takes a few ms), so the ps builder
+// is measured from one step; every trial still ends in step with the others on every rank.
+TEST(MpiAutoStrategyTest, ASlowBuilderStopsAfterOneCountedStep) {
+  Communicator& comm = World();
+  const int r = comm.rank(), w = comm.world_size();
+  ParameterStore store(5);
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  core::OptimizerConfig config{.kind = core::OptimizerKind::kSgd, .lr = 0.5f};
+  std::unique_ptr<core::Optimizer> sgd = *core::MakeOptimizer(config);
+  AutoOptions options;
+  options.profile_steps = 2;
+  options.trial_steps = 3;
+  options.candidates = 1;
+  options.reserve = 0;
+  options.cutoff = 1.5;
+  options.probe = {.small_bytes = 1024, .large_bytes = 64 << 10, .repetitions = 1};
+  absl::StatusOr<std::unique_ptr<AutoStrategy>> a =
+      AutoStrategy::Create(&comm, &store, sgd.get(), options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  int steps = 0;
+  for (; steps < 100 && !(*a)->decided(); ++steps) {
+    const Batch batch = BatchOf(r, w, steps);
+    const bool slow = (*a)->synchronizer()->strategy().name == "ps";
+    absl::StatusOr<StepTimes> t =
+        (*a)->Run(static_cast<int64_t>(batch.mine.size()), [&](const StepHooks&) -> absl::Status {
+          if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          return WriteGradients(testing::ComputeGradSums(store, batch.mine), store);
+        });
+    ASSERT_TRUE(t.ok()) << t.status();
+  }
+  ASSERT_TRUE((*a)->decided()) << "no decision after " << steps << " steps";
+  int trial_steps = 0;
+  bool saw_ps = false;
+  for (const AutoCandidate& c : (*a)->candidates()) {
+    if (c.measured_s < 0) continue;
+    trial_steps += c.measured_steps + 1;  // and the warm-up step
+    if (c.name == "ps") {
+      saw_ps = true;
+      EXPECT_EQ(c.measured_steps, 1) << (*a)->Report();
+      EXPECT_GE(c.measured_s, 0.2);
+    } else {
+      EXPECT_GE(c.measured_steps, 1) << c.name;
+      EXPECT_LE(c.measured_steps, 2) << c.name;
+    }
+  }
+  EXPECT_TRUE(saw_ps) << (*a)->Report();
+  EXPECT_EQ(steps, 2 + trial_steps);
+  EXPECT_NE((*a)->chosen().name, "ps");
+  EXPECT_TRUE(absl::StrContains((*a)->Report(), "cost of the builders' comparison"))
+      << (*a)->Report();
+}
+
 TEST(MpiSyncTest, ServersNamedByHostResolveToTheirHostsRanks) {
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
       MakeCommunicator("mpi", {.timeout = absl::Seconds(10), .ranks_per_host = 2});
