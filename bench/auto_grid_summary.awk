@@ -4,17 +4,21 @@
 # Per log (a configuration and model): the best builder measured (the builders, and searched
 # strategies equal to one, "(= name)"), the strategy --strategy=auto chose and its measured step,
 # their ratio (> 1: auto faster), and the largest prediction error of the cost model (and of the
-# model corrected by the trials) over the strategies measured. Last, over every measured cell:
-# the median and largest absolute prediction error.
+# model corrected by the trials) over the strategies measured, and (md=1) the search's cost in
+# seconds and the builders' comparison's (logs since the report split them). Last, over every
+# measured cell: the median and largest absolute prediction error, and per kind of strategy.
 function abs(x) { return x < 0 ? -x : x }
 FNR == 1 {
   if (file != "") finish()
   file = FILENAME; sub(/.*\//, "", file); sub(/\.log$/, "", file)
   best_builder = ""; best_ms = 0; chosen = ""; chosen_ms = 0; max_err = 0; max_cerr = 0
+  search_s = "-"; compare_s = "-"
   in_table = 0
 }
 /predicted_ms corrected_ms/ { in_table = 1; steps_col = / steps$/; next }
 /trial correction:|cost of the/ { in_table = 0 }
+/cost of the search:/ { match($0, /[0-9.]+ s in all/); search_s = substr($0, RSTART, RLENGTH - 9) }
+/cost of the builders' comparison:/ { match($0, /comparison: [0-9.]+/); compare_s = substr($0, RSTART + 12, RLENGTH - 12) }
 in_table && NF >= 5 {
   line = $0; is_chosen = sub(/  <- chosen$/, "", line)
   n = split(line, f, " ")
@@ -30,6 +34,8 @@ in_table && NF >= 5 {
     ccells[++nccells] = abs(cerr)
     if (abs(cerr) > abs(max_cerr)) max_cerr = cerr
   }
+  kind = name ~ /^auto#/ ? "searched" : name ~ /ps/ ? "PS builders" : "allreduce builders"
+  kcells[kind, ++nk[kind]] = err
   builder = name !~ /^auto#/ || name ~ /\(= /
   if (builder && (best_builder == "" || measured < best_ms)) { best_builder = name; best_ms = measured }
   if (is_chosen) { chosen = name; chosen_ms = measured }
@@ -37,8 +43,9 @@ in_table && NF >= 5 {
 function finish() {
   if (chosen == "") { printf "%-48s (no decision in the log)\n", file; return }
   if (md) {
-    printf "| %s | %s | %.1f | %s | %.1f | %.2f | %+.0f%% | %+.0f%% |\n", file, best_builder, best_ms,
-           chosen, chosen_ms, best_ms / chosen_ms, 100 * max_err, 100 * max_cerr
+    printf "| %s | %s | %.1f | %s | %.1f | %.2f | %+.0f%% | %+.0f%% | %s | %s |\n", file, best_builder,
+           best_ms, chosen, chosen_ms, best_ms / chosen_ms, 100 * max_err, 100 * max_cerr, search_s,
+           compare_s
     return
   }
   printf "%-48s best builder %-22s %9.1f ms  auto %-26s %9.1f ms  %5.2fx  max err %+5.0f%% (corrected %+5.0f%%)\n",
@@ -54,6 +61,13 @@ END {
   if (ncells > 0) {
     m = 0; for (i = 1; i <= ncells; ++i) if (cells[i] > m) m = cells[i]
     printf "prediction error over %d measured cells: median %.1f%%, max %.1f%%\n", ncells, 100 * median(cells, ncells), 100 * m
+  }
+  for (kind in nk) {
+    n = nk[kind]; m = 0; sum = 0
+    for (i = 1; i <= n; ++i) { a[i] = kcells[kind, i]; sum += a[i]; if (abs(a[i]) > abs(m)) m = a[i] }
+    for (i = 1; i <= n; ++i) b[i] = abs(a[i])
+    printf "  %-18s %3d measured: median error %+.1f%%, median |error| %.1f%%, largest %+.1f%%\n",
+           kind, n, 100 * median(a, n), 100 * median(b, n), 100 * m
   }
   if (nccells > 0) {
     m = 0; for (i = 1; i <= nccells; ++i) if (ccells[i] > m) m = ccells[i]

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "distributed/builders.h"
@@ -41,6 +43,11 @@ absl::StatusOr<std::vector<double>> MaxOverRanks(Communicator& comm, const std::
   return out;
 }
 
+// `s` with `what` before its message (the same code): which part of the search failed.
+absl::Status In(absl::string_view what, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
 // The same strategy up to its name.
 bool SameSync(const Strategy& a, const Strategy& b) {
   return a.world_size == b.world_size && a.params == b.params;
@@ -72,8 +79,9 @@ absl::StatusOr<std::unique_ptr<AutoStrategy>> AutoStrategy::Create(Communicator*
   }
   std::unique_ptr<AutoStrategy> a(new AutoStrategy(comm, store, optimizer, std::move(options)));
   const double t0 = Now();
-  CAVS_ASSIGN_OR_RETURN(ProbeResult probe, ProbeCluster(*comm, a->options_.probe));
-  a->cluster_ = std::move(probe.cluster);
+  absl::StatusOr<ProbeResult> probe = ProbeCluster(*comm, a->options_.probe);
+  if (!probe.ok()) return In("auto strategy: probing the cluster", probe.status());
+  a->cluster_ = std::move(probe->cluster);
   a->probe_seconds_ = Now() - t0;
   CAVS_ASSIGN_OR_RETURN(Strategy start,
                         BuildStrategy(a->options_.start, *store, comm->world_size()));
@@ -92,7 +100,7 @@ absl::Status AutoStrategy::Use(const Strategy& strategy) {
   return absl::OkStatus();
 }
 
-absl::Status AutoStrategy::Search() {
+absl::Status AutoStrategy::RankCandidates() {
   const double t0 = Now();
   const int w = comm_->world_size();
   SearchOptions so;
@@ -202,8 +210,21 @@ absl::Status AutoStrategy::Decide() {
 absl::StatusOr<StepTimes> AutoStrategy::Run(
     int64_t local_count, const std::function<absl::Status(const StepHooks&)>& compute,
     bool run_empty) {
+  if (phase_ == Phase::kDecided) return step_->Run(local_count, compute, run_empty);
+  // A failure (a dead peer's deadline, say) names the part of the search it stopped.
+  const std::string what =
+      phase_ == Phase::kProfile
+          ? absl::StrCat("auto strategy: profiling the model under '", options_.start, "'")
+          : absl::StrCat("auto strategy: trying '", candidates_[trying_].name, "'");
+  absl::StatusOr<StepTimes> t = Search(local_count, compute, run_empty);
+  if (!t.ok()) return In(what, t.status());
+  return t;
+}
+
+absl::StatusOr<StepTimes> AutoStrategy::Search(
+    int64_t local_count, const std::function<absl::Status(const StepHooks&)>& compute,
+    bool run_empty) {
   CAVS_ASSIGN_OR_RETURN(StepTimes t, step_->Run(local_count, compute, run_empty));
-  if (phase_ == Phase::kDecided) return t;
   if (phase_ == Phase::kProfile) {
     profiled_.push_back(t);
     if (static_cast<int>(profiled_.size()) < options_.profile_steps) return t;
@@ -214,7 +235,7 @@ absl::StatusOr<StepTimes> AutoStrategy::Run(
     for (const StepTimes& p : profiled_) totals.push_back(p.total());
     CAVS_ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverRanks(*comm_, totals));
     before_decision_.insert(before_decision_.end(), slowest.begin(), slowest.end());
-    CAVS_RETURN_IF_ERROR(Search());
+    CAVS_RETURN_IF_ERROR(RankCandidates());
     // Try the searched ones, then (where asked) the builders, in the candidates' order;
     // candidates_ keeps the untried ones too (predicted only).
     phase_ = Phase::kTrial;

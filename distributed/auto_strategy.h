@@ -122,7 +122,12 @@ class AutoStrategy {
   AutoStrategy(Communicator* comm, core::ParameterStore* store, core::Optimizer* optimizer,
                AutoOptions options);
   absl::Status Use(const Strategy& strategy);
-  absl::Status Search();
+  // The search's cost model: the searched candidates and the builders, predicted.
+  absl::Status RankCandidates();
+  // Run's step before the decision: profiling, or a trial.
+  absl::StatusOr<StepTimes> Search(int64_t local_count,
+                                   const std::function<absl::Status(const StepHooks&)>& compute,
+                                   bool run_empty);
   absl::Status Decide();
   // The first candidate at or after `from` still to be tried; candidates_.size() if none.
   size_t NextTrial(size_t from) const;

@@ -1,5 +1,6 @@
 // A rank that dies while the others are in a collective: they must get DeadlineExceeded within
-// the timeout, from a raw collective and from the gradient synchronizer, and exit normally.
+// the timeout, from a raw collective, from the gradient synchronizer, from --strategy=auto's
+// trials and from its cluster probe (each error naming what it stopped), and exit normally.
 //
 // Run by run_peer_exit_test.cmake under `mpirun --mca orte_abort_on_non_zero_status 0`, so that
 // Open MPI does not kill the survivors when the last rank exits with status 1 (which also makes
@@ -12,6 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/optimizer.h"
+#include "distributed/auto_strategy.h"
 #include "distributed/builders.h"
 #include "distributed/communicator.h"
 #include "distributed/synchronizer.h"
@@ -40,7 +43,9 @@ std::string CheckDeadline(const absl::Status& s, absl::Duration took, const std:
 int Run() {
   absl::StatusOr<std::unique_ptr<Communicator>> raw = MakeCommunicator("mpi", {kTimeout});
   absl::StatusOr<std::unique_ptr<Communicator>> for_sync = MakeCommunicator("mpi", {kTimeout});
-  if (!raw.ok() || !for_sync.ok()) {
+  absl::StatusOr<std::unique_ptr<Communicator>> for_auto = MakeCommunicator("mpi", {kTimeout});
+  absl::StatusOr<std::unique_ptr<Communicator>> for_probe = MakeCommunicator("mpi", {kTimeout});
+  if (!raw.ok() || !for_sync.ok() || !for_auto.ok() || !for_probe.ok()) {
     std::printf("cavs-peer-exit: setup FAILED: %s\n", raw.status().ToString().c_str());
     return 1;
   }
@@ -54,6 +59,26 @@ int Run() {
   }
   if (!sync.ok()) {
     std::printf("cavs-peer-exit: rank %d setup FAILED: %s\n", r, sync.status().ToString().c_str());
+    return 1;
+  }
+  // --strategy=auto with every rank alive through its probe and its one profiled step; its next
+  // step is the first trial's.
+  core::ParameterStore auto_store(5);
+  std::unique_ptr<core::Optimizer> sgd =
+      *core::MakeOptimizer({.kind = core::OptimizerKind::kSgd, .lr = 0.1f});
+  AutoOptions auto_options;
+  auto_options.profile_steps = 1;
+  auto_options.probe = {.small_bytes = 1024, .large_bytes = 16 << 10, .repetitions = 1};
+  absl::StatusOr<std::unique_ptr<AutoStrategy>> autos;
+  if (absl::Status s = testing::BuildModel(auto_store); s.ok()) {
+    autos = AutoStrategy::Create(for_auto->get(), &auto_store, sgd.get(), auto_options);
+  } else {
+    autos = s;
+  }
+  const auto no_compute = [](const StepHooks&) { return absl::OkStatus(); };
+  if (absl::Status s = autos.ok() ? (*autos)->Run(1, no_compute).status() : autos.status();
+      !s.ok()) {
+    std::printf("cavs-peer-exit: rank %d auto setup FAILED: %s\n", r, s.ToString().c_str());
     return 1;
   }
   core::Tensor buf = core::Tensor::FromVector({1.0f, 2.0f}, {2});
@@ -71,6 +96,17 @@ int Run() {
     start = absl::Now();
     const absl::Status sync_status = (*sync)->Synchronize(1).status();
     error = CheckDeadline(sync_status, absl::Now() - start, "gradient synchronization on rank");
+  }
+  if (error.empty()) {
+    start = absl::Now();
+    const absl::Status trial = (*autos)->Run(1, no_compute).status();
+    error = CheckDeadline(trial, absl::Now() - start, "auto strategy: trying 'auto#1");
+  }
+  if (error.empty()) {
+    start = absl::Now();
+    const absl::Status probe =
+        AutoStrategy::Create(for_probe->get(), &auto_store, sgd.get(), auto_options).status();
+    error = CheckDeadline(probe, absl::Now() - start, "auto strategy: probing the cluster: mpi ");
   }
   if (!error.empty()) {
     std::printf("cavs-peer-exit: rank %d FAILED: %s\n", r, error.c_str());
