@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Predicts again, with the cost model of the cavs-sim built now, every strategy that
+# bench/auto_grid.sh's logs measured, from each log's own profile and probed cluster, and prints
+# the prediction each log recorded ("then"), the new one ("now") and the measured step time:
+# how a change to the cost model does against measurements already taken. From the repository
+# root, after a build of build/default:
+#
+#   bench/auto_grid_repredict.sh OUT_DIR... [> table]     (-q: the summary only)
+#
+# Per strategy: cell, name, then, now, measured (ms), and both errors. Last, per kind of
+# strategy (searched, allreduce builders, PS builders): the median error and median absolute
+# error then and now, and per cell whether the model's first (now) measured within 5% of the
+# cell's best.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+sim=build/default/examples/sim/cavs-sim
+quiet=0
+if [[ "${1:-}" == -q ]]; then
+  quiet=1
+  shift
+fi
+[[ -x "$sim" ]] || { echo "auto_grid_repredict.sh: build $sim first" >&2; exit 1; }
+for dir in "$@"; do
+  for log in "$dir"/*.log; do
+    base="${log%.log}"
+    [[ -f "$base.profile" && -f "$base.cluster" ]] || continue
+    flags=()
+    [[ "$base" == *fp16* ]] && flags+=(--allow-compression)
+    cell="$(basename "$base")"
+    # The log's table (name, predicted, measured), then cavs-sim's predictions, joined by name.
+    {
+      sed 's/\x1b\[[0-9;]*m//g' "$log" | awk -v cell="$cell" '
+        /predicted_ms corrected_ms/ { t = 1; next }
+        /trial correction:|cost of the/ { t = 0 }
+        t && NF >= 5 {
+          line = $0; sub(/  <- chosen$/, "", line); n = split(line, f, " ")
+          name = f[1]; i = 2; while (f[i] ~ /^\(=/) { i += 2 }
+          if (f[i + 3] != "-") print "M", cell, name, f[i + 1], f[i + 3]
+        }'
+      "$sim" --profile="$base.profile" --cluster="$base.cluster" --scaling=none --units=false \
+        --top=20 "${flags[@]}" | sed 's/\x1b\[[0-9;]*m//g' | awk -v cell="$cell" '
+        /^predicted step/ { t = 1; next }
+        t && NF >= 8 && $2 ~ /^[0-9.]+$/ { print "P", cell, ($1 == "auto" ? "auto#1" : $1), $2 }
+        t && NF == 0 { t = 0 }
+        /^  #[0-9]+: / { sub(/:/, "", $1); print "P", cell, "auto" $1, $2 }'
+    }
+  done
+done | awk -v quiet="$quiet" '
+  function abs(x) { return x < 0 ? -x : x }
+  function median(a, n,    i, j, t) {
+    for (i = 2; i <= n; ++i) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; --j) a[j + 1] = a[j]; a[j + 1] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  $1 == "M" { key = $2 SUBSEP $3; then_ms[key] = $4; meas[key] = $5; order[++n] = key; next }
+  $1 == "P" { now_ms[$2 SUBSEP $3] = $4 }
+  END {
+    for (k = 1; k <= n; ++k) {
+      key = order[k]
+      if (!(key in now_ms)) continue
+      split(key, c, SUBSEP)
+      kind = c[2] ~ /^auto#/ ? "searched" : c[2] ~ /ps/ ? "PS builders" : "allreduce builders"
+      e0 = (then_ms[key] - meas[key]) / meas[key]; e1 = (now_ms[key] - meas[key]) / meas[key]
+      if (!quiet) printf "%-46s %-16s then %9.1f now %9.1f measured %9.1f  %+6.1f%% %+6.1f%%\n", c[1], c[2], then_ms[key], now_ms[key], meas[key], 100 * e0, 100 * e1
+      ++m[kind]; t0[kind, m[kind]] = e0; t1[kind, m[kind]] = e1
+      ++m["all"]; t0["all", m["all"]] = e0; t1["all", m["all"]] = e1
+      if (!(c[1] in best) || meas[key] < best[c[1]]) best[c[1]] = meas[key]
+      if (!(c[1] in first) || now_ms[key] < first_ms[c[1]]) { first[c[1]] = c[2]; first_ms[c[1]] = now_ms[key]; first_meas[c[1]] = meas[key] }
+    }
+    for (kind in m) {
+      for (i = 1; i <= m[kind]; ++i) { a[i] = t0[kind, i]; b[i] = abs(t0[kind, i]); x[i] = t1[kind, i]; y[i] = abs(t1[kind, i]) }
+      printf "%-18s %4d measured: then median %+6.1f%% (|.| %5.1f%%), now median %+6.1f%% (|.| %5.1f%%)\n", kind, m[kind], 100 * median(a, m[kind]), 100 * median(b, m[kind]), 100 * median(x, m[kind]), 100 * median(y, m[kind])
+    }
+    within = cells = 0
+    for (cell in first) { ++cells; within += first_meas[cell] <= 1.05 * best[cell] }
+    printf "the model'"'"'s first (now) within 5%% of the measured best: %d of %d cells\n", within, cells
+  }'
