@@ -203,6 +203,28 @@ TEST(MpiSyncTest, HierarchicalAllReduceMatchesOneProcess) {
   }
 }
 
+// Runs `a` until it decides (at most 100 steps), each rank computing the gradient sums of its
+// slice of BatchOf's batches; `in_compute` (if set) runs inside each step's compute, before the
+// gradients, and `after_step` (if set) after each step. Returns the steps run; a failed step
+// fails the test and ends the run.
+int RunUntilDecided(AutoStrategy& a, ParameterStore& store, int r, int w,
+                    const std::function<void()>& in_compute,
+                    const std::function<void(const Batch&)>& after_step) {
+  int steps = 0;
+  for (; steps < 100 && !a.decided(); ++steps) {
+    const Batch batch = BatchOf(r, w, steps);
+    absl::StatusOr<StepTimes> t =
+        a.Run(static_cast<int64_t>(batch.mine.size()), [&](const StepHooks&) -> absl::Status {
+          if (in_compute) in_compute();
+          return WriteGradients(testing::ComputeGradSums(store, batch.mine), store);
+        });
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (!t.ok()) break;
+    if (after_step) after_step(batch);
+  }
+  return steps;
+}
+
 // --strategy=auto's controller: probe, profile, search, trials, decision. Its steps are ordinary
 // training steps, so SGD under it follows one process on the union batches within 1e-5; every
 // rank ends with the same strategy.
@@ -223,18 +245,11 @@ TEST(MpiAutoStrategyTest, TrainsLikeOneProcessAndAgreesOnTheChoice) {
   absl::StatusOr<std::unique_ptr<AutoStrategy>> a =
       AutoStrategy::Create(&comm, &store, sgd.get(), options);
   ASSERT_TRUE(a.ok()) << a.status();
-  int steps = 0;
-  for (; steps < 100 && !(*a)->decided(); ++steps) {
-    const Batch batch = BatchOf(r, w, steps);
-    absl::StatusOr<StepTimes> t =
-        (*a)->Run(static_cast<int64_t>(batch.mine.size()), [&](const StepHooks&) -> absl::Status {
-          return WriteGradients(testing::ComputeGradSums(store, batch.mine), store);
-        });
-    ASSERT_TRUE(t.ok()) << t.status();
+  const int steps = RunUntilDecided(**a, store, r, w, nullptr, [&](const Batch& batch) {
     const testing::GradSums want = testing::ComputeGradSums(reference, batch.all);
     ASSERT_TRUE(WriteMeans(want, static_cast<int64_t>(batch.all.size()), reference).ok());
     ASSERT_TRUE(reference_sgd->Step(reference).ok());
-  }
+  });
   ASSERT_TRUE((*a)->decided()) << "no decision after " << steps << " steps";
   // 2 profiled steps, then 2 steps for each candidate tried.
   int tried = 0;
@@ -291,17 +306,15 @@ TEST(MpiAutoStrategyTest, ASlowBuilderStopsAfterOneCountedStep) {
   absl::StatusOr<std::unique_ptr<AutoStrategy>> a =
       AutoStrategy::Create(&comm, &store, sgd.get(), options);
   ASSERT_TRUE(a.ok()) << a.status();
-  int steps = 0;
-  for (; steps < 100 && !(*a)->decided(); ++steps) {
-    const Batch batch = BatchOf(r, w, steps);
-    const bool slow = (*a)->synchronizer()->strategy().name == "ps";
-    absl::StatusOr<StepTimes> t =
-        (*a)->Run(static_cast<int64_t>(batch.mine.size()), [&](const StepHooks&) -> absl::Status {
-          if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-          return WriteGradients(testing::ComputeGradSums(store, batch.mine), store);
-        });
-    ASSERT_TRUE(t.ok()) << t.status();
-  }
+  AutoStrategy& controller = **a;
+  const int steps = RunUntilDecided(
+      controller, store, r, w,
+      [&] {
+        if (controller.synchronizer()->strategy().name == "ps") {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+      },
+      nullptr);
   ASSERT_TRUE((*a)->decided()) << "no decision after " << steps << " steps";
   int trial_steps = 0;
   bool saw_ps = false;
