@@ -81,6 +81,6 @@ for c in "${configs[@]}"; do
       --strategy=auto --auto-steps=3 --auto-candidates=3 --quiet \
       --profile-out="$out/$tag.profile" --cluster-out="$out/$tag.cluster" >>"$log" 2>&1
     echo "== $tag: exit $?"
-    sed -n '/^auto strategy on/,/cost of the search/p' "$log"
+    sed -n '/^auto strategy on/,/^auto strategy chosen/p' "$log" | grep -v '^auto strategy chosen'
   done
 done
