@@ -1,0 +1,74 @@
+// --strategy=auto's controller in one process (a world of 1: every builder runs, the trials are
+// real steps): the cutoff of a slow builder's trial. Agreement across ranks and training like one
+// process are tested under mpirun (mpi_sync_test.cc).
+#include "distributed/auto_strategy.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "core/optimizer.h"
+#include "distributed/single_communicator.h"
+#include "tests/distributed/test_model.h"
+
+namespace cavs::distributed {
+namespace {
+
+// A builder whose first counted trial step is over `cutoff` times the best measured stops
+// there: the ps builder's steps here sleep 200 ms (a step of this model takes well under 1 ms),
+// so it is measured from one step; the others run all their steps unless they too fall behind.
+TEST(AutoStrategyTest, ASlowBuilderStopsAfterOneCountedStep) {
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeSingleCommunicator();
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  core::ParameterStore store(5);
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  std::unique_ptr<core::Optimizer> sgd =
+      *core::MakeOptimizer({.kind = core::OptimizerKind::kSgd, .lr = 0.5f});
+  AutoOptions options;
+  options.profile_steps = 2;
+  options.trial_steps = 3;
+  options.candidates = 1;
+  options.reserve = 0;
+  options.cutoff = 1.5;
+  options.probe = {.small_bytes = 1024, .large_bytes = 64 << 10, .repetitions = 1};
+  absl::StatusOr<std::unique_ptr<AutoStrategy>> a =
+      AutoStrategy::Create(comm->get(), &store, sgd.get(), options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  AutoStrategy& controller = **a;
+  const std::vector<int64_t> samples = {0, 1, 2, 3, 4, 5};
+  int steps = 0;
+  for (; steps < 100 && !controller.decided(); ++steps) {
+    const bool slow = controller.synchronizer()->strategy().name == "ps";
+    absl::StatusOr<StepTimes> t = controller.Run(6, [&](const StepHooks&) -> absl::Status {
+      if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return testing::WriteGradients(testing::ComputeGradSums(store, samples), store);
+    });
+    ASSERT_TRUE(t.ok()) << t.status();
+  }
+  ASSERT_TRUE(controller.decided()) << "no decision after " << steps << " steps";
+  int trial_steps = 0;
+  bool saw_ps = false;
+  for (const AutoCandidate& c : controller.candidates()) {
+    if (c.measured_s < 0) continue;
+    trial_steps += c.measured_steps + 1;   // and the warm-up step
+    if (absl::StartsWith(c.name, "ps")) {  // in one process "ps (= ps-lb) (= partitioned-ps)"
+      saw_ps = true;
+      EXPECT_EQ(c.measured_steps, 1) << controller.Report();
+      EXPECT_GE(c.measured_s, 0.2);
+    } else {
+      EXPECT_GE(c.measured_steps, 1) << c.name;
+      EXPECT_LE(c.measured_steps, 2) << c.name;
+    }
+  }
+  EXPECT_TRUE(saw_ps) << controller.Report();
+  EXPECT_EQ(steps, 2 + trial_steps);
+  EXPECT_FALSE(absl::StartsWith(controller.chosen().name, "ps"));
+  EXPECT_TRUE(absl::StrContains(controller.Report(), "cost of the builders' comparison"))
+      << controller.Report();
+}
+
+}  // namespace
+}  // namespace cavs::distributed
