@@ -63,8 +63,8 @@ END {
     printf "prediction error over %d measured cells: median %.1f%%, max %.1f%%\n", ncells, 100 * median(cells, ncells), 100 * m
   }
   for (kind in nk) {
-    n = nk[kind]; m = 0; sum = 0
-    for (i = 1; i <= n; ++i) { a[i] = kcells[kind, i]; sum += a[i]; if (abs(a[i]) > abs(m)) m = a[i] }
+    n = nk[kind]; m = 0
+    for (i = 1; i <= n; ++i) { a[i] = kcells[kind, i]; if (abs(a[i]) > abs(m)) m = a[i] }
     for (i = 1; i <= n; ++i) b[i] = abs(a[i])
     printf "  %-18s %3d measured: median error %+.1f%%, median |error| %.1f%%, largest %+.1f%%\n",
            kind, n, 100 * median(a, n), 100 * median(b, n), 100 * m

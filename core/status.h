@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace cavs::core::internal {
 
@@ -34,6 +35,16 @@ absl::Status AsStatus(const absl::StatusOr<T>& s) {
 }
 
 }  // namespace cavs::core::internal
+
+namespace cavs::core {
+
+// `s` with "`prefix`: " before its message and the same code: where a failure happened, said by
+// the caller that knows ("probing the cluster: ...", "file.txt line 3: ...").
+inline absl::Status Prefixed(absl::string_view prefix, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(prefix, ": ", s.message()));
+}
+
+}  // namespace cavs::core
 
 #define CAVS_STATUS_CONCAT_INNER(a, b) a##b
 #define CAVS_STATUS_CONCAT(a, b) CAVS_STATUS_CONCAT_INNER(a, b)

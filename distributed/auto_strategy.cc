@@ -6,10 +6,8 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/string_view.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "distributed/builders.h"
@@ -41,11 +39,6 @@ absl::StatusOr<std::vector<double>> MaxOverRanks(Communicator& comm, const std::
     }
   }
   return out;
-}
-
-// `s` with `what` before its message (the same code): which part of the search failed.
-absl::Status In(absl::string_view what, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
 }
 
 // The same strategy up to its name.
@@ -80,7 +73,7 @@ absl::StatusOr<std::unique_ptr<AutoStrategy>> AutoStrategy::Create(Communicator*
   std::unique_ptr<AutoStrategy> a(new AutoStrategy(comm, store, optimizer, std::move(options)));
   const double t0 = Now();
   absl::StatusOr<ProbeResult> probe = ProbeCluster(*comm, a->options_.probe);
-  if (!probe.ok()) return In("auto strategy: probing the cluster", probe.status());
+  if (!probe.ok()) return core::Prefixed("auto strategy: probing the cluster", probe.status());
   a->cluster_ = std::move(probe->cluster);
   a->probe_seconds_ = Now() - t0;
   CAVS_ASSIGN_OR_RETURN(Strategy start,
@@ -112,6 +105,7 @@ absl::Status AutoStrategy::RankCandidates() {
     for (size_t i = 0; i < found.best.size(); ++i) {
       AutoCandidate c;
       c.name = absl::StrCat("auto#", i + 1);
+      c.searched = true;
       c.strategy = std::move(found.best[i].strategy);
       c.strategy.name = c.name;
       c.prediction = std::move(found.best[i].prediction);
@@ -144,7 +138,7 @@ size_t AutoStrategy::NextTrial(size_t from) const {
   for (size_t i = from; i < candidates_.size(); ++i) {
     const AutoCandidate& c = candidates_[i];
     if (c.measured_s >= 0 || c.reserve) continue;
-    if (options_.try_builders || absl::StartsWith(c.name, "auto#")) return i;
+    if (options_.try_builders || c.searched) return i;
   }
   return candidates_.size();
 }
@@ -197,12 +191,14 @@ absl::Status AutoStrategy::Decide() {
     if (trying_ < candidates_.size()) return Use(candidates_[trying_].strategy);
   }
   chosen_ = best;
-  for (double t : before_decision_) {
-    extra_step_seconds_ += std::max(0.0, t - candidates_[chosen_].measured_s);
-  }
-  for (double t : comparison_steps_) {
-    comparison_step_seconds_ += std::max(0.0, t - candidates_[chosen_].measured_s);
-  }
+  // Seconds the steps took beyond what the chosen strategy's would have.
+  const auto beyond_chosen = [&](const std::vector<double>& steps) {
+    double extra = 0.0;
+    for (double t : steps) extra += std::max(0.0, t - candidates_[chosen_].measured_s);
+    return extra;
+  };
+  extra_step_seconds_ = beyond_chosen(before_decision_);
+  comparison_step_seconds_ = beyond_chosen(comparison_steps_);
   phase_ = Phase::kDecided;
   return Use(candidates_[chosen_].strategy);
 }
@@ -217,7 +213,7 @@ absl::StatusOr<StepTimes> AutoStrategy::Run(
           ? absl::StrCat("auto strategy: profiling the model under '", options_.start, "'")
           : absl::StrCat("auto strategy: trying '", candidates_[trying_].name, "'");
   absl::StatusOr<StepTimes> t = Search(local_count, compute, run_empty);
-  if (!t.ok()) return In(what, t.status());
+  if (!t.ok()) return core::Prefixed(what, t.status());
   return t;
 }
 
@@ -254,22 +250,18 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
   }
   // A builder after its first counted step: stop if it is already far behind (every rank
   // decides on the same slowest-rank time).
+  if (options_.cutoff == 0 || steps != 2 || candidates_[trying_].searched) return t;
   const size_t best = BestMeasured();
-  if (options_.cutoff > 0 && steps == 2 && !absl::StartsWith(candidates_[trying_].name, "auto#") &&
-      best < candidates_.size()) {
-    CAVS_ASSIGN_OR_RETURN(std::vector<double> last, MaxOverRanks(*comm_, {t.total()}));
-    if (last[0] > options_.cutoff * candidates_[best].measured_s) {
-      CAVS_RETURN_IF_ERROR(EndTrial());
-    }
-  }
+  if (best == candidates_.size()) return t;
+  CAVS_ASSIGN_OR_RETURN(std::vector<double> last, MaxOverRanks(*comm_, {t.total()}));
+  if (last[0] > options_.cutoff * candidates_[best].measured_s) CAVS_RETURN_IF_ERROR(EndTrial());
   return t;
 }
 
 absl::Status AutoStrategy::EndTrial() {
   CAVS_ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverRanks(*comm_, trial_times_));
   AutoCandidate& c = candidates_[trying_];
-  std::vector<double>& cost =
-      absl::StartsWith(c.name, "auto#") ? before_decision_ : comparison_steps_;
+  std::vector<double>& cost = c.searched ? before_decision_ : comparison_steps_;
   cost.insert(cost.end(), slowest.begin(), slowest.end());
   if (slowest.size() > 1) slowest.erase(slowest.begin());  // its first step warms it up
   c.measured_s = Median(slowest);

@@ -76,6 +76,7 @@ struct AutoCandidate {
   std::string name;  // "auto" (searched, ranked 1, 2, ... as auto#1 ...) or a builder's
   Strategy strategy;
   Prediction prediction;
+  bool searched = false;    // found by the search (a builder it equals keeps its place)
   double measured_s = -1;   // median of the slowest rank's step time; -1: not tried
   int measured_steps = 0;   // the steps measured_s is the median of
   bool reserve = false;     // searched beyond `candidates`: tried only if the correction says so

@@ -137,13 +137,14 @@ void Serve(std::vector<Job>& queue, std::vector<UnitPrediction>& units) {
   }
 }
 
-// Each unit's chain again, with every phase slowed on each of its link resources by the units
-// that run beside it: a unit v whose alone interval [start, alone end] overlaps u's adds, to
-// each phase of u, min(v's work on the resource, the phase's own) there, as a fair share of the
-// link would (a smaller transfer beside a larger one delays it by its own size, a larger one by
-// at most the phase's). Overlap is judged on the alone intervals, whose starts do not depend
-// on the cluster and whose ends only grow with slower links, more latency or more overhead: so
-// this end, too, never shrinks when a link gets slower.
+// Each unit's alone end, later by what the units beside it put on its links: per link resource
+// r, every unit v whose alone interval [start, alone end] overlaps u's adds min(v's work on r,
+// u's own work on r) over their whole chains, as a fair share of the link would (a smaller
+// transfer beside a larger one delays it by its own size, a larger one by at most u's); the
+// delay is that sum on u's most delayed resource, counted once. Overlap is judged on the alone
+// intervals, whose starts do not depend on the cluster and whose ends only grow with slower
+// links, more latency or more overhead: so this end, too, never shrinks when a link gets
+// slower.
 std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phases,
                                     const Resources& res,
                                     const std::vector<UnitPrediction>& units) {

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/status.h"
 
 namespace cavs::distributed::internal {
 
@@ -114,11 +115,11 @@ std::string FormatNumber(double x) {
 }
 
 absl::Status FieldError(absl::string_view field, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat("field '", field, "': ", s.message()));
+  return core::Prefixed(absl::StrCat("field '", field, "'"), s);
 }
 
 absl::Status LineError(absl::string_view file, int line, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat(file, " line ", line, ": ", s.message()));
+  return core::Prefixed(absl::StrCat(file, " line ", line), s);
 }
 
 }  // namespace cavs::distributed::internal

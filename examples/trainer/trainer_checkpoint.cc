@@ -294,8 +294,7 @@ absl::Status Trainer::SaveBest(int epoch) const {
   m[kEpochKey] = absl::StrCat(epoch);
   m[kSavedAsKey] = "best";
   absl::Status s = core::SaveCheckpoint(config_.save_best, *store_, nullptr, epoch, m);
-  if (!s.ok()) return absl::Status(s.code(), absl::StrCat("--save-best: ", s.message()));
-  return absl::OkStatus();
+  return s.ok() ? s : core::Prefixed("--save-best", s);
 }
 
 }  // namespace cavs::trainer
