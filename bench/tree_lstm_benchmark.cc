@@ -249,6 +249,64 @@ void BM_Record(benchmark::State& state) {
   state.counters["zeroed_KiB"] = zeroed / 1024 / static_cast<double>(state.iterations());
 }
 
+// Graphs joining a running inference batch (Engine::RunJoining), against batch at a time: a
+// batch of range(0) SST trees runs and range(1) more arrive after its round range(2). Mode 0
+// (range(3)): batch at a time, the batch and then the arrivals as a batch of their own; mode 1:
+// they join it. Folded projections, batch_invariant, as cavs-serve runs. Counters: join_us, the
+// host time of the join (re-plan, record, upload, pre-round ops, the carry of the rows that
+// ran); rounds, of the joined batch or of the two batches.
+void BM_EngineJoin(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0));
+  const int joining = static_cast<int>(state.range(1));
+  const int at = static_cast<int>(state.range(2));
+  const bool join = state.range(3) != 0;
+  std::unique_ptr<CpuEngine> e = MakeEngine(state, 150);
+  if (e == nullptr) return;
+  scheduler::Engine* engine = e->engine.get();
+  if (!engine->FoldInputProjections().ok()) return state.SkipWithError("fold failed");
+  scheduler::RunOptions ro;
+  ro.training = false;
+  ro.backward = false;
+  ro.folded_projections = true;
+  ro.batch_invariant = true;
+  const auto firsts = Batches(batch);
+  const auto arrivals = Batches(joining);
+  std::vector<scheduler::Plan> plans;
+  for (const auto& b : firsts) {
+    absl::StatusOr<scheduler::Plan> p = engine->PlanBatch(b);
+    if (!p.ok()) return state.SkipWithError(p.status().ToString().c_str());
+    plans.push_back(*std::move(p));
+  }
+  size_t i = 0;
+  double join_s = 0, rounds = 0;
+  for (auto _ : state) {
+    const size_t k = i++;
+    const auto& a = firsts[k % firsts.size()];
+    const auto& more = arrivals[k % arrivals.size()];
+    absl::Status s;
+    if (join) {
+      s = engine
+              ->RunJoining(a, plans[k % plans.size()], ro,
+                           [&](const scheduler::JoinPoint& p) {
+                             return p.rounds_done == at ? more : std::vector<scheduler::Graph>();
+                           })
+              .status();
+      join_s += engine->stats().join_seconds;
+      rounds += engine->stats().rounds;
+    } else {
+      s = engine->Run(a, ro, plans[k % plans.size()]).status();
+      rounds += engine->stats().rounds;
+      if (s.ok()) s = engine->Run(more, ro).status();
+      rounds += engine->stats().rounds;
+    }
+    if (!s.ok()) return state.SkipWithError(s.ToString().c_str());
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.SetItemsProcessed(state.iterations() * (batch + joining));
+  state.counters["join_us"] = join_s / n * 1e6;
+  state.counters["rounds"] = rounds / n;
+}
+
 // The host's part of a batch that needs no device: validating the batch and building its plan
 // (Engine::PlanBatch). On a GPU this runs for the next batch while the device runs this one.
 // Range 1: 0 plans on the benchmark's thread; N > 0 takes the plans from a PlanQueue with N
@@ -419,6 +477,11 @@ BENCHMARK(BM_Plan)
     ->Args({256, 0})
     ->Args({256, 1})
     ->Args({256, 2})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_EngineJoin)
+    ->ArgsProduct({{4, 16, 64}, {1, 4}, {2}, {0, 1}})
+    ->ArgNames({"batch", "joining", "at", "join"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_Finish)->Arg(256)->Iterations(300)->Unit(benchmark::kMicrosecond);

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
+#include "scheduler/engine_batch.h"
 #include "scheduler/engine_compile.h"
 #include "scheduler/engine_record.h"
 #include "scheduler/row_support.h"
@@ -21,6 +22,7 @@ namespace cavs::scheduler {
 using internal::Batch;
 using internal::Command;
 using internal::Compiled;
+using internal::HostMemoryOrError;
 using internal::ProgramSchedule;
 using internal::Recorder;
 using internal::Step;
@@ -28,8 +30,6 @@ using internal::View;
 using vertex::Node;
 using vertex::OpClass;
 using vertex::OpKind;
-
-struct Engine::Compiled : internal::Compiled {};
 
 namespace {
 
@@ -69,112 +69,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const vertex::Function* f
 }
 
 namespace {
-
-// One part of the plan's upload: `bytes` from `src`, at `at` in the upload.
-struct UploadPart {
-  const void* src;
-  int64_t at, bytes;
-};
-
-// Fills the host side of the plan's upload (`bytes` in all): each part at its offset, in the
-// backend's pinned staging buffer where it has one, else in `fallback` (kept across batches: no
-// page faults per step).
-absl::StatusOr<char*> Stage(core::Backend& backend, int64_t bytes,
-                            const std::vector<UploadPart>& parts, std::vector<char>* fallback) {
-  CAVS_ASSIGN_OR_RETURN(void* pinned, backend.HostStaging(bytes));
-  char* staging = static_cast<char*>(pinned);
-  if (staging == nullptr) {
-    if (static_cast<int64_t>(fallback->size()) < bytes) fallback->resize(bytes);
-    staging = fallback->data();
-  }
-  for (const UploadPart& p : parts) {
-    if (p.bytes > 0) std::memcpy(staging + p.at, p.src, p.bytes);
-  }
-  return staging;
-}
-
-// Runs the recorded commands, telling `timer` (if any) where each phase begins.
-absl::Status Replay(const Batch& b, const std::array<size_t, kNumPhases>& phase_at,
-                    PhaseTimer* timer) {
-  size_t next = 0;
-  for (int p = static_cast<int>(Phase::kBeforeRounds); p <= static_cast<int>(Phase::kEnd); ++p) {
-    if (timer != nullptr) timer->Begin(static_cast<Phase>(p));
-    const size_t end = p == static_cast<int>(Phase::kEnd) ? b.commands.size() : phase_at[p + 1];
-    for (; next < end; ++next) {
-      const Command& c = b.commands[next];
-      CAVS_RETURN_IF_ERROR(b.launches[static_cast<size_t>(c.launch)](c.row0, c.rows));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// At most the fused instructions the batch records (sizes the upload before recording): each
-// step's program once, and where the device's Elementwise takes no row offset
-// (`row_offsets` false), a copy for each round (but one that starts at row 0).
-int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward, bool row_offsets) {
-  int64_t total = 0;
-  if (rows == 0) return 0;
-  for (int pass = 0; pass < (backward ? 2 : 1); ++pass) {
-    const ProgramSchedule& s = pass == 0 ? c.fwd : c.bwd;
-    for (int cls = 0; cls < 5; ++cls) {
-      const bool copied = cls == static_cast<int>(OpClass::kInRounds) && !row_offsets;
-      const int64_t times = copied ? 1 + rounds : 1;
-      for (const Step& st : s.steps[cls]) total += st.instrs * times;
-    }
-  }
-  return total;
-}
-
-// Where a batch's buffers go: the arena ([rows, width] per buffer, 16-float aligned: first the
-// buffers zeroed before each batch, the 2 loss statistics and the rows children push into, so
-// that one fill zeroes them all, up to the last row with an empty slot; then the others) and the
-// upload region (fused programs | features | the index arrays the run reads, packed (Batch::Ints;
-// room for all of them) | predictions, written on the device). Only the bytes up to the last packed
-// array are copied.
-struct Layout {
-  std::vector<int64_t> offsets;  // per buffer: floats into the arena, -1 if not allocated
-  int64_t arena_floats = 0, stats_at = 0;
-  int64_t zero_floats = 0;  // the arena's first floats, zeroed before each batch
-  int64_t instr_count = 0, feat_at = 0, ints_at = 0, pred_at = 0, region_bytes = 0;
-};
-
-Layout LayOut(const Compiled& c, const Plan& plan, bool backward, bool row_offsets) {
-  Layout l;
-  const int64_t n = plan.num_rows;
-  l.offsets.assign(c.buffers.size(), -1);
-  auto place = [&](size_t i) {
-    l.offsets[i] = l.arena_floats;
-    l.arena_floats += (n * c.buffers[i].width + 15) / 16 * 16;
-  };
-  auto place_all = [&](bool zero) {
-    for (size_t i = 0; i < c.buffers.size(); ++i) {
-      const internal::Buffer& buf = c.buffers[i];
-      if ((buf.backward_only && !backward) || buf.features || buf.unused || buf.zero != zero ||
-          static_cast<int>(i) == c.pushed_rows) {
-        continue;
-      }
-      place(i);
-    }
-  };
-  place_all(true);
-  l.stats_at = l.arena_floats;
-  l.arena_floats += 16;
-  l.zero_floats = l.arena_floats;
-  if (c.pushed_rows >= 0) {  // last of the zeroed buffers: only its rows with an empty slot
-    place(c.pushed_rows);
-    const int64_t rows = plan.unique_parents ? plan.slots_full_from : n;
-    l.zero_floats += rows * c.buffers[c.pushed_rows].width;
-  }
-  place_all(false);
-  l.instr_count = CountInstrs(c, n, plan.num_rounds, backward, row_offsets);
-  auto aligned = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
-  l.feat_at = aligned(l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr)));
-  l.ints_at = aligned(l.feat_at + static_cast<int64_t>(plan.features.size()) * 4);
-  l.pred_at = aligned(l.ints_at + static_cast<int64_t>(plan.ints.size()) * 4);
-  l.region_bytes = l.pred_at + n * 4;
-  return l;
-}
-
 // Fills `result`'s predictions (and push 0's rows, if kept) per graph, in each graph's vertex
 // order, from the read-back rows: `pred` [n] and `all` [n, ld] (push 0 at column `col`).
 void CollectOutputs(const int32_t* pred, const float* all, int64_t ld, int64_t col, int64_t classes,
@@ -222,6 +116,8 @@ int Engine::foldable_projections() const {
 
 void Engine::ClearFoldedProjections() { folded_.clear(); }
 
+internal::Folded Engine::Folded() const { return {&folded_, &compiled_->fold_unread}; }
+
 absl::Status Engine::FoldInputProjections() {
   ClearFoldedProjections();  // a failure below leaves none (not the last ones, now stale)
   CAVS_RETURN_IF_ERROR(CheckParameters(function_, *store_, /*backward=*/false));
@@ -264,22 +160,6 @@ absl::Status Engine::FoldInputProjections() {
   folded_ = std::move(folded);
   return absl::OkStatus();
 }
-
-namespace {
-
-// fn(), or ResourceExhausted where it ran out of host memory: a batch too large for the host
-// (a million-vertex chain records its programs per round) is an error the caller can report,
-// not an abort from an uncaught std::bad_alloc.
-template <typename Fn>
-auto HostMemoryOrError(const char* what, Fn fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(absl::StrCat(what, ": out of host memory"));
-  }
-}
-
-}  // namespace
 
 absl::StatusOr<Plan> Engine::PlanBatch(const std::vector<Graph>& graphs) const {
   return HostMemoryOrError("planning a batch", [&]() -> absl::StatusOr<Plan> {
@@ -399,82 +279,6 @@ absl::Status Engine::CheckRunOptions(const RunOptions& options) const {
   return absl::OkStatus();
 }
 
-namespace {
-
-// A batch's device memory: the arena of its buffers and the upload region (Layout).
-struct BatchMemory {
-  core::Tensor arena, upload;
-  float* arena_floats() const { return arena.data<float>(); }
-  char* region() const { return static_cast<char*>(upload.raw_data()); }
-};
-
-absl::StatusOr<BatchMemory> Allocate(const Layout& l, core::Device dev) {
-  BatchMemory m;
-  CAVS_ASSIGN_OR_RETURN(
-      m.arena, core::Tensor::Empty(core::Shape({l.arena_floats}), core::DType::kFloat32, dev));
-  CAVS_ASSIGN_OR_RETURN(m.upload, core::Tensor::Empty(core::Shape({(l.region_bytes + 3) / 4}),
-                                                      core::DType::kFloat32, dev));
-  return m;
-}
-
-// Points `b` at its memory and its plan, before recording.
-void Bind(const Compiled& c, const Layout& l, const BatchMemory& m, const Plan& plan,
-          const RunOptions& options, Batch& b) {
-  char* up = m.region();
-  b.plan = &plan;
-  b.options = &options;
-  b.ints = reinterpret_cast<const int32_t*>(up + l.ints_at);
-  b.pred = reinterpret_cast<int32_t*>(up + l.pred_at);
-  b.dev_instrs = reinterpret_cast<const ops::EwInstr*>(up);
-  b.instrs.reserve(l.instr_count);
-  b.stats = m.arena_floats() + l.stats_at;
-  b.sum_written.assign(c.fwd.num_sums, {});
-  b.buffer_base.assign(c.buffers.size(), nullptr);
-  for (size_t i = 0; i < c.buffers.size(); ++i) {
-    if (c.buffers[i].features) b.buffer_base[i] = reinterpret_cast<float*>(up + l.feat_at);
-    if (l.offsets[i] >= 0) b.buffer_base[i] = m.arena_floats() + l.offsets[i];
-  }
-}
-
-// Queues the batch's one upload (every fused program, the features and the index arrays the
-// launches read, from pinned memory where the backend has it: then the copy is queued, not
-// waited for) and the one fill of the gradient accumulators, the rows children push into and
-// the loss statistics (after a fill with NaN where `poison`). Returns the bytes uploaded.
-absl::StatusOr<int64_t> Upload(core::Backend& backend, ops::Kernels& kernels, const Batch& b,
-                               const Plan& plan, const Layout& l, const BatchMemory& m, bool poison,
-                               std::vector<char>* fallback) {
-  std::vector<UploadPart> parts = {
-      {b.instrs.data(), 0, static_cast<int64_t>(b.instrs.size() * sizeof(ops::EwInstr))},
-      {plan.features.data(), l.feat_at, static_cast<int64_t>(plan.features.size()) * 4}};
-  for (const Batch::IntsArray& a : b.ints_arrays) {
-    parts.push_back({plan.Ints(a.plan_at), l.ints_at + a.packed_at * 4, a.count * 4});
-  }
-  const int64_t bytes = l.ints_at + b.ints_packed * 4;
-  CAVS_ASSIGN_OR_RETURN(char* staging, Stage(backend, bytes, parts, fallback));
-  CAVS_RETURN_IF_ERROR(backend.CopyFromHost(m.region(), staging, bytes));
-  if (poison) {
-    CAVS_RETURN_IF_ERROR(
-        kernels.Fill(m.arena_floats(), l.arena_floats, std::numeric_limits<float>::quiet_NaN()));
-  }
-  CAVS_RETURN_IF_ERROR(kernels.Fill(m.arena_floats(), l.zero_floats, 0.0f));
-  return bytes;
-}
-
-// Queues the recorded launches: as one unit (a CUDA graph where the kernels run that way) where
-// the caller does not wait for it right away and no timer must see each phase begin. Returns
-// whether they went as one graph.
-absl::StatusOr<bool> Launch(ops::Kernels& kernels, const Batch& b,
-                            const std::array<size_t, kNumPhases>& phase_at, PhaseTimer* timer,
-                            bool waited) {
-  if (timer == nullptr && !waited) {
-    return kernels.QueueRecorded([&]() { return Replay(b, phase_at, nullptr); });
-  }
-  CAVS_RETURN_IF_ERROR(Replay(b, phase_at, timer));
-  return false;
-}
-
-}  // namespace
-
 absl::StatusOr<PendingRun> Engine::ReadBack(const Batch& b, const Plan& plan,
                                             const RunOptions& options, core::Backend& backend,
                                             int64_t* parts) {
@@ -522,37 +326,22 @@ absl::StatusOr<int64_t> Engine::AdoptEmbeddingGradient(const Batch& b, const Pla
 
 absl::StatusOr<PendingRun> Engine::Queue(const RunOptions& options, const Plan& plan, double t0,
                                          bool waited) {
-  const Compiled& c = *compiled_;
-  const core::Device dev = options_.device;
   CAVS_RETURN_IF_ERROR(CheckRunOptions(options));
-  // Lay out, bind, record.
-  const Layout l = LayOut(c, plan, options.backward, kernels_->ElementwiseRowOffset());
-  CAVS_ASSIGN_OR_RETURN(const BatchMemory m, Allocate(l, dev));
-  Batch b;
-  Bind(c, l, m, plan, options, b);
-  if (options.folded_projections && !folded_.empty()) {
-    b.folded = &folded_;
-    b.folded_unread = &c.fold_unread;
-  }
-  b.fwd_support = Supports(function_.forward(), plan, nullptr);
-  if (options.backward) {
-    b.bwd_support = Supports(function_.backward(), plan, &b.fwd_support);
-    b.bwd_need = Needs(function_, plan);
-  }
-  std::array<size_t, kNumPhases> phase_at{};
-  Recorder rec(function_, c, *store_, *kernels_, b);
-  CAVS_RETURN_IF_ERROR(
-      internal::RecordSchedule(rec, function_, c, plan, options.backward, phase_at, b));
-  CAVS_CHECK(static_cast<int64_t>(b.instrs.size()) <= l.instr_count, "fused program size");
+  CAVS_ASSIGN_OR_RETURN(const internal::RecordedBatch r,
+                        internal::RecordBatch(function_, *compiled_, *store_, *kernels_,
+                                              options_.device, plan, options, Folded()));
+  const Batch& b = *r.batch;
+  const internal::Layout& l = r.layout;
   const double t_plan = Seconds();
   // Upload, launch, read back. The device buffers are freed when this returns, after the
   // read-back's copies in stream order; Finish waits for those.
   PhaseTimer* timer = options_.phase_timer;
   if (timer != nullptr) timer->Begin(Phase::kUpload);
-  CAVS_ASSIGN_OR_RETURN(core::Backend * backend, core::GetBackend(dev));
-  CAVS_ASSIGN_OR_RETURN(const int64_t upload_bytes, Upload(*backend, *kernels_, b, plan, l, m,
-                                                           options_.poison_buffers, &staging_));
-  CAVS_ASSIGN_OR_RETURN(const bool as_graph, Launch(*kernels_, b, phase_at, timer, waited));
+  CAVS_ASSIGN_OR_RETURN(core::Backend * backend, core::GetBackend(options_.device));
+  CAVS_ASSIGN_OR_RETURN(
+      const int64_t upload_bytes,
+      internal::Upload(*backend, *kernels_, r, options_.poison_buffers, &staging_));
+  CAVS_ASSIGN_OR_RETURN(const bool as_graph, internal::QueueLaunches(*kernels_, r, timer, waited));
   const double t_queued = Seconds();
   int64_t readback_parts = 0;
   CAVS_ASSIGN_OR_RETURN(PendingRun pending, ReadBack(b, plan, options, *backend, &readback_parts));
@@ -575,6 +364,9 @@ absl::StatusOr<PendingRun> Engine::Queue(const RunOptions& options, const Plan& 
   stats_.zeroed_bytes = l.zero_floats * 4;
   stats_.upload_region_bytes = l.region_bytes;
   stats_.host_syncs = syncs;
+  stats_.joins = 0;
+  stats_.joined_graphs = 0;
+  stats_.join_seconds = 0.0;
   stats_.graph = as_graph;
   // The upload, the fill (and the poison), the launches, each read-back copy and its event.
   stats_.host_launches = kernels_->RunsSynchronously()

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -41,7 +42,8 @@
 namespace cavs::scheduler {
 
 namespace internal {
-struct Batch;  // one batch's memory and recorded launches (engine_record.h)
+struct Batch;   // one batch's memory and recorded launches (engine_record.h)
+struct Folded;  // the folded tables a run gathers (engine_batch.h)
 }  // namespace internal
 
 // The phases of a Run's replay, in the order they are queued.
@@ -114,7 +116,25 @@ struct EngineStats {
   // the read-back's copies and event. CPU: 0 (the host computes; nothing is queued).
   bool graph = false;
   int64_t host_launches = 0;
+  // Engine::RunJoining: the times graphs joined the run, how many, and the host time the joins
+  // took (planning, recording and uploading the grown batch, carrying its rows over).
+  int joins = 0;
+  int64_t joined_graphs = 0;
+  double join_seconds = 0.0;
 };
+
+// Where Engine::RunJoining asks for graphs to join: after `rounds_done` of the batch's `rounds`
+// forward rounds (0 < rounds_done < rounds), `seconds` after the run began, the batch `rows`
+// vertices large (a join's host time grows with them: EngineStats::join_seconds).
+struct JoinPoint {
+  int rounds_done = 0;
+  int rounds = 0;
+  double seconds = 0.0;
+  int64_t rows = 0;
+};
+// The graphs that join there (each as PlanBatch would accept it), in the order their results
+// are to come; none: the run goes on as it is.
+using JoinSource = std::function<std::vector<Graph>(const JoinPoint&)>;
 
 // A batch whose work Engine::Submit queued and whose results Engine::Finish reads. Movable;
 // destroying one unfinished waits for its read-back.
@@ -175,6 +195,25 @@ class Engine {
                                                   const RunOptions& options, const Plan& plan);
   [[nodiscard]] absl::StatusOr<RunResult> Finish(PendingRun pending);
 
+  // Inference in which graphs join the running batch (continuous batching for trees): after
+  // each forward round but the last the engine asks `join` for graphs; those it gives start in
+  // the next round (their leaves run beside the batch's next round, each vertex in round
+  // start + its height), and the batch runs on with them, its rounds extended where a joined
+  // graph is higher than the rounds left. The results are those of `graphs` and then of every
+  // joined graph, in the order joined; a graph's are those Run gives it, bit for bit with
+  // RunOptions::batch_invariant (else up to GEMM rounding: rows computed beside others).
+  // How: each join plans the grown batch (its rounds before the join point hold only the rows
+  // that ran), records and uploads it, runs its ops before the rounds over the rows from the
+  // join point on, and copies the running batch's rows over (the rounds that ran, and the
+  // rows of later rounds their pushes wrote into). Needs inference (training and backward
+  // off), the height policy, and a device whose kernels run synchronously (the CPU: the host
+  // decides between rounds; elsewhere Unimplemented). `plan` is PlanBatch(graphs)'s.
+  [[nodiscard]] absl::StatusOr<RunResult> RunJoining(const std::vector<Graph>& graphs,
+                                                     const Plan& plan, const RunOptions& options,
+                                                     const JoinSource& join);
+  // OK where this engine can run RunJoining (its device and its policy), else why not.
+  [[nodiscard]] absl::Status JoinSupported() const;
+
   // Inference with the embeddings' input projections precomputed. For every MatMul of an
   // embedding's rows by a weight (x W, the gates' input term of the Tree-LSTM and the LSTM;
   // through a dropout too, a copy in inference), makes the table's product E op(W), plus the
@@ -226,6 +265,11 @@ class Engine {
   absl::StatusOr<PendingRun> QueuePlanned(const Plan& plan, const RunOptions& options, bool waited);
   // Whether `plan` can be PlanBatch(graphs)'s: as many graphs, as many vertices in each.
   static absl::Status CheckPlanOf(const std::vector<Graph>& graphs, const Plan& plan);
+  // The folded tables a run with RunOptions::folded_projections gathers.
+  internal::Folded Folded() const;
+  // RunJoining's work, its host memory errors as Statuses.
+  absl::StatusOr<RunResult> Joining(const std::vector<Graph>& graphs, const Plan& plan,
+                                    const RunOptions& options, const JoinSource& join);
   // Finish, and the stats of a whole Run begun at t0.
   absl::StatusOr<RunResult> FinishRun(PendingRun pending, double t0);
   vertex::Function function_;  // the engine's own copy

@@ -828,7 +828,8 @@ int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, OpClass cl
 
 absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Compiled& c,
                             const Plan& plan, bool backward,
-                            std::array<size_t, kNumPhases>& phase_at, Batch& b) {
+                            std::array<size_t, kNumPhases>& phase_at, Batch& b,
+                            const RecordFrom& from) {
   const int64_t n = plan.num_rows;
   const std::vector<Step>& early = c.bwd.early_weight_grads;
   const std::vector<Step>& late = c.bwd.steps[static_cast<int>(OpClass::kWeightGrad)];
@@ -844,14 +845,18 @@ absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Comp
     return rec.Program(bwd, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]);
   };
   mark(Phase::kBeforeRounds);
-  CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kBeforeRounds, 0, n));
+  CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kBeforeRounds, from.row, n));
   mark(Phase::kRounds);
   const int64_t before_rounds = commands();
-  for (int r = 0; r < plan.num_rounds; ++r) {
+  b.round_at.assign(static_cast<size_t>(plan.num_rounds) + 1, b.commands.size());
+  for (int r = from.round; r < plan.num_rounds; ++r) {
+    b.round_at[static_cast<size_t>(r)] = b.commands.size();
     CAVS_RETURN_IF_ERROR(round(false, r));
     rec.Progress();
   }
+  b.round_at.back() = b.commands.size();
   b.forward_round_commands = commands() - before_rounds;
+  if (from.after_support != nullptr) b.fwd_support = *from.after_support;
   mark(Phase::kAfterRounds);
   CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kAfterRounds, 0, n));
   rec.Loss();

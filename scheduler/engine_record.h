@@ -78,9 +78,11 @@ struct Batch {
   std::vector<Launch> launches;
   absl::flat_hash_map<LaunchKey, int32_t> shared;  // the launches commands share
   std::vector<Command> commands;                   // what the batch runs, in order
-  std::vector<core::Tensor> scratch;               // argmax buffers, the embedding gradient rows
-  float* stats = nullptr;                          // 2 floats: loss sum, correct
-  int64_t gemm_flops = 0;                          // of the recorded GEMMs
+  // Per forward round r: its first command; round_at[num_rounds]: the end of the last.
+  std::vector<size_t> round_at;
+  std::vector<core::Tensor> scratch;  // argmax buffers, the embedding gradient rows
+  float* stats = nullptr;             // 2 floats: loss sum, correct
+  int64_t gemm_flops = 0;             // of the recorded GEMMs
   int64_t gemm_programs = 0;  // commands that are a GEMM and a program (GemmThenElementwise)
   // Commands recorded in the forward and in the backward rounds (a GEMM with its program
   // counted as two), as EngineStats::commands.
@@ -242,9 +244,22 @@ class Recorder {
 int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, vertex::OpClass cls,
                   bool gemm_then_program, bool gemm_adds_bias);
 
-// Records the whole schedule; phase_at[p] is the index of phase p's first launch.
+// Where a batch's recording starts: the default, the whole batch. A batch that continues one
+// whose rounds before `round` ran (Engine::RunJoining; its rows before `row`, the first of
+// `round`, carried over) records the forward ops before the rounds over rows [row, n) only and
+// the rounds from `round` on; `after_support`, where set, replaces Batch::fwd_support from the
+// ops after the rounds on (they run over every row: supports over all of them).
+struct RecordFrom {
+  int round = 0;
+  int64_t row = 0;
+  const std::vector<Interval>* after_support = nullptr;
+};
+
+// Records the whole schedule; phase_at[p] is the index of phase p's first launch, and
+// Batch::round_at where each forward round's commands begin.
 absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Compiled& c,
                             const Plan& plan, bool backward,
-                            std::array<size_t, kNumPhases>& phase_at, Batch& b);
+                            std::array<size_t, kNumPhases>& phase_at, Batch& b,
+                            const RecordFrom& from = {});
 
 }  // namespace cavs::scheduler::internal

@@ -311,6 +311,33 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
   return plan;
 }
 
+void RestrictHulls(Plan& plan, int64_t first_row) {
+  const int64_t n = plan.num_rows;
+  const int32_t* tokens = plan.tokens >= 0 ? plan.Ints(plan.tokens) : nullptr;
+  const int32_t* reduce = plan.reduce_offsets >= 0 ? plan.Ints(plan.reduce_offsets) : nullptr;
+  Hull token_rows, parent_rows;
+  std::vector<Hull> slot_rows(plan.child_rows.size());
+  int64_t with_token = 0;
+  for (int64_t row = first_row; row < n; ++row) {
+    if (tokens != nullptr && tokens[row] >= 0) {
+      token_rows.Add(row);
+      ++with_token;
+    }
+    bool parent = reduce != nullptr && reduce[row + 1] > reduce[row];
+    for (size_t k = 0; k < slot_rows.size(); ++k) {
+      if (plan.Ints(plan.child_rows[k])[row] >= 0) {
+        slot_rows[k].Add(row);
+        parent = true;
+      }
+    }
+    if (parent) parent_rows.Add(row);
+  }
+  plan.token_rows = token_rows.Range();
+  plan.tokens_dense = with_token == plan.token_rows.second - plan.token_rows.first;
+  plan.parent_rows = parent_rows.Range();
+  for (size_t k = 0; k < slot_rows.size(); ++k) plan.child_slot_rows[k] = slot_rows[k].Range();
+}
+
 int64_t Plan::ArrayLength(int64_t offset) const {
   int64_t end = static_cast<int64_t>(ints.size());
   bool start_of_one = false;

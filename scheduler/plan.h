@@ -93,4 +93,10 @@ struct Plan {
                                              const std::vector<Graph>& graphs,
                                              const PlanOptions& options = {});
 
+// Recomputes the plan's hulls (token_rows, tokens_dense, child_slot_rows, parent_rows) over its
+// rows from `first_row` on only: for a batch whose rows before it ran in an earlier batch and
+// are carried over (Engine::RunJoining), so that the ops that run from there on see the
+// supports and the token density of those rows alone.
+void RestrictHulls(Plan& plan, int64_t first_row);
+
 }  // namespace cavs::scheduler

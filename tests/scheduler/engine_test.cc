@@ -23,6 +23,7 @@
 #include "ops/cpu/cpu_packed_gemm.h"
 #include "scheduler/engine_compile.h"
 #include "scheduler/reference_executor.h"
+#include "tests/scheduler/engine_test_util.h"
 #include "tests/scheduler/random_graphs.h"
 #include "tests/scheduler/serial_policy.h"
 #include "tests/scheduler/test_functions.h"
@@ -31,34 +32,14 @@
 namespace cavs::scheduler {
 namespace {
 
+using testing::Cell;
+using testing::Chains;
+using testing::kTolerance;
 using testing::RandomChain;
 using testing::RandomDag;
 using testing::RandomTree;
-
-// The engine (float32, batched, any GEMM kernel and thread split) against the reference
-// (double, one vertex at a time), relative to each tensor's largest value: 1e-5 is about 168
-// float32 roundings (u = 2^-24). The cells here (embed 8, hidden 6, 5 classes) form each forward
-// and input-gradient value with sums of at most 2 hidden + embed + 1 = 21 terms (bound
-// γ_21 = 21 u / (1 - 21 u) = 1.3e-6 of their magnitudes) and element-wise ops accurate to 1e-6
-// (ops/cpu/cpu_math.h), a few per round over rounds that do not expand errors. A weight
-// gradient sums over every row of the batch (a few thousand here): its worst-case bound
-// (γ_3000 = 1.8e-4 of Σ|terms|) is above the tolerance, and the test relies on those roundings
-// being random, about sqrt(rows) u = 3e-6. Measured worst: 2.4e-6 (2026-11, AVX-512 Xeon), the same
-// with OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512, with Nehalem and the packed GEMM off, and
-// with KernelOptions::cpu.ew_as_planned (CAVS_CPU_EW_AS_PLANNED=1 in tests/scheduler).
-constexpr double kTolerance = 1e-5;
-
-vertex::models::CellConfig Cell() { return {.vocab = 50, .embed = 8, .hidden = 6, .classes = 5}; }
-
-// max |a - b| / max(max |b|, 1e-3): the error relative to the tensor's scale.
-double RelErr(const std::vector<float>& a, const std::vector<double>& b) {
-  double err = 0, scale = 1e-3;
-  for (size_t i = 0; i < b.size(); ++i) {
-    err = std::max(err, std::abs(a[i] - b[i]));
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return err / scale;
-}
+using testing::RelErr;
+using testing::Trees;
 
 // Two float32 evaluations' predictions (argmax of `logits`: [V, width], one evaluation's
 // outputs) agree wherever they are decided. Where the outputs differ by at most `err`, a vertex
@@ -152,25 +133,6 @@ void ExpectMatchesReferenceOn(core::Device device, const vertex::Function& f,
     EXPECT_LT(RelErr(DenseGrad(*store.Find(p.name)), want->grads.at(p.name)), kTolerance)
         << "gradient of " << p.name;
   }
-}
-
-std::vector<Graph> Trees(core::Rng& rng, int count, int max_leaves) {
-  std::vector<Graph> gs;
-  for (int i = 0; i < count; ++i) {
-    gs.push_back(RandomTree(rng, 1 + static_cast<int>(rng.UniformInt(max_leaves)),
-                            {.vocab = 50, .classes = 5}));
-  }
-  return gs;
-}
-
-// `count` chains of 1 to max_len vertices, as Trees.
-std::vector<Graph> Chains(core::Rng& rng, int count, int max_len) {
-  std::vector<Graph> gs;
-  for (int i = 0; i < count; ++i) {
-    gs.push_back(RandomChain(rng, 1 + static_cast<int>(rng.UniformInt(max_len)),
-                             {.vocab = 50, .classes = 5}));
-  }
-  return gs;
 }
 
 RunOptions Options() {
