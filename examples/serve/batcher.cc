@@ -36,6 +36,11 @@ absl::StatusOr<std::unique_ptr<Batcher>> Batcher::Create(scheduler::Engine* engi
                                                          BatcherOptions options) {
   // Folding needs something to fold; a model without embeddings runs plain.
   options.fold = options.fold && engine->foldable_projections() > 0;
+  if (options.join) {
+    if (absl::Status s = engine->JoinSupported(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--join: ", s.message()));
+    }
+  }
   if (options.fold) CAVS_RETURN_IF_ERROR(engine->FoldInputProjections());
   std::unique_ptr<Batcher> b(new Batcher(engine, policy, metrics, options));
   b->executor_ = std::thread([p = b.get()] { p->Execute(); });
@@ -46,6 +51,11 @@ Batcher::~Batcher() { Stop(); }
 
 absl::StatusOr<std::shared_ptr<Ticket>> Batcher::Submit(std::vector<scheduler::Graph> graphs) {
   auto ticket = std::make_shared<Ticket>(graphs.size());
+  std::vector<int32_t> rounds;  // outside the lock: the request's thread pays for it
+  if (options_.join) {
+    rounds.reserve(graphs.size());
+    for (const scheduler::Graph& g : graphs) rounds.push_back(scheduler::HeightRounds(g));
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stopping_) return RequestError(ErrorKind::kShuttingDown, "the server is shutting down");
@@ -56,7 +66,7 @@ absl::StatusOr<std::shared_ptr<Ticket>> Batcher::Submit(std::vector<scheduler::G
     }
     const Clock::time_point now = Clock::now();
     for (size_t i = 0; i < graphs.size(); ++i) {
-      queue_.push_back({ticket, i, now});
+      queue_.push_back({ticket, i, now, rounds.empty() ? 0 : rounds[i]});
       graphs_.push_back(std::move(graphs[i]));
     }
     metrics_->SetQueued(static_cast<int64_t>(queue_.size()));
@@ -121,6 +131,71 @@ std::shared_ptr<const std::vector<scheduler::Graph>> Batcher::Form(int64_t i) {
   return graphs;
 }
 
+std::vector<scheduler::Graph> Batcher::Join(const scheduler::JoinPoint& at, Formed& formed,
+                                            int64_t* joined_rows) {
+  std::vector<scheduler::Graph> out;
+  const int32_t left = at.rounds - at.rounds_done;
+  std::lock_guard<std::mutex> l(mu_);
+  // Oldest first, among as many as could join (the scan stays short under a long queue).
+  const size_t room = policy_->max_batch() - std::min(policy_->max_batch(), formed.items.size());
+  std::vector<size_t> fit;
+  for (size_t i = 0; i < queue_.size() && i < room; ++i) {
+    if (queue_[i].rounds <= left) fit.push_back(i);
+  }
+  // Only where they are all that waits: else the next batch runs anyway, and joining saves its
+  // waiters little of it (batching shares it) while every join adds host time near saturation.
+  if (fit.empty() || fit.size() < std::min(queue_.size(), room)) return out;
+  // The join's host time, which batch at a time does not spend: no more than the fixed cost of
+  // the batch of their own it saves (so it costs no throughput), and no more, summed over the
+  // running batch's samples that wait for it, than the joiners save.
+  const double cost = join_seconds_per_row_ * static_cast<double>(at.rows);
+  if (cost > batch_fixed_seconds_ || cost * static_cast<double>(formed.items.size()) >
+                                         batch_seconds_ * static_cast<double>(fit.size())) {
+    return out;
+  }
+  const Clock::time_point now = Clock::now();
+  for (size_t k = fit.size(); k-- > 0;) {  // from the back: the indices before stay valid
+    const size_t i = fit[k];
+    metrics_->ObserveQueueWait(std::chrono::duration<double>(now - queue_[i].queued_at).count());
+    formed.items.push_back(std::move(queue_[i]));
+    out.push_back(std::move(graphs_[i]));
+    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+    graphs_.erase(graphs_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  // Taken from the back: oldest first again, for the items and the graphs alike.
+  std::reverse(formed.items.end() - static_cast<std::ptrdiff_t>(out.size()), formed.items.end());
+  std::reverse(out.begin(), out.end());
+  metrics_->SetQueued(static_cast<int64_t>(queue_.size()));
+  *joined_rows += at.rows;
+  return out;
+}
+
+void Batcher::Measure(const scheduler::EngineStats& stats, double seconds, int64_t joined_rows) {
+  constexpr double kWeight = 0.05;  // of the newest measurement in the running sums
+  auto update = [](double& mean, double x) {
+    mean = mean == 0.0 ? x : mean + kWeight * (x - mean);
+  };
+  if (stats.joins > 0 && joined_rows > 0) {
+    update(join_seconds_per_row_, stats.join_seconds / static_cast<double>(joined_rows));
+    return;
+  }
+  if (stats.joins > 0) return;
+  update(batch_seconds_, seconds);
+  // seconds = fixed + per_row x rows, least squares over recent batches (decayed sums).
+  const double x = static_cast<double>(stats.rows);
+  for (double* s : {&fit_.n, &fit_.x, &fit_.y, &fit_.xx, &fit_.xy}) *s *= 1.0 - kWeight;
+  fit_.n += 1.0;
+  fit_.x += x;
+  fit_.y += seconds;
+  fit_.xx += x * x;
+  fit_.xy += x * seconds;
+  const double var = fit_.n * fit_.xx - fit_.x * fit_.x;
+  if (var > 1e-9 * fit_.n * fit_.xx) {
+    const double per_row = (fit_.n * fit_.xy - fit_.x * fit_.y) / var;
+    batch_fixed_seconds_ = std::max(0.0, (fit_.y - per_row * fit_.x) / fit_.n);
+  }
+}
+
 void Batcher::Execute() {
   // One planning thread, one batch ahead: batch i+1 is cut and planned while batch i runs.
   scheduler::PlanQueue plans(
@@ -149,11 +224,18 @@ void Batcher::Execute() {
       formed_.erase(it);
     }
     const Clock::time_point t0 = Clock::now();
+    const size_t first = formed.items.size();
+    int64_t joined_rows = 0;
     absl::StatusOr<scheduler::RunResult> result =
-        planned.ok() ? engine_->Run(*planned->graphs, ro, planned->plan)
-                     : absl::StatusOr<scheduler::RunResult>(planned.status());
-    metrics_->CountBatch(formed.items.size(),
-                         std::chrono::duration<double>(Clock::now() - t0).count());
+        !planned.ok()   ? absl::StatusOr<scheduler::RunResult>(planned.status())
+        : options_.join ? engine_->RunJoining(*planned->graphs, planned->plan, ro,
+                                              [&](const scheduler::JoinPoint& at) {
+                                                return Join(at, formed, &joined_rows);
+                                              })
+                        : engine_->Run(*planned->graphs, ro, planned->plan);
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    metrics_->CountBatch(formed.items.size(), seconds, formed.items.size() - first);
+    if (result.ok() && options_.join) Measure(engine_->stats(), seconds, joined_rows);
     if (!result.ok()) {
       const absl::Status error = RequestError(
           ErrorKind::kInternal, absl::StrCat("the batch failed: ", result.status().message()));

@@ -5,6 +5,17 @@
 //
 //   Batcher::Submit(graphs) -> Ticket ... the executor fills it ... Ticket::Wait() -> results
 //
+// With BatcherOptions::join, samples also join the batch that runs (Engine::RunJoining): after
+// each of its rounds the executor looks, oldest first, at the queued samples whose rounds fit
+// in the rounds the batch has left (a joined tree never holds the batch's answers back), up to
+// the policy's max_batch samples in all, and takes them where they are all that waits (else
+// the next batch runs anyway, and joining saves its samples little of it) and the join's host
+// time (measured per row of the running batch, times those rows) is at most the fixed cost of
+// the batch of their own it saves (measured: the intercept of batch time against rows), and,
+// summed over the running batch's samples that wait for it, at most what the joiners save (a
+// batch of their own each: the mean run of a batch nothing joined). The rest wait for the
+// next batch as before.
+//
 // A request's samples are queued together or not at all (Unavailable, kQueueFull, when they
 // do not fit: the queue never grows past its capacity); they may land in different batches.
 // Every sample's logits are those Engine::Run gives for it in its batch, with the options
@@ -37,6 +48,7 @@ namespace cavs::serve {
 struct BatcherOptions {
   size_t queue_capacity = 4096;  // samples waiting, at most
   bool fold = true;              // RunOptions::folded_projections (FoldInputProjections first)
+  bool join = false;             // samples join running batches (Engine::RunJoining)
 };
 
 // One request's results, filled by the executor.
@@ -63,7 +75,8 @@ class Ticket {
 class Batcher {
  public:
   // Folds the input projections (with options.fold) and starts the threads. `engine`, `policy`
-  // and `metrics` must outlive the Batcher.
+  // and `metrics` must outlive the Batcher. With options.join, the engine's
+  // Engine::JoinSupported error where it cannot join.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Batcher>> Create(scheduler::Engine* engine,
                                                                        const BatchPolicy* policy,
                                                                        ServeMetrics* metrics,
@@ -86,6 +99,7 @@ class Batcher {
     std::shared_ptr<Ticket> ticket;
     size_t index;
     Clock::time_point queued_at;
+    int32_t rounds = 0;  // its graph's rounds alone (scheduler::HeightRounds), with join
   };
   struct Formed {  // a batch the policy cut: its samples' tickets, in batch order
     std::vector<Item> items;
@@ -98,6 +112,13 @@ class Batcher {
   // drained).
   std::shared_ptr<const std::vector<scheduler::Graph>> Form(int64_t i);
   void Execute();
+  // RunJoining's source: the queued samples that fit after `at`, moved into `formed`, where
+  // joining pays (the class comment); adds the running batch's rows to *joined_rows if any.
+  std::vector<scheduler::Graph> Join(const scheduler::JoinPoint& at, Formed& formed,
+                                     int64_t* joined_rows);
+  // Updates the estimates Join weighs from a batch's run of `seconds` (`joined_rows`: the
+  // running batch's rows summed over its joins).
+  void Measure(const scheduler::EngineStats& stats, double seconds, int64_t joined_rows);
 
   scheduler::Engine* const engine_;
   const BatchPolicy* const policy_;
@@ -112,7 +133,16 @@ class Batcher {
   bool flushing_ = false;
   bool executor_idle_ = false;        // the executor waits for the next batch
   std::map<int64_t, Formed> formed_;  // batches cut but not yet run, by index
-  std::mutex join_mu_;                // Stop's join, once
+  // Join's estimates, measured (executor thread only; 0 until measured): a join's host time per
+  // row of the running batch; the run time of a batch nothing joined, its mean and its fixed
+  // part (the intercept of a fit against its rows: what a batch costs besides its rows).
+  double join_seconds_per_row_ = 0.0;
+  double batch_seconds_ = 0.0;
+  double batch_fixed_seconds_ = 0.0;
+  struct {
+    double n = 0, x = 0, y = 0, xx = 0, xy = 0;
+  } fit_;
+  std::mutex join_mu_;  // Stop's join, once
   std::thread executor_;
 };
 

@@ -103,6 +103,10 @@ const std::vector<FlagSpec>& Flags() {
        Int("threads", 0, 1024, [](ServeConfig& c, int64_t x) { c.threads = static_cast<int>(x); })},
       {"fold", "on|off", "fold the input projections (Engine::FoldInputProjections; default on)",
        OnOff("fold", &ServeConfig::fold)},
+      {"join", "on|off",
+       "inputs that arrive while a batch runs join it between its rounds where they fit in the "
+       "rounds left (Engine::RunJoining; CPU and height policy; default off)",
+       OnOff("join", &ServeConfig::join)},
       {"policy", "NAME", "the engine's round policy: height (default), depth, agenda",
        [](ServeConfig& c, const std::string& v) -> absl::Status {
          CAVS_ASSIGN_OR_RETURN(c.server.plan.policy, scheduler::ParsePolicy(v));
@@ -147,6 +151,7 @@ absl::StatusOr<ServeConfig> ParseServeFlags(const std::vector<std::string>& args
     CAVS_RETURN_IF_ERROR(flag->set(c, value));
   }
   c.server.batcher.fold = c.fold;
+  c.server.batcher.join = c.join;
   if (!c.help && c.checkpoint.empty()) {
     return absl::InvalidArgumentError("--checkpoint is required (a checkpoint of cavs-train)");
   }

@@ -16,6 +16,7 @@ struct ServeConfig {
   std::string device = "cpu";
   int threads = 0;  // CPU threads of the engine; 0: the runtime's default
   bool fold = true;
+  bool join = false;
   ServerOptions server;
   bool help = false;
 };

@@ -64,8 +64,9 @@ void ServeMetrics::CountError(ErrorKind kind) {
   if (i > 0 && i < kNumErrorKinds) errors_[i].fetch_add(1, std::memory_order_relaxed);
 }
 
-void ServeMetrics::CountBatch(size_t samples, double run_seconds) {
+void ServeMetrics::CountBatch(size_t samples, double run_seconds, size_t joined) {
   samples_.fetch_add(static_cast<int64_t>(samples), std::memory_order_relaxed);
+  joined_.fetch_add(static_cast<int64_t>(joined), std::memory_order_relaxed);
   batch_size_.Observe(static_cast<double>(samples));
   batch_seconds_.Observe(run_seconds);
 }
@@ -92,6 +93,9 @@ std::string ServeMetrics::Render() const {
   }
   Header("cavs_serve_samples_total", "Inputs predicted.", "counter", &out);
   absl::StrAppend(&out, "cavs_serve_samples_total ", samples_.load(std::memory_order_relaxed),
+                  "\n");
+  Header("cavs_serve_joined_samples_total", "Inputs that joined a running batch.", "counter", &out);
+  absl::StrAppend(&out, "cavs_serve_joined_samples_total ", joined_.load(std::memory_order_relaxed),
                   "\n");
   Header("cavs_serve_queued_samples", "Samples waiting for a batch.", "gauge", &out);
   absl::StrAppend(&out, "cavs_serve_queued_samples ", queued_.load(std::memory_order_relaxed),

@@ -4,6 +4,8 @@
 //   cavs_serve_requests_total{code="200"}         requests answered, by HTTP status
 //   cavs_serve_errors_total{kind="malformed_tree"} refused or failed requests, by ErrorKind
 //   cavs_serve_samples_total                      inputs predicted
+//   cavs_serve_joined_samples_total               of those, inputs that joined a running batch
+//                                                 (--join)
 //   cavs_serve_batches_total                      batches run
 //   cavs_serve_batch_size                         histogram: samples per batch
 //   cavs_serve_queue_wait_seconds                 histogram: a sample's wait from its request's
@@ -52,13 +54,15 @@ class ServeMetrics {
 
   void CountRequest(int http_status);
   void CountError(ErrorKind kind);
-  void CountBatch(size_t samples, double run_seconds);
+  // A batch of `samples` inputs, `joined` of them after it began (Engine::RunJoining).
+  void CountBatch(size_t samples, double run_seconds, size_t joined = 0);
   void ObserveQueueWait(double seconds) { queue_wait_.Observe(seconds); }
   void ObserveLatency(double seconds) { latency_.Observe(seconds); }
   void SetQueued(int64_t samples) { queued_.store(samples, std::memory_order_relaxed); }
 
   int64_t errors(ErrorKind kind) const;
   int64_t batches() const { return batch_size_.count(); }
+  int64_t joined() const { return joined_.load(std::memory_order_relaxed); }
   int64_t queued() const { return queued_.load(std::memory_order_relaxed); }
 
   std::string Render() const;
@@ -68,6 +72,7 @@ class ServeMetrics {
   std::map<int, int64_t> requests_;  // by HTTP status
   std::array<std::atomic<int64_t>, kNumErrorKinds> errors_{};
   std::atomic<int64_t> samples_{0};
+  std::atomic<int64_t> joined_{0};
   std::atomic<int64_t> queued_{0};
   Histogram batch_size_, queue_wait_, batch_seconds_, latency_;
 };

@@ -113,6 +113,48 @@ TEST_F(ServerTest, PredictionsEqualTheOfflineEngineBitForBit) {
   EXPECT_GT(s->server->metrics().batches(), 1);
 }
 
+// --join: requests that arrive while a batch runs join it between its rounds, and every answer
+// is still the offline one, bit for bit. With the eager policy a batch starts whenever the
+// executor idles, so with clients sending at once most requests arrive while one runs.
+TEST_F(ServerTest, RequestsJoiningRunningBatchesGetTheOfflineBits) {
+  ServerOptions o;
+  o.batcher.join = true;
+  o.policy = "eager";
+  o.batching.max_wait = std::chrono::microseconds(20'000);
+  auto s = Start(o);
+  const std::vector<std::string> lines(dev_lines_.begin(), dev_lines_.begin() + 96);
+  const std::vector<std::vector<float>> offline = OfflineLogits(checkpoint_, lines);
+  // When requests arrive is up to the machine: a few tries (each well under a second) so that
+  // some join.
+  for (int attempt = 0; attempt < 20 && s->server->metrics().joined() == 0; ++attempt) {
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 8; ++c) {
+      clients.emplace_back([&, c] {
+        for (size_t i = c; i < lines.size(); i += 8) {
+          httplib::Result r = Post(s->port, json{{"inputs", lines[i]}, {"nodes", true}}.dump());
+          ASSERT_TRUE(r && r->status == 200) << (r ? r->body : httplib::to_string(r.error()));
+          EXPECT_EQ(NodeLogits(json::parse(r->body)["predictions"][0]), offline[i]) << i;
+        }
+      });
+    }
+    for (std::thread& t : clients) t.join();
+  }
+  EXPECT_GT(s->server->metrics().joined(), 0);
+  EXPECT_NE(s->server->metrics().Render().find("cavs_serve_joined_samples_total"),
+            std::string::npos);
+}
+
+TEST_F(ServerTest, JoinRefusedWhereTheEngineCannotJoin) {
+  ServerOptions o;
+  o.batcher.join = true;
+  o.plan.policy = scheduler::Policy::kDepth;
+  absl::StatusOr<trainer::SavedModel> m = trainer::LoadSavedModel(checkpoint_, core::Device::Cpu());
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<std::unique_ptr<Server>> s = Server::Create(*std::move(m), o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_NE(s.status().message().find("--join"), std::string::npos) << s.status();
+}
+
 TEST_F(ServerTest, RootAccuracyEqualsTheTrainersEvaluation) {
   auto s = Start();
   absl::StatusOr<trainer::EvalMetrics> eval = trainer_->Evaluate(trainer_->data().dev);
