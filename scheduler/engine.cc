@@ -63,8 +63,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const vertex::Function* f
   CAVS_ASSIGN_OR_RETURN(e->kernels_, ops::GetKernels(options.device));
   if (options.kernels.has_value()) CAVS_RETURN_IF_ERROR(ops::SetKernelOptions(*options.kernels));
   e->compiled_ = std::make_unique<Compiled>();
-  static_cast<internal::Compiled&>(*e->compiled_) =
-      internal::Compile(e->function_, e->kernels_->ElementwiseScratch());
+  const EngineOptions::Passes& p = options.passes;
+  static_cast<internal::Compiled&>(*e->compiled_) = internal::Compile(
+      e->function_, {.alias_concats = p.alias_concats,
+                     .fold_gemm_sums = p.fold_gemm_sums,
+                     .scratch_rows = p.scratch_rows && e->kernels_->ElementwiseScratch(),
+                     .early_weight_grads = p.early_weight_grads,
+                     .push_pull = p.push_pull});
   return e;
 }
 

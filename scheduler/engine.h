@@ -82,6 +82,17 @@ struct EngineOptions {
   // Fill), so that an op reading rows no op wrote (the rows a GEMM skips as known zero or
   // unread, say) turns the results NaN instead of reading what the last batch left there.
   bool poison_buffers = false;
+  // The engine's optimization passes (scheduler/passes/passes.h), all on by default. A test and
+  // benchmark hook: a pass turned off leaves its work to the plain path (the same values up to
+  // rounding, more launches, copies or memory); the tests check each pass that way against the
+  // reference executor. scratch_rows applies where the device's fused kernel has a scratch row.
+  struct Passes {
+    bool alias_concats = true;
+    bool fold_gemm_sums = true;
+    bool scratch_rows = true;
+    bool early_weight_grads = true;
+    bool push_pull = true;
+  } passes;
 };
 
 // What the last Run did, for benchmarks and logs.

@@ -104,10 +104,21 @@ struct Compiled {
   std::vector<char> fold_unread;
 };
 
-// Builds views and steps for `f` (forward and backward). `elementwise_scratch`: the device's
-// fused kernel keeps temporaries in a scratch row (Kernels::ElementwiseScratch), so a value
-// produced and consumed within one fused step gets no buffer.
-Compiled Compile(const vertex::Function& f, bool elementwise_scratch = false);
+// The optimization passes Compile runs (scheduler/passes/passes.h). Each is an optimization:
+// without it the engine computes the same values (up to rounding), with more launches, memory
+// or copies.
+struct CompileOptions {
+  bool alias_concats = true;
+  bool fold_gemm_sums = true;
+  // The device's fused kernel keeps temporaries in a scratch row (Kernels::ElementwiseScratch),
+  // so a value produced and consumed within one fused step gets no buffer.
+  bool scratch_rows = false;
+  bool early_weight_grads = true;
+  bool push_pull = true;
+};
+
+// Builds views and steps for `f` (forward and backward), with the passes `options` turns on.
+Compiled Compile(const vertex::Function& f, const CompileOptions& options = {});
 
 // Instructions the fused step's node emits (Concat: one per input; PadSlice: two; else one).
 int InstrCount(const vertex::Node& n);

@@ -34,6 +34,7 @@ namespace {
 
 using testing::Cell;
 using testing::Chains;
+using testing::DenseGrad;
 using testing::kTolerance;
 using testing::RandomChain;
 using testing::RandomDag;
@@ -63,17 +64,6 @@ using testing::Trees;
     }
   }
   return ::testing::AssertionSuccess();
-}
-
-std::vector<float> DenseGrad(const core::Parameter& p) {
-  if (!p.sparse_grad) return p.grad.ToVector();
-  std::vector<float> out(p.value.numel(), 0.0f);
-  const std::vector<float> rows = p.grad_values.ToVector();
-  const int64_t w = p.value.cols();
-  for (size_t i = 0; i < p.grad_rows.size(); ++i) {
-    for (int64_t j = 0; j < w; ++j) out[p.grad_rows[i] * w + j] += rows[i * w + j];
-  }
-  return out;
 }
 
 // The CPU, and the first CUDA device where one is present: every comparison runs on each.
@@ -388,10 +378,10 @@ TEST(EngineTest, TreeLstmTemporariesLiveInScratch) {
     return std::count_if(s.scratch_col.begin(), s.scratch_col.end(),
                          [](int64_t c) { return c >= 0; });
   };
-  const internal::Compiled with = internal::Compile(*f, true);
+  const internal::Compiled with = internal::Compile(*f, {.scratch_rows = true});
   EXPECT_EQ(count(with.fwd), 4);
   EXPECT_EQ(count(with.bwd), 9);
-  const internal::Compiled without = internal::Compile(*f, false);
+  const internal::Compiled without = internal::Compile(*f, {.scratch_rows = false});
   EXPECT_EQ(count(without.fwd), 0);
   EXPECT_EQ(count(without.bwd), 0);
   int unused = 0;

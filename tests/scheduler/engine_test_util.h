@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/parameter.h"
 #include "core/random.h"
 #include "scheduler/graph.h"
 #include "tests/scheduler/random_graphs.h"
@@ -39,6 +40,18 @@ double RelErr(const std::vector<float>& a, const std::vector<T>& b) {
     scale = std::max(scale, std::abs(static_cast<double>(b[i])));
   }
   return err / scale;
+}
+
+// A parameter's gradient as a dense [rows, cols] array (a row-sparse one scattered).
+inline std::vector<float> DenseGrad(const core::Parameter& p) {
+  if (!p.sparse_grad) return p.grad.ToVector();
+  std::vector<float> out(p.value.numel(), 0.0f);
+  const std::vector<float> rows = p.grad_values.ToVector();
+  const int64_t w = p.value.cols();
+  for (size_t i = 0; i < p.grad_rows.size(); ++i) {
+    for (int64_t j = 0; j < w; ++j) out[p.grad_rows[i] * w + j] += rows[i * w + j];
+  }
+  return out;
 }
 
 // `count` random binary trees of 1 to max_leaves leaves (vocabulary 50, 5 classes); with
