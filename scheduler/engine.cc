@@ -290,16 +290,16 @@ absl::StatusOr<PendingRun> Engine::ReadBack(const Batch& b, const Plan& plan,
   PendingRun pending;
   pending.result_.labelled = function_.pushes().empty() ? 0 : plan.labelled;  // no loss: none count
   pending.result_.vertices = plan.num_rows;
-  std::vector<core::ReadbackPart> results = {{b.stats, 2 * sizeof(float)}};
+  std::vector<core::ReadbackPart> results = {{b.in.stats, 2 * sizeof(float)}};
   if (!function_.pushes().empty()) {
     const View v = compiled_->fwd.views[function_.pushes()[0]];
     pending.keep_outputs_ = options.keep_outputs;
     pending.row_of_uid_ = plan.row_of_uid;
     pending.graph_offsets_ = plan.graph_offsets;
-    results.push_back({b.pred, static_cast<size_t>(plan.num_rows) * sizeof(int32_t)});
+    results.push_back({b.in.pred, static_cast<size_t>(plan.num_rows) * sizeof(int32_t)});
     if (options.keep_outputs) {
       results.push_back(
-          {b.buffer_base[v.buffer], static_cast<size_t>(plan.num_rows * v.ld) * sizeof(float)});
+          {b.in.buffer_base[v.buffer], static_cast<size_t>(plan.num_rows * v.ld) * sizeof(float)});
     }
   }
   CAVS_ASSIGN_OR_RETURN(pending.readback_, backend.StartReadback(results));
@@ -310,21 +310,22 @@ absl::StatusOr<PendingRun> Engine::ReadBack(const Batch& b, const Plan& plan,
 absl::StatusOr<int64_t> Engine::AdoptEmbeddingGradient(const Batch& b, const Plan& plan,
                                                        const RunOptions& options) {
   int64_t syncs = 0;
-  if (b.embed_rows.defined() && !plan.unique_tokens.empty()) {
-    core::Parameter* table = store_->Find(b.embed_table);
+  if (b.out.embed_rows.defined() && !plan.unique_tokens.empty()) {
+    core::Parameter* table = store_->Find(b.out.embed_table);
     if (table->grad_rows.empty()) {
       // The usual case (gradients zeroed before the step): adopt the rows where they are,
       // sorted and unique like the store's own; no copy, no wait.
       table->grad_rows = plan.unique_tokens;
-      table->grad_values = b.embed_rows;
+      table->grad_values = b.out.embed_rows;
     } else {  // merges on the host: a round trip through host memory
-      CAVS_RETURN_IF_ERROR(store_->AccumulateSparseGrad(table, plan.unique_tokens, b.embed_rows));
+      CAVS_RETURN_IF_ERROR(
+          store_->AccumulateSparseGrad(table, plan.unique_tokens, b.out.embed_rows));
       syncs += kernels_->RunsSynchronously() ? 0 : 1;
     }
   }
-  if (b.embed_rows.defined() && options.on_gradient_ready &&
+  if (b.out.embed_rows.defined() && options.on_gradient_ready &&
       kernels_->CallsHostHooksBetweenLaunches()) {
-    CAVS_RETURN_IF_ERROR(options.on_gradient_ready(b.embed_table));
+    CAVS_RETURN_IF_ERROR(options.on_gradient_ready(b.out.embed_table));
   }
   return syncs;
 }
@@ -356,16 +357,16 @@ absl::StatusOr<PendingRun> Engine::Queue(const RunOptions& options, const Plan& 
   stats_.plan_seconds = t_plan - t0;  // t0 is before PlanBatch when Run built the plan
   stats_.queue_seconds = t_queued - t_plan;
   stats_.run_seconds = Seconds() - t0;
-  stats_.commands = static_cast<int64_t>(b.commands.size()) + b.gemm_programs;
-  stats_.gemm_programs = b.gemm_programs;
-  stats_.program_instrs = static_cast<int64_t>(b.instrs.size());
-  stats_.forward_round_commands = b.forward_round_commands;
-  stats_.backward_round_commands = b.backward_round_commands;
-  stats_.gemm_flops = b.gemm_flops;
-  stats_.pack_bytes = b.pack_bytes;
+  stats_.commands = static_cast<int64_t>(b.out.commands.size()) + b.counts.gemm_programs;
+  stats_.gemm_programs = b.counts.gemm_programs;
+  stats_.program_instrs = static_cast<int64_t>(b.out.instrs.size());
+  stats_.forward_round_commands = b.counts.forward_round_commands;
+  stats_.backward_round_commands = b.counts.backward_round_commands;
+  stats_.gemm_flops = b.counts.gemm_flops;
+  stats_.pack_bytes = b.counts.pack_bytes;
   stats_.arena_bytes = l.arena_floats * 4;
   stats_.upload_bytes = upload_bytes;
-  stats_.upload_index_bytes = b.ints_packed * 4;
+  stats_.upload_index_bytes = b.out.ints_packed * 4;
   stats_.zeroed_bytes = l.zero_floats * 4;
   stats_.upload_region_bytes = l.region_bytes;
   stats_.host_syncs = syncs;

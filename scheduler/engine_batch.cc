@@ -40,7 +40,7 @@ absl::Status Replay(const Batch& b, const std::array<size_t, kNumPhases>& phase_
                     PhaseTimer* timer) {
   for (int p = static_cast<int>(Phase::kBeforeRounds); p <= static_cast<int>(Phase::kEnd); ++p) {
     if (timer != nullptr) timer->Begin(static_cast<Phase>(p));
-    const size_t end = p == static_cast<int>(Phase::kEnd) ? b.commands.size() : phase_at[p + 1];
+    const size_t end = p == static_cast<int>(Phase::kEnd) ? b.out.commands.size() : phase_at[p + 1];
     CAVS_RETURN_IF_ERROR(ReplayCommands(b, phase_at[p], end));
   }
   return absl::OkStatus();
@@ -76,18 +76,18 @@ absl::StatusOr<BatchMemory> Allocate(const Layout& l, core::Device dev) {
 void Bind(const Compiled& c, const Layout& l, const BatchMemory& m, const Plan& plan,
           const RunOptions& options, Batch& b) {
   char* up = m.region();
-  b.plan = &plan;
-  b.options = &options;
-  b.ints = reinterpret_cast<const int32_t*>(up + l.ints_at);
-  b.pred = reinterpret_cast<int32_t*>(up + l.pred_at);
-  b.dev_instrs = reinterpret_cast<const ops::EwInstr*>(up);
-  b.instrs.reserve(l.instr_count);
-  b.stats = m.arena_floats() + l.stats_at;
-  b.sum_written.assign(c.fwd.num_sums, {});
-  b.buffer_base.assign(c.buffers.size(), nullptr);
+  b.in.plan = &plan;
+  b.in.options = &options;
+  b.in.ints = reinterpret_cast<const int32_t*>(up + l.ints_at);
+  b.in.pred = reinterpret_cast<int32_t*>(up + l.pred_at);
+  b.in.dev_instrs = reinterpret_cast<const ops::EwInstr*>(up);
+  b.out.instrs.reserve(l.instr_count);
+  b.in.stats = m.arena_floats() + l.stats_at;
+  b.rec.sum_written.assign(c.fwd.num_sums, {});
+  b.in.buffer_base.assign(c.buffers.size(), nullptr);
   for (size_t i = 0; i < c.buffers.size(); ++i) {
-    if (c.buffers[i].features) b.buffer_base[i] = reinterpret_cast<float*>(up + l.feat_at);
-    if (l.offsets[i] >= 0) b.buffer_base[i] = m.arena_floats() + l.offsets[i];
+    if (c.buffers[i].features) b.in.buffer_base[i] = reinterpret_cast<float*>(up + l.feat_at);
+    if (l.offsets[i] >= 0) b.in.buffer_base[i] = m.arena_floats() + l.offsets[i];
   }
 }
 
@@ -144,17 +144,18 @@ absl::StatusOr<RecordedBatch> RecordBatch(const vertex::Function& f, const Compi
   Batch& b = *r.batch;
   Bind(c, r.layout, r.memory, plan, options, b);
   if (options.folded_projections && folded.tables != nullptr && !folded.tables->empty()) {
-    b.folded = folded.tables;
-    b.folded_unread = folded.unread;
+    b.in.folded = folded.tables;
+    b.in.folded_unread = folded.unread;
   }
-  b.fwd_support = Supports(f.forward(), plan, nullptr);
+  b.in.fwd_support = Supports(f.forward(), plan, nullptr);
   if (options.backward) {
-    b.bwd_support = Supports(f.backward(), plan, &b.fwd_support);
-    b.bwd_need = Needs(f, plan);
+    b.in.bwd_support = Supports(f.backward(), plan, &b.in.fwd_support);
+    b.in.bwd_need = Needs(f, plan);
   }
   Recorder rec(f, c, store, kernels, b);
   CAVS_RETURN_IF_ERROR(RecordSchedule(rec, f, c, plan, options.backward, r.phase_at, b, from));
-  CAVS_CHECK(static_cast<int64_t>(b.instrs.size()) <= r.layout.instr_count, "fused program size");
+  CAVS_CHECK(static_cast<int64_t>(b.out.instrs.size()) <= r.layout.instr_count,
+             "fused program size");
   return r;
 }
 
@@ -162,16 +163,16 @@ absl::StatusOr<int64_t> Upload(core::Backend& backend, ops::Kernels& kernels,
                                const RecordedBatch& r, bool poison, std::vector<char>* fallback,
                                int64_t first_row) {
   const Batch& b = *r.batch;
-  const Plan& plan = *b.plan;
+  const Plan& plan = *b.in.plan;
   const Layout& l = r.layout;
   const BatchMemory& m = r.memory;
   std::vector<UploadPart> parts = {
-      {b.instrs.data(), 0, static_cast<int64_t>(b.instrs.size() * sizeof(ops::EwInstr))},
+      {b.out.instrs.data(), 0, static_cast<int64_t>(b.out.instrs.size() * sizeof(ops::EwInstr))},
       {plan.features.data(), l.feat_at, static_cast<int64_t>(plan.features.size()) * 4}};
-  for (const Batch::IntsArray& a : b.ints_arrays) {
+  for (const Batch::IntsArray& a : b.out.ints_arrays) {
     parts.push_back({plan.Ints(a.plan_at), l.ints_at + a.packed_at * 4, a.count * 4});
   }
-  const int64_t bytes = l.ints_at + b.ints_packed * 4;
+  const int64_t bytes = l.ints_at + b.out.ints_packed * 4;
   CAVS_ASSIGN_OR_RETURN(char* staging, Stage(backend, bytes, parts, fallback));
   CAVS_RETURN_IF_ERROR(backend.CopyFromHost(m.region(), staging, bytes));
   if (poison) {
@@ -192,8 +193,8 @@ absl::StatusOr<int64_t> Upload(core::Backend& backend, ops::Kernels& kernels,
 
 absl::Status ReplayCommands(const Batch& b, size_t from, size_t to) {
   for (size_t i = from; i < to; ++i) {
-    const Command& c = b.commands[i];
-    CAVS_RETURN_IF_ERROR(b.launches[static_cast<size_t>(c.launch)](c.row0, c.rows));
+    const Command& c = b.out.commands[i];
+    CAVS_RETURN_IF_ERROR(b.out.launches[static_cast<size_t>(c.launch)](c.row0, c.rows));
   }
   return absl::OkStatus();
 }

@@ -155,8 +155,8 @@ absl::StatusOr<RunResult> Engine::Joining(const std::vector<Graph>& graphs, cons
   double join_seconds = 0.0;
   for (int done = 0; done < cur->num_rounds;) {
     const internal::Batch& b = *run.batch;
-    CAVS_RETURN_IF_ERROR(internal::ReplayCommands(b, b.round_at[static_cast<size_t>(done)],
-                                                  b.round_at[static_cast<size_t>(done) + 1]));
+    CAVS_RETURN_IF_ERROR(internal::ReplayCommands(b, b.out.round_at[static_cast<size_t>(done)],
+                                                  b.out.round_at[static_cast<size_t>(done) + 1]));
     if (++done == cur->num_rounds) break;
     std::vector<Graph> more = join(JoinPoint{done, cur->num_rounds, Seconds() - t0, cur->num_rows});
     if (more.empty()) continue;
@@ -202,15 +202,15 @@ absl::StatusOr<RunResult> Engine::Joining(const std::vector<Graph>& graphs, cons
   }
   const internal::Batch& b = *run.batch;
   CAVS_RETURN_IF_ERROR(internal::ReplayCommands(
-      b, run.phase_at[static_cast<int>(Phase::kAfterRounds)], b.commands.size()));
+      b, run.phase_at[static_cast<int>(Phase::kAfterRounds)], b.out.commands.size()));
   int64_t parts = 0;
   CAVS_ASSIGN_OR_RETURN(PendingRun pending, ReadBack(b, *cur, options, *backend, &parts));
   CAVS_ASSIGN_OR_RETURN(RunResult result, Finish(std::move(pending)));
   stats_ = EngineStats{};
   stats_.rounds = cur->num_rounds;
   stats_.rows = cur->num_rows;
-  stats_.commands = static_cast<int64_t>(b.commands.size()) + b.gemm_programs;
-  stats_.gemm_flops = b.gemm_flops;
+  stats_.commands = static_cast<int64_t>(b.out.commands.size()) + b.counts.gemm_programs;
+  stats_.gemm_flops = b.counts.gemm_flops;
   stats_.arena_bytes = run.layout.arena_floats * 4;
   stats_.joins = joins;
   stats_.joined_graphs = joined;

@@ -53,8 +53,8 @@ void AddWritten(Interval rows, std::vector<Interval>& written) {
 void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id) {
   const Node& n = p.nodes[id];
   // A Dropout of an Embed that only folded projections read: an empty instruction.
-  if (&p == &f_.forward() && FoldedRun() && (*b_.folded_unread)[id]) {
-    b_.instrs.emplace_back();
+  if (&p == &f_.forward() && FoldedRun() && (*b_.in.folded_unread)[id]) {
+    b_.out.instrs.emplace_back();
     return;
   }
   ops::EwInstr in;
@@ -106,11 +106,11 @@ void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int
       in.op = ops::EwOp::kReluGrad;
       break;
     case OpKind::kDropout:
-      if (b_.options->training && n.scalar > 0.0f) {
+      if (b_.in.options->training && n.scalar > 0.0f) {
         in.op = ops::EwOp::kDropout;
         in.scalar = n.scalar;
-        in.seed = DropoutKey(b_.options->dropout_seed, n.index);
-        in.uids = Ints(b_.plan->uids);
+        in.seed = DropoutKey(b_.in.options->dropout_seed, n.index);
+        in.uids = Ints(b_.in.plan->uids);
       } else {
         in.op = ops::EwOp::kCopy;
       }
@@ -123,7 +123,7 @@ void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int
         cp.width = p.nodes[x].width;
         cp.dst = {Ptr(s, id, 0) + col, Ld(s, id)};
         cp.a = Arg(p, s, x);
-        b_.instrs.push_back(cp);
+        b_.out.instrs.push_back(cp);
         col += cp.width;
       }
       return;
@@ -133,7 +133,7 @@ void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int
       zero.op = ops::EwOp::kZero;
       zero.width = n.width;
       zero.dst = in.dst;
-      b_.instrs.push_back(zero);
+      b_.out.instrs.push_back(zero);
       in.op = ops::EwOp::kCopy;
       in.width = n.end - n.begin;
       in.dst.ptr += n.begin;
@@ -142,29 +142,29 @@ void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int
     default:
       CAVS_CHECK(false, "not fusable: ", vertex::OpKindName(n.kind));
   }
-  b_.instrs.push_back(in);
+  b_.out.instrs.push_back(in);
 }
 
 const int32_t* Batch::Ints(int64_t plan_offset) {
   CAVS_CHECK(plan_offset >= 0, "an index array the plan does not have");
-  for (const IntsArray& a : ints_arrays) {
-    if (a.plan_at == plan_offset) return ints + a.packed_at;
+  for (const IntsArray& a : out.ints_arrays) {
+    if (a.plan_at == plan_offset) return in.ints + a.packed_at;
   }
-  const int64_t count = plan->ArrayLength(plan_offset);
+  const int64_t count = in.plan->ArrayLength(plan_offset);
   CAVS_CHECK(count >= 0, "no index array starts at ", plan_offset);
-  ints_arrays.push_back({plan_offset, count, ints_packed});
-  ints_packed += ints_arrays.back().count;
-  return ints + ints_arrays.back().packed_at;
+  out.ints_arrays.push_back({plan_offset, count, out.ints_packed});
+  out.ints_packed += out.ints_arrays.back().count;
+  return in.ints + out.ints_arrays.back().packed_at;
 }
 
 size_t Recorder::ProgramOf(const vertex::Program& p, const ProgramSchedule& s, const Step& st) {
-  auto [it, fresh] = b_.program_at.try_emplace(&st, b_.instrs.size());
+  auto [it, fresh] = b_.rec.program_at.try_emplace(&st, b_.out.instrs.size());
   if (!fresh) return it->second;
   const size_t first = it->second;
   // Where every vertex has one parent: each child's gradient from its parent's row first
   // (Step::pulls), the step's own instructions, then its fields into the parents' gathered rows
   // (Step::pushes). Elsewhere the pulls and pushes are empty instructions (width 0).
-  const bool unique = b_.plan->unique_parents;
+  const bool unique = b_.in.plan->unique_parents;
   for (const Pull& pull : st.pulls) {
     const Node& n = p.nodes[pull.grad];
     ops::EwInstr in;
@@ -172,10 +172,10 @@ size_t Recorder::ProgramOf(const vertex::Program& p, const ProgramSchedule& s, c
     if (unique) {
       const int dy = n.inputs.back();
       in.width = p.nodes[dy].width;
-      in.dst = {b_.buffer_base[pull.field_grad], in.width};
+      in.dst = {b_.in.buffer_base[pull.field_grad], in.width};
       in.a = {Ptr(s, dy, 0), Ld(s, dy), -1, ParentRows(n.index)};
     }
-    b_.instrs.push_back(in);
+    b_.out.instrs.push_back(in);
   }
   for (int id : st.nodes) EmitInstr(p, s, id);
   for (const Push& push : st.pushes) {
@@ -187,9 +187,9 @@ size_t Recorder::ProgramOf(const vertex::Program& p, const ProgramSchedule& s, c
       in.dst = {Ptr(s, push.gather, 0), Ld(s, push.gather), -1, ParentRows(n.index)};
       in.a = {Ptr(s, push.producer, 0), Ld(s, push.producer)};
     }
-    b_.instrs.push_back(in);
+    b_.out.instrs.push_back(in);
   }
-  CAVS_CHECK(b_.instrs.size() - first == static_cast<size_t>(st.instrs), "instruction count");
+  CAVS_CHECK(b_.out.instrs.size() - first == static_cast<size_t>(st.instrs), "instruction count");
   return first;
 }
 
@@ -202,24 +202,24 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
   bool emptied = false;
   if (&p == &f_.forward() && FoldedRun() &&
       p.nodes[st.nodes[0]].op_class == OpClass::kBeforeRounds) {
-    for (int id : st.nodes) emptied = emptied || (*b_.folded_unread)[id];
+    for (int id : st.nodes) emptied = emptied || (*b_.in.folded_unread)[id];
   }
-  const auto program = b_.instrs.begin() + static_cast<std::ptrdiff_t>(first);
+  const auto program = b_.out.instrs.begin() + static_cast<std::ptrdiff_t>(first);
   if (emptied &&
       std::all_of(program, program + count, [](const ops::EwInstr& in) { return in.width == 0; })) {
     last_gemm_.reset();
     return;
   }
   const uint64_t shape =
-      st.shapes[(emptied ? 4 : 0) + (r1 - r0 == 1 ? 2 : 0) + (b_.options->training ? 1 : 0)];
+      st.shapes[(emptied ? 4 : 0) + (r1 - r0 == 1 ? 2 : 0) + (b_.in.options->training ? 1 : 0)];
   // The GEMM recorded just before over the same rows joins this program's call
   // (Kernels::GemmThenElementwise).
   std::optional<LastGemm> gemm;
-  if (last_gemm_.has_value() && last_gemm_->command + 1 == b_.commands.size() &&
+  if (last_gemm_.has_value() && last_gemm_->command + 1 == b_.out.commands.size() &&
       last_gemm_->row0 == r0 && last_gemm_->rows == r1 - r0) {
     gemm = last_gemm_;
-    b_.commands.pop_back();
-    ++b_.gemm_programs;
+    b_.out.commands.pop_back();
+    ++b_.counts.gemm_programs;
   }
   last_gemm_.reset();
   const LaunchKey key{&st, gemm ? kGemmProgram : kProgram, shape, gemm ? gemm->launch : -1};
@@ -227,8 +227,8 @@ void Recorder::Fused(const vertex::Program& p, const ProgramSchedule& s, const S
 }
 
 void Recorder::Record(Launch launch, int64_t row0, int64_t rows) {
-  b_.commands.push_back({static_cast<int32_t>(b_.launches.size()), row0, rows});
-  b_.launches.push_back(std::move(launch));
+  b_.out.commands.push_back({static_cast<int32_t>(b_.out.launches.size()), row0, rows});
+  b_.out.launches.push_back(std::move(launch));
 }
 
 // A GEMM's call over rows [row0, row0 + rows) of the call `g` writes for rows from row 0 (a
@@ -246,11 +246,11 @@ void Recorder::LaunchInstrs(LaunchKey key, size_t first, int count, int64_t r0, 
   ops::Kernels* k = &k_;
   const std::optional<ops::Kernels::GemmCall> g =
       gemm ? std::optional<ops::Kernels::GemmCall>(gemm->g) : std::nullopt;
-  // The launch of the program at b->instrs[at], over rows from row0 + its own offset.
+  // The launch of the program at b->out.instrs[at], over rows from row0 + its own offset.
   auto make = [b, k, g, count, shape](size_t at, bool offset) -> Launch {
     return [b, k, g, at, count, shape, offset](int64_t row0, int64_t n) {
-      const ops::EwInstr* host = b->instrs.data() + at;
-      const ops::EwInstr* dev = b->dev_instrs + at;
+      const ops::EwInstr* host = b->out.instrs.data() + at;
+      const ops::EwInstr* dev = b->in.dev_instrs + at;
       const int64_t ew_row0 = offset ? row0 : 0;
       if (g.has_value()) {
         return k->GemmThenElementwise(GemmAt(*g, row0, n), host, dev, count, n, shape, ew_row0);
@@ -266,9 +266,9 @@ void Recorder::LaunchInstrs(LaunchKey key, size_t first, int count, int64_t r0, 
   // No row offset: from row 0 the program as written, elsewhere a copy moved to r0.
   size_t at = first;
   if (r0 != 0) {
-    at = b_.instrs.size();
-    b_.instrs.resize(at + static_cast<size_t>(count));
-    ops::RebaseEwProgram(b_.instrs.data() + first, count, r0, b_.instrs.data() + at);
+    at = b_.out.instrs.size();
+    b_.out.instrs.resize(at + static_cast<size_t>(count));
+    ops::RebaseEwProgram(b_.out.instrs.data() + first, count, r0, b_.out.instrs.data() + at);
   }
   Record(make(at, false), r0, rows);
 }
@@ -279,31 +279,31 @@ absl::StatusOr<const float*> Recorder::PackedWeight(const float* w, bool trans, 
   // (a tree or two) has too few rows to win it back.
   constexpr int64_t kMinRowsToPack = 128;
   const int64_t bytes = k_.PackedGemmBytes(k, n);
-  const int64_t min_rows = b_.options->batch_invariant ? 0 : kMinRowsToPack;
-  if (bytes <= 0 || b_.plan->num_rows < min_rows) return nullptr;
-  auto it = b_.packed.find({w, trans});
-  if (it != b_.packed.end()) return it->second;
+  const int64_t min_rows = b_.in.options->batch_invariant ? 0 : kMinRowsToPack;
+  if (bytes <= 0 || b_.in.plan->num_rows < min_rows) return nullptr;
+  auto it = b_.rec.packed.find({w, trans});
+  if (it != b_.rec.packed.end()) return it->second;
   CAVS_ASSIGN_OR_RETURN(core::Tensor t, core::Tensor::Empty(core::Shape({(bytes + 3) / 4}),
                                                             core::DType::kFloat32, k_.device()));
-  b_.scratch.push_back(t);
-  b_.pack_bytes += bytes;
+  b_.out.scratch.push_back(t);
+  b_.counts.pack_bytes += bytes;
   float* packed = t.data<float>();
   ops::Kernels* kernels = &k_;
   Record([=](int64_t, int64_t) { return kernels->PackGemmB(trans, k, n, w, ld, packed); }, 0, 0);
-  b_.packed.emplace(std::make_pair(w, trans), packed);
+  b_.rec.packed.emplace(std::make_pair(w, trans), packed);
   return packed;
 }
 
 void Recorder::FillRows(const Step& st, float* dst0, int64_t ld, int64_t width, const float* row,
                         int64_t row0, int64_t rows) {
-  auto [it, fresh] = b_.program_at.try_emplace(&st, b_.instrs.size());
+  auto [it, fresh] = b_.rec.program_at.try_emplace(&st, b_.out.instrs.size());
   if (fresh) {
     ops::EwInstr fill;
     fill.op = row != nullptr ? ops::EwOp::kCopy : ops::EwOp::kZero;
     fill.width = width;
     fill.dst = {dst0, ld};
     fill.a = {const_cast<float*>(row), 0};
-    b_.instrs.push_back(fill);
+    b_.out.instrs.push_back(fill);
   }
   LaunchInstrs({&st, kFillRows}, it->second, 1, row0, rows, 0);
 }
@@ -324,10 +324,10 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
   // this GEMM would start are rows of E op(W) (+ the sum's bias) gathered by token, where every
   // row of the support has a token (else a row without one would read zeros, not the bias).
   // Rows an earlier term of the sum wrote still take the GEMM (unpacked).
-  const core::Tensor* folded =
-      !backward && b_.folded != nullptr && b_.plan->tokens_dense && (*b_.folded)[id].defined()
-          ? &(*b_.folded)[id]
-          : nullptr;
+  const core::Tensor* folded = !backward && b_.in.folded != nullptr && b_.in.plan->tokens_dense &&
+                                       (*b_.in.folded)[id].defined()
+                                   ? &(*b_.in.folded)[id]
+                                   : nullptr;
   const float* packed = nullptr;
   if (folded == nullptr) {
     CAVS_ASSIGN_OR_RETURN(packed, PackedWeight(wv, n.transpose, in, n.width, wld));
@@ -339,7 +339,7 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
   auto gemm = [&](int64_t lo, int64_t hi, const float* bias, float beta) {
     const int64_t mm = hi - lo;
     if (mm <= 0) return;
-    b_.gemm_flops += 2 * mm * width * in;
+    b_.counts.gemm_flops += 2 * mm * width * in;
     const uint64_t detail = (bias != nullptr ? 1 : 0) + (beta != 0.0f ? 2 : 0);
     if (packed != nullptr) {
       RecordShared(
@@ -361,13 +361,13 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
           return [k, g](int64_t row0, int64_t rows) { return k->Gemm(GemmAt(g, row0, rows)); };
         },
         lo, mm);
-    last_gemm_ = LastGemm{b_.commands.size() - 1, launch, g, lo, mm};
+    last_gemm_ = LastGemm{b_.out.commands.size() - 1, launch, g, lo, mm};
   };
   auto gather = [&](int64_t lo, int64_t hi) {
     const int64_t mm = hi - lo;
     if (mm <= 0) return;
     const float* table = folded->data<float>();
-    const int32_t* tok = Ints(b_.plan->tokens);
+    const int32_t* tok = Ints(b_.in.plan->tokens);
     RecordShared(
         {&st, kFoldedRows},
         [=]() -> Launch {
@@ -379,14 +379,15 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
   };
   // Rows outside the input's support are zero, rows outside the need unread: only the rest
   // are computed.
-  Interval rows = backward ? Meet(b_.bwd_support[id], b_.bwd_need[id]) : b_.fwd_support[id];
+  Interval rows =
+      backward ? Meet(b_.in.bwd_support[id], b_.in.bwd_need[id]) : b_.in.fwd_support[id];
   rows = Meet(rows, {r0, r1});
   if (rows.first >= rows.second) rows = {r0, r0};
   const internal::GemmWrite gw = s.gemm[id];
   if (gw.sum < 0) {  // a plain GEMM: zero the rows read but not computed (or, if strided,
                      // compute them all); backward, rows outside the need are never read
     if (ld != width) rows = {r0, r1};
-    const Interval read = backward ? Meet(b_.bwd_need[id], {r0, r1}) : Interval{r0, r1};
+    const Interval read = backward ? Meet(b_.in.bwd_need[id], {r0, r1}) : Interval{r0, r1};
     if (rows.first >= rows.second) rows = {read.second, read.second};  // zero all of `read`
     const int64_t head = std::max<int64_t>(rows.first - read.first, 0);
     const int64_t tail = std::max<int64_t>(read.second - rows.second, 0);
@@ -417,7 +418,7 @@ absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const Pro
   // A term of a folded sum: accumulate where an earlier term wrote, start the rest (with the
   // bias: in the GEMM where the packed GEMM or the device's Gemm adds it, else a fill of the
   // bias and the GEMM onto it), and as the last term fill what no term wrote.
-  std::vector<Interval>& written = b_.sum_written[gw.sum];
+  std::vector<Interval>& written = b_.rec.sum_written[gw.sum];
   const float* bias = gw.bias >= 0 ? ParamValue(p.nodes[gw.bias].name) : nullptr;
   int fills = 0;
   for (const auto& [piece, done] : SplitByWritten(rows, written)) {
@@ -458,11 +459,11 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
   switch (n.kind) {
     case OpKind::kEmbed: {
       // Nothing reads its rows in a folded run (each MatMul reading them gathers E op(W)).
-      if (!backward && FoldedRun() && (*b_.folded_unread)[id]) {
+      if (!backward && FoldedRun() && (*b_.in.folded_unread)[id]) {
         return absl::OkStatus();
       }
       const float* table = ParamValue(p.nodes[n.inputs[0]].name);
-      const int32_t* tok = Ints(b_.plan->tokens);
+      const int32_t* tok = Ints(b_.in.plan->tokens);
       RecordShared(
           {&n, kEmbed},
           [=]() -> Launch {
@@ -477,17 +478,17 @@ absl::Status Recorder::Single(bool backward, const vertex::Program& p, const Pro
       const int src_node = f_.scatter()[s.field[id]].node;
       const float* src = Ptr(c_.fwd, src_node, 0);
       const int64_t sld = Ld(c_.fwd, src_node);
-      const int32_t* off = Ints(b_.plan->reduce_offsets);
-      const int32_t* ids = Ints(b_.plan->reduce_ids);
+      const int32_t* off = Ints(b_.in.plan->reduce_offsets);
+      const int32_t* ids = Ints(b_.in.plan->reduce_ids);
       int32_t* argmax = nullptr;
       if (n.reduce == vertex::Reduce::kMax) {  // one [rows, width] buffer, found by the backward
-        auto it = b_.argmax_of.find(id);
-        if (it == b_.argmax_of.end()) {
+        auto it = b_.rec.argmax_of.find(id);
+        if (it == b_.rec.argmax_of.end()) {
           CAVS_ASSIGN_OR_RETURN(core::Tensor t,
-                                core::Tensor::Empty(core::Shape({b_.plan->num_rows, width}),
+                                core::Tensor::Empty(core::Shape({b_.in.plan->num_rows, width}),
                                                     core::DType::kInt32, k_.device()));
-          b_.scratch.push_back(t);
-          it = b_.argmax_of.emplace(id, t.data<int32_t>()).first;
+          b_.out.scratch.push_back(t);
+          it = b_.rec.argmax_of.emplace(id, t.data<int32_t>()).first;
         }
         argmax = it->second;
       }
@@ -522,12 +523,13 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
   const int64_t w = p.nodes[dy_node].width;
   switch (n.kind) {
     case OpKind::kGatherReduceGrad: {
-      float* acc = b_.buffer_base[c_.field_grad[s.field[id]]];
-      const int32_t* off = Ints(b_.plan->reduce_offsets);
-      const int32_t* ids = Ints(b_.plan->reduce_ids);
+      float* acc = b_.in.buffer_base[c_.field_grad[s.field[id]]];
+      const int32_t* off = Ints(b_.in.plan->reduce_offsets);
+      const int32_t* ids = Ints(b_.in.plan->reduce_ids);
       const ops::ReduceOp op = static_cast<ops::ReduceOp>(n.reduce);
-      const int32_t* am =
-          n.reduce == vertex::Reduce::kMax ? b_.argmax_of.at(static_cast<int>(n.index)) : nullptr;
+      const int32_t* am = n.reduce == vertex::Reduce::kMax
+                              ? b_.rec.argmax_of.at(static_cast<int>(n.index))
+                              : nullptr;
       RecordShared(
           {&n, kReduceGrad},
           [=]() -> Launch {
@@ -547,9 +549,10 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
       const int64_t xw = p.nodes[x_node].width;
       float* g = ParamGrad(n.name);
       // Only rows where both x and dy can be nonzero contribute.
-      const Interval rows = Meet(Meet(b_.bwd_support[x_node], b_.bwd_support[dy_node]), {r0, r1});
+      const Interval rows =
+          Meet(Meet(b_.in.bwd_support[x_node], b_.in.bwd_support[dy_node]), {r0, r1});
       if (rows.first >= rows.second) return absl::OkStatus();
-      b_.gemm_flops += 2 * (rows.second - rows.first) * w * xw;
+      b_.counts.gemm_flops += 2 * (rows.second - rows.first) * w * xw;
       const bool trans = n.transpose;
       RecordShared(
           {&n, kWeightGrad},
@@ -597,31 +600,31 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
       // of its gradient (nothing to zero), another sums its own apart and adds them on with
       // plain adds, one row per token. No atomics, so the same bits on every run of every
       // device.
-      CAVS_CHECK(r0 == 0 && r1 == b_.plan->num_rows && b_.plan->token_row_offsets >= 0,
+      CAVS_CHECK(r0 == 0 && r1 == b_.in.plan->num_rows && b_.in.plan->token_row_offsets >= 0,
                  "an embedding gradient over every row of a plan with tokens");
-      const int64_t slots = static_cast<int64_t>(b_.plan->unique_tokens.size());
-      const bool first = !b_.embed_rows.defined();
+      const int64_t slots = static_cast<int64_t>(b_.in.plan->unique_tokens.size());
+      const bool first = !b_.out.embed_rows.defined();
       if (first) {
         CAVS_ASSIGN_OR_RETURN(
-            b_.embed_rows,
+            b_.out.embed_rows,
             core::Tensor::Empty(core::Shape({slots, w}), core::DType::kFloat32, k_.device()));
-        b_.embed_table = n.name;
+        b_.out.embed_table = n.name;
       }
-      if (b_.embed_table != n.name) {
-        return absl::UnimplementedError(absl::StrCat("embedding tables '", b_.embed_table,
+      if (b_.out.embed_table != n.name) {
+        return absl::UnimplementedError(absl::StrCat("embedding tables '", b_.out.embed_table,
                                                      "' and '", n.name, "' in one function"));
       }
-      float* rows = b_.embed_rows.data<float>();
+      float* rows = b_.out.embed_rows.data<float>();
       float* sums = rows;
       if (!first) {
         CAVS_ASSIGN_OR_RETURN(
             core::Tensor apart,
             core::Tensor::Empty(core::Shape({slots, w}), core::DType::kFloat32, k_.device()));
-        b_.scratch.push_back(apart);
+        b_.out.scratch.push_back(apart);
         sums = apart.data<float>();
       }
-      const int32_t* off = Ints(b_.plan->token_row_offsets);
-      const int32_t* ids = Ints(b_.plan->token_row_ids);
+      const int32_t* off = Ints(b_.in.plan->token_row_offsets);
+      const int32_t* ids = Ints(b_.in.plan->token_row_ids);
       Record(
           [=](int64_t, int64_t) {
             return k->SegmentReduce(ops::ReduceOp::kSum, dy0, dld, off, ids, slots, w, sums, w,
@@ -629,7 +632,7 @@ absl::Status Recorder::Sink(const vertex::Program& p, const ProgramSchedule& s, 
           },
           0, 0);
       if (!first) {
-        const int32_t* iota = Ints(b_.plan->token_slot_ids);
+        const int32_t* iota = Ints(b_.in.plan->token_slot_ids);
         Record([=](int64_t,
                    int64_t) { return k->ScatterAddRows(sums, w, iota, slots, w, rows, w, true); },
                0, 0);
@@ -646,7 +649,7 @@ ops::RowCopy Recorder::GatherCopy(const ProgramSchedule& s, int id) const {
   const int src_node = f_.scatter()[s.field[id]].node;
   return {Ptr(c_.fwd, src_node, 0),
           Ld(c_.fwd, src_node),
-          Ints(b_.plan->child_rows[n.index]),
+          Ints(b_.in.plan->child_rows[n.index]),
           n.width,
           Ptr(s, id, 0),
           Ld(s, id)};
@@ -659,9 +662,9 @@ ops::RowCopy Recorder::GatherGradCopy(const vertex::Program& p, const ProgramSch
   const int64_t w = p.nodes[dy_node].width;
   return {Ptr(s, dy_node, 0),
           Ld(s, dy_node),
-          Ints(b_.plan->child_rows[n.index]),
+          Ints(b_.in.plan->child_rows[n.index]),
           w,
-          b_.buffer_base[c_.field_grad[s.field[id]]],
+          b_.in.buffer_base[c_.field_grad[s.field[id]]],
           w};
 }
 
@@ -696,7 +699,7 @@ size_t CopyRun(const vertex::Program& p, const ProgramSchedule& s, const std::ve
 size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
                            const std::vector<Step>& steps, size_t i, int64_t r0, int64_t r1) {
   const bool gather = p.nodes[steps[i].nodes[0]].kind == OpKind::kGather;
-  const bool unique = b_.plan->unique_parents;
+  const bool unique = b_.in.plan->unique_parents;
   int taken = 0;
   const size_t end = CopyRun(p, s, steps, i, unique, [&taken](int) { ++taken; });
   if (taken == 0) return end;
@@ -734,12 +737,12 @@ size_t Recorder::Coalesced(const vertex::Program& p, const ProgramSchedule& s,
 absl::Status Recorder::WeightGrads(const std::vector<Step>& steps, int64_t n) {
   if (n == 0) return absl::OkStatus();
   const vertex::Program& p = f_.backward();
-  const bool hooks = b_.options->on_gradient_ready && k_.CallsHostHooksBetweenLaunches();
+  const bool hooks = b_.in.options->on_gradient_ready && k_.CallsHostHooksBetweenLaunches();
   for (const Step& st : steps) {
     CAVS_RETURN_IF_ERROR(Single(true, p, c_.bwd, st.nodes[0], 0, n));
     const Node& sink = p.nodes[st.nodes[0]];
-    if (!hooks || sink.kind == OpKind::kEmbedGrad || --b_.sinks_left[sink.name] > 0) continue;
-    const RunOptions* o = b_.options;
+    if (!hooks || sink.kind == OpKind::kEmbedGrad || --b_.rec.sinks_left[sink.name] > 0) continue;
+    const RunOptions* o = b_.in.options;
     const std::string name = sink.name;
     Record([o, name](int64_t, int64_t) { return o->on_gradient_ready(name); }, 0, 0);
   }
@@ -747,8 +750,8 @@ absl::Status Recorder::WeightGrads(const std::vector<Step>& steps, int64_t n) {
 }
 
 void Recorder::Progress() {
-  if (!b_.options->on_progress || !k_.CallsHostHooksBetweenLaunches()) return;
-  const RunOptions* o = b_.options;
+  if (!b_.in.options->on_progress || !k_.CallsHostHooksBetweenLaunches()) return;
+  const RunOptions* o = b_.in.options;
   RecordShared(
       {o, kProgress},
       [o]() -> Launch { return [o](int64_t, int64_t) { return o->on_progress(); }; }, 0, 0);
@@ -783,15 +786,15 @@ void Recorder::Loss() {
   const int push0 = f_.pushes()[0];
   const float* logits = Ptr(c_.fwd, push0, 0);
   const int64_t ld = Ld(c_.fwd, push0);
-  const int64_t n = b_.plan->num_rows;
+  const int64_t n = b_.in.plan->num_rows;
   const int64_t classes = f_.forward().nodes[push0].width;
-  const int32_t* labels = Ints(b_.plan->labels);
-  const bool mean = b_.options->loss == RunOptions::Loss::kMean && b_.plan->labelled > 0;
-  const float scale = mean ? 1.0f / static_cast<float>(b_.plan->labelled) : 1.0f;
+  const int32_t* labels = Ints(b_.in.plan->labels);
+  const bool mean = b_.in.options->loss == RunOptions::Loss::kMean && b_.in.plan->labelled > 0;
+  const float scale = mean ? 1.0f / static_cast<float>(b_.in.plan->labelled) : 1.0f;
   float* dlogits =
-      c_.dlogits >= 0 && b_.buffer_base[c_.dlogits] ? b_.buffer_base[c_.dlogits] : nullptr;
-  float* stats = b_.stats;
-  int32_t* pred = b_.pred;
+      c_.dlogits >= 0 && b_.in.buffer_base[c_.dlogits] ? b_.in.buffer_base[c_.dlogits] : nullptr;
+  float* stats = b_.in.stats;
+  int32_t* pred = b_.in.pred;
   ops::Kernels* k = &k_;
   Record(
       [=](int64_t, int64_t) {
@@ -835,12 +838,14 @@ absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Comp
   const std::vector<Step>& late = c.bwd.steps[static_cast<int>(OpClass::kWeightGrad)];
   if (n > 0) {  // with no rows no step is recorded, so no hook is either
     for (const std::vector<Step>* list : {&early, &late}) {
-      for (const Step& st : *list) ++b.sinks_left[f.backward().nodes[st.nodes[0]].name];
+      for (const Step& st : *list) ++b.rec.sinks_left[f.backward().nodes[st.nodes[0]].name];
     }
   }
-  auto mark = [&](Phase p) { phase_at[static_cast<int>(p)] = b.commands.size(); };
+  auto mark = [&](Phase p) { phase_at[static_cast<int>(p)] = b.out.commands.size(); };
   // Commands recorded so far (a GEMM joined to its program counted as two).
-  auto commands = [&b] { return static_cast<int64_t>(b.commands.size()) + b.gemm_programs; };
+  auto commands = [&b] {
+    return static_cast<int64_t>(b.out.commands.size()) + b.counts.gemm_programs;
+  };
   auto round = [&](bool bwd, int r) {
     return rec.Program(bwd, OpClass::kInRounds, plan.round_offsets[r], plan.round_offsets[r + 1]);
   };
@@ -848,15 +853,15 @@ absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Comp
   CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kBeforeRounds, from.row, n));
   mark(Phase::kRounds);
   const int64_t before_rounds = commands();
-  b.round_at.assign(static_cast<size_t>(plan.num_rounds) + 1, b.commands.size());
+  b.out.round_at.assign(static_cast<size_t>(plan.num_rounds) + 1, b.out.commands.size());
   for (int r = from.round; r < plan.num_rounds; ++r) {
-    b.round_at[static_cast<size_t>(r)] = b.commands.size();
+    b.out.round_at[static_cast<size_t>(r)] = b.out.commands.size();
     CAVS_RETURN_IF_ERROR(round(false, r));
     rec.Progress();
   }
-  b.round_at.back() = b.commands.size();
-  b.forward_round_commands = commands() - before_rounds;
-  if (from.after_support != nullptr) b.fwd_support = *from.after_support;
+  b.out.round_at.back() = b.out.commands.size();
+  b.counts.forward_round_commands = commands() - before_rounds;
+  if (from.after_support != nullptr) b.in.fwd_support = *from.after_support;
   mark(Phase::kAfterRounds);
   CAVS_RETURN_IF_ERROR(rec.Program(false, OpClass::kAfterRounds, 0, n));
   rec.Loss();
@@ -871,7 +876,7 @@ absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Comp
       CAVS_RETURN_IF_ERROR(round(true, r));
       rec.Progress();
     }
-    b.backward_round_commands = commands() - before_backward_rounds;
+    b.counts.backward_round_commands = commands() - before_backward_rounds;
     CAVS_RETURN_IF_ERROR(rec.Program(true, OpClass::kAfterRounds, 0, n));
   }
   mark(Phase::kWeightGrad);

@@ -32,7 +32,7 @@ namespace cavs::scheduler::internal {
 // step share its launches, so that a round records commands (24 bytes each), not launches.
 using Launch = std::function<absl::Status(int64_t row0, int64_t rows)>;
 struct Command {
-  int32_t launch = 0;  // index into Batch::launches
+  int32_t launch = 0;  // index into Batch::out.launches
   int64_t row0 = 0, rows = 0;
 };
 
@@ -53,11 +53,30 @@ struct LaunchKey {
   }
 };
 
-// One batch's memory and recorded launches.
+// One batch's memory and recorded launches, in four parts by who writes them: `in`, by Bind
+// and the engine before recording (the recorder reads it); `out`, the command list the recorder
+// writes and the later stages read (Upload stages its programs and index arrays, Replay runs
+// its commands, ReadBack and the embedding gradient's hand-over read its results' places);
+// `rec`, the recorder's own state between its calls; `counts`, what it recorded, for
+// EngineStats.
 struct Batch {
-  const Plan* plan = nullptr;
-  const RunOptions* options = nullptr;
-  std::vector<float*> buffer_base;  // per buffer: row 0 (nullptr if not allocated)
+  struct In {
+    const Plan* plan = nullptr;
+    const RunOptions* options = nullptr;
+    std::vector<float*> buffer_base;           // per buffer: row 0 (nullptr if not allocated)
+    const int32_t* ints = nullptr;             // where the packed index arrays land on the device
+    const ops::EwInstr* dev_instrs = nullptr;  // where the fused programs land on the device
+    float* stats = nullptr;                    // 2 floats: loss sum, correct
+    int32_t* pred = nullptr;                   // argmax per row
+    // Per forward node, its folded input projection (Engine::FoldInputProjections), where the
+    // run uses them (RunOptions::folded_projections); else null.
+    const std::vector<core::Tensor>* folded = nullptr;
+    const std::vector<char>* folded_unread = nullptr;  // Embeds not gathered then
+    // Row intervals [lo, hi) outside which a node is known to be zero (support), and outside
+    // which nobody reads its value (need, backward only). GEMMs run only where both hold.
+    std::vector<Interval> fwd_support, bwd_support, bwd_need;
+  } in;
+
   // The plan's index arrays that the recorded launches read, each uploaded once from `ints` on,
   // back to back in the order first asked for (Ints). Only these are uploaded: an inference
   // batch of trees reads neither its child rows (children push into their parents' rows), its
@@ -65,45 +84,44 @@ struct Batch {
   struct IntsArray {
     int64_t plan_at = 0, count = 0, packed_at = 0;  // offsets and count in ints
   };
-  const int32_t* ints = nullptr;  // the packed arrays' device copy
-  std::vector<IntsArray> ints_arrays;
-  int64_t ints_packed = 0;  // ints packed so far
-  // The device copy of the plan's index array at `plan_offset` (an array's start in plan.ints).
+  struct Out {
+    // Host copy of every fused program: each step's written for row 0, once (Rec::program_at),
+    // and where the device's Elementwise takes no row offset, a copy moved to each launch's rows.
+    std::vector<ops::EwInstr> instrs;
+    std::vector<IntsArray> ints_arrays;
+    int64_t ints_packed = 0;  // ints packed so far
+    std::vector<Launch> launches;
+    std::vector<Command> commands;  // what the batch runs, in order
+    // Per forward round r: its first command; round_at[num_rounds]: the end of the last.
+    std::vector<size_t> round_at;
+    std::vector<core::Tensor> scratch;  // argmax buffers, the embedding gradient rows
+    core::Tensor embed_rows;            // [unique tokens, dim] gradient of the table
+    std::string embed_table;
+  } out;
+
+  struct Rec {
+    absl::flat_hash_map<const void*, size_t> program_at;  // step -> its program in out.instrs
+    absl::flat_hash_map<LaunchKey, int32_t> shared;       // the launches commands share
+    // Weights packed for the device's packed GEMM, by (value, transposed).
+    absl::flat_hash_map<std::pair<const float*, bool>, const float*> packed;
+    // Per folded sum: the rows some term has written so far (sorted, disjoint).
+    std::vector<std::vector<Interval>> sum_written;
+    absl::flat_hash_map<int, int32_t*> argmax_of;      // forward GatherReduce(max) -> argmax
+    absl::flat_hash_map<std::string, int> sinks_left;  // parameter -> weight-gradient steps to go
+  } rec;
+
+  struct Counts {
+    int64_t gemm_flops = 0;     // of the recorded GEMMs
+    int64_t gemm_programs = 0;  // commands that are a GEMM and a program (GemmThenElementwise)
+    // Commands recorded in the forward and in the backward rounds (a GEMM with its program
+    // counted as two), as EngineStats::commands.
+    int64_t forward_round_commands = 0, backward_round_commands = 0;
+    int64_t pack_bytes = 0;  // of the weights packed
+  } counts;
+
+  // The device copy of the plan's index array at `plan_offset` (an array's start in plan.ints),
+  // packed into out.ints_arrays at its first use.
   const int32_t* Ints(int64_t plan_offset);
-  // Host copy of every fused program: each step's written for row 0, once (program_at), and
-  // where the device's Elementwise takes no row offset, a copy moved to each launch's rows.
-  std::vector<ops::EwInstr> instrs;
-  const ops::EwInstr* dev_instrs = nullptr;
-  absl::flat_hash_map<const void*, size_t> program_at;  // step -> its program in instrs
-  std::vector<Launch> launches;
-  absl::flat_hash_map<LaunchKey, int32_t> shared;  // the launches commands share
-  std::vector<Command> commands;                   // what the batch runs, in order
-  // Per forward round r: its first command; round_at[num_rounds]: the end of the last.
-  std::vector<size_t> round_at;
-  std::vector<core::Tensor> scratch;  // argmax buffers, the embedding gradient rows
-  float* stats = nullptr;             // 2 floats: loss sum, correct
-  int64_t gemm_flops = 0;             // of the recorded GEMMs
-  int64_t gemm_programs = 0;  // commands that are a GEMM and a program (GemmThenElementwise)
-  // Commands recorded in the forward and in the backward rounds (a GEMM with its program
-  // counted as two), as EngineStats::commands.
-  int64_t forward_round_commands = 0, backward_round_commands = 0;
-  // Weights packed for the device's packed GEMM, by (value, transposed), and their bytes.
-  absl::flat_hash_map<std::pair<const float*, bool>, const float*> packed;
-  int64_t pack_bytes = 0;
-  // Per folded sum: the rows some term has written so far (sorted, disjoint).
-  std::vector<std::vector<Interval>> sum_written;
-  int32_t* pred = nullptr;  // argmax per row
-  // Per forward node, its folded input projection (Engine::FoldInputProjections), where the
-  // run uses them (RunOptions::folded_projections); else null.
-  const std::vector<core::Tensor>* folded = nullptr;
-  const std::vector<char>* folded_unread = nullptr;  // Embeds not gathered then
-  core::Tensor embed_rows;                           // [unique tokens, dim] gradient of the table
-  std::string embed_table;
-  absl::flat_hash_map<int, int32_t*> argmax_of;      // forward GatherReduce(max) -> argmax
-  absl::flat_hash_map<std::string, int> sinks_left;  // parameter -> weight-gradient steps to go
-  // Row intervals [lo, hi) outside which a node is known to be zero (support), and outside
-  // which nobody reads its value (need, backward only). GEMMs run only where both hold.
-  std::vector<Interval> fwd_support, bwd_support, bwd_need;
 };
 
 // Records one batch's launches into a Batch.
@@ -143,7 +161,7 @@ class Recorder {
 
   float* Ptr(const ProgramSchedule& s, int node, int64_t row) const {
     const View& v = s.views[node];
-    return b_.buffer_base[v.buffer] + row * v.ld + v.col;
+    return b_.in.buffer_base[v.buffer] + row * v.ld + v.col;
   }
   int64_t Ld(const ProgramSchedule& s, int node) const { return s.views[node].ld; }
   float* ParamValue(const std::string& name) const {
@@ -156,10 +174,10 @@ class Recorder {
   // Whether this run gathers folded projections where it can (RunOptions::folded_projections,
   // a batch whose token rows all have a token): then the Embeds and Dropouts FoldedEmbedsUnread
   // marks are not run.
-  bool FoldedRun() const { return b_.folded_unread != nullptr && b_.plan->tokens_dense; }
+  bool FoldedRun() const { return b_.in.folded_unread != nullptr && b_.in.plan->tokens_dense; }
   // Per row: the row of its parent through child slot `slot` (-1: none there).
   const int32_t* ParentRows(int64_t slot) const {
-    return Ints(b_.plan->parent_of_slot[static_cast<size_t>(slot)]);
+    return Ints(b_.in.plan->parent_of_slot[static_cast<size_t>(slot)]);
   }
   ops::EwArg Arg(const vertex::Program& p, const ProgramSchedule& s, int node) const {
     if (p.nodes[node].is_static()) return {ParamValue(p.nodes[node].name), 0};
@@ -173,18 +191,18 @@ class Recorder {
   // over rows [row0, row0 + rows); returns that launch's index.
   template <typename Make>
   int32_t RecordShared(const LaunchKey& key, Make make, int64_t row0, int64_t rows) {
-    auto [it, fresh] = b_.shared.try_emplace(key, static_cast<int32_t>(b_.launches.size()));
-    if (fresh) b_.launches.push_back(make());
-    b_.commands.push_back({it->second, row0, rows});
+    auto [it, fresh] = b_.rec.shared.try_emplace(key, static_cast<int32_t>(b_.out.launches.size()));
+    if (fresh) b_.out.launches.push_back(make());
+    b_.out.commands.push_back({it->second, row0, rows});
     return it->second;
   }
 
   // Step `st`'s fused program written for row 0 (recorded at its first use): its first
-  // instruction in b_.instrs.
+  // instruction in b_.out.instrs.
   size_t ProgramOf(const vertex::Program& p, const ProgramSchedule& s, const Step& st);
   void Fused(const vertex::Program& p, const ProgramSchedule& s, const Step& st, int64_t r0,
              int64_t r1);
-  // Records an Elementwise launch of `count` instructions from b_.instrs[first] (written for
+  // Records an Elementwise launch of `count` instructions from b_.out.instrs[first] (written for
   // row 0) over rows [r0, r0 + rows), shared under `key`; `shape` as Kernels::Elementwise takes
   // it (0: none); after the GEMM of `gemm` (launch and template, as last_gemm_ holds them) in
   // one call, if given (Kernels::GemmThenElementwise). Where the device's Elementwise takes no
@@ -247,7 +265,7 @@ int CountLaunches(const vertex::Program& p, const ProgramSchedule& s, vertex::Op
 // Where a batch's recording starts: the default, the whole batch. A batch that continues one
 // whose rounds before `round` ran (Engine::RunJoining; its rows before `row`, the first of
 // `round`, carried over) records the forward ops before the rounds over rows [row, n) only and
-// the rounds from `round` on; `after_support`, where set, replaces Batch::fwd_support from the
+// the rounds from `round` on; `after_support`, where set, replaces Batch::in.fwd_support from the
 // ops after the rounds on (they run over every row: supports over all of them).
 struct RecordFrom {
   int round = 0;
@@ -256,7 +274,7 @@ struct RecordFrom {
 };
 
 // Records the whole schedule; phase_at[p] is the index of phase p's first launch, and
-// Batch::round_at where each forward round's commands begin.
+// Batch::out.round_at where each forward round's commands begin.
 absl::Status RecordSchedule(Recorder& rec, const vertex::Function& f, const Compiled& c,
                             const Plan& plan, bool backward,
                             std::array<size_t, kNumPhases>& phase_at, Batch& b,
