@@ -5,50 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
+#include "scheduler/passes/passes.h"
 
 namespace cavs::scheduler::internal {
 
 using vertex::Node;
 using vertex::OpClass;
 using vertex::OpKind;
-
-namespace {
-
-// Splits `rows` by the sorted, disjoint intervals `written`: (piece, written?) in row order.
-std::vector<std::pair<Interval, bool>> SplitByWritten(Interval rows,
-                                                      const std::vector<Interval>& written) {
-  std::vector<std::pair<Interval, bool>> out;
-  int64_t cur = rows.first;
-  for (const Interval& w : written) {
-    if (cur >= rows.second) break;
-    if (w.second <= cur) continue;
-    if (w.first >= rows.second) break;
-    if (w.first > cur) out.push_back({{cur, w.first}, false});
-    const int64_t end = std::min(w.second, rows.second);
-    out.push_back({{std::max(cur, w.first), end}, true});
-    cur = end;
-  }
-  if (cur < rows.second) out.push_back({{cur, rows.second}, false});
-  return out;
-}
-
-// Adds `rows` to the sorted, disjoint intervals `written`, merging where they touch.
-void AddWritten(Interval rows, std::vector<Interval>& written) {
-  if (rows.first >= rows.second) return;
-  std::vector<Interval> out;
-  for (const Interval& w : written) {
-    if (w.second < rows.first || w.first > rows.second) {
-      out.push_back(w);
-    } else {
-      rows = {std::min(rows.first, w.first), std::max(rows.second, w.second)};
-    }
-  }
-  out.push_back(rows);
-  std::sort(out.begin(), out.end());
-  written = std::move(out);
-}
-
-}  // namespace
 
 void Recorder::EmitInstr(const vertex::Program& p, const ProgramSchedule& s, int id) {
   const Node& n = p.nodes[id];
@@ -271,41 +234,6 @@ void Recorder::LaunchInstrs(LaunchKey key, size_t first, int count, int64_t r0, 
     ops::RebaseEwProgram(b_.out.instrs.data() + first, count, r0, b_.out.instrs.data() + at);
   }
   Record(make(at, false), r0, rows);
-}
-
-absl::StatusOr<const float*> Recorder::PackedWeight(const float* w, bool trans, int64_t k,
-                                                    int64_t n, int64_t ld) {
-  // A pack costs about as much as two or three calls that re-pack: a batch of a few vertices
-  // (a tree or two) has too few rows to win it back.
-  constexpr int64_t kMinRowsToPack = 128;
-  const int64_t bytes = k_.PackedGemmBytes(k, n);
-  const int64_t min_rows = b_.in.options->batch_invariant ? 0 : kMinRowsToPack;
-  if (bytes <= 0 || b_.in.plan->num_rows < min_rows) return nullptr;
-  auto it = b_.rec.packed.find({w, trans});
-  if (it != b_.rec.packed.end()) return it->second;
-  CAVS_ASSIGN_OR_RETURN(core::Tensor t, core::Tensor::Empty(core::Shape({(bytes + 3) / 4}),
-                                                            core::DType::kFloat32, k_.device()));
-  b_.out.scratch.push_back(t);
-  b_.counts.pack_bytes += bytes;
-  float* packed = t.data<float>();
-  ops::Kernels* kernels = &k_;
-  Record([=](int64_t, int64_t) { return kernels->PackGemmB(trans, k, n, w, ld, packed); }, 0, 0);
-  b_.rec.packed.emplace(std::make_pair(w, trans), packed);
-  return packed;
-}
-
-void Recorder::FillRows(const Step& st, float* dst0, int64_t ld, int64_t width, const float* row,
-                        int64_t row0, int64_t rows) {
-  auto [it, fresh] = b_.rec.program_at.try_emplace(&st, b_.out.instrs.size());
-  if (fresh) {
-    ops::EwInstr fill;
-    fill.op = row != nullptr ? ops::EwOp::kCopy : ops::EwOp::kZero;
-    fill.width = width;
-    fill.dst = {dst0, ld};
-    fill.a = {const_cast<float*>(row), 0};
-    b_.out.instrs.push_back(fill);
-  }
-  LaunchInstrs({&st, kFillRows}, it->second, 1, row0, rows, 0);
 }
 
 absl::Status Recorder::MatMul(bool backward, const vertex::Program& p, const ProgramSchedule& s,

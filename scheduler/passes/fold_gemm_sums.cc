@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "scheduler/engine_record.h"
 #include "scheduler/passes/passes.h"
 
 namespace cavs::scheduler::internal {
@@ -97,6 +98,54 @@ void OrderGemmSums(const std::vector<GemmSum>& sums, ProgramSchedule& s) {
     }
     ++s.num_sums;
   }
+}
+
+// Record time: the rows each term writes.
+
+std::vector<std::pair<Interval, bool>> SplitByWritten(Interval rows,
+                                                      const std::vector<Interval>& written) {
+  std::vector<std::pair<Interval, bool>> out;
+  int64_t cur = rows.first;
+  for (const Interval& w : written) {
+    if (cur >= rows.second) break;
+    if (w.second <= cur) continue;
+    if (w.first >= rows.second) break;
+    if (w.first > cur) out.push_back({{cur, w.first}, false});
+    const int64_t end = std::min(w.second, rows.second);
+    out.push_back({{std::max(cur, w.first), end}, true});
+    cur = end;
+  }
+  if (cur < rows.second) out.push_back({{cur, rows.second}, false});
+  return out;
+}
+
+void AddWritten(Interval rows, std::vector<Interval>& written) {
+  if (rows.first >= rows.second) return;
+  std::vector<Interval> out;
+  for (const Interval& w : written) {
+    if (w.second < rows.first || w.first > rows.second) {
+      out.push_back(w);
+    } else {
+      rows = {std::min(rows.first, w.first), std::max(rows.second, w.second)};
+    }
+  }
+  out.push_back(rows);
+  std::sort(out.begin(), out.end());
+  written = std::move(out);
+}
+
+void Recorder::FillRows(const Step& st, float* dst0, int64_t ld, int64_t width, const float* row,
+                        int64_t row0, int64_t rows) {
+  auto [it, fresh] = b_.rec.program_at.try_emplace(&st, b_.out.instrs.size());
+  if (fresh) {
+    ops::EwInstr fill;
+    fill.op = row != nullptr ? ops::EwOp::kCopy : ops::EwOp::kZero;
+    fill.width = width;
+    fill.dst = {dst0, ld};
+    fill.a = {const_cast<float*>(row), 0};
+    b_.out.instrs.push_back(fill);
+  }
+  LaunchInstrs({&st, kFillRows}, it->second, 1, row0, rows, 0);
 }
 
 }  // namespace cavs::scheduler::internal

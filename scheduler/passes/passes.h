@@ -10,13 +10,19 @@
 //   push_pull           children push fields into their parents' rows, pull gradients back
 //   folded_projections  which embeddings a run with folded input projections skips (a run-time
 //                       option, RunOptions::folded_projections; the tables are the engine's)
+//   packed_weights      at record time: a weight packed once per batch for the device's packed
+//                       GEMM (Recorder::PackedWeight; a kernel option, KernelOptions::cpu)
+// The record-time side of fold_gemm_sums (which rows a sum's terms wrote) is in its file too;
+// that of push_pull and folded_projections is in the recorder's fused steps and MatMul.
 // Internal to the scheduler.
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "scheduler/engine_compile.h"
+#include "scheduler/row_support.h"
 #include "vertex/function.h"
 
 namespace cavs::scheduler::internal {
@@ -48,6 +54,13 @@ std::vector<GemmSum> FoldGemmSums(Compiled& c, const vertex::Function& f, Progra
 // pieces to start with the bias, and for the last term at most (terms + 1) gaps to fill; its
 // step reserves that many fill instructions (unused ones stay as padding).
 void OrderGemmSums(const std::vector<GemmSum>& sums, ProgramSchedule& s);
+// At record time (Recorder::MatMul, Batch::rec.sum_written): splits `rows` by the sorted,
+// disjoint intervals `written`, (piece, written?) in row order; and adds `rows` to them,
+// merging where they touch. Recorder::FillRows, the fill of a sum's rows no term wrote, is
+// defined with them (fold_gemm_sums.cc).
+std::vector<std::pair<Interval, bool>> SplitByWritten(Interval rows,
+                                                      const std::vector<Interval>& written);
+void AddWritten(Interval rows, std::vector<Interval>& written);
 
 // Nodes of fused steps whose value lives and dies within the step become per-row temporaries:
 // one instruction, a buffer of their own that no other node (of either program) views, and

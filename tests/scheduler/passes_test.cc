@@ -1,6 +1,6 @@
 // Each of the engine's optimization passes (scheduler/passes/passes.h) on its own: it changes the
-// compiled schedule as it says, and the engine with it and without it gives the reference
-// executor's forward values, loss and gradients on trees, chains and DAGs.
+// compiled schedule (or the recorded batch) as it says, and the engine with it and without it
+// gives the reference executor's forward values, loss and gradients on trees, chains and DAGs.
 #include "scheduler/passes/passes.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +14,8 @@
 
 #include "core/parameter.h"
 #include "core/random.h"
+#include "ops/cpu/cpu_packed_gemm.h"
+#include "ops/kernels.h"
 #include "scheduler/engine.h"
 #include "scheduler/engine_compile.h"
 #include "scheduler/reference_executor.h"
@@ -175,6 +177,72 @@ TEST(PassesTest, WithoutEachPassTheEngineStillMatchesTheReference) {
                             .push_pull = false},
                            "no pass");
   }
+}
+
+// folded_projections: inference gathering E op(W) (+ bias) by token instead of multiplying the
+// embedded rows, against the plain run and the reference, on trees and chains.
+TEST(PassesTest, FoldedProjectionsMatchTheReference) {
+  core::Rng rng(22);
+  std::vector<Case> cases;
+  cases.push_back({"binary Tree-LSTM", vertex::models::BinaryTreeLstm(Cell()), Trees(rng, 12, 10)});
+  cases.push_back({"LSTM", vertex::models::Lstm(Cell()), Chains(rng, 8, 12)});
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(cs.what);
+    ASSERT_TRUE(cs.f.ok()) << cs.f.status();
+    const internal::Compiled c = internal::Compile(*cs.f);
+    EXPECT_GT(std::count(c.fold_unread.begin(), c.fold_unread.end(), 1), 0)
+        << "no embedding left ungathered";
+    core::ParameterStore store(7, core::Device::Cpu());
+    EngineOptions eo;
+    eo.poison_buffers = true;
+    auto engine = Engine::Create(&*cs.f, &store, eo);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    ASSERT_GT((*engine)->foldable_projections(), 0);
+    ASSERT_TRUE((*engine)->FoldInputProjections().ok());
+    RunOptions ro;
+    ro.training = false;
+    ro.backward = false;
+    ro.keep_outputs = true;
+    absl::StatusOr<ReferenceResult> want =
+        RunReference(*cs.f, cs.graphs, SnapshotParameters(*cs.f, store), ro);
+    ASSERT_TRUE(want.ok()) << want.status();
+    for (bool folded : {false, true}) {
+      ro.folded_projections = folded;
+      absl::StatusOr<RunResult> got = (*engine)->Run(cs.graphs, ro);
+      ASSERT_TRUE(got.ok()) << got.status();
+      for (size_t g = 0; g < got->outputs.size(); ++g) {
+        EXPECT_LT(RelErr(got->outputs[g], want->run.outputs[g]), kTolerance)
+            << (folded ? "folded" : "plain") << ", graph " << g;
+      }
+    }
+  }
+}
+
+// packed_weights: the device's packed GEMM (KernelOptions::cpu.packed_gemm, the CPU with
+// AVX-512F) packs each weight once per batch; with it and without it a training step gives the
+// reference's values and gradients.
+TEST(PassesTest, PackedWeightsMatchTheReference) {
+  const ops::KernelOptions before = ops::GetKernelOptions();
+  for (bool packed : {true, false}) {
+    ops::KernelOptions k = before;
+    k.cpu.packed_gemm = packed;
+    ASSERT_TRUE(ops::SetKernelOptions(k).ok());
+    for (const Case& cs : Cases()) ExpectMatchesReference(cs, {}, packed ? "packed" : "unpacked");
+    // Whether it acted: a batch large enough for the packed GEMM packs its weights.
+    absl::StatusOr<vertex::Function> f = vertex::models::BinaryTreeLstm(Cell());
+    ASSERT_TRUE(f.ok());
+    core::ParameterStore store(7, core::Device::Cpu());
+    auto engine = Engine::Create(&*f, &store);
+    ASSERT_TRUE(engine.ok());
+    core::Rng rng(23);
+    ASSERT_TRUE((*engine)->Run(Trees(rng, 64, 20), RunOptions{}).ok());
+    if (!packed) {
+      EXPECT_EQ((*engine)->stats().pack_bytes, 0);
+    } else if (ops::cpu::PackedGemmBytes(8, 8) > 0) {
+      EXPECT_GT((*engine)->stats().pack_bytes, 0);
+    }
+  }
+  ASSERT_TRUE(ops::SetKernelOptions(before).ok());
 }
 
 }  // namespace
