@@ -8,6 +8,8 @@
 // ops (default all):
 //   allreduce        Communicator::AllReduce (MPI_Iallreduce; Open MPI's algorithm as the
 //                    environment sets OMPI_MCA_coll_libnbc_iallreduce_algorithm)
+//   allreduce-fp16   the same on `size` bytes of float16 (what a compressed bucket sends: the
+//                    half-precision sum, a user-defined MPI operation); only where --ops names it
 //   bucket           one allreduce bucket of the GradientSynchronizer, flat (pack, allreduce,
 //                    unpack: what a training step runs)
 //   hier-bucket      the same bucket with topology=hierarchical
@@ -29,6 +31,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,7 +102,8 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     }
     if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad argument '", argv[i], "'"));
   }
-  const std::vector<std::string> known = Flags().ops;
+  std::vector<std::string> known = Flags().ops;
+  known.push_back("allreduce-fp16");  // not in the default list: --ops names it
   for (const std::string& op : f.ops) {
     if (std::find(known.begin(), known.end(), op) == known.end()) {
       return absl::InvalidArgumentError(
@@ -158,6 +162,11 @@ absl::Status RunOnce(Context& c, const std::string& op, int64_t bytes, Tensor& b
   Communicator& comm = c.comm;
   const int r = comm.rank(), w = comm.world_size();
   if (op == "allreduce") return comm.AllReduce(buf);
+  if (op == "allreduce-fp16") {
+    Tensor half = Tensor::Host({std::max<int64_t>(1, bytes / 2)}, core::DType::kFloat16);
+    std::memset(half.raw_data(), 0, static_cast<size_t>(half.numel()) * 2);
+    return comm.AllReduce(half);
+  }
   if (op == "bucket" || op == "hier-bucket") {
     return bucket->sync->Synchronize(1).status();
   }
@@ -196,7 +205,8 @@ double Bound(const Flags& f, const std::string& op, int64_t bytes, int hosts) {
   const double h = hosts;
   const double steps = hosts > 1 ? std::ceil(std::log2(h)) : 0;
   if (hosts <= 1) return 0;
-  if (op == "allreduce" || op == "bucket" || op == "hier-bucket" || op == "reduce-bcast") {
+  if (op == "allreduce" || op == "allreduce-fp16" || op == "bucket" || op == "hier-bucket" ||
+      op == "reduce-bcast") {
     return 2 * steps * alpha + 2 * (h - 1) / h * bytes / bw;
   }
   if (op == "allgatherv") return steps * alpha + (h - 1) / h * bytes / bw;
