@@ -5,10 +5,13 @@
 # (docs/distributed.md, "--strategy=auto"). As root, from the repository root, after a build of
 # build/default:
 #
-#   bench/auto_grid.sh [OUT_DIR] [SST train file] [CONFIG_PATTERN]
+#   bench/auto_grid.sh [OUT_DIR] [SST train file] [CONFIG_PATTERN] [MODEL_PATTERN] [STEPS]
 #
 # CONFIG_PATTERN (an extended regular expression, default all) keeps the configurations whose
-# line below matches, e.g. '^250mbit - 0 ' for the even 250 Mbit/s ones without latency.
+# line below matches, e.g. '^250mbit - 0 ' for the even 250 Mbit/s ones without latency;
+# MODEL_PATTERN (default all) the models whose name matches, e.g. '^tree-lstm$'. STEPS: the
+# counted steps of each trial (cavs-train --auto-steps, default 3; more to measure each
+# strategy with less noise).
 # One log per configuration and model under OUT_DIR (default bench-out/auto-<date>), with the
 # probed cluster and the profile beside it, and each run's table of predicted beside measured
 # step times printed as it ends.
@@ -17,6 +20,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out="${1:-bench-out/auto-$(date +%Y%m%d-%H%M)}"
 sst="${2:-../shared/data/sst/train.txt}"
 pattern="${3:-.}"
+model_pattern="${4:-.}"
+steps="${5:-3}"
 mkdir -p "$out"
 train=build/default/examples/trainer/cavs-train
 cluster=scripts/cluster.sh
@@ -70,6 +75,7 @@ for c in "${configs[@]}"; do
     "${extra[@]}" --owner=$$ >/dev/null || exit 1
   for m in "${models[@]}"; do
     model="${m%%|*}"
+    [[ "$model" =~ $model_pattern ]] || continue
     read -r -a flags <<<"${m#*|}"
     tag="$model-$cap-host0_$uneven-lat$lat-${hosts}x$ranks"
     log="$out/$tag.log"
@@ -78,7 +84,7 @@ for c in "${configs[@]}"; do
       uptime
     } >"$log"
     "$cluster" run --name=$name --timeout=1500 -- "$train" "${flags[@]}" --epochs=1 \
-      --strategy=auto --auto-steps=3 --auto-candidates=3 --quiet \
+      --strategy=auto --auto-steps="$steps" --auto-candidates=3 --quiet \
       --profile-out="$out/$tag.profile" --cluster-out="$out/$tag.cluster" >>"$log" 2>&1
     echo "== $tag: exit $?"
     sed -n '/^auto strategy on/,/^auto strategy chosen/p' "$log" | grep -v '^auto strategy chosen'
