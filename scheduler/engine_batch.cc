@@ -55,8 +55,11 @@ int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward, 
   for (int pass = 0; pass < (backward ? 2 : 1); ++pass) {
     const ProgramSchedule& s = pass == 0 ? c.fwd : c.bwd;
     for (int cls = 0; cls < 5; ++cls) {
-      const bool copied = cls == static_cast<int>(OpClass::kInRounds) && !row_offsets;
-      const int64_t times = copied ? 1 + rounds : 1;
+      // Without row offsets each round's programs are a copy moved to its rows, and so are the
+      // pre-round ops' of a batch recorded from a row (RecordFrom).
+      int64_t times = 1;
+      if (!row_offsets && cls == static_cast<int>(OpClass::kInRounds)) times = 1 + rounds;
+      if (!row_offsets && cls == static_cast<int>(OpClass::kBeforeRounds)) times = 2;
       for (const Step& st : s.steps[cls]) total += st.instrs * times;
     }
   }

@@ -1,6 +1,7 @@
 // Engine::RunJoining: continuous batching for trees. Graphs join a running inference batch
 // between its forward rounds; each join re-plans the grown batch and carries the rows that
 // ran over (engine.h says what and why).
+#include <array>
 #include <chrono>
 #include <memory>
 #include <utility>
@@ -39,12 +40,12 @@ class StartRoundPolicy final : public BatchingPolicy {
 };
 
 // The buffers whose rows the grown batch reads of what ran before a join: `ran`, in the rows
-// of the rounds that ran (what the ops after the rounds read of earlier ops, and the fields
-// parents gather from their children); `pending`, in the running batch's rows of later rounds
-// (the rows children push into). The rest the grown batch writes itself before reading it:
-// the ops before the rounds, which it runs over those rows again (their values are the same;
-// and what it then believes written is what it wrote, where the running batch's supports may
-// have covered other rows), the rounds, and the ops after them.
+// of the rounds that ran (what the ops after the rounds read of earlier ops, the fields
+// parents gather from their children, and the pushes the loss and the read-back read); `pending`,
+// in the running batch's rows of later rounds (the rows children push into). The rest the grown
+// batch writes itself before reading it: the ops before the rounds, which it runs over those rows
+// again (their values are the same; and what it then believes written is what it wrote, where the
+// running batch's supports may have covered other rows), the rounds, and the ops after them.
 struct Live {
   std::vector<char> ran, pending;
 };
@@ -67,6 +68,7 @@ Live LiveAcrossJoin(const vertex::Function& f, const internal::Compiled& c) {
     }
   }
   for (const vertex::ScatterField& field : f.scatter()) mark(live.ran, field.node);
+  for (int push : f.pushes()) mark(live.ran, push);  // the loss and the read-back read them
   if (c.pushed_rows >= 0) live.pending[static_cast<size_t>(c.pushed_rows)] = 1;
   return live;
 }
@@ -114,8 +116,45 @@ absl::Status Engine::JoinSupported() const {
         "joining running batches needs the height batching policy (a graph joins by starting "
         "its heights at the next round)");
   }
+  // A sum computed in place with a term before the rounds and one after: the grown batch
+  // records the first over the rows from the join point only, so the second would start the
+  // rows that ran afresh, without the first term.
+  const vertex::Program& p = function_.forward();
+  std::vector<std::array<bool, 2>> classes(static_cast<size_t>(compiled_->fwd.num_sums));
+  for (size_t id = 0; id < p.nodes.size(); ++id) {
+    const int sum = compiled_->fwd.gemm[id].sum;
+    if (sum < 0) continue;
+    classes[static_cast<size_t>(sum)][0] |= p.nodes[id].op_class == vertex::OpClass::kBeforeRounds;
+    classes[static_cast<size_t>(sum)][1] |= p.nodes[id].op_class == vertex::OpClass::kAfterRounds;
+  }
+  for (const std::array<bool, 2>& c : classes) {
+    if (c[0] && c[1]) {
+      return absl::UnimplementedError(absl::StrCat(
+          "joining running batches with function '", function_.name(),
+          "': it has a sum of GEMMs computed in place with terms before and after the rounds"));
+    }
+  }
   return absl::OkStatus();
 }
+
+namespace {
+
+// Whether `plan` puts every vertex of `graphs` in the round of its height, as a join assumes.
+bool HeightPlan(const std::vector<Graph>& graphs, const Plan& plan) {
+  const BatchGraphs batch{graphs, plan.graph_offsets, 0};
+  const std::vector<int32_t> height = MakeHeightPolicy()->Rounds(batch);
+  for (size_t u = 0; u < height.size(); ++u) {
+    const int64_t row = plan.row_of_uid[u];
+    const int32_t h = height[u];
+    if (h >= plan.num_rounds || row < plan.round_offsets[static_cast<size_t>(h)] ||
+        row >= plan.round_offsets[static_cast<size_t>(h) + 1]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
 
 absl::StatusOr<RunResult> Engine::RunJoining(const std::vector<Graph>& graphs, const Plan& plan,
                                              const RunOptions& options, const JoinSource& join) {
@@ -126,6 +165,11 @@ absl::StatusOr<RunResult> Engine::RunJoining(const std::vector<Graph>& graphs, c
         "Engine::RunJoining is for inference: training and backward must be off");
   }
   CAVS_RETURN_IF_ERROR(JoinSupported());
+  if (!HeightPlan(graphs, plan)) {
+    return absl::InvalidArgumentError(
+        "Engine::RunJoining: the plan does not put every vertex in the round of its height "
+        "(a plan of another policy's engine?)");
+  }
   return internal::HostMemoryOrError("joining batches",
                                      [&]() { return Joining(graphs, plan, options, join); });
 }

@@ -16,6 +16,7 @@
 #include "core/random.h"
 #include "ops/cpu/cpu_packed_gemm.h"
 #include "scheduler/engine.h"
+#include "scheduler/engine_compile.h"
 #include "scheduler/reference_executor.h"
 #include "tests/scheduler/engine_test_util.h"
 #include "tests/scheduler/random_graphs.h"
@@ -235,6 +236,57 @@ TEST(EngineJoinTest, RefusesWhatItCannotJoin) {
   ASSERT_TRUE(depth_plan.ok());
   r = (*by_depth)->RunJoining(trees, *depth_plan, Inference(false), none);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  // That policy's plan handed to a height engine: an error, not a wrong join.
+  std::vector<Graph> uneven = {RandomTree(rng, 9, {.vocab = 50, .classes = 5}), Graph::Chain(1)};
+  uneven[1].tokens = {3};
+  uneven[1].labels = {1};
+  absl::StatusOr<Plan> uneven_depth_plan = (*by_depth)->PlanBatch(uneven);
+  ASSERT_TRUE(uneven_depth_plan.ok()) << uneven_depth_plan.status();
+  r = (*engine)->RunJoining(uneven, *uneven_depth_plan, Inference(false), none);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  // A sum computed in place with terms before and after the rounds (x S + h O + b as the
+  // logits): refused, as the grown batch would start the rows that ran without x S.
+  absl::StatusOr<vertex::Function> across = vertex::Define("across", [](vertex::Vertex& v) {
+    vertex::Expr x = v.embed("emb", 50, 4);
+    vertex::State c0 = v.gather(0);
+    vertex::Expr h = vertex::Tanh(vertex::MatMul(c0["h"], v.param("U", {6, 6})) +
+                                  vertex::MatMul(x, v.param("W", {4, 6})));
+    v.scatter({{"h", h}});
+    v.push(vertex::MatMul(h, v.param("out", {6, 5})) + vertex::MatMul(x, v.param("S", {4, 5})) +
+           v.param("b", {5}));
+  });
+  ASSERT_TRUE(across.ok()) << across.status();
+  core::ParameterStore store3(7, core::Device::Cpu());
+  auto across_engine = Engine::Create(&*across, &store3);
+  ASSERT_TRUE(across_engine.ok()) << across_engine.status();
+  ASSERT_GT(internal::Compile(*across).fwd.num_sums, 0) << "the logits' sum is not folded";
+  EXPECT_EQ((*across_engine)->JoinSupported().code(), absl::StatusCode::kUnimplemented)
+      << (*across_engine)->JoinSupported();
+}
+
+// The logits (push 0) computed in the rounds and not scattered: the rows that ran carry them
+// to the loss and the read-back of the grown batch.
+TEST(EngineJoinTest, APushComputedInTheRoundsIsCarried) {
+  core::Rng rng(15);
+  Case cs{"push in the rounds",
+          vertex::Define(
+              "push_in_rounds",
+              [](vertex::Vertex& v) {
+                vertex::Expr x = v.embed("emb", 50, 4);
+                vertex::State c0 = v.gather(0), c1 = v.gather(1);
+                vertex::Expr h = vertex::Tanh(vertex::MatMul(x, v.param("W", {4, 6})) +
+                                              vertex::MatMul(c0["h"], v.param("U", {6, 6})) +
+                                              vertex::MatMul(c1["h"], v.param("V", {6, 6})));
+                vertex::Expr logits = vertex::MatMul(h, v.param("out", {6, 5}));
+                // The field reads the logits: they are computed in the rounds.
+                v.scatter({{"h", h + vertex::Tanh(vertex::MatMul(logits, v.param("G", {5, 6})))}});
+                v.push(logits);
+              }),
+          Trees(rng, 6, 12),
+          {}};
+  cs.joins[1] = Trees(rng, 2, 6);
+  cs.joins[3] = Trees(rng, 2, 6);
+  ExpectJoinedRunsMatch(cs, /*folded=*/false);
 }
 
 }  // namespace
