@@ -222,7 +222,8 @@ class Engine {
   [[nodiscard]] absl::StatusOr<RunResult> RunJoining(const std::vector<Graph>& graphs,
                                                      const Plan& plan, const RunOptions& options,
                                                      const JoinSource& join);
-  // OK where this engine can run RunJoining (its device and its policy), else why not.
+  // OK where this engine can run RunJoining (its device, its policy, and no sum computed in
+  // place with terms both before and after the rounds in its function), else why not.
   [[nodiscard]] absl::Status JoinSupported() const;
 
   // Inference with the embeddings' input projections precomputed. For every MatMul of an
