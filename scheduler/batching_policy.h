@@ -41,8 +41,8 @@ class BatchingPolicy {
 };
 
 std::unique_ptr<BatchingPolicy> MakeHeightPolicy();
-// The rounds the height policy gives `graph` alone: its height + 1 (0 without vertices).
-int32_t HeightRounds(const Graph& graph);
+// Per graph, the rounds the height policy gives it alone: its height + 1 (0 without vertices).
+std::vector<int32_t> HeightRounds(const std::vector<Graph>& graphs);
 std::unique_ptr<BatchingPolicy> MakeDepthPolicy();
 // max_round_rows: the cap per round (0: none).
 std::unique_ptr<BatchingPolicy> MakeAgendaPolicy(int64_t max_round_rows);

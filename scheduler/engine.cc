@@ -25,19 +25,12 @@ using internal::Compiled;
 using internal::HostMemoryOrError;
 using internal::ProgramSchedule;
 using internal::Recorder;
+using internal::Seconds;
 using internal::Step;
 using internal::View;
 using vertex::Node;
 using vertex::OpClass;
 using vertex::OpKind;
-
-namespace {
-
-double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 Engine::~Engine() = default;
 
@@ -63,13 +56,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const vertex::Function* f
   CAVS_ASSIGN_OR_RETURN(e->kernels_, ops::GetKernels(options.device));
   if (options.kernels.has_value()) CAVS_RETURN_IF_ERROR(ops::SetKernelOptions(*options.kernels));
   e->compiled_ = std::make_unique<Compiled>();
-  const EngineOptions::Passes& p = options.passes;
-  static_cast<internal::Compiled&>(*e->compiled_) = internal::Compile(
-      e->function_, {.alias_concats = p.alias_concats,
-                     .fold_gemm_sums = p.fold_gemm_sums,
-                     .scratch_rows = p.scratch_rows && e->kernels_->ElementwiseScratch(),
-                     .early_weight_grads = p.early_weight_grads,
-                     .push_pull = p.push_pull});
+  internal::CompileOptions passes = options.passes;
+  passes.scratch_rows = passes.scratch_rows && e->kernels_->ElementwiseScratch();
+  static_cast<internal::Compiled&>(*e->compiled_) = internal::Compile(e->function_, passes);
   return e;
 }
 

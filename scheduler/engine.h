@@ -135,12 +135,11 @@ struct EngineStats {
 };
 
 // Where Engine::RunJoining asks for graphs to join: after `rounds_done` of the batch's `rounds`
-// forward rounds (0 < rounds_done < rounds), `seconds` after the run began, the batch `rows`
-// vertices large (a join's host time grows with them: EngineStats::join_seconds).
+// forward rounds (0 < rounds_done < rounds), the batch `rows` vertices large (a join's host
+// time grows with them: EngineStats::join_seconds).
 struct JoinPoint {
   int rounds_done = 0;
   int rounds = 0;
-  double seconds = 0.0;
   int64_t rows = 0;
 };
 // The graphs that join there (each as PlanBatch would accept it), in the order their results

@@ -48,18 +48,18 @@ absl::Status Replay(const Batch& b, const std::array<size_t, kNumPhases>& phase_
 
 // At most the fused instructions the batch records (sizes the upload before recording): each
 // step's program once, and where the device's Elementwise takes no row offset
-// (`row_offsets` false), a copy for each round (but one that starts at row 0).
-int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward, bool row_offsets) {
+// (`row_offsets` false), a copy for each round (but one that starts at row 0), and for the
+// pre-round ops of a batch recorded from a row after 0 (`from_row`).
+int64_t CountInstrs(const Compiled& c, int64_t rows, int rounds, bool backward, bool row_offsets,
+                    bool from_row) {
   int64_t total = 0;
   if (rows == 0) return 0;
   for (int pass = 0; pass < (backward ? 2 : 1); ++pass) {
     const ProgramSchedule& s = pass == 0 ? c.fwd : c.bwd;
     for (int cls = 0; cls < 5; ++cls) {
-      // Without row offsets each round's programs are a copy moved to its rows, and so are the
-      // pre-round ops' of a batch recorded from a row (RecordFrom).
       int64_t times = 1;
       if (!row_offsets && cls == static_cast<int>(OpClass::kInRounds)) times = 1 + rounds;
-      if (!row_offsets && cls == static_cast<int>(OpClass::kBeforeRounds)) times = 2;
+      if (!row_offsets && from_row && cls == static_cast<int>(OpClass::kBeforeRounds)) times = 2;
       for (const Step& st : s.steps[cls]) total += st.instrs * times;
     }
   }
@@ -96,7 +96,7 @@ void Bind(const Compiled& c, const Layout& l, const BatchMemory& m, const Plan& 
 
 }  // namespace
 
-Layout LayOut(const Compiled& c, const Plan& plan, bool backward, bool row_offsets) {
+Layout LayOut(const Compiled& c, const Plan& plan, bool backward, bool row_offsets, bool from_row) {
   Layout l;
   const int64_t n = plan.num_rows;
   l.offsets.assign(c.buffers.size(), -1);
@@ -126,7 +126,7 @@ Layout LayOut(const Compiled& c, const Plan& plan, bool backward, bool row_offse
     l.zero_floats += rows * c.buffers[c.pushed_rows].width;
   }
   place_all(false);
-  l.instr_count = CountInstrs(c, n, plan.num_rounds, backward, row_offsets);
+  l.instr_count = CountInstrs(c, n, plan.num_rounds, backward, row_offsets, from_row);
   auto aligned = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
   l.feat_at = aligned(l.instr_count * static_cast<int64_t>(sizeof(ops::EwInstr)));
   l.ints_at = aligned(l.feat_at + static_cast<int64_t>(plan.features.size()) * 4);
@@ -141,7 +141,7 @@ absl::StatusOr<RecordedBatch> RecordBatch(const vertex::Function& f, const Compi
                                           const RunOptions& options, const Folded& folded,
                                           const RecordFrom& from) {
   RecordedBatch r;
-  r.layout = LayOut(c, plan, options.backward, kernels.ElementwiseRowOffset());
+  r.layout = LayOut(c, plan, options.backward, kernels.ElementwiseRowOffset(), from.row > 0);
   CAVS_ASSIGN_OR_RETURN(r.memory, Allocate(r.layout, device));
   r.batch = std::make_unique<Batch>();
   Batch& b = *r.batch;

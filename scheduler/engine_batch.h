@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -38,7 +39,9 @@ struct Layout {
   int64_t pushed_at = -1, pushed_width = 0;
   int64_t instr_count = 0, feat_at = 0, ints_at = 0, pred_at = 0, region_bytes = 0;
 };
-Layout LayOut(const Compiled& c, const Plan& plan, bool backward, bool row_offsets);
+// `from_row`: the batch is recorded from a row after 0 (RecordFrom).
+Layout LayOut(const Compiled& c, const Plan& plan, bool backward, bool row_offsets,
+              bool from_row = false);
 
 // A batch's device memory: the arena of its buffers and the upload region (Layout).
 struct BatchMemory {
@@ -89,6 +92,11 @@ absl::Status ReplayCommands(const Batch& b, size_t from, size_t to);
 // graph.
 absl::StatusOr<bool> QueueLaunches(ops::Kernels& kernels, const RecordedBatch& r, PhaseTimer* timer,
                                    bool waited);
+
+// Seconds on the steady clock, for EngineStats' timings.
+inline double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // fn(), or ResourceExhausted where it ran out of host memory: a batch too large for the host
 // (a million-vertex chain records its programs per round) is an error the caller can report,

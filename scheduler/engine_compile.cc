@@ -1,6 +1,7 @@
 #include "scheduler/engine_compile.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <utility>
 
@@ -164,6 +165,37 @@ void NameShapes(Compiled& c) {
   }
 }
 
+namespace {
+
+// Compiled::read_after_its_round and sum_across_rounds.
+void MarkJoinFacts(Compiled& c, const vertex::Function& f) {
+  const vertex::Program& p = f.forward();
+  c.read_after_its_round.assign(c.buffers.size(), 0);
+  auto mark = [&](int node) {
+    const int buffer = c.fwd.views[static_cast<size_t>(node)].buffer;
+    if (buffer >= 0) c.read_after_its_round[static_cast<size_t>(buffer)] = 1;
+  };
+  for (const Node& n : p.nodes) {
+    if (n.op_class != OpClass::kAfterRounds) continue;
+    for (int in : n.inputs) {
+      const OpClass cls = p.nodes[static_cast<size_t>(in)].op_class;
+      if (cls == OpClass::kBeforeRounds || cls == OpClass::kInRounds) mark(in);
+    }
+  }
+  for (const vertex::ScatterField& field : f.scatter()) mark(field.node);
+  for (int push : f.pushes()) mark(push);
+  std::vector<std::array<bool, 2>> classes(static_cast<size_t>(c.fwd.num_sums));
+  for (size_t id = 0; id < p.nodes.size(); ++id) {
+    const int sum = c.fwd.gemm[id].sum;
+    if (sum < 0) continue;
+    classes[static_cast<size_t>(sum)][0] |= p.nodes[id].op_class == OpClass::kBeforeRounds;
+    classes[static_cast<size_t>(sum)][1] |= p.nodes[id].op_class == OpClass::kAfterRounds;
+  }
+  for (const std::array<bool, 2>& k : classes) c.sum_across_rounds |= k[0] && k[1];
+}
+
+}  // namespace
+
 Compiled Compile(const vertex::Function& f, const CompileOptions& options) {
   Compiled c;
   const vertex::Program& fp = f.forward();
@@ -217,6 +249,7 @@ Compiled Compile(const vertex::Function& f, const CompileOptions& options) {
   }
   NameShapes(c);
   c.fold_unread = FoldedEmbedsUnread(f, c.fwd);
+  MarkJoinFacts(c, f);
   return c;
 }
 

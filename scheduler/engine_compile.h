@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "scheduler/engine.h"
 #include "vertex/function.h"
 
 namespace cavs::scheduler::internal {
@@ -102,20 +103,19 @@ struct Compiled {
   int pushed_rows = -1;
   // Per forward node: FoldedEmbedsUnread's, the Embeds and Dropouts a folded run skips.
   std::vector<char> fold_unread;
+  // For Engine::RunJoining (engine_join.cc). Per buffer: whether something reads it in rows
+  // whose round has run (the post-round ops' inputs, the fields parents gather, the pushes the
+  // loss and the read-back read), so that a join carries those rows over. And whether a sum
+  // computed in place has terms both before and after the rounds, which a join cannot carry
+  // (it records the first over the later rows only).
+  std::vector<char> read_after_its_round;
+  bool sum_across_rounds = false;
 };
 
-// The optimization passes Compile runs (scheduler/passes/passes.h). Each is an optimization:
-// without it the engine computes the same values (up to rounding), with more launches, memory
-// or copies.
-struct CompileOptions {
-  bool alias_concats = true;
-  bool fold_gemm_sums = true;
-  // The device's fused kernel keeps temporaries in a scratch row (Kernels::ElementwiseScratch),
-  // so a value produced and consumed within one fused step gets no buffer.
-  bool scratch_rows = false;
-  bool early_weight_grads = true;
-  bool push_pull = true;
-};
+// The optimization passes Compile runs (scheduler/passes/passes.h): EngineOptions::Passes,
+// scratch_rows taken as it is (Engine::Create turns it off where the device's fused kernel keeps
+// no scratch row, Kernels::ElementwiseScratch).
+using CompileOptions = EngineOptions::Passes;
 
 // Builds views and steps for `f` (forward and backward), with the passes `options` turns on.
 Compiled Compile(const vertex::Function& f, const CompileOptions& options = {});

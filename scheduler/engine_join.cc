@@ -1,8 +1,6 @@
 // Engine::RunJoining: continuous batching for trees. Graphs join a running inference batch
 // between its forward rounds; each join re-plans the grown batch and carries the rows that
 // ran over (engine.h says what and why).
-#include <array>
-#include <chrono>
 #include <memory>
 #include <utility>
 
@@ -13,11 +11,10 @@
 #include "scheduler/row_support.h"
 
 namespace cavs::scheduler {
-namespace {
 
-double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using internal::Seconds;
+
+namespace {
 
 // The height policy with each graph starting in its own round: a joined graph's leaves run in
 // the round after the one it joined at.
@@ -39,44 +36,15 @@ class StartRoundPolicy final : public BatchingPolicy {
   std::vector<int32_t> start_;
 };
 
-// The buffers whose rows the grown batch reads of what ran before a join: `ran`, in the rows
-// of the rounds that ran (what the ops after the rounds read of earlier ops, the fields
-// parents gather from their children, and the pushes the loss and the read-back read); `pending`,
-// in the running batch's rows of later rounds (the rows children push into). The rest the grown
-// batch writes itself before reading it: the ops before the rounds, which it runs over those rows
-// again (their values are the same; and what it then believes written is what it wrote, where the
-// running batch's supports may have covered other rows), the rounds, and the ops after them.
-struct Live {
-  std::vector<char> ran, pending;
-};
-
-Live LiveAcrossJoin(const vertex::Function& f, const internal::Compiled& c) {
-  const vertex::Program& p = f.forward();
-  Live live{std::vector<char>(c.buffers.size(), 0), std::vector<char>(c.buffers.size(), 0)};
-  auto mark = [&](std::vector<char>& set, int node) {
-    const int buffer = c.fwd.views[static_cast<size_t>(node)].buffer;
-    if (buffer >= 0) set[static_cast<size_t>(buffer)] = 1;
-  };
-  for (int id = 0; id < static_cast<int>(p.nodes.size()); ++id) {
-    const vertex::Node& n = p.nodes[static_cast<size_t>(id)];
-    if (n.op_class != vertex::OpClass::kAfterRounds) continue;
-    for (int in : n.inputs) {
-      const vertex::OpClass cls = p.nodes[static_cast<size_t>(in)].op_class;
-      if (cls == vertex::OpClass::kBeforeRounds || cls == vertex::OpClass::kInRounds) {
-        mark(live.ran, in);
-      }
-    }
-  }
-  for (const vertex::ScatterField& field : f.scatter()) mark(live.ran, field.node);
-  for (int push : f.pushes()) mark(live.ran, push);  // the loss and the read-back read them
-  if (c.pushed_rows >= 0) live.pending[static_cast<size_t>(c.pushed_rows)] = 1;
-  return live;
-}
-
 // Copies the live rows of `from` (run up to round `done`) into `to`, the batch grown from it:
 // its rounds before `done` are from's, row for row; in each later round from's rows come
-// first, in the same order (uid order within a round, and from's graphs come first).
-absl::Status Carry(core::Backend& backend, const internal::Compiled& c, const Live& live,
+// first, in the same order (uid order within a round, and from's graphs come first). Live: of
+// the rounds that ran, the buffers Compiled::read_after_its_round names; of the later rows,
+// the rows their children pushed into. The rest the grown batch writes before it reads it:
+// the ops before the rounds, which it runs over the later rows again (the same values; and
+// what it then believes written is what it wrote, where the running batch's supports may have
+// covered other rows), the rounds, and the ops after them.
+absl::Status Carry(core::Backend& backend, const internal::Compiled& c,
                    const internal::RecordedBatch& from, const Plan& from_plan,
                    const internal::RecordedBatch& to, const Plan& to_plan, int done) {
   struct Block {
@@ -93,7 +61,9 @@ absl::Status Carry(core::Backend& backend, const internal::Compiled& c, const Li
     if (src < 0 || dst < 0) continue;
     const int64_t width = c.buffers[i].width;
     for (const Block& k : blocks) {
-      if (k.rows == 0 || !(k.ran ? live.ran[i] : live.pending[i])) continue;
+      const bool live =
+          k.ran ? c.read_after_its_round[i] != 0 : static_cast<int>(i) == c.pushed_rows;
+      if (k.rows == 0 || !live) continue;
       CAVS_RETURN_IF_ERROR(backend.CopyWithin(to.memory.arena_floats() + dst + k.to_row * width,
                                               from.memory.arena_floats() + src + k.from_row * width,
                                               static_cast<size_t>(k.rows * width) * sizeof(float)));
@@ -116,45 +86,13 @@ absl::Status Engine::JoinSupported() const {
         "joining running batches needs the height batching policy (a graph joins by starting "
         "its heights at the next round)");
   }
-  // A sum computed in place with a term before the rounds and one after: the grown batch
-  // records the first over the rows from the join point only, so the second would start the
-  // rows that ran afresh, without the first term.
-  const vertex::Program& p = function_.forward();
-  std::vector<std::array<bool, 2>> classes(static_cast<size_t>(compiled_->fwd.num_sums));
-  for (size_t id = 0; id < p.nodes.size(); ++id) {
-    const int sum = compiled_->fwd.gemm[id].sum;
-    if (sum < 0) continue;
-    classes[static_cast<size_t>(sum)][0] |= p.nodes[id].op_class == vertex::OpClass::kBeforeRounds;
-    classes[static_cast<size_t>(sum)][1] |= p.nodes[id].op_class == vertex::OpClass::kAfterRounds;
-  }
-  for (const std::array<bool, 2>& c : classes) {
-    if (c[0] && c[1]) {
-      return absl::UnimplementedError(absl::StrCat(
-          "joining running batches with function '", function_.name(),
-          "': it has a sum of GEMMs computed in place with terms before and after the rounds"));
-    }
+  if (compiled_->sum_across_rounds) {
+    return absl::UnimplementedError(absl::StrCat(
+        "joining running batches with function '", function_.name(),
+        "': it has a sum of GEMMs computed in place with terms before and after the rounds"));
   }
   return absl::OkStatus();
 }
-
-namespace {
-
-// Whether `plan` puts every vertex of `graphs` in the round of its height, as a join assumes.
-bool HeightPlan(const std::vector<Graph>& graphs, const Plan& plan) {
-  const BatchGraphs batch{graphs, plan.graph_offsets, 0};
-  const std::vector<int32_t> height = MakeHeightPolicy()->Rounds(batch);
-  for (size_t u = 0; u < height.size(); ++u) {
-    const int64_t row = plan.row_of_uid[u];
-    const int32_t h = height[u];
-    if (h >= plan.num_rounds || row < plan.round_offsets[static_cast<size_t>(h)] ||
-        row >= plan.round_offsets[static_cast<size_t>(h) + 1]) {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
 
 absl::StatusOr<RunResult> Engine::RunJoining(const std::vector<Graph>& graphs, const Plan& plan,
                                              const RunOptions& options, const JoinSource& join) {
@@ -165,10 +103,10 @@ absl::StatusOr<RunResult> Engine::RunJoining(const std::vector<Graph>& graphs, c
         "Engine::RunJoining is for inference: training and backward must be off");
   }
   CAVS_RETURN_IF_ERROR(JoinSupported());
-  if (!HeightPlan(graphs, plan)) {
+  if (plan.policy != MakeHeightPolicy()->name()) {
     return absl::InvalidArgumentError(
-        "Engine::RunJoining: the plan does not put every vertex in the round of its height "
-        "(a plan of another policy's engine?)");
+        absl::StrCat("Engine::RunJoining: a plan of the '", plan.policy,
+                     "' batching policy; a join needs the height policy's rounds"));
   }
   return internal::HostMemoryOrError("joining batches",
                                      [&]() { return Joining(graphs, plan, options, join); });
@@ -193,7 +131,6 @@ absl::StatusOr<RunResult> Engine::Joining(const std::vector<Graph>& graphs, cons
                                     r.phase_at[static_cast<int>(Phase::kRounds)]);
   };
   CAVS_RETURN_IF_ERROR(before_rounds(run));
-  const Live live = LiveAcrossJoin(function_, c);
   int joins = 0;
   int64_t joined = 0;
   double join_seconds = 0.0;
@@ -202,7 +139,7 @@ absl::StatusOr<RunResult> Engine::Joining(const std::vector<Graph>& graphs, cons
     CAVS_RETURN_IF_ERROR(internal::ReplayCommands(b, b.out.round_at[static_cast<size_t>(done)],
                                                   b.out.round_at[static_cast<size_t>(done) + 1]));
     if (++done == cur->num_rounds) break;
-    std::vector<Graph> more = join(JoinPoint{done, cur->num_rounds, Seconds() - t0, cur->num_rows});
+    std::vector<Graph> more = join(JoinPoint{done, cur->num_rounds, cur->num_rows});
     if (more.empty()) continue;
     const double tj = Seconds();
     if (absl::Status s = ValidateBatch(function_, more); !s.ok()) {
@@ -236,7 +173,7 @@ absl::StatusOr<RunResult> Engine::Joining(const std::vector<Graph>& graphs, cons
         internal::Upload(*backend, *kernels_, next, options_.poison_buffers, &staging_, first_row)
             .status());
     CAVS_RETURN_IF_ERROR(before_rounds(next));
-    CAVS_RETURN_IF_ERROR(Carry(*backend, c, live, run, *cur, next, *next_plan, done));
+    CAVS_RETURN_IF_ERROR(Carry(*backend, c, run, *cur, next, *next_plan, done));
     run = std::move(next);  // the old batch goes before its plan
     owned = std::move(next_plan);
     cur = owned.get();

@@ -176,8 +176,11 @@ absl::StatusOr<Plan> BuildPlan(const vertex::Function& f, const std::vector<Grap
   if (options.custom != nullptr) {
     round = options.custom->Rounds(batch);
     CAVS_RETURN_IF_ERROR(CheckRounds(*options.custom, batch, round));
+    plan.policy = options.custom->name();
   } else {
-    round = BuiltinPolicy(options)->Rounds(batch);
+    const std::unique_ptr<BatchingPolicy> policy = BuiltinPolicy(options);
+    round = policy->Rounds(batch);
+    plan.policy = policy->name();
   }
   // Counting sort of uids by round: rows are round-major, uid order within a round.
   int32_t rounds = 0;

@@ -41,6 +41,7 @@ struct PlanOptions {
 using RowRange = std::pair<int64_t, int64_t>;  // rows [first, second); empty if first >= second
 
 struct Plan {
+  std::string policy;  // the name of the batching policy that made its rounds
   int64_t num_rows = 0;
   int num_rounds = 0;
   std::vector<int64_t> round_offsets;  // num_rounds + 1

@@ -51,11 +51,9 @@ Batcher::~Batcher() { Stop(); }
 
 absl::StatusOr<std::shared_ptr<Ticket>> Batcher::Submit(std::vector<scheduler::Graph> graphs) {
   auto ticket = std::make_shared<Ticket>(graphs.size());
-  std::vector<int32_t> rounds;  // outside the lock: the request's thread pays for it
-  if (options_.join) {
-    rounds.reserve(graphs.size());
-    for (const scheduler::Graph& g : graphs) rounds.push_back(scheduler::HeightRounds(g));
-  }
+  // Outside the lock: the request's thread pays for it.
+  const std::vector<int32_t> rounds =
+      options_.join ? scheduler::HeightRounds(graphs) : std::vector<int32_t>();
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stopping_) return RequestError(ErrorKind::kShuttingDown, "the server is shutting down");
@@ -93,6 +91,21 @@ void Batcher::Stop() {
   if (executor_.joinable()) executor_.join();
 }
 
+void Batcher::TakeFront(size_t take, Formed& formed, std::vector<scheduler::Graph>& graphs) {
+  const Clock::time_point now = Clock::now();
+  formed.items.reserve(formed.items.size() + take);
+  graphs.reserve(graphs.size() + take);
+  for (size_t k = 0; k < take; ++k) {
+    metrics_->ObserveQueueWait(
+        std::chrono::duration<double>(now - queue_.front().queued_at).count());
+    formed.items.push_back(std::move(queue_.front()));
+    graphs.push_back(std::move(graphs_.front()));
+    queue_.pop_front();
+    graphs_.pop_front();
+  }
+  metrics_->SetQueued(static_cast<int64_t>(queue_.size()));
+}
+
 std::shared_ptr<const std::vector<scheduler::Graph>> Batcher::Form(int64_t i) {
   std::unique_lock<std::mutex> l(mu_);
   size_t take = 0;
@@ -114,19 +127,8 @@ std::shared_ptr<const std::vector<scheduler::Graph>> Batcher::Form(int64_t i) {
     if (take == 0) changed_.wait_for(l, d.wait);
   }
   auto graphs = std::make_shared<std::vector<scheduler::Graph>>();
-  graphs->reserve(take);
   Formed formed;
-  formed.items.reserve(take);
-  const Clock::time_point now = Clock::now();
-  for (size_t k = 0; k < take; ++k) {
-    metrics_->ObserveQueueWait(
-        std::chrono::duration<double>(now - queue_.front().queued_at).count());
-    formed.items.push_back(std::move(queue_.front()));
-    graphs->push_back(std::move(graphs_.front()));
-    queue_.pop_front();
-    graphs_.pop_front();
-  }
-  metrics_->SetQueued(static_cast<int64_t>(queue_.size()));
+  TakeFront(take, formed, *graphs);
   formed_.emplace(i, std::move(formed));
   return graphs;
 }
@@ -136,36 +138,24 @@ std::vector<scheduler::Graph> Batcher::Join(const scheduler::JoinPoint& at, Form
   std::vector<scheduler::Graph> out;
   const int32_t left = at.rounds - at.rounds_done;
   std::lock_guard<std::mutex> l(mu_);
-  // Oldest first, among as many as could join (the scan stays short under a long queue).
+  // They join only where they are all that waits (up to the batch's room): else the next batch
+  // runs anyway, and joining saves its waiters little of it (batching shares it) while every
+  // join adds host time near saturation. So they are the queue's front.
   const size_t room = policy_->max_batch() - std::min(policy_->max_batch(), formed.items.size());
-  std::vector<size_t> fit;
-  for (size_t i = 0; i < queue_.size() && i < room; ++i) {
-    if (queue_[i].rounds <= left) fit.push_back(i);
+  const size_t take = std::min(queue_.size(), room);
+  if (take == 0) return out;
+  for (size_t i = 0; i < take; ++i) {
+    if (queue_[i].rounds > left) return out;
   }
-  // Only where they are all that waits: else the next batch runs anyway, and joining saves its
-  // waiters little of it (batching shares it) while every join adds host time near saturation.
-  if (fit.empty() || fit.size() < std::min(queue_.size(), room)) return out;
   // The join's host time, which batch at a time does not spend: no more than the fixed cost of
   // the batch of their own it saves (so it costs no throughput), and no more, summed over the
   // running batch's samples that wait for it, than the joiners save.
   const double cost = join_seconds_per_row_ * static_cast<double>(at.rows);
   if (cost > batch_fixed_seconds_ || cost * static_cast<double>(formed.items.size()) >
-                                         batch_seconds_ * static_cast<double>(fit.size())) {
+                                         batch_seconds_ * static_cast<double>(take)) {
     return out;
   }
-  const Clock::time_point now = Clock::now();
-  for (size_t k = fit.size(); k-- > 0;) {  // from the back: the indices before stay valid
-    const size_t i = fit[k];
-    metrics_->ObserveQueueWait(std::chrono::duration<double>(now - queue_[i].queued_at).count());
-    formed.items.push_back(std::move(queue_[i]));
-    out.push_back(std::move(graphs_[i]));
-    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
-    graphs_.erase(graphs_.begin() + static_cast<std::ptrdiff_t>(i));
-  }
-  // Taken from the back: oldest first again, for the items and the graphs alike.
-  std::reverse(formed.items.end() - static_cast<std::ptrdiff_t>(out.size()), formed.items.end());
-  std::reverse(out.begin(), out.end());
-  metrics_->SetQueued(static_cast<int64_t>(queue_.size()));
+  TakeFront(take, formed, out);
   *joined_rows += at.rows;
   return out;
 }

@@ -112,6 +112,9 @@ class Batcher {
   // drained).
   std::shared_ptr<const std::vector<scheduler::Graph>> Form(int64_t i);
   void Execute();
+  // Moves the queue's first `take` samples into `formed` and their graphs into `graphs`, counting
+  // their waits. REQUIRES: mu_ held, take <= queue_.size().
+  void TakeFront(size_t take, Formed& formed, std::vector<scheduler::Graph>& graphs);
   // RunJoining's source: the queued samples that fit after `at`, moved into `formed`, where
   // joining pays (the class comment); adds the running batch's rows to *joined_rows if any.
   std::vector<scheduler::Graph> Join(const scheduler::JoinPoint& at, Formed& formed,

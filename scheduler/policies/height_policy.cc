@@ -24,13 +24,20 @@ class HeightPolicy final : public BatchingPolicy {
 
 std::unique_ptr<BatchingPolicy> MakeHeightPolicy() { return std::make_unique<HeightPolicy>(); }
 
-int32_t HeightRounds(const Graph& graph) {
-  const std::vector<Graph> one = {graph};  // BatchGraphs holds the batch by reference
-  const std::vector<int64_t> offsets = {0, graph.num_vertices()};
-  int64_t edges = static_cast<int64_t>(graph.child_ids.size());
-  const std::vector<int32_t> round = HeightPolicy().Rounds(BatchGraphs{one, offsets, edges});
-  int32_t rounds = 0;
-  for (int32_t r : round) rounds = std::max(rounds, r + 1);
+std::vector<int32_t> HeightRounds(const std::vector<Graph>& graphs) {
+  std::vector<int64_t> offsets = {0};
+  int64_t edges = 0;
+  for (const Graph& g : graphs) {
+    offsets.push_back(offsets.back() + g.num_vertices());
+    edges += static_cast<int64_t>(g.child_ids.size());
+  }
+  const std::vector<int32_t> round = HeightPolicy().Rounds(BatchGraphs{graphs, offsets, edges});
+  std::vector<int32_t> rounds(graphs.size(), 0);
+  for (size_t gi = 0; gi < graphs.size(); ++gi) {
+    for (int64_t u = offsets[gi]; u < offsets[gi + 1]; ++u) {
+      rounds[gi] = std::max(rounds[gi], round[static_cast<size_t>(u)] + 1);
+    }
+  }
   return rounds;
 }
 

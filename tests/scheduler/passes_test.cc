@@ -96,8 +96,7 @@ void ExpectMatchesReference(const Case& cs, const EngineOptions::Passes& passes,
 struct Pass {
   const char* name;
   std::function<bool(const vertex::Function&, const internal::Compiled&)> acted;
-  bool EngineOptions::Passes::*engine_switch;
-  bool internal::CompileOptions::*compile_switch;
+  bool EngineOptions::Passes::*on;  // its switch (internal::CompileOptions too)
 };
 
 std::vector<Pass> Passes() {
@@ -119,28 +118,28 @@ std::vector<Pass> Passes() {
          }
          return false;
        },
-       &EngineOptions::Passes::alias_concats, &internal::CompileOptions::alias_concats},
+       &EngineOptions::Passes::alias_concats},
       {"fold_gemm_sums",
        [](const vertex::Function&, const internal::Compiled& c) { return c.fwd.num_sums > 0; },
-       &EngineOptions::Passes::fold_gemm_sums, &internal::CompileOptions::fold_gemm_sums},
+       &EngineOptions::Passes::fold_gemm_sums},
       {"scratch_rows",
        [](const vertex::Function&, const internal::Compiled& c) {
          return std::any_of(c.fwd.scratch_col.begin(), c.fwd.scratch_col.end(),
                             [](int64_t x) { return x >= 0; });
        },
-       &EngineOptions::Passes::scratch_rows, &internal::CompileOptions::scratch_rows},
+       &EngineOptions::Passes::scratch_rows},
       {"early_weight_grads",
        [](const vertex::Function&, const internal::Compiled& c) {
          return !c.bwd.early_weight_grads.empty();
        },
-       &EngineOptions::Passes::early_weight_grads, &internal::CompileOptions::early_weight_grads},
+       &EngineOptions::Passes::early_weight_grads},
       {"push_pull",
        [any_step](const vertex::Function&, const internal::Compiled& c) {
          return c.pushed_rows >= 0 &&
                 any_step(c.fwd, [](const internal::Step& s) { return !s.pushes.empty(); }) &&
                 any_step(c.bwd, [](const internal::Step& s) { return !s.pulls.empty(); });
        },
-       &EngineOptions::Passes::push_pull, &internal::CompileOptions::push_pull},
+       &EngineOptions::Passes::push_pull},
   };
 }
 
@@ -155,7 +154,7 @@ TEST(PassesTest, EachPassActsOnTheTreeLstmAndOnlyWhenOn) {
     const vertex::Function& of = std::string(pass.name) == "alias_concats" ? *concat : *f;
     internal::CompileOptions on{.scratch_rows = true};
     internal::CompileOptions off = on;
-    off.*pass.compile_switch = false;
+    off.*pass.on = false;
     EXPECT_TRUE(pass.acted(of, internal::Compile(of, on)));
     EXPECT_FALSE(pass.acted(of, internal::Compile(of, off)));
   }
@@ -166,7 +165,7 @@ TEST(PassesTest, WithoutEachPassTheEngineStillMatchesTheReference) {
     ExpectMatchesReference(cs, {}, "every pass");
     for (const Pass& pass : Passes()) {
       EngineOptions::Passes off;
-      off.*pass.engine_switch = false;
+      off.*pass.on = false;
       ExpectMatchesReference(cs, off, std::string("without ") + pass.name);
     }
     ExpectMatchesReference(cs,
