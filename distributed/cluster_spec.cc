@@ -24,6 +24,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kMaxRanks = 1 << 20;
 constexpr double kGbit = 1e9 / 8;  // bytes/s
 constexpr double kUs = 1e-6;       // s
+constexpr double kNs = 1e-9;       // s
 
 // Names of an enum's values, in order.
 template <typename E>
@@ -98,6 +99,18 @@ absl::Status ParseCalibration(const std::vector<std::string>& tokens, ClusterSpe
       CAVS_RETURN_IF_ERROR(SetNumber(o, name, {0, true, 1000}, 1, &c.factor[k]));
       CAVS_RETURN_IF_ERROR(SetNumber(o, name + "_us", {0, false, 1e9}, kUs, &c.extra[k]));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseFp16(const std::vector<std::string>& tokens, ClusterSpec& c) {
+  CAVS_ASSIGN_OR_RETURN(
+      std::vector<LineOption> options,
+      internal::ParseLineOptions(tokens, 1, {"encode_ns", "decode_ns", "sum_ns"}));
+  for (const LineOption& o : options) {
+    CAVS_RETURN_IF_ERROR(SetNumber(o, "encode_ns", {0, false, kInf}, kNs, &c.fp16.encode));
+    CAVS_RETURN_IF_ERROR(SetNumber(o, "decode_ns", {0, false, kInf}, kNs, &c.fp16.decode));
+    CAVS_RETURN_IF_ERROR(SetNumber(o, "sum_ns", {0, false, kInf}, kNs, &c.fp16.sum));
   }
   return absl::OkStatus();
 }
@@ -204,9 +217,10 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
   if (key == "intra") return ParseIntra(tokens, st.cluster);
   if (key == "algorithms") return ParseAlgorithms(tokens, st.cluster.algorithms);
   if (key == "calibration") return ParseCalibration(tokens, st.cluster);
+  if (key == "fp16") return ParseFp16(tokens, st.cluster);
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown directive '", key,
-      "' (expected version, name, inter, intra, algorithms, calibration, host or hosts)"));
+      "' (expected version, name, inter, intra, algorithms, calibration, fp16, host or hosts)"));
 }
 
 }  // namespace
@@ -264,6 +278,11 @@ std::string SerializeClusterSpec(const ClusterSpec& c) {
       }
     }
     absl::StrAppend(&out, "\n");
+  }
+  if (c.fp16 != Fp16Costs{}) {
+    absl::StrAppend(&out, "fp16 encode_ns=", FormatNumber(c.fp16.encode / kNs),
+                    " decode_ns=", FormatNumber(c.fp16.decode / kNs),
+                    " sum_ns=", FormatNumber(c.fp16.sum / kNs), "\n");
   }
   for (const HostSpec& h : c.hosts) {
     absl::StrAppend(&out, "host ", internal::QuoteToken(h.name), " ranks=", h.ranks,

@@ -11,6 +11,7 @@
 //   intra bandwidth_gbit=40 latency_us=2
 //   algorithms allreduce=ring reduce=linear broadcast=linear allgather=linear
 //   calibration allreduce=1.1 reduce=1.6 broadcast=1.5 allgather=2 gather=1   # optional
+//   fp16 encode_ns=0.55 decode_ns=0.57 sum_ns=3.4                             # optional
 //   host a ranks=2 bandwidth_gbit=1
 //   host b ranks=2 bandwidth_gbit=0.25
 //   hosts 4 ranks=8 bandwidth_gbit=100        # four more hosts, named h2 .. h5
@@ -63,6 +64,18 @@ struct HostSpec {
   friend bool operator==(const HostSpec&, const HostSpec&) = default;
 };
 
+// What float16 compression costs a rank's CPU, in s per element, as measured with the job's
+// other ranks running beside it (ProbeCluster times it on every rank at once): the conversion
+// of a bucket to float16 when it starts, the conversion back when the step finishes, and the
+// float16 sum of MPI's user-defined operation, once per element a rank reduces. 0: not charged.
+struct Fp16Costs {
+  double encode = 0.0;
+  double decode = 0.0;
+  double sum = 0.0;
+
+  friend bool operator==(const Fp16Costs&, const Fp16Costs&) = default;
+};
+
 struct ClusterSpec {
   std::string name;
   std::vector<HostSpec> hosts;  // ranks are numbered host by host in this order
@@ -85,6 +98,8 @@ struct ClusterSpec {
   // default.
   std::array<double, 5> factor = {1, 1, 1, 1, 1};
   std::array<double, 5> extra = {0, 0, 0, 0, 0};
+  // Written as `fp16 encode_ns=E decode_ns=D sum_ns=S` where any is not 0.
+  Fp16Costs fp16;
 
   int world_size() const;
   // The host of every rank, ranks numbered host by host.

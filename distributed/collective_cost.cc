@@ -20,7 +20,8 @@ class PhaseBuilder {
         bytes_(4 * cluster.hosts.size(), 0.0),
         sent_(host_of.size(), 0),
         received_(host_of.size(), 0),
-        handled_(host_of.size(), 0.0) {}
+        handled_(host_of.size(), 0.0),
+        summed_(host_of.size(), 0.0) {}
 
   // `bytes` from a rank of host `from` to a rank of host `to`, in the current step (the ranks'
   // message counts are kept by Send or Handles).
@@ -40,6 +41,8 @@ class PhaseBuilder {
     Touch(from_rank), Touch(to_rank);
     ++sent_[from_rank], ++received_[to_rank];
   }
+  // `rank` adds `bytes` it received into its buffer (a reduction's step).
+  void Sums(int rank, double bytes) { summed_[rank] += bytes; }
   // `rank` sends and receives `messages` messages each in the current step.
   void Handles(int rank, int messages) {
     Touch(rank);
@@ -69,8 +72,13 @@ class PhaseBuilder {
     for (int r = 0; r < static_cast<int>(handled_.size()); ++r) {
       cpu[host_of_[r]] = std::max(cpu[host_of_[r]], handled_[r] * cluster_.message_overhead);
     }
+    std::vector<double> summed(cluster_.hosts.size(), 0.0);
+    for (int r = 0; r < static_cast<int>(summed_.size()); ++r) {
+      summed[host_of_[r]] = std::max(summed[host_of_[r]], summed_[r]);
+    }
     for (int h = 0; h < static_cast<int>(cpu.size()); ++h) {
       if (cpu[h] > 0.0) phase_.cpu.push_back({h, cpu[h]});
+      if (summed[h] > 0.0) phase_.summed.push_back({h, summed[h]});
     }
     return std::move(phase_);
   }
@@ -86,6 +94,7 @@ class PhaseBuilder {
   std::vector<int> sent_, received_;  // in the current step
   std::vector<int> touched_;          // ranks with messages in the current step
   std::vector<double> handled_;       // messages over the steps so far
+  std::vector<double> summed_;        // bytes each rank added into its buffer
   bool crosses_ = false;
   Phase phase_;
 };
@@ -96,10 +105,14 @@ int CeilLog2(int n) {
   return k;
 }
 
-// Ring: 2(n-1) steps, each participant sends 1/n of the buffer to the next.
+// Ring: 2(n-1) steps, each participant sends 1/n of the buffer to the next; in the first n-1
+// it adds what it receives (a reduce-scatter), in the rest it keeps it.
 void RingAllReduce(const std::vector<int>& p, PhaseBuilder& b) {
   const int n = static_cast<int>(p.size());
-  for (int i = 0; i < n; ++i) b.Send(p[i], p[(i + 1) % n], 2.0 * (n - 1) / n);
+  for (int i = 0; i < n; ++i) {
+    b.Send(p[i], p[(i + 1) % n], 2.0 * (n - 1) / n);
+    b.Sums(p[(i + 1) % n], (n - 1.0) / n);
+  }
   b.EndSteps(2.0 * (n - 1));
 }
 
@@ -112,11 +125,17 @@ void RecursiveDoublingAllReduce(const std::vector<int>& p, PhaseBuilder& b) {
   const int rem = n - p2;
   auto real = [&](int v) { return v < rem ? p[2 * v + 1] : p[v + rem]; };
   if (rem > 0) {
-    for (int i = 0; i < rem; ++i) b.Send(p[2 * i], p[2 * i + 1], 1.0);
+    for (int i = 0; i < rem; ++i) {
+      b.Send(p[2 * i], p[2 * i + 1], 1.0);
+      b.Sums(p[2 * i + 1], 1.0);
+    }
     b.EndSteps(1);
   }
   for (int mask = 1; mask < p2; mask <<= 1) {
-    for (int v = 0; v < p2; ++v) b.Send(real(v), real(v ^ mask), 1.0);
+    for (int v = 0; v < p2; ++v) {
+      b.Send(real(v), real(v ^ mask), 1.0);
+      b.Sums(real(v ^ mask), 1.0);
+    }
     b.EndSteps(1);
   }
   if (rem > 0) {
@@ -139,6 +158,8 @@ void RabenseifnerAllReduce(const std::vector<int>& p, PhaseBuilder& b) {
     for (int i = 0; i < rem; ++i) {
       b.Send(p[2 * i], p[2 * i + 1], 0.5);
       b.Send(p[2 * i + 1], p[2 * i], 0.5);
+      b.Sums(p[2 * i], 0.5);
+      b.Sums(p[2 * i + 1], 0.5);
     }
     b.EndSteps(1);
     for (int i = 0; i < rem; ++i) b.Send(p[2 * i + 1], p[2 * i], 0.5);
@@ -147,7 +168,10 @@ void RabenseifnerAllReduce(const std::vector<int>& p, PhaseBuilder& b) {
   double part = 1.0;
   for (int mask = 1; mask < p2; mask <<= 1) {
     part /= 2;
-    for (int v = 0; v < p2; ++v) b.Send(real(v), real(v ^ mask), part);
+    for (int v = 0; v < p2; ++v) {
+      b.Send(real(v), real(v ^ mask), part);
+      b.Sums(real(v ^ mask), part);
+    }
     b.EndSteps(1);
   }
   for (int mask = p2 >> 1; mask > 0; mask >>= 1) {
@@ -171,7 +195,10 @@ void BinomialTree(const std::vector<int>& p, int root, bool to_root, PhaseBuilde
   auto real = [&](int v) { return p[v == 0 ? root : v == root ? 0 : v]; };
   if (to_root) {
     for (int k = 0; (1 << k) < n; ++k) {
-      for (int v = 1 << k; v < n; v += 1 << (k + 1)) b.Send(real(v), real(v - (1 << k)), 1.0);
+      for (int v = 1 << k; v < n; v += 1 << (k + 1)) {
+        b.Send(real(v), real(v - (1 << k)), 1.0);
+        b.Sums(real(v - (1 << k)), 1.0);
+      }
       b.EndSteps(1);
     }
   } else {
@@ -189,13 +216,15 @@ void BinomialTree(const std::vector<int>& p, int root, bool to_root, PhaseBuilde
   (to_root ? b.phase().root_in : b.phase().root_out) = CeilLog2(n);
 }
 
-// Every non-root participant sends to (or receives from) the root in one step.
-void Linear(const std::vector<int>& p, int root, bool to_root, PhaseBuilder& b) {
+// Every non-root participant sends to (or receives from) the root in one step; a reduce's root
+// (`adds`) adds each into its buffer.
+void Linear(const std::vector<int>& p, int root, bool to_root, bool adds, PhaseBuilder& b) {
   const int n = static_cast<int>(p.size());
   for (int i = 0; i < n; ++i) {
     if (i == root) continue;
     if (to_root) {
       b.Send(p[i], p[root], 1.0);
+      if (adds) b.Sums(p[root], 1.0);
     } else {
       b.Send(p[root], p[i], 1.0);
     }
@@ -233,6 +262,7 @@ void RingAllGather(const std::vector<int>& p, PhaseBuilder& b) {
 Phase Phase::Scaled(double factor) const {
   Phase out = *this;
   for (Load& l : out.loads) l.bytes *= factor;
+  for (Load& l : out.summed) l.bytes *= factor;
   out.root_in *= factor;
   out.root_out *= factor;
   return out;
@@ -267,7 +297,10 @@ void Phase::Merge(const Phase& other) {
   root_out += other.root_out;
   loads = AddLoads(loads, other.loads);
   cpu = AddLoads(cpu, other.cpu);
+  summed = AddLoads(summed, other.summed);
 }
+
+void Phase::AddCpu(const std::vector<Load>& more) { cpu = AddLoads(cpu, more); }
 
 Resources::Resources(const ClusterSpec& cluster) {
   for (const HostSpec& h : cluster.hosts) {
@@ -322,7 +355,7 @@ Phase Collectives::OneByte(Collective op, const std::vector<int>& p, int root) {
       break;
     case Collective::kReduce:
       if (a.reduce == ReduceAlgorithm::kLinear) {
-        Linear(p, root, /*to_root=*/true, b);
+        Linear(p, root, /*to_root=*/true, /*adds=*/true, b);
       } else {
         BinomialTree(p, root, /*to_root=*/true, b);
       }
@@ -330,7 +363,7 @@ Phase Collectives::OneByte(Collective op, const std::vector<int>& p, int root) {
     case Collective::kBroadcast:
       if (a.broadcast == BroadcastAlgorithm::kLinear ||
           (a.broadcast == BroadcastAlgorithm::kLibnbc && n <= 4)) {
-        Linear(p, root, /*to_root=*/false, b);
+        Linear(p, root, /*to_root=*/false, /*adds=*/false, b);
       } else {
         BinomialTree(p, root, /*to_root=*/false, b);
       }
@@ -343,7 +376,7 @@ Phase Collectives::OneByte(Collective op, const std::vector<int>& p, int root) {
       }
       break;
     case Collective::kGather:
-      Linear(p, root, /*to_root=*/true, b);
+      Linear(p, root, /*to_root=*/true, /*adds=*/false, b);
       break;
   }
   return b.Build();

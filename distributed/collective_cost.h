@@ -9,6 +9,10 @@
 //            of its messages crosses hosts, else intra-host; concurrent collectives overlap
 //   loads    the bytes put on each link resource, which concurrent collectives share
 //
+// and, beside them, `summed`: per host, the bytes its busiest rank adds into its own buffer
+// (a reduction's work on the CPU, which the cost model charges where adding costs more than
+// the probe's calibration covers: the float16 sum of MPI's user-defined operation).
+//
 // Link resources, per host h:
 //
 //   Out(h), In(h)   the two directions of h's network link, efficiency x line rate each
@@ -43,20 +47,24 @@ struct Load {
 
 // One collective (or several run side by side) of a synchronizer unit.
 struct Phase {
-  std::vector<Load> cpu;    // s of software time per host (Load::resource is the host)
-  double latency = 0.0;     // s
-  std::vector<Load> loads;  // bytes per link resource, resource ascending, each at most once
-  double root_in = 0.0;     // bytes the root rank receives (rooted collectives; PS hot spots)
-  double root_out = 0.0;    // bytes the root rank sends
+  std::vector<Load> cpu;     // s of software time per host (Load::resource is the host)
+  double latency = 0.0;      // s
+  std::vector<Load> loads;   // bytes per link resource, resource ascending, each at most once
+  double root_in = 0.0;      // bytes the root rank receives (rooted collectives; PS hot spots)
+  double root_out = 0.0;     // bytes the root rank sends
+  std::vector<Load> summed;  // bytes per host its busiest rank sums, host ascending
   // For calibration: sequential steps, and the messages on the critical path (the sum over the
   // steps of the most messages one rank handles in the step).
   double steps = 0.0;
   double messages = 0.0;
 
-  // This phase with every byte count times `factor` (cpu and latency unchanged).
+  // This phase with every byte count (loads, summed, root) times `factor` (cpu and latency
+  // unchanged).
   Phase Scaled(double factor) const;
   // Runs `other` beside this one (on other ranks): the longer latency, cpu and loads added.
   void Merge(const Phase& other);
+  // More software time on hosts (Load::resource the host, bytes the seconds).
+  void AddCpu(const std::vector<Load>& more);
 };
 
 // The resources of a cluster and their capacities (bytes/s).

@@ -188,7 +188,7 @@ void Expose(Prediction& pred) {
     pred.comm_end_s = std::max(pred.comm_end_s, pred.units[u].end_s);
   }
   pred.exposed_comm_s = covered - pred.compute_s;
-  pred.step_s = pred.compute_s + pred.exposed_comm_s + pred.optimizer_s;
+  pred.step_s = pred.compute_s + pred.exposed_comm_s + pred.complete_s + pred.optimizer_s;
 }
 
 // The host link busy the longest, from the bytes queued on each resource.
@@ -227,19 +227,32 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
 
   std::vector<std::vector<Phase>> phases(specs.size());
   std::map<int, ServerLoad> servers;
+  double started = 0.0;  // s the backward's thread has spent in the units' Start so far
   for (size_t u = 0; u < specs.size(); ++u) {
     const kinds::SyncKind& kind = kinds::KindOf(specs[u].kind);
     UnitPrediction unit;
     unit.name = kind.UnitName(specs[u], params);
     unit.kind = specs[u].kind;
-    phases[u] = kind.Phases(specs[u], profile_, *collectives_, &unit.payload_bytes);
+    kinds::UnitCost cost = kind.Cost(specs[u], profile_, *collectives_);
+    phases[u] = std::move(cost.phases);
+    unit.payload_bytes = cost.payload_bytes;
     unit.ready_s = pred.forward_s;
     for (int i : specs[u].params) {
       const double ready_ms = profile_.params[i].ready_ms.value_or(profile_.backward_ms);
       unit.ready_s = std::max(unit.ready_s, pred.forward_s + ready_ms * kMs);
     }
+    // The Start of the units before it ran on the thread that computes the gradients.
+    unit.ready_s += started;
     // Units start in order: a ready unit waits for the one before it.
     unit.start_s = std::max(unit.ready_s, u == 0 ? 0.0 : pred.units.back().start_s);
+    if (cost.start_s > 0) {
+      // Its own Start's work comes first, on every rank's CPU.
+      Phase start;
+      for (int h = 0; h < hosts; ++h) start.cpu.push_back({h, cost.start_s});
+      phases[u].insert(phases[u].begin(), std::move(start));
+      started += cost.start_s;
+    }
+    pred.complete_s += cost.complete_s;
     if (specs[u].server >= 0) {
       ServerLoad& s = servers[specs[u].server];
       s.rank = specs[u].server;
@@ -249,6 +262,8 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
     }
     pred.units.push_back(std::move(unit));
   }
+  pred.backward_s += started;
+  pred.compute_s += started;
   std::vector<std::vector<Job>> cpu(hosts), links(res.count());
   ChainUnits(phases, res, pred.units, cpu, links);
   const std::vector<double> shared = SharedChainEnds(phases, res, pred.units);

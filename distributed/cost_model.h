@@ -22,7 +22,13 @@
 //     the links it uses (at most its own work there per neighbour). A unit ends when its own
 //     chain, every queue holding its work and its shared chain are done. So the step time is
 //     monotone: more bandwidth, less latency or less overhead never predicts a slower step;
-//   - the step ends when backward and the last unit are done, plus the optimizer.
+//   - a compressed bucket's float16 encode runs in its Start, on the thread that computes the
+//     gradients: it comes first in the unit's chain and delays the rest of backward (and the
+//     readiness of the units after it); its float16 sums are its reducing ranks' CPU time in
+//     the phases that reduce; its decode runs in Complete, after every unit is done (the
+//     cluster's Fp16Costs per element; 0 where it has none);
+//   - the step ends when backward and the last unit are done, plus the units' Complete and the
+//     optimizer.
 // Per-message overheads, efficiency and duplex are ClusterSpec fields, to be calibrated from
 // measurements (distributed/calibration.h).
 //
@@ -79,12 +85,14 @@ struct LinkLoad {
 
 struct Prediction {
   double forward_s = 0.0;
-  double backward_s = 0.0;
+  double backward_s = 0.0;  // the profile's, plus the units' Start run during it (encodes)
   double optimizer_s = 0.0;
-  double compute_s = 0.0;             // forward + backward
-  double comm_end_s = 0.0;            // the last unit's end (0 without units)
-  double exposed_comm_s = 0.0;        // max(0, comm_end - compute): communication not hidden
-  double step_s = 0.0;                // compute + exposed communication + optimizer
+  double compute_s = 0.0;       // forward + backward
+  double comm_end_s = 0.0;      // the last unit's end (0 without units)
+  double exposed_comm_s = 0.0;  // max(0, comm_end - compute): communication not hidden
+  // The units' Complete, which runs when every unit is done (float16 decodes).
+  double complete_s = 0.0;
+  double step_s = 0.0;                // compute + exposed communication + complete + optimizer
   std::vector<UnitPrediction> units;  // in start order
   ServerLoad busiest_server;          // the PS rank moving the most bytes (in + out)
   LinkLoad busiest_link;              // the host link busy the longest

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "distributed/collective_cost.h"
+#include "distributed/half.h"
 #include "distributed/stats.h"
 
 namespace cavs::distributed {
@@ -175,6 +177,33 @@ absl::StatusOr<std::array<double, 5>> TimeCollectives(Communicator& comm, int64_
   return out;
 }
 
+// Seconds per element of the float16 encode, decode and sum (Fp16Costs) over `n` values on this
+// rank, the median of `reps` after one to warm up. Every rank times at once, between barriers,
+// so that the figures are what a rank gets with the job's other ranks on the same cores.
+absl::StatusOr<Fp16Costs> TimeFp16(Communicator& comm, int64_t n, int reps) {
+  std::vector<float> floats(n), back(n);
+  for (int64_t i = 0; i < n; ++i) floats[i] = 1e-3f * static_cast<float>(i % 1999 - 999);
+  std::vector<uint16_t> halves(n), sums(n);
+  FloatsToHalves(floats.data(), 1.0f, sums.data(), n);
+  std::vector<double> encode, decode, sum;
+  for (int rep = 0; rep <= reps; ++rep) {
+    CAVS_RETURN_IF_ERROR(comm.Barrier());
+    const double t0 = Now();
+    FloatsToHalves(floats.data(), 1.0f, halves.data(), n);
+    const double t1 = Now();
+    HalvesToFloats(halves.data(), back.data(), n);
+    const double t2 = Now();
+    AddHalves(halves.data(), sums.data(), n);
+    const double t3 = Now();
+    if (rep == 0) continue;
+    encode.push_back((t1 - t0) / static_cast<double>(n));
+    decode.push_back((t2 - t1) / static_cast<double>(n));
+    sum.push_back((t3 - t2) / static_cast<double>(n));
+  }
+  CAVS_RETURN_IF_ERROR(comm.Barrier());
+  return Fp16Costs{UpperMedian(encode), UpperMedian(decode), UpperMedian(sum)};
+}
+
 }  // namespace
 
 absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions& options) {
@@ -248,18 +277,27 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
     CAVS_ASSIGN_OR_RETURN(collective_s[point],
                           TimeCollectives(comm, cal_sizes[point], point == 0 ? reps : 1));
   }
-  // Everything to every rank; rank 0 makes the spec and broadcasts its text.
+  Fp16Costs fp16;
+  if (options.fp16_elements > 0) {
+    CAVS_ASSIGN_OR_RETURN(fp16, TimeFp16(comm, options.fp16_elements, reps));
+  }
+  // Everything to every rank; rank 0 makes the spec and broadcasts its text. Per rank: per
+  // peer host 3 figures, the 2 within its host, the 3 float16 costs (in ns).
   const int w = comm.world_size();
-  Tensor row = Tensor::Host({3 * hosts + 2});
+  const int width = 3 * hosts + 5;
+  Tensor row = Tensor::Host({width});
   for (int i = 0; i < 3 * hosts; ++i) row.data<float>()[i] = static_cast<float>(mine[i]);
   row.data<float>()[3 * hosts] = static_cast<float>(intra_bw);
   row.data<float>()[3 * hosts + 1] = static_cast<float>(intra_lat);
-  Tensor all = Tensor::Host({w * (3 * hosts + 2)});
+  row.data<float>()[3 * hosts + 2] = static_cast<float>(fp16.encode * 1e9);
+  row.data<float>()[3 * hosts + 3] = static_cast<float>(fp16.decode * 1e9);
+  row.data<float>()[3 * hosts + 4] = static_cast<float>(fp16.sum * 1e9);
+  Tensor all = Tensor::Host({w * width});
   CAVS_RETURN_IF_ERROR(comm.AllGather(row, all));
   std::string text;
   if (r == 0) {
     const float* v = all.data<float>();
-    auto at = [&](int rank, int i) { return static_cast<double>(v[rank * (3 * hosts + 2) + i]); };
+    auto at = [&](int rank, int i) { return static_cast<double>(v[rank * width + i]); };
     ClusterSpec spec;
     spec.name = absl::StrCat("probed ", topology.Describe());
     std::vector<double> latencies, intra_bws, intra_lats;
@@ -295,6 +333,16 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
       spec.intra_latency = UpperMedian(intra_lats);
     }
     spec.algorithms = AlgorithmsInUse();
+    // A collective goes at its slowest rank's pace: the largest of each cost over the ranks,
+    // rounded to 0.001 ns so that the text is short.
+    for (int q = 0; q < w; ++q) {
+      spec.fp16.encode = std::max(spec.fp16.encode, at(q, 3 * hosts + 2));
+      spec.fp16.decode = std::max(spec.fp16.decode, at(q, 3 * hosts + 3));
+      spec.fp16.sum = std::max(spec.fp16.sum, at(q, 3 * hosts + 4));
+    }
+    for (double* ns : {&spec.fp16.encode, &spec.fp16.decode, &spec.fp16.sum}) {
+      if (options.fp16_elements > 0) *ns = std::max(std::round(*ns * 1000), 1.0) / 1000 * 1e-9;
+    }
     // Calibration: each collective's measured times against what the model gives it on this
     // spec (the barrier after it included on both sides): at two sizes, a line through both,
     // measured = extra + factor x modelled; at one, the ratio alone. factor within [0.5, 50],

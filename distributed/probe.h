@@ -23,7 +23,10 @@
 //     (what every such collective costs beyond the form: the polled progress of cavs's
 //     nonblocking MPI calls, synchronisation) and ::factor (how its bytes run: libnbc's
 //     segmenting, CPU sharing), so that the model's time matches at small and large sizes
-//     alike rather than carrying one size's overhead to every size.
+//     alike rather than carrying one size's overhead to every size;
+//   - float16 compression's CPU costs per element (ClusterSpec::fp16): every rank converts and
+//     sums a buffer at the same moment, so each shares its host's cores as in training; the
+//     slowest rank's figures.
 //
 // Thread-safety: as the communicator (one thread).
 #pragma once
@@ -47,6 +50,9 @@ struct ProbeOptions {
   // size, where the large is not larger: the ratio, as factor). 0: no calibration.
   int64_t calibration_bytes = 1 << 20;
   int64_t calibration_large_bytes = 4 << 20;
+  // The float16 encode, decode and sum (ClusterSpec::fp16) timed over this many values on every
+  // rank at once (`repetitions` times; about 20 ms each on a core of its own). 0: not timed.
+  int64_t fp16_elements = 4 << 20;
 };
 
 // What the probe measured, besides the spec: for reports and calibration.

@@ -48,9 +48,10 @@ bool Solve(std::array<std::array<double, kUnknowns>, kUnknowns>& a,
 
 double TrialCorrection::Predict(const Prediction& p) const {
   const std::array<double, kKinds> x = ExposedByKind(p);
-  double step = p.compute_s + p.optimizer_s + offset_s;
+  const double fixed = p.compute_s + p.complete_s + p.optimizer_s;
+  double step = fixed + offset_s;
   for (int k = 0; k < kKinds; ++k) step += factor[k] * x[k];
-  return std::max(step, p.compute_s + p.optimizer_s);
+  return std::max(step, fixed);
 }
 
 std::string TrialCorrection::Describe() const {
@@ -77,7 +78,8 @@ TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prio
     row[0] = 1.0;
     for (int k = 0; k < kKinds; ++k) row[k + 1] = x[k];
     rows.push_back(row);
-    ys.push_back(t.measured_s - t.prediction->compute_s - t.prediction->optimizer_s);
+    ys.push_back(t.measured_s - t.prediction->compute_s - t.prediction->complete_s -
+                 t.prediction->optimizer_s);
     for (int i = 0; i < kUnknowns; ++i) {
       scale[i] += row[i] * row[i] / static_cast<double>(trials.size());
     }

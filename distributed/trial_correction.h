@@ -3,11 +3,11 @@
 // strategies that did not run (AutoSync's learned correction, as a least-squares fit: with a
 // handful of trials a linear model is what the data can carry).
 //
-// The form: a prediction's step is compute + optimizer + exposed communication, the exposed
-// part summed per unit kind (allreduce buckets, PS shards, sparse allgathers, sparse PS shards;
-// UnitPrediction::exposed_s). Measured,
+// The form: a prediction's step is compute + complete + optimizer + exposed communication, the
+// exposed part summed per unit kind (allreduce buckets, PS shards, sparse allgathers, sparse PS
+// shards; UnitPrediction::exposed_s). Measured,
 //
-//   measured_i = compute + optimizer + offset + sum_k factor_k * exposed_k,i
+//   measured_i = compute + complete + optimizer + offset + sum_k factor_k * exposed_k,i
 //
 // offset for what every step pays beyond the model (polling, the synchronizer's bookkeeping)
 // and factor_k for how far each kind's time runs from the model on this cluster (a parameter

@@ -53,11 +53,12 @@ class BucketUnit final : public internal::SyncUnit {
     wire_ = flat_;
     if (compressor_ == Compressor::kFp16) {
       // Scaled before the cast, so that sums of many samples stay within float16's range.
+      // Into the same host buffer every step (a fresh one each step would cost its pages).
       CAVS_ASSIGN_OR_RETURN(Tensor host, OnDevice(flat_, Device::Cpu()));
-      Tensor half = Tensor::Host(flat_.shape(), DType::kFloat16);
-      FloatsToHalves(host.data<float>(), prescale, static_cast<uint16_t*>(half.raw_data()),
+      if (!half_.defined()) half_ = Tensor::Host(flat_.shape(), DType::kFloat16);
+      FloatsToHalves(host.data<float>(), prescale, static_cast<uint16_t*>(half_.raw_data()),
                      host.numel());
-      CAVS_ASSIGN_OR_RETURN(wire_, OnDevice(half, flat_.device()));
+      CAVS_ASSIGN_OR_RETURN(wire_, OnDevice(half_, flat_.device()));
     }
     stage_ = -1;
     return StartNext();
@@ -76,10 +77,14 @@ class BucketUnit final : public internal::SyncUnit {
   absl::Status Complete(float scale) override {
     if (compressor_ == Compressor::kFp16) {
       CAVS_ASSIGN_OR_RETURN(Tensor half, OnDevice(wire_, Device::Cpu()));
-      Tensor host = Tensor::Host(flat_.shape());
-      HalvesToFloats(static_cast<const uint16_t*>(half.raw_data()), host.data<float>(),
-                     host.numel());
-      CAVS_RETURN_IF_ERROR(flat_.CopyFrom(host));
+      const auto* halves = static_cast<const uint16_t*>(half.raw_data());
+      if (flat_.device() == Device::Cpu()) {
+        HalvesToFloats(halves, flat_.data<float>(), flat_.numel());
+      } else {
+        Tensor host = Tensor::Host(flat_.shape());
+        HalvesToFloats(halves, host.data<float>(), host.numel());
+        CAVS_RETURN_IF_ERROR(flat_.CopyFrom(host));
+      }
     } else {
       CAVS_RETURN_IF_ERROR(internal::ScaleInPlace(flat_, scale));
     }
@@ -121,6 +126,7 @@ class BucketUnit final : public internal::SyncUnit {
   Compressor compressor_;
   Tensor flat_;  // float32 [sum of numel], on the communicator's buffer device
   Tensor wire_;  // what is summed: flat_, or its float16 copy
+  Tensor half_;  // the float16 copy on the host, kept from step to step
   int stage_ = -1;
   std::unique_ptr<Work> work_;
 };
@@ -251,23 +257,40 @@ class AllReduce final : public SyncKindFor<AllReduceSync> {
                        UnitName(unit, context.params()), unit.compressor, std::move(flat)));
   }
 
-  std::vector<internal::Phase> Phases(const UnitSpec& unit, const ModelProfile& profile,
-                                      internal::Collectives& c,
-                                      int64_t* payload_bytes) const override {
+  UnitCost Cost(const UnitSpec& unit, const ModelProfile& profile,
+                internal::Collectives& c) const override {
     const internal::RankLayout& l = c.layout();
     double bytes = 0;
     for (int i : unit.params) bytes += static_cast<double>(profile.params[i].bytes());
-    if (unit.compressor == Compressor::kFp16) bytes /= 2;
-    *payload_bytes = static_cast<int64_t>(bytes);
+    const bool fp16 = unit.compressor == Compressor::kFp16;
+    if (fp16) bytes /= 2;
+    UnitCost cost;
+    cost.payload_bytes = static_cast<int64_t>(bytes);
     if (unit.topology == AllReduceTopology::kFlat) {
-      return {c.Run(Collective::kAllReduce, l.all, 0, bytes)};
+      cost.phases = {c.Run(Collective::kAllReduce, l.all, 0, bytes)};
+    } else {
+      internal::Phase reduce, broadcast;
+      for (const std::vector<int>& host : l.host_ranks) {
+        reduce.Merge(c.Run(Collective::kReduce, host, 0, bytes));
+        broadcast.Merge(c.Run(Collective::kBroadcast, host, 0, bytes));
+      }
+      cost.phases = {reduce, c.Run(Collective::kAllReduce, l.leaders, 0, bytes), broadcast};
     }
-    internal::Phase reduce, broadcast;
-    for (const std::vector<int>& host : l.host_ranks) {
-      reduce.Merge(c.Run(Collective::kReduce, host, 0, bytes));
-      broadcast.Merge(c.Run(Collective::kBroadcast, host, 0, bytes));
+    if (fp16) {
+      // The conversions on every rank, and each reduction's float16 sum on the reducing rank's
+      // CPU, serial with its messages (libnbc adds a received block before it sends on).
+      const Fp16Costs& costs = c.cluster().fp16;
+      const double elements = bytes / 2;
+      cost.start_s = elements * costs.encode;
+      cost.complete_s = elements * costs.decode;
+      for (internal::Phase& ph : cost.phases) {
+        std::vector<internal::Load> sums;
+        for (const internal::Load& s : ph.summed)
+          sums.push_back({s.resource, s.bytes / 2 * costs.sum});
+        ph.AddCpu(sums);
+      }
     }
-    return {reduce, c.Run(Collective::kAllReduce, l.leaders, 0, bytes), broadcast};
+    return cost;
   }
 };
 

@@ -70,6 +70,18 @@ class UnitContext {
   std::optional<Topology> topology_;
 };
 
+// A unit's cost term: the collectives it runs, in order, each a phase over the cluster's ranks
+// (collectives.layout()), and the work a rank's own thread does for it outside them.
+struct UnitCost {
+  std::vector<internal::Phase> phases;
+  int64_t payload_bytes = 0;  // the gradient bytes it carries from one rank
+  // s of Start's work, on the thread that marks gradients ready (the backward's): the float16
+  // encode of a compressed bucket.
+  double start_s = 0.0;
+  // s of Complete's work, which runs when every unit is done: the float16 decode.
+  double complete_s = 0.0;
+};
+
 class SyncKind {
  public:
   virtual ~SyncKind() = default;
@@ -131,11 +143,9 @@ class SyncKind {
   // The running unit (distributed/sync_units.h).
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<internal::SyncUnit>> MakeUnit(
       const UnitSpec& unit, UnitContext& context) const = 0;
-  // Its cost term: the collectives the unit runs, in order, each a phase over the cluster's
-  // ranks (collectives.layout()). `payload_bytes`: the gradient bytes it carries from one rank.
-  virtual std::vector<internal::Phase> Phases(const UnitSpec& unit, const ModelProfile& profile,
-                                              internal::Collectives& collectives,
-                                              int64_t* payload_bytes) const = 0;
+  // Its cost term (collectives.cluster() is the cluster).
+  virtual UnitCost Cost(const UnitSpec& unit, const ModelProfile& profile,
+                        internal::Collectives& collectives) const = 0;
 };
 
 // A kind whose alternative of ParamSync is `Sync`: Holds, and typed access for the rest.

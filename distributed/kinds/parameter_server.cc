@@ -353,17 +353,18 @@ class ParameterServer final : public SyncKindFor<ParameterServerSync> {
         std::move(comm), p, unit.key, std::move(name), unit.begin, unit.end, unit.server));
   }
 
-  std::vector<internal::Phase> Phases(const UnitSpec& unit, const ModelProfile& profile,
-                                      internal::Collectives& c,
-                                      int64_t* payload_bytes) const override {
+  UnitCost Cost(const UnitSpec& unit, const ModelProfile& profile,
+                internal::Collectives& c) const override {
     const std::vector<int>& all = c.layout().all;  // ranks 0..W-1: a rank is its own index
     const ParamProfile& p = profile.params[unit.key];
     const double shard_rows = static_cast<double>(unit.end - unit.begin);
     if (unit.kind == UnitKind::kPsShard) {
       const double bytes = shard_rows * p.cols() * 4.0;
-      *payload_bytes = static_cast<int64_t>(bytes);
-      return {c.Run(Collective::kReduce, all, unit.server, bytes),
-              c.Run(Collective::kBroadcast, all, unit.server, bytes)};
+      UnitCost cost;
+      cost.payload_bytes = static_cast<int64_t>(bytes);
+      cost.phases = {c.Run(Collective::kReduce, all, unit.server, bytes),
+                     c.Run(Collective::kBroadcast, all, unit.server, bytes)};
+      return cost;
     }
     // Row-sparse: each row travels as an int64 id and cols floats; a shard holds its share of
     // the touched rows in proportion to its rows.
@@ -371,11 +372,13 @@ class ParameterServer final : public SyncKindFor<ParameterServerSync> {
     const double fraction = shard_rows / static_cast<double>(p.rows());
     const double touched = p.touched_rows * fraction;
     const double unique = p.UnionRows(static_cast<int>(all.size())) * fraction;
-    *payload_bytes = static_cast<int64_t>(touched * row_bytes);
-    return {c.Run(Collective::kAllGather, all, 0, 8.0),  // the row counts
-            c.Run(Collective::kGather, all, unit.server, touched * row_bytes),
-            c.Run(Collective::kBroadcast, all, unit.server, 8.0),
-            c.Run(Collective::kBroadcast, all, unit.server, unique * row_bytes)};
+    UnitCost cost;
+    cost.payload_bytes = static_cast<int64_t>(touched * row_bytes);
+    cost.phases = {c.Run(Collective::kAllGather, all, 0, 8.0),  // the row counts
+                   c.Run(Collective::kGather, all, unit.server, touched * row_bytes),
+                   c.Run(Collective::kBroadcast, all, unit.server, 8.0),
+                   c.Run(Collective::kBroadcast, all, unit.server, unique * row_bytes)};
+    return cost;
   }
 
  private:

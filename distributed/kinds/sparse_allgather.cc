@@ -86,16 +86,17 @@ class SparseAllGather final : public SyncKindFor<SparseSync> {
                        UnitName(unit, context.params())));
   }
 
-  std::vector<internal::Phase> Phases(const UnitSpec& unit, const ModelProfile& profile,
-                                      internal::Collectives& c,
-                                      int64_t* payload_bytes) const override {
+  UnitCost Cost(const UnitSpec& unit, const ModelProfile& profile,
+                internal::Collectives& c) const override {
     const std::vector<int>& all = c.layout().all;
     const ParamProfile& p = profile.params[unit.key];
     // Each row travels as an int64 id and cols floats.
     const double bytes = p.touched_rows * (8.0 + 4.0 * p.cols());
-    *payload_bytes = static_cast<int64_t>(bytes);
-    return {c.Run(Collective::kAllGather, all, 0, 8.0),  // the row counts
-            c.Run(Collective::kAllGather, all, 0, bytes)};
+    UnitCost cost;
+    cost.payload_bytes = static_cast<int64_t>(bytes);
+    cost.phases = {c.Run(Collective::kAllGather, all, 0, 8.0),  // the row counts
+                   c.Run(Collective::kAllGather, all, 0, bytes)};
+    return cost;
   }
 
  private:

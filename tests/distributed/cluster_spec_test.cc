@@ -116,6 +116,25 @@ TEST(ClusterSpecTest, CalibrationFactorsRoundTrip) {
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "field 'gather'")) << bad.status();
 }
 
+// Float16 compression's CPU costs: optional (0, not charged, without the line), in ns per
+// element, written only where one is set, and read back the same.
+TEST(ClusterSpecTest, Fp16CostsRoundTrip) {
+  absl::StatusOr<ClusterSpec> c = ParseClusterSpec(kCluster, "c.txt");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->fp16, Fp16Costs{});
+  EXPECT_FALSE(absl::StrContains(SerializeClusterSpec(*c), "fp16"));
+  absl::StatusOr<ClusterSpec> f =
+      ParseClusterSpec(std::string(kCluster) + "fp16 encode_ns=0.55 sum_ns=3.4\n", "f.txt");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_NEAR(f->fp16.encode, 0.55e-9, 1e-20);
+  EXPECT_EQ(f->fp16.decode, 0.0);
+  EXPECT_NEAR(f->fp16.sum, 3.4e-9, 1e-20);
+  absl::StatusOr<ClusterSpec> round = ParseClusterSpec(SerializeClusterSpec(*f), "round.txt");
+  ASSERT_TRUE(round.ok()) << round.status();
+  EXPECT_EQ(*round, *f);
+  EXPECT_EQ(ScaleCluster(*f, 8, 4).fp16, f->fp16);
+}
+
 TEST(ClusterSpecTest, ScaleKeepsTheLinksAndTheirMix) {
   absl::StatusOr<ClusterSpec> c = ParseClusterSpec(kCluster, "c.txt");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -172,7 +191,11 @@ TEST(ClusterSpecTest, ErrorsNameTheFileLineAndField) {
        "c.txt line 2: more than 1048576 ranks in all"},
       {head + "switch x\n",
        "c.txt line 2: unknown directive 'switch' (expected version, name, inter, intra, "
-       "algorithms, calibration, host or hosts)"},
+       "algorithms, calibration, fp16, host or hosts)"},
+      {head + "fp16 encode_ns=-1\n",
+       "c.txt line 2: field 'encode_ns': bad value '-1' (expected a number >= 0)"},
+      {head + "fp16 sum_us=3\n",
+       "c.txt line 2: unknown field 'sum_us=3' (expected encode_ns=, decode_ns=, sum_ns=)"},
   };
   for (const auto& [text, error] : cases) {
     absl::StatusOr<ClusterSpec> c = ParseClusterSpec(text, "c.txt");

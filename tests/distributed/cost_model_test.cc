@@ -306,6 +306,76 @@ TEST(CostModelTest, CommunicationOverlapsTheRestOfBackward) {
   EXPECT_NEAR(Step(s, profile, c), 0.105 + 2 * one + 0.002, 1e-12);
 }
 
+// A float16 bucket: half the bytes on the wire, and the CPU work the cluster's Fp16Costs say:
+// every element encoded (before the allreduce, on the backward's thread), the elements the
+// busiest rank reduces summed (ring: (W-1)/W of them; Rabenseifner over 3 ranks: rank 0 adds
+// half the buffer while folding rank 1 in and half again while halving with rank 2), and every
+// element decoded after all units are done.
+TEST(CostModelTest, Fp16ChargesItsConversionsAndSums) {
+  const double alpha = 50 * kUs, o = 10 * kUs, bw = 1 * kGbit, n = 1e6, half_bytes = 2e6;
+  const double encode = 1e-9, decode = 2e-9, sum = 4e-9;
+  const ModelProfile profile = Profile({{1000, 1000}});
+  AllReduceSync fp16;
+  fp16.compressor = Compressor::kFp16;
+  for (int w : {2, 4}) {
+    ClusterSpec c = Cluster(w, 1, 1, alpha, o);
+    const Strategy s = OneEach(profile, w, fp16);
+    const double wire = 2.0 * (w - 1) * (alpha + o) + 2.0 * (w - 1) / w * half_bytes / bw;
+    EXPECT_NEAR(Step(s, profile, c), wire, 1e-12) << w;  // free where the cluster has no costs
+    c.fp16 = {encode, decode, sum};
+    absl::StatusOr<Prediction> pred = PredictStepTime(s, profile, c);
+    ASSERT_TRUE(pred.ok()) << pred.status();
+    EXPECT_NEAR(pred->compute_s, n * encode, 1e-12);
+    EXPECT_NEAR(pred->complete_s, n * decode, 1e-12);
+    EXPECT_NEAR(pred->step_s, n * encode + wire + (w - 1.0) / w * n * sum + n * decode, 1e-12) << w;
+    // Uncompressed, the costs do not apply.
+    EXPECT_NEAR(Step(OneEach(profile, w, AllReduceSync{}), profile, c),
+                2.0 * (w - 1) * (alpha + o) + 2.0 * (w - 1) / w * 2 * half_bytes / bw, 1e-12);
+  }
+  ClusterSpec c = Cluster(3, 1, 1, alpha, o);
+  c.algorithms.allreduce = AllReduceAlgorithm::kRabenseifner;
+  const Strategy s = OneEach(profile, 3, fp16);
+  const double wire = Step(s, profile, c);
+  c.fp16 = {encode, decode, sum};
+  EXPECT_NEAR(Step(s, profile, c), wire + n * (encode + sum + decode), 1e-12);
+  // Hierarchical over 2 hosts x 4 ranks: each host's root adds 3 buffers (linear reduce) or 2
+  // (binomial), then the leaders' ring half of one.
+  fp16.topology = AllReduceTopology::kHierarchical;
+  for (ReduceAlgorithm reduce : {ReduceAlgorithm::kLinear, ReduceAlgorithm::kBinomial}) {
+    c = Cluster(2, 4, 1, alpha, o);
+    c.algorithms.reduce = reduce;
+    const Strategy hier = OneEach(profile, 8, fp16);
+    const double free = Step(hier, profile, c);
+    c.fp16 = {encode, decode, sum};
+    const double adds = reduce == ReduceAlgorithm::kLinear ? 3 : 2;
+    EXPECT_NEAR(Step(hier, profile, c), free + n * (encode + (adds + 0.5) * sum + decode), 1e-12);
+  }
+}
+
+// The encode runs on the thread that computes the gradients: it delays the rest of backward and
+// the readiness of the units after it.
+TEST(CostModelTest, Fp16EncodeDelaysTheRestOfBackward) {
+  ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}});
+  profile.forward_ms = 5;
+  profile.backward_ms = 100;
+  profile.params[1].ready_ms = 10;
+  profile.params[0].ready_ms = 50;
+  ClusterSpec c = Cluster(2, 1, 1, 0, 0);
+  c.fp16 = {4e-9, 0, 0};  // 4 ms a bucket
+  Strategy s = OneEach(profile, 2, AllReduceSync{});
+  auto& first = std::get<AllReduceSync>(s.params[1].sync);
+  first.group = 1;
+  first.compressor = Compressor::kFp16;
+  absl::StatusOr<Prediction> pred = PredictStepTime(s, profile, c);
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  ASSERT_EQ(pred->units.size(), 2u);
+  EXPECT_NEAR(pred->units[0].start_s, 0.015, 1e-12);
+  EXPECT_NEAR(pred->units[0].end_s, 0.015 + 0.004 + 2e6 / kGbit, 1e-12);
+  EXPECT_NEAR(pred->units[1].ready_s, 0.055 + 0.004, 1e-12);
+  EXPECT_NEAR(pred->backward_s, 0.104, 1e-12);
+  EXPECT_NEAR(pred->compute_s, 0.109, 1e-12);
+}
+
 // Fusion: buckets that start together overlap their latencies and share the links, but each
 // rank handles their messages one after another: 4 buckets queue 4 x 2(W-1) messages per rank.
 TEST(CostModelTest, FusionSavesPerMessageOverhead) {
@@ -401,6 +471,8 @@ TEST(CostModelTest, MonotoneInEveryLinkParameter) {
       EXPECT_GE(Step(*s, profile, c), step - eps) << name;
       c = base, c.message_overhead *= 3;
       EXPECT_GE(Step(*s, profile, c), step - eps) << name;
+      c = base, c.fp16 = {1e-9, 1e-9, 3e-9};  // the builders do not compress: no effect
+      EXPECT_NEAR(Step(*s, profile, c), step, eps) << name;
     }
   }
 }

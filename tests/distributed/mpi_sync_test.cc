@@ -219,7 +219,8 @@ TEST(MpiAutoStrategyTest, TrainsLikeOneProcessAndAgreesOnTheChoice) {
   options.profile_steps = 2;
   options.trial_steps = 2;
   options.candidates = 2;
-  options.probe = {.small_bytes = 1024, .large_bytes = 64 << 10, .repetitions = 1};
+  options.probe = {
+      .small_bytes = 1024, .large_bytes = 64 << 10, .repetitions = 1, .fp16_elements = 1 << 16};
   absl::StatusOr<std::unique_ptr<AutoStrategy>> a =
       AutoStrategy::Create(&comm, &store, sgd.get(), options);
   ASSERT_TRUE(a.ok()) << a.status();
@@ -267,6 +268,9 @@ TEST(MpiAutoStrategyTest, TrainsLikeOneProcessAndAgreesOnTheChoice) {
   EXPECT_TRUE(absl::StrContains((*a)->Report(), "<- chosen")) << (*a)->Report();
   // The probe and the profile describe this job.
   EXPECT_EQ((*a)->cluster().world_size(), w);
+  EXPECT_GT((*a)->cluster().fp16.encode, 0);  // timed on every rank
+  EXPECT_GT((*a)->cluster().fp16.decode, 0);
+  EXPECT_GT((*a)->cluster().fp16.sum, 0);
   EXPECT_EQ((*a)->profile().params.size(), static_cast<size_t>(store.size()));
 }
 
