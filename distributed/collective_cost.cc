@@ -300,7 +300,11 @@ void Phase::Merge(const Phase& other) {
   summed = AddLoads(summed, other.summed);
 }
 
-void Phase::AddCpu(const std::vector<Load>& more) { cpu = AddLoads(cpu, more); }
+void Phase::ChargeSums(double seconds_per_byte) {
+  std::vector<Load> seconds = summed;
+  for (Load& l : seconds) l.bytes *= seconds_per_byte;
+  cpu = AddLoads(cpu, seconds);
+}
 
 Resources::Resources(const ClusterSpec& cluster) {
   for (const HostSpec& h : cluster.hosts) {

@@ -63,8 +63,8 @@ struct Phase {
   Phase Scaled(double factor) const;
   // Runs `other` beside this one (on other ranks): the longer latency, cpu and loads added.
   void Merge(const Phase& other);
-  // More software time on hosts (Load::resource the host, bytes the seconds).
-  void AddCpu(const std::vector<Load>& more);
+  // Charges what each host's busiest rank sums as software time: `seconds_per_byte` each.
+  void ChargeSums(double seconds_per_byte);
 };
 
 // The resources of a cluster and their capacities (bytes/s).

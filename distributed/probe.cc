@@ -284,14 +284,14 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
   // Everything to every rank; rank 0 makes the spec and broadcasts its text. Per rank: per
   // peer host 3 figures, the 2 within its host, the 3 float16 costs (in ns).
   const int w = comm.world_size();
-  const int width = 3 * hosts + 5;
+  const int intra_at = 3 * hosts, fp16_at = intra_at + 2, width = fp16_at + 3;
   Tensor row = Tensor::Host({width});
   for (int i = 0; i < 3 * hosts; ++i) row.data<float>()[i] = static_cast<float>(mine[i]);
-  row.data<float>()[3 * hosts] = static_cast<float>(intra_bw);
-  row.data<float>()[3 * hosts + 1] = static_cast<float>(intra_lat);
-  row.data<float>()[3 * hosts + 2] = static_cast<float>(fp16.encode * 1e9);
-  row.data<float>()[3 * hosts + 3] = static_cast<float>(fp16.decode * 1e9);
-  row.data<float>()[3 * hosts + 4] = static_cast<float>(fp16.sum * 1e9);
+  row.data<float>()[intra_at] = static_cast<float>(intra_bw);
+  row.data<float>()[intra_at + 1] = static_cast<float>(intra_lat);
+  row.data<float>()[fp16_at] = static_cast<float>(fp16.encode * 1e9);
+  row.data<float>()[fp16_at + 1] = static_cast<float>(fp16.decode * 1e9);
+  row.data<float>()[fp16_at + 2] = static_cast<float>(fp16.sum * 1e9);
   Tensor all = Tensor::Host({w * width});
   CAVS_RETURN_IF_ERROR(comm.AllGather(row, all));
   std::string text;
@@ -314,8 +314,8 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
         if (at(lead, 3 * peer + 2) > 0) duplex = std::min(duplex, at(lead, 3 * peer + 2));
       }
       if (host.ranks >= 2) {
-        intra_bws.push_back(at(lead, 3 * hosts));
-        intra_lats.push_back(at(lead, 3 * hosts + 1));
+        intra_bws.push_back(at(lead, intra_at));
+        intra_lats.push_back(at(lead, intra_at + 1));
       }
       spec.hosts.push_back(host);
     }
@@ -335,13 +335,13 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
     spec.algorithms = AlgorithmsInUse();
     // A collective goes at its slowest rank's pace: the largest of each cost over the ranks,
     // rounded to 0.001 ns so that the text is short.
-    for (int q = 0; q < w; ++q) {
-      spec.fp16.encode = std::max(spec.fp16.encode, at(q, 3 * hosts + 2));
-      spec.fp16.decode = std::max(spec.fp16.decode, at(q, 3 * hosts + 3));
-      spec.fp16.sum = std::max(spec.fp16.sum, at(q, 3 * hosts + 4));
-    }
-    for (double* ns : {&spec.fp16.encode, &spec.fp16.decode, &spec.fp16.sum}) {
-      if (options.fp16_elements > 0) *ns = std::max(std::round(*ns * 1000), 1.0) / 1000 * 1e-9;
+    if (options.fp16_elements > 0) {
+      double* costs[] = {&spec.fp16.encode, &spec.fp16.decode, &spec.fp16.sum};
+      for (int k = 0; k < 3; ++k) {
+        double ns = 0;
+        for (int q = 0; q < w; ++q) ns = std::max(ns, at(q, fp16_at + k));
+        *costs[k] = std::max(std::round(ns * 1000), 1.0) / 1000 * 1e-9;
+      }
     }
     // Calibration: each collective's measured times against what the model gives it on this
     // spec (the barrier after it included on both sides): at two sizes, a line through both,

@@ -283,12 +283,7 @@ class AllReduce final : public SyncKindFor<AllReduceSync> {
       const double elements = bytes / 2;
       cost.start_s = elements * costs.encode;
       cost.complete_s = elements * costs.decode;
-      for (internal::Phase& ph : cost.phases) {
-        std::vector<internal::Load> sums;
-        for (const internal::Load& s : ph.summed)
-          sums.push_back({s.resource, s.bytes / 2 * costs.sum});
-        ph.AddCpu(sums);
-      }
+      for (internal::Phase& ph : cost.phases) ph.ChargeSums(costs.sum / 2);  // 2 bytes a value
     }
     return cost;
   }
