@@ -206,6 +206,19 @@ absl::StatusOr<Fp16Costs> TimeFp16(Communicator& comm, int64_t n, int reps) {
 
 }  // namespace
 
+std::array<int64_t, 2> CalibrationSizes(const ProbeOptions& options, double slowest_bandwidth) {
+  std::array<int64_t, 2> sizes{options.calibration_bytes, options.calibration_large_bytes};
+  const int64_t large = std::max(sizes[0], sizes[1]);
+  if (sizes[0] <= 0 || !(options.calibration_seconds > 0) || !(slowest_bandwidth > 0)) {
+    return sizes;
+  }
+  const double fits = options.calibration_seconds * slowest_bandwidth / 2;
+  if (fits >= static_cast<double>(large)) return sizes;
+  const double scale = std::min(1.0, std::max(fits, 64.0 * 1024) / static_cast<double>(large));
+  for (int64_t& b : sizes) b = std::max<int64_t>(4, std::llround(static_cast<double>(b) * scale));
+  return sizes;
+}
+
 absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions& options) {
   if (options.small_bytes < 4 || options.large_bytes <= options.small_bytes ||
       options.repetitions < 1) {
@@ -268,10 +281,23 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
   // Each collective kind the synchronizer's units use, as cavs runs them (nonblocking, polled),
   // over every rank with root 0, at the two calibration sizes: their measured times, for the
   // calibration below. A size is the bytes of the whole collective: each rank's block of an
-  // allgather or gather is its W-th part.
-  const int64_t cal_sizes[2] = {options.calibration_bytes, options.calibration_large_bytes};
-  const int cal_points = options.calibration_large_bytes > options.calibration_bytes ? 2 : 1;
-  const bool calibrate = comm.world_size() > 1 && options.calibration_bytes > 0;
+  // allgather or gather is its W-th part. The sizes fit the slowest host link (every rank
+  // learns it: each host's link is the fastest of its pairs, as below).
+  double slowest = 0;
+  if (hosts > 1) {
+    Tensor host_bw = Tensor::Host({1}), all_bw = Tensor::Host({comm.world_size()});
+    double fastest_pair = 0;
+    for (int h = 0; h < hosts; ++h) fastest_pair = std::max(fastest_pair, mine[3 * h]);
+    host_bw.data<float>()[0] = leader ? static_cast<float>(fastest_pair) : 0.0f;
+    CAVS_RETURN_IF_ERROR(comm.AllGather(host_bw, all_bw));
+    for (int q = 0; q < comm.world_size(); ++q) {
+      const double b = all_bw.data<float>()[q];
+      if (b > 0 && (slowest == 0 || b < slowest)) slowest = b;
+    }
+  }
+  const std::array<int64_t, 2> cal_sizes = CalibrationSizes(options, slowest);
+  const int cal_points = cal_sizes[1] > cal_sizes[0] ? 2 : 1;
+  const bool calibrate = comm.world_size() > 1 && cal_sizes[0] > 0;
   std::array<std::array<double, 5>, 2> collective_s{};
   for (int point = 0; calibrate && point < cal_points; ++point) {
     CAVS_ASSIGN_OR_RETURN(collective_s[point],

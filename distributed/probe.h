@@ -6,8 +6,9 @@
 // Collective: every rank calls it; every rank returns the same ClusterSpec (rank 0's, broadcast
 // as text). Bounded: each measurement is a few exchanges of `small_bytes` and `large_bytes`
 // (default 8 KiB and 1 MiB: under 0.1 s a round at 100 Mbit/s), the hosts paired in H - 1
-// rounds (every pair of hosts once; the pairs of a round at the same time). A dead peer is the
-// communicator's DeadlineExceeded.
+// rounds (every pair of hosts once; the pairs of a round at the same time); the calibration's
+// collectives sized to the slowest link (CalibrationSizes). A dead peer is the communicator's
+// DeadlineExceeded.
 //
 // How the figures are derived (docs/distributed.md, "Probing the cluster"):
 //   - a pair's time for n bytes both ways at once is t(n) = a + n / b; from the two sizes,
@@ -31,6 +32,7 @@
 // Thread-safety: as the communicator (one thread).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "absl/status/statusor.h"
@@ -50,6 +52,10 @@ struct ProbeOptions {
   // size, where the large is not larger: the ratio, as factor). 0: no calibration.
   int64_t calibration_bytes = 1 << 20;
   int64_t calibration_large_bytes = 4 << 20;
+  // On slow links both calibration sizes shrink, in proportion, so that the larger allreduce
+  // takes about this long at the slowest host's probed bandwidth (CalibrationSizes): the probe
+  // stays bounded and measures where the units' sizes are. 0: the sizes as given.
+  double calibration_seconds = 0.2;
   // The float16 encode, decode and sum (ClusterSpec::fp16) timed over this many values on every
   // rank at once (`repetitions` times; about 20 ms each on a core of its own). 0: not timed.
   int64_t fp16_elements = 4 << 20;
@@ -60,6 +66,13 @@ struct ProbeResult {
   ClusterSpec cluster;
   double seconds = 0;  // the probe's own time (rank 0's)
 };
+
+// The two calibration sizes (bytes of a whole collective) for a cluster whose slowest host
+// link carries `slowest_bandwidth` bytes/s (0 or less: unknown, one host): the options' sizes,
+// or where an allreduce of the larger (about twice its bytes through a host's link) would take
+// over `calibration_seconds`, both scaled down by the same factor, the larger to no less than
+// 64 KiB (never more than the options' own). Every rank must pass the same bandwidth.
+std::array<int64_t, 2> CalibrationSizes(const ProbeOptions& options, double slowest_bandwidth);
 
 [[nodiscard]] absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm,
                                                        const ProbeOptions& options = {});

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "distributed/collective_cost.h"
+#include "distributed/probe.h"
 
 namespace cavs::distributed {
 namespace {
@@ -103,6 +106,34 @@ TEST(CalibrationTest, RecoversTheClustersLinkParameters) {
   EXPECT_EQ(file, before);
   ClusterSpec one = Cluster(1, 4);
   EXPECT_FALSE(ApplyInterHostFit(*reduce, Collective::kReduce, &one).ok());
+}
+
+TEST(CalibrationTest, ProbeSizesShrinkToTheSlowestLinkOnly) {
+  const ProbeOptions o;  // 1 and 4 MiB, 0.2 s
+  using Sizes = std::array<int64_t, 2>;
+  EXPECT_EQ(CalibrationSizes(o, 0), (Sizes{1 << 20, 4 << 20}));  // one host: no link
+  EXPECT_EQ(CalibrationSizes(o, 1 * kGbit), (Sizes{1 << 20, 4 << 20}));
+  // 50 Mbit/s: an allreduce of 625,000 bytes puts about 1.25 MB through a link, 0.2 s; the
+  // smaller keeps its quarter.
+  EXPECT_EQ(CalibrationSizes(o, 0.05 * kGbit), (Sizes{156250, 625000}));
+  // 1 Mbit/s: no smaller than 64 KiB.
+  EXPECT_EQ(CalibrationSizes(o, 0.001 * kGbit), (Sizes{16384, 65536}));
+  // Off, or no calibration: as given.
+  ProbeOptions off = o;
+  off.calibration_seconds = 0;
+  EXPECT_EQ(CalibrationSizes(off, 0.05 * kGbit), (Sizes{1 << 20, 4 << 20}));
+  ProbeOptions none = o;
+  none.calibration_bytes = 0;
+  EXPECT_EQ(CalibrationSizes(none, 0.05 * kGbit)[0], 0);
+  // More bandwidth never measures at smaller sizes.
+  Sizes last{0, 0};
+  for (double gbit = 0.0005; gbit < 4; gbit *= 1.7) {
+    const Sizes s = CalibrationSizes(o, gbit * kGbit);
+    EXPECT_GE(s[0], last[0]) << gbit;
+    EXPECT_GE(s[1], last[1]) << gbit;
+    EXPECT_LT(s[0], s[1]) << gbit;
+    last = s;
+  }
 }
 
 }  // namespace
