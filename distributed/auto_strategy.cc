@@ -197,8 +197,18 @@ absl::Status AutoStrategy::Decide() {
     for (double t : steps) extra += std::max(0.0, t - candidates_[chosen_].measured_s);
     return extra;
   };
-  extra_step_seconds_ = beyond_chosen(before_decision_);
-  comparison_step_seconds_ = beyond_chosen(comparison_steps_);
+  // This Run so far counts with the trial it ends; the rest of it (the chosen strategy's Use)
+  // would be paid without a search too.
+  ChargeRun();
+  CAVS_ASSIGN_OR_RETURN(std::vector<double> run_s,
+                        MaxOverRanks(*comm_, {search_run_s_ - search_step_s_,
+                                              comparison_run_s_ - comparison_step_s_}));
+  search_cost_.profile_s = beyond_chosen(profile_steps_);
+  search_cost_.first_steps_s = beyond_chosen(first_steps_);
+  search_cost_.counted_steps_s = beyond_chosen(counted_steps_);
+  search_cost_.switching_s = std::max(0.0, run_s[0]);
+  comparison_cost_.counted_steps_s = beyond_chosen(comparison_steps_);
+  comparison_cost_.switching_s = std::max(0.0, run_s[1]);
   phase_ = Phase::kDecided;
   return Use(candidates_[chosen_].strategy);
 }
@@ -212,15 +222,25 @@ absl::StatusOr<StepTimes> AutoStrategy::Run(
       phase_ == Phase::kProfile
           ? absl::StrCat("auto strategy: profiling the model under '", options_.start, "'")
           : absl::StrCat("auto strategy: trying '", candidates_[trying_].name, "'");
+  run_began_ = Now();
+  run_compares_ = phase_ == Phase::kTrial && !candidates_[trying_].searched;
   absl::StatusOr<StepTimes> t = Search(local_count, compute, run_empty);
   if (!t.ok()) return core::Prefixed(what, t.status());
+  ChargeRun();
   return t;
+}
+
+void AutoStrategy::ChargeRun() {
+  if (run_began_ == 0) return;
+  (run_compares_ ? comparison_run_s_ : search_run_s_) += Now() - run_began_;
+  run_began_ = 0;
 }
 
 absl::StatusOr<StepTimes> AutoStrategy::Search(
     int64_t local_count, const std::function<absl::Status(const StepHooks&)>& compute,
     bool run_empty) {
   CAVS_ASSIGN_OR_RETURN(StepTimes t, step_->Run(local_count, compute, run_empty));
+  (run_compares_ ? comparison_step_s_ : search_step_s_) += t.total();
   if (phase_ == Phase::kProfile) {
     profiled_.push_back(t);
     if (static_cast<int>(profiled_.size()) < options_.profile_steps) return t;
@@ -229,8 +249,7 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
         BuildModelProfile(comm_, *store_, profiled_, options_.batch_per_rank, options_.model_name));
     std::vector<double> totals;
     for (const StepTimes& p : profiled_) totals.push_back(p.total());
-    CAVS_ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverRanks(*comm_, totals));
-    before_decision_.insert(before_decision_.end(), slowest.begin(), slowest.end());
+    CAVS_ASSIGN_OR_RETURN(profile_steps_, MaxOverRanks(*comm_, totals));
     CAVS_RETURN_IF_ERROR(RankCandidates());
     // Try the searched ones, then (where asked) the builders, in the candidates' order;
     // candidates_ keeps the untried ones too (predicted only).
@@ -261,8 +280,12 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
 absl::Status AutoStrategy::EndTrial() {
   CAVS_ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverRanks(*comm_, trial_times_));
   AutoCandidate& c = candidates_[trying_];
-  std::vector<double>& cost = c.searched ? before_decision_ : comparison_steps_;
-  cost.insert(cost.end(), slowest.begin(), slowest.end());
+  if (!c.searched) {
+    comparison_steps_.insert(comparison_steps_.end(), slowest.begin(), slowest.end());
+  } else {
+    (slowest.size() > 1 ? first_steps_ : counted_steps_).push_back(slowest[0]);
+    counted_steps_.insert(counted_steps_.end(), slowest.begin() + 1, slowest.end());
+  }
   if (slowest.size() > 1) slowest.erase(slowest.begin());  // its first step warms it up
   c.measured_s = Median(slowest);
   c.measured_steps = static_cast<int>(slowest.size());
@@ -294,17 +317,24 @@ std::string AutoStrategy::Report() const {
   }
   if (decided()) {
     absl::StrAppend(&out, "  trial correction: ", correction_.Describe(), "\n");
-    absl::StrAppendFormat(&out,
-                          "  cost of the search: probe %.2f s, cost model %.3f s, %.2f s of steps "
-                          "(profile, searched candidates) slower than the chosen strategy's: "
-                          "%.2f s in all\n",
-                          probe_seconds_, search_seconds_, extra_step_seconds_,
-                          probe_seconds_ + search_seconds_ + extra_step_seconds_);
+    std::string profiled;
+    for (double t : profile_steps_) absl::StrAppendFormat(&profiled, " %.1f", 1e3 * t);
+    absl::StrAppend(&out, "  profile: ", profile_steps_.size(), " steps under '", options_.start,
+                    "',", profiled, " ms (the slowest rank's)\n");
+    const SearchCost& s = search_cost_;
+    absl::StrAppendFormat(
+        &out,
+        "  cost of the search: probe %.2f s, cost model %.3f s, %.2f s of steps slower than the "
+        "chosen strategy's (profile %.2f, trials' first steps %.2f, counted steps %.2f), "
+        "switching %.2f s: %.2f s in all\n",
+        probe_seconds_, search_seconds_, s.steps_s(), s.profile_s, s.first_steps_s,
+        s.counted_steps_s, s.switching_s, probe_seconds_ + search_seconds_ + s.total_s());
     if (!comparison_steps_.empty()) {
       absl::StrAppendFormat(&out,
                             "  cost of the builders' comparison: %.2f s of steps slower than the "
-                            "chosen strategy's (--auto-builders=0 leaves it out)\n",
-                            comparison_step_seconds_);
+                            "chosen strategy's, switching %.2f s (--auto-builders=0 leaves it "
+                            "out)\n",
+                            comparison_cost_.steps_s(), comparison_cost_.switching_s);
     }
   }
   return out;

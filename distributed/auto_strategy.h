@@ -108,13 +108,25 @@ class AutoStrategy {
   const AutoCandidate& chosen() const { return candidates_[chosen_]; }
   // The cost model's correction fitted to the trials (valid once decided()).
   const TrialCorrection& correction() const { return correction_; }
-  // Seconds spent probing; in the steps before the decision beyond what the chosen strategy
-  // would have taken: the profile's and the searched candidates' (the search's cost), and the
-  // builders' trials (the comparison's, none without try_builders); the cost model's own time.
+  // Seconds spent probing; the cost model's own time; beyond what the chosen strategy would
+  // have taken, before the decision (valid once decided()): the search's (SearchCost) and the
+  // builders' trials (the comparison's, none without try_builders).
   double probe_seconds() const { return probe_seconds_; }
   double search_seconds() const { return search_seconds_; }
-  double extra_step_seconds() const { return extra_step_seconds_; }
-  double comparison_step_seconds() const { return comparison_step_seconds_; }
+  struct SearchCost {
+    // Steps slower than the chosen strategy's measured step (slowest-rank times): the profiled
+    // steps, the trials' first (uncounted) steps and their counted steps.
+    double profile_s = 0, first_steps_s = 0, counted_steps_s = 0;
+    // The time in Run beyond the steps' own (the rank with the most): changing the strategy
+    // (a new synchronizer, its VerifyConsistent), gathering the trials' times, the decision.
+    double switching_s = 0;
+    double steps_s() const { return profile_s + first_steps_s + counted_steps_s; }
+    double total_s() const { return steps_s() + switching_s; }
+  };
+  const SearchCost& search_cost() const { return search_cost_; }
+  const SearchCost& comparison_cost() const { return comparison_cost_; }
+  double extra_step_seconds() const { return search_cost_.steps_s(); }
+  double comparison_step_seconds() const { return comparison_cost_.steps_s(); }
   // A table: every candidate's predicted and measured step time, the choice, the costs.
   std::string Report() const;
 
@@ -137,6 +149,8 @@ class AutoStrategy {
   // Ends the trial of candidates_[trying_] with the steps so far, and starts the next one (or
   // decides). Collective.
   absl::Status EndTrial();
+  // Adds the time since the current Run began to the search's or the comparison's (once).
+  void ChargeRun();
 
   Communicator* comm_;
   core::ParameterStore* store_;
@@ -154,11 +168,16 @@ class AutoStrategy {
   size_t chosen_ = 0;
   TrialCorrection correction_;
   bool corrected_round_ = false;  // the reserve candidates the correction picked were queued
-  double probe_seconds_ = 0, search_seconds_ = 0, extra_step_seconds_ = 0;
-  double comparison_step_seconds_ = 0;
-  // Slowest-rank step times before the decision: the profile's and the searched candidates'
-  // trials, and the builders' trials.
-  std::vector<double> before_decision_, comparison_steps_;
+  double probe_seconds_ = 0, search_seconds_ = 0;
+  SearchCost search_cost_, comparison_cost_;
+  // Slowest-rank step times before the decision: the profile's; the searched candidates'
+  // trials' first steps and counted steps; every step of the builders' trials.
+  std::vector<double> profile_steps_, first_steps_, counted_steps_, comparison_steps_;
+  // This rank's seconds in Run before the decision, for the searched strategies (and the
+  // profile) and for the builders; when the current Run began.
+  double search_run_s_ = 0, comparison_run_s_ = 0, run_began_ = 0;
+  double search_step_s_ = 0, comparison_step_s_ = 0;  // this rank's step times in those
+  bool run_compares_ = false;                         // the current Run is a builder's trial step
 };
 
 }  // namespace cavs::distributed

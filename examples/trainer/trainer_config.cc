@@ -66,6 +66,7 @@ constexpr IntRange kPlanThreadsRange{"plan-threads", -1, 64};
 constexpr IntRange kAutoCandidatesRange{"auto-candidates", 0, 100};
 constexpr IntRange kAutoReserveRange{"auto-reserve", 0, 100};
 constexpr IntRange kAutoStepsRange{"auto-steps", 1, 1000};
+constexpr IntRange kAutoProfileStepsRange{"auto-profile-steps", 1, 1000};
 constexpr IntRange kAutoBuildersRange{"auto-builders", 0, 1};
 
 absl::Status OutOfRange(const IntRange& r, const std::string& value) {
@@ -301,8 +302,12 @@ const std::vector<FlagSpec>& Flags() {
        "corrected by the trials predicts them faster than the best measured (default 6)",
        Int(kAutoReserveRange, &C::auto_reserve)},
       {"auto-steps", "N",
-       "--strategy=auto: steps profiled, and steps per strategy tried (default 3)",
+       "--strategy=auto: steps per strategy tried, counted after one to warm up (default 3)",
        Int(kAutoStepsRange, &C::auto_steps)},
+      {"auto-profile-steps", "N",
+       "--strategy=auto: steps profiled under hybrid before the search, counted after one to "
+       "warm up (default 3)",
+       Int(kAutoProfileStepsRange, &C::auto_profile_steps)},
       {"auto-builders", "BOOL",
        "--strategy=auto: also try every builder, for the comparison in the report (default 1)",
        Int(kAutoBuildersRange, &C::auto_builders)},
@@ -396,6 +401,7 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
                                  {kAutoCandidatesRange, c.auto_candidates},
                                  {kAutoReserveRange, c.auto_reserve},
                                  {kAutoStepsRange, c.auto_steps},
+                                 {kAutoProfileStepsRange, c.auto_profile_steps},
                                  {kAutoBuildersRange, c.auto_builders}}) {
     CAVS_RETURN_IF_ERROR(CheckRange(range, x));
   }

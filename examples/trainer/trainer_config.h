@@ -64,12 +64,13 @@ struct TrainerConfig {
   std::string strategy;
   std::string strategy_file;
   // --strategy=auto (distributed/auto_strategy.h): searched strategies tried, and kept in
-  // reserve for the corrected model, steps profiled and per strategy tried, whether the builders
+  // reserve for the corrected model, steps per strategy tried and profiled, whether the builders
   // are tried too and how much slower one may be before its trial stops, whether fp16 is allowed,
   // and where the profile and the probed cluster are written (empty: not written).
   int auto_candidates = 3;
   int auto_reserve = 6;
   int auto_steps = 3;
+  int auto_profile_steps = 3;
   int auto_builders = 1;
   double auto_cutoff = 1.5;
   bool allow_compression = false;

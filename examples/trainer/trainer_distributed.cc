@@ -92,7 +92,7 @@ absl::Status Trainer::SetUpDistributed() {
   CAVS_RETURN_IF_ERROR(CheckRanksAgree(settings));
   if (config_.strategy == "auto") {
     distributed::AutoOptions ao;
-    ao.profile_steps = config_.auto_steps + 1;  // the first is not counted
+    ao.profile_steps = config_.auto_profile_steps + 1;  // the first is not counted
     ao.trial_steps = config_.auto_steps + (config_.auto_steps > 1 ? 1 : 0);
     ao.candidates = config_.auto_candidates;
     ao.reserve = config_.auto_reserve;

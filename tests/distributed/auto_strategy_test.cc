@@ -20,6 +20,8 @@ namespace {
 // A builder whose first counted trial step is over `cutoff` times the best measured stops
 // there: the ps builder's steps here sleep 200 ms (a step of this model takes well under 1 ms),
 // so it is measured from one step; the others run all their steps unless they too fall behind.
+// The two profiled steps sleep 50 ms: the search's cost puts them, and the ps trial's 400 ms,
+// where they went.
 TEST(AutoStrategyTest, ASlowBuilderStopsAfterOneCountedStep) {
   absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeSingleCommunicator();
   ASSERT_TRUE(comm.ok()) << comm.status();
@@ -42,8 +44,10 @@ TEST(AutoStrategyTest, ASlowBuilderStopsAfterOneCountedStep) {
   int steps = 0;
   for (; steps < 100 && !controller.decided(); ++steps) {
     const bool slow = controller.synchronizer()->strategy().name == "ps";
+    const bool profiled = steps < options.profile_steps;
     absl::StatusOr<StepTimes> t = controller.Run(6, [&](const StepHooks&) -> absl::Status {
       if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (profiled) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       return testing::WriteGradients(testing::ComputeGradSums(store, samples), store);
     });
     ASSERT_TRUE(t.ok()) << t.status();
@@ -68,6 +72,16 @@ TEST(AutoStrategyTest, ASlowBuilderStopsAfterOneCountedStep) {
   EXPECT_FALSE(absl::StartsWith(controller.chosen().name, "ps"));
   EXPECT_TRUE(absl::StrContains(controller.Report(), "cost of the builders' comparison"))
       << controller.Report();
+  EXPECT_TRUE(absl::StrContains(controller.Report(), "profile: 2 steps under 'hybrid',"))
+      << controller.Report();
+  // Every step here but the sleeping ones is well under a millisecond.
+  const AutoStrategy::SearchCost& search = controller.search_cost();
+  EXPECT_GE(search.profile_s, 0.09) << controller.Report();
+  EXPECT_LT(search.first_steps_s + search.counted_steps_s, 0.05) << controller.Report();
+  EXPECT_GE(search.switching_s, 0);
+  EXPECT_DOUBLE_EQ(search.total_s(), search.steps_s() + search.switching_s);
+  EXPECT_GE(controller.comparison_cost().steps_s(), 0.38) << controller.Report();
+  EXPECT_LT(controller.comparison_cost().steps_s(), 0.2 * (trial_steps + 1));
 }
 
 }  // namespace

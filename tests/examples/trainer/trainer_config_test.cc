@@ -81,6 +81,7 @@ TEST(TrainerFlagsTest, ErrorsNameTheFlag) {
   ExpectError({"--strategy=ring"}, "--strategy: 'ring' is not one of allreduce, ps, ps-lb");
   ExpectError({"--strategy=ps", "--strategy-file=s.txt"}, "exclude each other");
   ExpectError({"--auto-steps=0"}, "--auto-steps: 0 is out of range (1 to 1000)");
+  ExpectError({"--auto-profile-steps=0"}, "--auto-profile-steps: 0 is out of range (1 to 1000)");
   ExpectError({"--auto-candidates=101"}, "--auto-candidates: 101 is out of range (0 to 100)");
   ExpectError({"--auto-reserve=-1"}, "--auto-reserve: -1 is out of range (0 to 100)");
   ExpectError({"--auto-builders=2"}, "--auto-builders: 2 is out of range (0 to 1)");
