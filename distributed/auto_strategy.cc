@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<AutoStrategy>> AutoStrategy::Create(Communicator*
 }
 
 absl::Status AutoStrategy::Use(const Strategy& strategy) {
+  const double t0 = Now();
   // Collective on every rank in the same order: the previous synchronizer's communicators go
   // first, then the new one verifies the strategy on every rank.
   step_.reset();
@@ -90,6 +91,7 @@ absl::Status AutoStrategy::Use(const Strategy& strategy) {
   CAVS_ASSIGN_OR_RETURN(sync_, GradientSynchronizer::Create(comm_, store_, strategy));
   step_ = std::make_unique<DataParallelStep>(store_, optimizer_, sync_.get());
   step_->set_profiling(phase_ == Phase::kProfile);
+  if (run_began_ != 0) (run_compares_ ? comparison_use_s_ : search_use_s_) += Now() - t0;
   return absl::OkStatus();
 }
 
@@ -200,15 +202,20 @@ absl::Status AutoStrategy::Decide() {
   // This Run so far counts with the trial it ends; the rest of it (the chosen strategy's Use)
   // would be paid without a search too.
   ChargeRun();
-  CAVS_ASSIGN_OR_RETURN(std::vector<double> run_s,
-                        MaxOverRanks(*comm_, {search_run_s_ - search_step_s_,
-                                              comparison_run_s_ - comparison_step_s_}));
+  // Beyond the steps: the least over ranks (a rank's time waiting in a collective for a slower
+  // one is already in the slowest rank's step times), as minus the largest of the negatives.
+  CAVS_ASSIGN_OR_RETURN(
+      std::vector<double> run_s,
+      MaxOverRanks(*comm_, {search_step_s_ - search_run_s_, comparison_step_s_ - comparison_run_s_,
+                            search_use_s_, comparison_use_s_}));
   search_cost_.profile_s = beyond_chosen(profile_steps_);
   search_cost_.first_steps_s = beyond_chosen(first_steps_);
   search_cost_.counted_steps_s = beyond_chosen(counted_steps_);
-  search_cost_.switching_s = std::max(0.0, run_s[0]);
+  search_cost_.switching_s = std::max(0.0, -run_s[0]);
+  search_cost_.synchronizers_s = run_s[2];
   comparison_cost_.counted_steps_s = beyond_chosen(comparison_steps_);
-  comparison_cost_.switching_s = std::max(0.0, run_s[1]);
+  comparison_cost_.switching_s = std::max(0.0, -run_s[1]);
+  comparison_cost_.synchronizers_s = run_s[3];
   phase_ = Phase::kDecided;
   return Use(candidates_[chosen_].strategy);
 }
@@ -326,15 +333,18 @@ std::string AutoStrategy::Report() const {
         &out,
         "  cost of the search: probe %.2f s, cost model %.3f s, %.2f s of steps slower than the "
         "chosen strategy's (profile %.2f, trials' first steps %.2f, counted steps %.2f), "
-        "switching %.2f s: %.2f s in all\n",
+        "switching %.2f s (new synchronizers: %.2f s on the slowest rank): %.2f s in all\n",
         probe_seconds_, search_seconds_, s.steps_s(), s.profile_s, s.first_steps_s,
-        s.counted_steps_s, s.switching_s, probe_seconds_ + search_seconds_ + s.total_s());
+        s.counted_steps_s, s.switching_s, s.synchronizers_s,
+        probe_seconds_ + search_seconds_ + s.total_s());
     if (!comparison_steps_.empty()) {
-      absl::StrAppendFormat(&out,
-                            "  cost of the builders' comparison: %.2f s of steps slower than the "
-                            "chosen strategy's, switching %.2f s (--auto-builders=0 leaves it "
-                            "out)\n",
-                            comparison_cost_.steps_s(), comparison_cost_.switching_s);
+      absl::StrAppendFormat(
+          &out,
+          "  cost of the builders' comparison: %.2f s of steps slower than the "
+          "chosen strategy's, switching %.2f s (new synchronizers: %.2f s on the slowest rank; "
+          "--auto-builders=0 leaves it out)\n",
+          comparison_cost_.steps_s(), comparison_cost_.switching_s,
+          comparison_cost_.synchronizers_s);
     }
   }
   return out;

@@ -117,9 +117,11 @@ class AutoStrategy {
     // Steps slower than the chosen strategy's measured step (slowest-rank times): the profiled
     // steps, the trials' first (uncounted) steps and their counted steps.
     double profile_s = 0, first_steps_s = 0, counted_steps_s = 0;
-    // The time in Run beyond the steps' own (the rank with the most): changing the strategy
-    // (a new synchronizer, its VerifyConsistent), gathering the trials' times, the decision.
+    // The time in Run beyond the steps' own (the rank with the least: the others' waits for it
+    // are in its step times): changing the strategy (a new synchronizer, its
+    // VerifyConsistent), gathering the trials' times, the decision.
     double switching_s = 0;
+    double synchronizers_s = 0;  // making the synchronizers (the rank with the most)
     double steps_s() const { return profile_s + first_steps_s + counted_steps_s; }
     double total_s() const { return steps_s() + switching_s; }
   };
@@ -177,6 +179,7 @@ class AutoStrategy {
   // profile) and for the builders; when the current Run began.
   double search_run_s_ = 0, comparison_run_s_ = 0, run_began_ = 0;
   double search_step_s_ = 0, comparison_step_s_ = 0;  // this rank's step times in those
+  double search_use_s_ = 0, comparison_use_s_ = 0;    // and its time making synchronizers
   bool run_compares_ = false;                         // the current Run is a builder's trial step
 };
 
