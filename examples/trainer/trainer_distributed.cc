@@ -7,10 +7,12 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "core/status.h"
 #include "distributed/builders.h"
 #include "distributed/verify.h"
@@ -89,6 +91,21 @@ absl::Status Trainer::SetUpDistributed() {
                       "the number of dev samples (--dev, --max-dev, --dev-fraction)"});
   settings.push_back(
       {"test_samples", absl::StrCat(data_.test.size()), "the number of test samples (--test)"});
+  if (config_.strategy == "auto") {
+    // The search's collectives follow these: a rank with other counts would leave the profile
+    // or a trial at another step than its peers.
+    const TrainerConfig& c = config_;
+    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+             {"auto-steps", absl::StrCat(c.auto_steps)},
+             {"auto-profile-steps", absl::StrCat(c.auto_profile_steps)},
+             {"auto-candidates", absl::StrCat(c.auto_candidates)},
+             {"auto-reserve", absl::StrCat(c.auto_reserve)},
+             {"auto-builders", absl::StrCat(c.auto_builders)},
+             {"auto-cutoff", absl::StrCat(c.auto_cutoff)},
+             {"allow-compression", c.allow_compression ? "true" : "false"}}) {
+      settings.push_back({absl::StrReplaceAll(key, {{"-", "_"}}), value, "--" + key});
+    }
+  }
   CAVS_RETURN_IF_ERROR(CheckRanksAgree(settings));
   if (config_.strategy == "auto") {
     distributed::AutoOptions ao;

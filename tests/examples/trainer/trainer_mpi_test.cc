@@ -320,6 +320,16 @@ TEST(TrainerMpiTest, RanksWithOtherSettingsFailNamingTheFirst) {
   EXPECT_NE(t.status().message().find(absl::StrCat("ranks disagree on --lr: rank ", last)),
             std::string::npos)
       << t.status();
+  // --strategy=auto's counts: the search's collectives follow them.
+  c = Small();
+  c.strategy = "auto";
+  c.auto_profile_steps = odd ? 2 : 3;
+  t = Trainer::Create(c, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find(
+                absl::StrCat("ranks disagree on --auto-profile-steps: rank ", last)),
+            std::string::npos)
+      << t.status();
   // Other training data (the same size): the data's fingerprint, naming --train.
   c = Small();
   c.max_train = 22;
