@@ -18,7 +18,11 @@ FNR == 1 {
 /predicted_ms corrected_ms/ { in_table = 1; steps_col = / steps$/; next }
 /trial correction:|cost of the/ { in_table = 0 }
 /cost of the search:/ { match($0, /[0-9.]+ s in all/); search_s = substr($0, RSTART, RLENGTH - 9) }
-/cost of the builders' comparison:/ { match($0, /comparison: [0-9.]+/); compare_s = substr($0, RSTART + 12, RLENGTH - 12) }
+/cost of the builders' comparison:/ {
+  # Its total where the log has one (switching included), else its steps (older logs).
+  if (match($0, /[0-9.]+ s in all/)) compare_s = substr($0, RSTART, RLENGTH - 9)
+  else { match($0, /comparison: [0-9.]+/); compare_s = substr($0, RSTART + 12, RLENGTH - 12) }
+}
 in_table && NF >= 5 {
   line = $0; is_chosen = sub(/  <- chosen$/, "", line)
   n = split(line, f, " ")

@@ -91,7 +91,15 @@ absl::Status AutoStrategy::Use(const Strategy& strategy) {
   CAVS_ASSIGN_OR_RETURN(sync_, GradientSynchronizer::Create(comm_, store_, strategy));
   step_ = std::make_unique<DataParallelStep>(store_, optimizer_, sync_.get());
   step_->set_profiling(phase_ == Phase::kProfile);
-  if (run_began_ != 0) (run_compares_ ? comparison_use_s_ : search_use_s_) += Now() - t0;
+  if (run_began_ != 0) {
+    // The trial it starts pays for it, though it runs in the last step of the one before.
+    const Part part =
+        phase_ == Phase::kTrial && !candidates_[trying_].searched ? kComparison : kSearch;
+    const double took = Now() - t0;
+    parts_[part].use_s += took;
+    parts_[part].run_s += took;
+    parts_[run_part_].run_s -= took;
+  }
   return absl::OkStatus();
 }
 
@@ -202,20 +210,21 @@ absl::Status AutoStrategy::Decide() {
   // This Run so far counts with the trial it ends; the rest of it (the chosen strategy's Use)
   // would be paid without a search too.
   ChargeRun();
-  // Beyond the steps: the least over ranks (a rank's time waiting in a collective for a slower
-  // one is already in the slowest rank's step times), as minus the largest of the negatives.
+  // Beyond the steps and the cost model (RankCandidates ran in a profiled step's Run), and the
+  // synchronizers: the least over ranks, as minus the largest of the negatives.
   CAVS_ASSIGN_OR_RETURN(
-      std::vector<double> run_s,
-      MaxOverRanks(*comm_, {search_step_s_ - search_run_s_, comparison_step_s_ - comparison_run_s_,
-                            search_use_s_, comparison_use_s_}));
+      std::vector<double> least,
+      MaxOverRanks(*comm_, {parts_[kSearch].steps_s + search_seconds_ - parts_[kSearch].run_s,
+                            parts_[kComparison].steps_s - parts_[kComparison].run_s,
+                            -parts_[kSearch].use_s, -parts_[kComparison].use_s}));
   search_cost_.profile_s = beyond_chosen(profile_steps_);
-  search_cost_.first_steps_s = beyond_chosen(first_steps_);
-  search_cost_.counted_steps_s = beyond_chosen(counted_steps_);
-  search_cost_.switching_s = std::max(0.0, -run_s[0]);
-  search_cost_.synchronizers_s = run_s[2];
-  comparison_cost_.counted_steps_s = beyond_chosen(comparison_steps_);
-  comparison_cost_.switching_s = std::max(0.0, -run_s[1]);
-  comparison_cost_.synchronizers_s = run_s[3];
+  for (Part p : {kSearch, kComparison}) {
+    SearchCost& cost = p == kSearch ? search_cost_ : comparison_cost_;
+    cost.first_steps_s = beyond_chosen(parts_[p].first_steps);
+    cost.counted_steps_s = beyond_chosen(parts_[p].counted_steps);
+    cost.switching_s = std::max(0.0, -least[p]);
+    cost.synchronizers_s = std::max(0.0, -least[2 + p]);
+  }
   phase_ = Phase::kDecided;
   return Use(candidates_[chosen_].strategy);
 }
@@ -230,7 +239,7 @@ absl::StatusOr<StepTimes> AutoStrategy::Run(
           ? absl::StrCat("auto strategy: profiling the model under '", options_.start, "'")
           : absl::StrCat("auto strategy: trying '", candidates_[trying_].name, "'");
   run_began_ = Now();
-  run_compares_ = phase_ == Phase::kTrial && !candidates_[trying_].searched;
+  run_part_ = phase_ == Phase::kTrial && !candidates_[trying_].searched ? kComparison : kSearch;
   absl::StatusOr<StepTimes> t = Search(local_count, compute, run_empty);
   if (!t.ok()) return core::Prefixed(what, t.status());
   ChargeRun();
@@ -239,7 +248,7 @@ absl::StatusOr<StepTimes> AutoStrategy::Run(
 
 void AutoStrategy::ChargeRun() {
   if (run_began_ == 0) return;
-  (run_compares_ ? comparison_run_s_ : search_run_s_) += Now() - run_began_;
+  parts_[run_part_].run_s += Now() - run_began_;
   run_began_ = 0;
 }
 
@@ -247,7 +256,7 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
     int64_t local_count, const std::function<absl::Status(const StepHooks&)>& compute,
     bool run_empty) {
   CAVS_ASSIGN_OR_RETURN(StepTimes t, step_->Run(local_count, compute, run_empty));
-  (run_compares_ ? comparison_step_s_ : search_step_s_) += t.total();
+  parts_[run_part_].steps_s += t.total();
   if (phase_ == Phase::kProfile) {
     profiled_.push_back(t);
     if (static_cast<int>(profiled_.size()) < options_.profile_steps) return t;
@@ -287,12 +296,9 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
 absl::Status AutoStrategy::EndTrial() {
   CAVS_ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverRanks(*comm_, trial_times_));
   AutoCandidate& c = candidates_[trying_];
-  if (!c.searched) {
-    comparison_steps_.insert(comparison_steps_.end(), slowest.begin(), slowest.end());
-  } else {
-    (slowest.size() > 1 ? first_steps_ : counted_steps_).push_back(slowest[0]);
-    counted_steps_.insert(counted_steps_.end(), slowest.begin() + 1, slowest.end());
-  }
+  PartTimes& part = parts_[c.searched ? kSearch : kComparison];
+  (slowest.size() > 1 ? part.first_steps : part.counted_steps).push_back(slowest[0]);
+  part.counted_steps.insert(part.counted_steps.end(), slowest.begin() + 1, slowest.end());
   if (slowest.size() > 1) slowest.erase(slowest.begin());  // its first step warms it up
   c.measured_s = Median(slowest);
   c.measured_steps = static_cast<int>(slowest.size());
@@ -333,18 +339,19 @@ std::string AutoStrategy::Report() const {
         &out,
         "  cost of the search: probe %.2f s, cost model %.3f s, %.2f s of steps slower than the "
         "chosen strategy's (profile %.2f, trials' first steps %.2f, counted steps %.2f), "
-        "switching %.2f s (new synchronizers: %.2f s on the slowest rank): %.2f s in all\n",
+        "switching %.2f s (of it new synchronizers %.2f s): %.2f s in all\n",
         probe_seconds_, search_seconds_, s.steps_s(), s.profile_s, s.first_steps_s,
         s.counted_steps_s, s.switching_s, s.synchronizers_s,
         probe_seconds_ + search_seconds_ + s.total_s());
-    if (!comparison_steps_.empty()) {
+    const SearchCost& b = comparison_cost_;
+    if (!parts_[kComparison].first_steps.empty() || !parts_[kComparison].counted_steps.empty()) {
       absl::StrAppendFormat(
           &out,
-          "  cost of the builders' comparison: %.2f s of steps slower than the "
-          "chosen strategy's, switching %.2f s (new synchronizers: %.2f s on the slowest rank; "
-          "--auto-builders=0 leaves it out)\n",
-          comparison_cost_.steps_s(), comparison_cost_.switching_s,
-          comparison_cost_.synchronizers_s);
+          "  cost of the builders' comparison: %.2f s of steps slower than the chosen "
+          "strategy's (first steps %.2f, counted steps %.2f), switching %.2f s (of it new "
+          "synchronizers %.2f s): %.2f s in all (--auto-builders=0 leaves it out)\n",
+          b.steps_s(), b.first_steps_s, b.counted_steps_s, b.switching_s, b.synchronizers_s,
+          b.total_s());
     }
   }
   return out;

@@ -115,20 +115,20 @@ class AutoStrategy {
   double search_seconds() const { return search_seconds_; }
   struct SearchCost {
     // Steps slower than the chosen strategy's measured step (slowest-rank times): the profiled
-    // steps, the trials' first (uncounted) steps and their counted steps.
+    // steps (the search's only), the trials' first (uncounted) steps and their counted steps.
     double profile_s = 0, first_steps_s = 0, counted_steps_s = 0;
-    // The time in Run beyond the steps' own (the rank with the least: the others' waits for it
-    // are in its step times): changing the strategy (a new synchronizer, its
-    // VerifyConsistent), gathering the trials' times, the decision.
+    // The time in Run beyond the steps' own and the cost model's (the least over ranks: the
+    // others' waits for the slowest are in its step times): the new synchronizer of each
+    // strategy tried (its VerifyConsistent and communicators; `synchronizers_s` of it, the
+    // least over ranks too, charged to the part whose trial it starts), gathering the
+    // profile (BuildModelProfile) and the trials' times.
     double switching_s = 0;
-    double synchronizers_s = 0;  // making the synchronizers (the rank with the most)
+    double synchronizers_s = 0;
     double steps_s() const { return profile_s + first_steps_s + counted_steps_s; }
     double total_s() const { return steps_s() + switching_s; }
   };
   const SearchCost& search_cost() const { return search_cost_; }
   const SearchCost& comparison_cost() const { return comparison_cost_; }
-  double extra_step_seconds() const { return search_cost_.steps_s(); }
-  double comparison_step_seconds() const { return comparison_cost_.steps_s(); }
   // A table: every candidate's predicted and measured step time, the choice, the costs.
   std::string Report() const;
 
@@ -172,15 +172,19 @@ class AutoStrategy {
   bool corrected_round_ = false;  // the reserve candidates the correction picked were queued
   double probe_seconds_ = 0, search_seconds_ = 0;
   SearchCost search_cost_, comparison_cost_;
-  // Slowest-rank step times before the decision: the profile's; the searched candidates'
-  // trials' first steps and counted steps; every step of the builders' trials.
-  std::vector<double> profile_steps_, first_steps_, counted_steps_, comparison_steps_;
-  // This rank's seconds in Run before the decision, for the searched strategies (and the
-  // profile) and for the builders; when the current Run began.
-  double search_run_s_ = 0, comparison_run_s_ = 0, run_began_ = 0;
-  double search_step_s_ = 0, comparison_step_s_ = 0;  // this rank's step times in those
-  double search_use_s_ = 0, comparison_use_s_ = 0;    // and its time making synchronizers
-  bool run_compares_ = false;                         // the current Run is a builder's trial step
+  // Slowest-rank step times of the profile, before the decision.
+  std::vector<double> profile_steps_;
+  // The steps before the decision, in two parts: the profile's and the searched candidates'
+  // (kSearch), the builders' (kComparison).
+  enum Part { kSearch = 0, kComparison = 1 };
+  struct PartTimes {
+    std::vector<double> first_steps, counted_steps;  // the trials' (slowest-rank times)
+    // This rank's seconds: in Run, in its steps, making synchronizers.
+    double run_s = 0, steps_s = 0, use_s = 0;
+  };
+  PartTimes parts_[2];
+  double run_began_ = 0;  // when the current Run began (0: none, or already charged)
+  Part run_part_ = kSearch;
 };
 
 }  // namespace cavs::distributed

@@ -215,7 +215,9 @@ std::array<int64_t, 2> CalibrationSizes(const ProbeOptions& options, double slow
   const double fits = options.calibration_seconds * slowest_bandwidth / 2;
   if (fits >= static_cast<double>(large)) return sizes;
   const double scale = std::min(1.0, std::max(fits, 64.0 * 1024) / static_cast<double>(large));
-  for (int64_t& b : sizes) b = std::max<int64_t>(4, std::llround(static_cast<double>(b) * scale));
+  for (int64_t& b : sizes) {
+    if (b > 0) b = std::max<int64_t>(4, std::llround(static_cast<double>(b) * scale));
+  }
   return sizes;
 }
 

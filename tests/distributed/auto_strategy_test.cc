@@ -74,14 +74,19 @@ TEST(AutoStrategyTest, ASlowBuilderStopsAfterOneCountedStep) {
       << controller.Report();
   EXPECT_TRUE(absl::StrContains(controller.Report(), "profile: 2 steps under 'hybrid',"))
       << controller.Report();
-  // Every step here but the sleeping ones is well under a millisecond.
+  // The sleeps are where they were slept: the profile's two in the search's profile part, the
+  // ps trial's two (its first and one counted) in the comparison; what the other steps add on
+  // a loaded machine only raises them.
+  const double chosen = controller.chosen().measured_s;
   const AutoStrategy::SearchCost& search = controller.search_cost();
-  EXPECT_GE(search.profile_s, 0.09) << controller.Report();
-  EXPECT_LT(search.first_steps_s + search.counted_steps_s, 0.05) << controller.Report();
-  EXPECT_GE(search.switching_s, 0);
-  EXPECT_DOUBLE_EQ(search.total_s(), search.steps_s() + search.switching_s);
-  EXPECT_GE(controller.comparison_cost().steps_s(), 0.38) << controller.Report();
-  EXPECT_LT(controller.comparison_cost().steps_s(), 0.2 * (trial_steps + 1));
+  const AutoStrategy::SearchCost& comparison = controller.comparison_cost();
+  EXPECT_GE(search.profile_s, 2 * (0.05 - chosen)) << controller.Report();
+  EXPECT_LT(search.first_steps_s + search.counted_steps_s, search.profile_s) << controller.Report();
+  EXPECT_GE(comparison.first_steps_s, 0.2 - chosen) << controller.Report();
+  EXPECT_GE(comparison.counted_steps_s, 0.2 - chosen) << controller.Report();
+  // A synchronizer was made for every strategy tried: some time outside the steps.
+  EXPECT_GT(search.synchronizers_s, 0) << controller.Report();
+  EXPECT_LE(search.synchronizers_s, search.switching_s) << controller.Report();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "distributed/collective_cost.h"
@@ -125,6 +126,13 @@ TEST(CalibrationTest, ProbeSizesShrinkToTheSlowestLinkOnly) {
   ProbeOptions none = o;
   none.calibration_bytes = 0;
   EXPECT_EQ(CalibrationSizes(none, 0.05 * kGbit)[0], 0);
+  // One size (the larger 0): it alone scales; sizes out of order scale by one factor.
+  ProbeOptions one = o;
+  one.calibration_large_bytes = 0;
+  EXPECT_EQ(CalibrationSizes(one, 0.05 * kGbit), (Sizes{625000, 0}));
+  ProbeOptions swapped = o;
+  std::swap(swapped.calibration_bytes, swapped.calibration_large_bytes);
+  EXPECT_EQ(CalibrationSizes(swapped, 0.05 * kGbit), (Sizes{625000, 156250}));
   // More bandwidth never measures at smaller sizes.
   Sizes last{0, 0};
   for (double gbit = 0.0005; gbit < 4; gbit *= 1.7) {
