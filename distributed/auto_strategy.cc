@@ -93,8 +93,7 @@ absl::Status AutoStrategy::Use(const Strategy& strategy) {
   step_->set_profiling(phase_ == Phase::kProfile);
   if (run_began_ != 0) {
     // The trial it starts pays for it, though it runs in the last step of the one before.
-    const Part part =
-        phase_ == Phase::kTrial && !candidates_[trying_].searched ? kComparison : kSearch;
+    const Part part = CurrentPart();
     const double took = Now() - t0;
     parts_[part].use_s += took;
     parts_[part].run_s += took;
@@ -239,11 +238,15 @@ absl::StatusOr<StepTimes> AutoStrategy::Run(
           ? absl::StrCat("auto strategy: profiling the model under '", options_.start, "'")
           : absl::StrCat("auto strategy: trying '", candidates_[trying_].name, "'");
   run_began_ = Now();
-  run_part_ = phase_ == Phase::kTrial && !candidates_[trying_].searched ? kComparison : kSearch;
+  run_part_ = CurrentPart();
   absl::StatusOr<StepTimes> t = Search(local_count, compute, run_empty);
   if (!t.ok()) return core::Prefixed(what, t.status());
   ChargeRun();
   return t;
+}
+
+AutoStrategy::Part AutoStrategy::CurrentPart() const {
+  return phase_ == Phase::kTrial && !candidates_[trying_].searched ? kComparison : kSearch;
 }
 
 void AutoStrategy::ChargeRun() {

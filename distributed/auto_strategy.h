@@ -153,6 +153,9 @@ class AutoStrategy {
   absl::Status EndTrial();
   // Adds the time since the current Run began to the search's or the comparison's (once).
   void ChargeRun();
+  // The part the current step belongs to: a builder's trial is the comparison's.
+  enum Part { kSearch = 0, kComparison = 1 };
+  Part CurrentPart() const;
 
   Communicator* comm_;
   core::ParameterStore* store_;
@@ -176,7 +179,6 @@ class AutoStrategy {
   std::vector<double> profile_steps_;
   // The steps before the decision, in two parts: the profile's and the searched candidates'
   // (kSearch), the builders' (kComparison).
-  enum Part { kSearch = 0, kComparison = 1 };
   struct PartTimes {
     std::vector<double> first_steps, counted_steps;  // the trials' (slowest-rank times)
     // This rank's seconds: in Run, in its steps, making synchronizers.

@@ -7,12 +7,10 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_replace.h"
 #include "core/status.h"
 #include "distributed/builders.h"
 #include "distributed/verify.h"
@@ -95,16 +93,15 @@ absl::Status Trainer::SetUpDistributed() {
     // The search's collectives follow these: a rank with other counts would leave the profile
     // or a trial at another step than its peers.
     const TrainerConfig& c = config_;
-    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-             {"auto-steps", absl::StrCat(c.auto_steps)},
-             {"auto-profile-steps", absl::StrCat(c.auto_profile_steps)},
-             {"auto-candidates", absl::StrCat(c.auto_candidates)},
-             {"auto-reserve", absl::StrCat(c.auto_reserve)},
-             {"auto-builders", absl::StrCat(c.auto_builders)},
-             {"auto-cutoff", absl::StrCat(c.auto_cutoff)},
-             {"allow-compression", c.allow_compression ? "true" : "false"}}) {
-      settings.push_back({absl::StrReplaceAll(key, {{"-", "_"}}), value, "--" + key});
-    }
+    settings.insert(
+        settings.end(),
+        {{"auto_steps", absl::StrCat(c.auto_steps), "--auto-steps"},
+         {"auto_profile_steps", absl::StrCat(c.auto_profile_steps), "--auto-profile-steps"},
+         {"auto_candidates", absl::StrCat(c.auto_candidates), "--auto-candidates"},
+         {"auto_reserve", absl::StrCat(c.auto_reserve), "--auto-reserve"},
+         {"auto_builders", absl::StrCat(c.auto_builders), "--auto-builders"},
+         {"auto_cutoff", absl::StrCat(c.auto_cutoff), "--auto-cutoff"},
+         {"allow_compression", c.allow_compression ? "true" : "false", "--allow-compression"}});
   }
   CAVS_RETURN_IF_ERROR(CheckRanksAgree(settings));
   if (config_.strategy == "auto") {
