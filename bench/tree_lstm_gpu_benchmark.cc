@@ -480,9 +480,10 @@ void BM_TreeLstmPaths(benchmark::State& state) {
 // Launch by launch against one CUDA graph per batch (KernelOptions::cuda.graphs) in one
 // process: range(0) 0 off, 1 on; range(1) the configuration of the targets: 0 training batch 25
 // and 1 batch 64 with plans overlapped, 2 training batch 256 pipelined, 3 inference batch 256
-// pipelined; and 4, 5 training batches 25 and 64 pipelined. No phase timer in either (a timer
-// needs the launches one by one). Rows 0 and 1 wait for each batch (Engine::Run), which never
-// queues a graph: their two settings run alike. Run with
+// pipelined; and 4, 5 training batches 25 and 64 pipelined; range(2) element-wise programs at
+// a row offset (KernelOptions::cuda.ew_row_offset) 0 off, 1 on. No phase timer in either (a
+// timer needs the launches one by one). Rows 0 and 1 wait for each batch (Engine::Run), which
+// never queues a graph: their two settings run alike. Run with
 // --benchmark_enable_random_interleaving=true.
 void BM_TreeLstmGraphs(benchmark::State& state) {
   if (!core::DeviceAvailable(core::DeviceType::kCuda)) {
@@ -498,12 +499,15 @@ void BM_TreeLstmGraphs(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(1));
   static constexpr int kBatch[] = {25, 64, 256, 256, 25, 64};
   const bool train = mode != 3, pipelined = mode >= 2;
-  const bool was = (*k)->graphs();
+  const bool offset = state.range(2) == 1;
+  const bool was = (*k)->graphs(), offset_was = (*k)->ElementwiseRowOffset();
   const ops::cuda::CudaGraphReplay::Stats before = (*k)->graph_stats();
   (*k)->SetGraphs(graphs);
+  (*k)->SetElementwiseRowOffset(offset);
   const absl::Status s =
       TimeTreeLstm(state, train, kBatch[mode], /*overlap=*/true, pipelined, /*phase_timer=*/false);
   (*k)->SetGraphs(was);
+  (*k)->SetElementwiseRowOffset(offset_was);
   if (!s.ok()) {
     state.SkipWithError(s.ToString().c_str());
     return;
@@ -516,8 +520,8 @@ void BM_TreeLstmGraphs(benchmark::State& state) {
   static const char* kModes[] = {"train 25, plans overlapped", "train 64, plans overlapped",
                                  "train 256, pipelined",       "infer 256, pipelined",
                                  "train 25, pipelined",        "train 64, pipelined"};
-  state.SetLabel(
-      absl::StrCat(graphs ? "CUDA graph per batch; " : "launch by launch; ", kModes[mode]));
+  state.SetLabel(absl::StrCat(graphs ? "CUDA graph per batch; " : "launch by launch; ",
+                              kModes[mode], offset ? "; row offsets" : ""));
 }
 
 // Times `fn` (queued on `stream`) with events: the median of `reps` runs, in seconds.
@@ -882,7 +886,7 @@ BENCHMARK_CAPTURE(BM_TreeLstm, infer_overlap, false, true, false)->Arg(256)->App
 BENCHMARK_CAPTURE(BM_TreeLstm, infer_pipelined, false, true, true)->Arg(256)->Apply(bench::Timed);
 
 BENCHMARK(BM_TreeLstmGraphs)
-    ->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4, 5}})
+    ->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4, 5}, {0, 1}})
     ->Repetitions(3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
@@ -921,18 +925,20 @@ class TargetReporter : public bench::RateReporter {
                                    "train 256 pipelined", "infer 256 pipelined",
                                    "train 25 pipelined",  "train 64 pipelined"};
     static const double kTargets[] = {40000, 100000, 250000, 600000, 40000, 100000};
-    for (int mode = 0; mode < 6; ++mode) {
-      auto rate = [&](int on) {
-        return Rate(absl::StrCat("BM_TreeLstmGraphs/", on, "/", mode,
-                                 "/min_time:1.000/repeats:3/real_time_median"));
-      };
-      const double off = rate(0), on = rate(1);
-      if (off == 0 || on == 0) continue;
-      std::printf(
-          "GRAPHS %-20s launch by launch %9.0f  graphs %9.0f trees/s  x%.2f  target %7.0f"
-          "  %s\n",
-          kModes[mode], off, on, on / off, kTargets[mode],
-          std::max(on, off) >= kTargets[mode] ? "met" : "MISSED");
+    for (int offset = 0; offset < 2; ++offset) {
+      for (int mode = 0; mode < 6; ++mode) {
+        auto rate = [&](int on) {
+          return Rate(absl::StrCat("BM_TreeLstmGraphs/", on, "/", mode, "/", offset,
+                                   "/min_time:1.000/repeats:3/real_time_median"));
+        };
+        const double off = rate(0), on = rate(1);
+        if (off == 0 || on == 0) continue;
+        std::printf(
+            "GRAPHS %-20s %-11s launch by launch %9.0f  graphs %9.0f trees/s  x%.2f  target"
+            " %7.0f  %s\n",
+            kModes[mode], offset ? "row offsets" : "copies", off, on, on / off, kTargets[mode],
+            std::max(on, off) >= kTargets[mode] ? "met" : "MISSED");
+      }
     }
   }
 };

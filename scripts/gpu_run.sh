@@ -11,7 +11,13 @@
 # the rest still run. The kernel paths are chosen with the binaries' CAVS_* environment override
 # (ops/kernel_options.h), which each binary reads once at start-up.
 #
-#   bash .gpucarry/run.sh [verify] [graphs] [rowoffset] [tests] [bench] [bench_ab] [all]
+#   bash .gpucarry/run.sh [combined] [profile] [segment] [verify] [graphs] [rowoffset] [tests] [bench] [bench_ab] [all]
+#
+# `combined` (about 8 minutes expected) is verify's, graphs' and rowoffset's correctness parts
+# at once (the CUDA suites with the defaults, with every batch captured and with programs at row
+# offsets; memcheck and racecheck; SST launch by launch, as graphs and at row offsets, whose
+# SUMMARY lines must be equal), then BM_TreeLstmGraphs' pipelined rows with row offsets off and
+# on (one process) and the LSTM-vs-cuDNN benchmark in three processes.
 #
 # `graphs` (about 5 minutes on an H200) checks and times CUDA graphs (KernelOptions::cuda.graphs):
 # the graph tests, the engine and trainer suites with every batch captured (CAVS_CUDA_GRAPHS=1),
@@ -24,6 +30,16 @@
 # it with the CPU (both kernel paths) and memcheck of them, the engine and trainer suites with
 # every program run at its rows (CAVS_CUDA_EW_ROW_OFFSET=1), SST training without and with (the
 # SUMMARY lines must be equal), then the BM_TreeLstm rows without and with, in two processes.
+#
+# `profile` (about 4 minutes expected) times every kernel of the pipelined training and inference
+# batches of 256 launch by launch with Nsight Compute (one metric, the kernel's duration; caches
+# and clocks as found), 1,000 kernels each past the warm-up, to $OUT/ncu_*.csv; then the
+# LSTM-vs-cuDNN benchmark in three processes.
+#
+# `segment` (about 3 minutes expected) checks the segment reductions (their tests and memcheck of
+# them, the engine and CUDA trainer suites, SST training), times the kernels of the pipelined
+# training batch of 256 with Nsight Compute as `profile` does, and runs BM_TreeLstmGraphs'
+# pipelined training rows with row offsets.
 #
 # `verify` (about 8 minutes on an H200) runs every correctness part at once (16 host cores), then
 # the default benchmarks, the folded rows and BM_TreeLstmPaths 5.
@@ -101,6 +117,77 @@ want() {  # want <mode>...: whether any of them was asked for (all asks for the 
   return 1
 }
 nvidia-smi -L | tee -a "$summary"
+if want combined; then
+  export CAVS_VERIFY_EW_SHAPES=1
+  vdir=$(mktemp -d)
+  vpart ops_cuda_test 240 "$bin/ops_cuda_test" --gtest_brief=1
+  vpart equivalence 150 "$bin/ops_kernels_equivalence_test" --gtest_brief=1
+  vpart engine 200 "$bin/scheduler_engine_test" --gtest_brief=1
+  vpart engine_sgemm 200 env CAVS_CUBLASLT=0 CAVS_SMALL_GEMM=0 "$bin/scheduler_engine_test" \
+    --gtest_brief=1
+  vpart engine_all_graphs 200 env CAVS_CUDA_GRAPHS=1 "$bin/scheduler_engine_test" --gtest_brief=1
+  vpart engine_offsets 200 env CAVS_CUDA_EW_ROW_OFFSET=1 "$bin/scheduler_engine_test" \
+    --gtest_brief=1
+  vpart trainer 200 "$bin/trainer_test" --gtest_brief=1 --gtest_filter='*Cuda*'
+  vpart trainer_graphs 200 env CAVS_CUDA_GRAPHS=1 "$bin/trainer_test" --gtest_brief=1 \
+    --gtest_filter='*Cuda*'
+  vpart trainer_offsets 200 env CAVS_CUDA_EW_ROW_OFFSET=1 "$bin/trainer_test" --gtest_brief=1 \
+    --gtest_filter='*Cuda*'
+  if [[ -f data/sst_train.txt && -f data/sst_dev.txt ]]; then
+    vpart sst_plain 240 "$bin/cavs-train" "${sst_flags[@]}" --cuda-graphs=0
+    vpart sst_graphs 240 "$bin/cavs-train" "${sst_flags[@]}" --cuda-graphs=1
+    vpart sst_offsets 240 env CAVS_CUDA_EW_ROW_OFFSET=1 "$bin/cavs-train" "${sst_flags[@]}"
+  fi
+  vpart memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/ops_cuda_test" \
+    --gtest_brief=1 --gtest_filter='CudaFused*:CudaKernels*:*CublasLt*:CudaGraph*:-*AFailedCapture*'
+  vpart racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 1 \
+    "$bin/ops_cuda_test" --gtest_brief=1 \
+    --gtest_filter='CudaKernels*SmallGemm*:CudaFused*:CudaKernels*Column*:CudaKernels*Softmax*'
+  vjoin
+  unset CAVS_VERIFY_EW_SHAPES
+  same_summaries
+  tabular=--benchmark_counters_tabular=true
+  part bench_graphs tree_gpu_bench_graphs 200 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
+    --benchmark_filter='^BM_TreeLstmGraphs/[01]/[2-5]/' \
+    --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
+  grep -h 'GRAPHS ' "$OUT/bench_graphs.log" | tee -a "$summary"
+  for i in 1 2 3; do
+    part bench_lstm "lstm_gpu_bench_$i" 45 "$bin/lstm_gpu_benchmark" "$tabular"
+  done
+  grep -h 'RATIO' "$OUT/bench_lstm.log" | tee -a "$summary"
+fi
+if want profile; then
+  for row in train:2 infer:3; do
+    part profile "ncu_${row%%:*}" 150 ncu --csv --metrics gpu__time_duration.sum \
+      --clock-control none --cache-control none --launch-skip 6000 --launch-count 1000 \
+      --log-file "$OUT/ncu_${row%%:*}.csv" "$bin/tree_lstm_gpu_benchmark" \
+      --benchmark_filter="^BM_TreeLstmGraphs/0/${row##*:}/1/"
+  done
+  for i in 1 2 3; do
+    part bench_lstm "lstm_gpu_bench_$i" 45 "$bin/lstm_gpu_benchmark" --benchmark_counters_tabular=true
+  done
+  grep -h 'RATIO' "$OUT/bench_lstm.log" | tee -a "$summary"
+fi
+if want segment; then
+  vdir=$(mktemp -d)
+  vpart segment_ops 150 "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='*Segment*'
+  vpart segment_memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$bin/ops_cuda_test" --gtest_brief=1 --gtest_filter='*Segment*'
+  vpart engine 150 "$bin/scheduler_engine_test" --gtest_brief=1
+  vpart trainer 150 "$bin/trainer_test" --gtest_brief=1 --gtest_filter='*Cuda*'
+  if [[ -f data/sst_train.txt && -f data/sst_dev.txt ]]; then
+    vpart sst 150 "$bin/cavs-train" "${sst_flags[@]}"
+  fi
+  vjoin
+  same_summaries
+  part profile ncu_train 150 ncu --csv --metrics gpu__time_duration.sum --clock-control none \
+    --cache-control none --launch-skip 6000 --launch-count 1000 --log-file "$OUT/ncu_train.csv" \
+    "$bin/tree_lstm_gpu_benchmark" --benchmark_filter='^BM_TreeLstmGraphs/0/2/1/'
+  part bench_graphs tree_gpu_bench_graphs 150 "$bin/tree_lstm_gpu_benchmark" \
+    --benchmark_counters_tabular=true --benchmark_filter='^BM_TreeLstmGraphs/[01]/[245]/1/' \
+    --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
+  grep -h 'GRAPHS ' "$OUT/bench_graphs.log" | tee -a "$summary"
+fi
 if want verify; then
   # Every check in one call of about 6 minutes. The correctness parts run at once
   # (the machine has 16 host cores; NVRTC's first compiles dominate a fresh machine), each with

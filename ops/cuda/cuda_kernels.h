@@ -109,6 +109,10 @@ class CudaKernels final : public Kernels {
   bool graphs() const { return graphs_on_; }
   const CudaGraphReplay::Stats& graph_stats() const { return graphs_.stats(); }
 
+  // Element-wise programs at a row offset (KernelOptions::cuda.ew_row_offset). An engine reads
+  // it when it lays out a batch: switch between engines, not during one's batch.
+  void SetElementwiseRowOffset(bool on) { row_offset_ = on; }
+
   // Elementwise through generated kernels (the default, CudaKernelOptions::generated_elementwise;
   // where a trial compile fails, a warning and the interpreter) or the interpreter. An engine asks
   // ElementwiseScratch() once, when it is created: switch before. Switching off waits for the
