@@ -47,7 +47,7 @@ TEST(KernelOptionsTest, EveryVariableSetsItsField) {
                            {"CAVS_CUBLASLT", "0"},          {"CAVS_GEMM_AUTOTUNE", "1"},
                            {"CAVS_SMALL_GEMM", "1"},        {"CAVS_KERNEL_CACHE", "/tmp/kc"},
                            {"CAVS_CUDA_GRAPHS", "0"},       {"CAVS_VERIFY_EW_SHAPES", "1"},
-                           {"CAVS_CPU_EW_ROW_OFFSET", "0"}, {"CAVS_CUDA_EW_ROW_OFFSET", "1"}};
+                           {"CAVS_CPU_EW_ROW_OFFSET", "0"}, {"CAVS_CUDA_EW_ROW_OFFSET", "0"}};
   const EnvironmentOverride o = KernelOptionsFromEnvironment();
   EXPECT_EQ(o.options.cpu.threads, 3);
   EXPECT_FALSE(o.options.cpu.packed_gemm);
@@ -60,7 +60,7 @@ TEST(KernelOptionsTest, EveryVariableSetsItsField) {
   EXPECT_TRUE(o.options.cuda.kernel_cache);
   EXPECT_EQ(o.options.cuda.kernel_cache_dir, "/tmp/kc");
   EXPECT_FALSE(o.options.cuda.graphs);
-  EXPECT_TRUE(o.options.cuda.ew_row_offset);
+  EXPECT_FALSE(o.options.cuda.ew_row_offset);
   EXPECT_TRUE(o.options.verify_ew_shapes);
   EXPECT_EQ(o.read.size(), 12u);
   EXPECT_EQ(o.read[0], "CAVS_NUM_THREADS=3");
@@ -94,7 +94,7 @@ TEST(KernelOptionsTest, StringNamesEverySetting) {
   EXPECT_EQ(
       KernelOptionsString(o),
       "cpu{threads=0 packed_gemm=1 ew_as_planned=0 ew_row_offset=1} cuda{generated_elementwise=1 "
-      "cublas_lt=1 gemm_autotune=0 small_gemm=off kernel_cache=off graphs=1 ew_row_offset=0} "
+      "cublas_lt=1 gemm_autotune=0 small_gemm=off kernel_cache=off graphs=1 ew_row_offset=1} "
       "verify_ew_shapes=0");
 }
 
