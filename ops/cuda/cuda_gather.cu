@@ -7,6 +7,8 @@ namespace cavs::ops::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+// Sums a thread of SegmentReduceKernel keeps in flight (a power of two).
+constexpr int kSegmentParts = 16;
 
 // Threads along x over a row's `cols` (vectors), along y and the grid over rows.
 struct RowGrid {
@@ -111,19 +113,44 @@ __global__ void SegmentReduceKernel(ReduceOp op, const float* __restrict__ src, 
         }
         if (argmax != nullptr) argmax[i * w + c] = arg;
       } else {
-        // Four sums in flight, so that a long segment (the embedding's gradient of a frequent
-        // token: 236 rows for "." in an SST batch of 256) waits for its loads four at a time,
-        // not one; added in a fixed order, so the result does not depend on timing (and one or
-        // two rows sum exactly as one accumulator would).
-        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        int32_t j = begin;
-        for (; j + 4 <= end; j += 4) {
+        // kSegmentParts sums in flight, so that a long segment (the embedding's gradient of a
+        // frequent token: 236 rows for "." in an SST batch of 256) waits for its loads 16 at a
+        // time, not one: the kernel lasts as long as its longest segment's chain of loads
+        // (four sums took 68 us for an SST training batch of 256 on an H200). Added in a fixed
+        // order, so the result does not depend on timing; up to three rows sum as a single
+        // accumulator would.
+        float part[kSegmentParts];
 #pragma unroll
-          for (int u = 0; u < 4; ++u) part[u] += src[static_cast<int64_t>(ids[j + u]) * src_ld + c];
+        for (int u = 0; u < kSegmentParts; ++u) part[u] = 0.0f;
+        // The next step's row ids are loaded while this step's rows are: one wait a step.
+        int32_t row[kSegmentParts];
+        int32_t j = begin;
+#pragma unroll
+        for (int u = 0; u < kSegmentParts; ++u) row[u] = j + u < end ? ids[j + u] : 0;
+        for (; j + kSegmentParts <= end; j += kSegmentParts) {
+          int32_t next[kSegmentParts];
+#pragma unroll
+          for (int u = 0; u < kSegmentParts; ++u) {
+            const int32_t k = j + kSegmentParts + u;
+            next[u] = k < end ? ids[k] : 0;
+          }
+#pragma unroll
+          for (int u = 0; u < kSegmentParts; ++u)
+            part[u] += src[static_cast<int64_t>(row[u]) * src_ld + c];
+#pragma unroll
+          for (int u = 0; u < kSegmentParts; ++u) row[u] = next[u];
         }
-        for (int u = 0; j < end; ++j, ++u)
-          part[u] += src[static_cast<int64_t>(ids[j]) * src_ld + c];
-        acc = (part[0] + part[1]) + (part[2] + part[3]);
+#pragma unroll
+        for (int u = 0; u < kSegmentParts; ++u) {
+          if (j + u < end) part[u] += src[static_cast<int64_t>(row[u]) * src_ld + c];
+        }
+        // A pairwise tree: ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)) + ...
+#pragma unroll
+        for (int stride = 1; stride < kSegmentParts; stride *= 2) {
+#pragma unroll
+          for (int u = 0; u + stride < kSegmentParts; u += 2 * stride) part[u] += part[u + stride];
+        }
+        acc = part[0];
         if (op == ReduceOp::kMean && end > begin) acc /= static_cast<float>(end - begin);
       }
       dst[i * dst_ld + c] = acc;
@@ -276,7 +303,14 @@ cudaError_t LaunchSegmentReduce(cudaStream_t stream, ReduceOp op, const float* s
                                 const int32_t* offsets, const int32_t* ids, int64_t m, int64_t w,
                                 float* dst, int64_t dst_ld, int32_t* argmax) {
   if (m <= 0 || w <= 0) return cudaSuccess;
-  const RowGrid g = MakeRowGrid(m, w);
+  // A row's columns in one pass where they fit in 512 threads (two passes at 256 threads
+  // doubled the longest segment's chain at width 300); 1,024 threads ask for more registers
+  // than a block has (72 a thread).
+  RowGrid g = MakeRowGrid(m, w);
+  if (w > kThreads) {
+    const int bx = static_cast<int>(std::min<int64_t>((w + 31) / 32 * 32, 512));
+    g = {dim3(static_cast<unsigned>(std::min<int64_t>(m, int64_t{1} << 20))), dim3(bx, 1)};
+  }
   SegmentReduceKernel<<<g.grid, g.block, 0, stream>>>(op, src, src_ld, offsets, ids, m, w, dst,
                                                       dst_ld, argmax);
   return cudaGetLastError();

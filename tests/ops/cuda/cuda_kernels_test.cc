@@ -5,6 +5,7 @@
 #include "ops/cuda/cuda_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <optional>
@@ -269,6 +270,61 @@ TEST_F(CudaKernelsTest, SegmentReductionsMatchTheCpu) {
                                         argmax.data(), m, w, dsrc_cpu.data(), w)
                     .ok());
     EXPECT_TRUE(AllClose(dgrad.Download(), dsrc_cpu, 1e-5, 1e-5)) << static_cast<int>(op);
+  }
+}
+
+// Long segments (an embedding's gradient of a frequent token: hundreds of rows) and rows wider
+// than a block's 256 threads, against a float64 sum: each element within the bound of any
+// summation order, 2 len 2^-24 sum |terms|; twice, with the same bits.
+TEST_F(CudaKernelsTest, LongSegmentsAndWideRowsSumWithinTheBound) {
+  for (const int64_t w : {300, 1100}) {
+    const int64_t n = 600, m = 40;
+    std::vector<int32_t> lengths = RandomInts(m, 12, 0, 300), offsets(m + 1, 0);
+    lengths[0] = 0;
+    lengths[1] = 17;
+    lengths[2] = 300;
+    for (int64_t i = 0; i < m; ++i) offsets[i + 1] = offsets[i] + lengths[i];
+    std::vector<int32_t> ids = RandomInts(offsets[m], 13, 0, n - 1);
+    std::vector<float> src = RandomFloats(n * w, 14, -1.0f, 1.0f);
+    const int64_t ld = w + 5;
+    std::vector<float> src_ld(n * ld, std::nanf(""));
+    for (int64_t r = 0; r < n; ++r) std::copy_n(&src[r * w], w, &src_ld[r * ld]);
+    DeviceArray<float> dsrc(src_ld);
+    DeviceArray<int32_t> doff(offsets), dids(ids);
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean}) {
+      std::vector<float> first;
+      for (int run = 0; run < 2; ++run) {
+        DeviceArray<float> dout(std::vector<float>(m * w, std::nanf("")));
+        ASSERT_TRUE(cuda_
+                        ->SegmentReduce(op, dsrc.get(), ld, doff.get(), dids.get(), m, w,
+                                        dout.get(), w, nullptr)
+                        .ok());
+        std::vector<float> out = dout.Download();
+        if (run == 1) {
+          EXPECT_EQ(out, first) << "w=" << w << " op=" << static_cast<int>(op);
+          break;
+        }
+        first = out;
+        for (int64_t i = 0; i < m; ++i) {
+          const int64_t len = offsets[i + 1] - offsets[i];
+          for (int64_t c = 0; c < w; ++c) {
+            double sum = 0, abs_sum = 0;
+            for (int32_t j = offsets[i]; j < offsets[i + 1]; ++j) {
+              sum += src[ids[j] * w + c];
+              abs_sum += std::fabs(src[ids[j] * w + c]);
+            }
+            double bound = 2.0 * static_cast<double>(len) * std::ldexp(1.0, -24) * abs_sum;
+            if (op == ReduceOp::kMean && len > 0) {
+              sum /= static_cast<double>(len);
+              bound = bound / static_cast<double>(len) + std::ldexp(1.0, -24) * std::fabs(sum);
+            }
+            ASSERT_LE(std::fabs(out[i * w + c] - sum), bound)
+                << "w=" << w << " op=" << static_cast<int>(op) << " row " << i << " (" << len
+                << " rows) column " << c;
+          }
+        }
+      }
+    }
   }
 }
 
