@@ -86,4 +86,22 @@ absl::Status ApplyInterHostFit(const AlphaBeta& fit, Collective op, ClusterSpec*
   return absl::OkStatus();
 }
 
+CollectiveCalibration CalibrateCollective(const double modelled[2], const double measured[2],
+                                          int points) {
+  CollectiveCalibration c;
+  if (points == 2 && modelled[0] > 0 && modelled[1] > modelled[0] && measured[0] > 0 &&
+      measured[1] > measured[0]) {
+    const double slope = (measured[1] - measured[0]) / (modelled[1] - modelled[0]);
+    c.factor = std::clamp(slope, 0.5, 50.0);
+    c.extra = measured[0] - c.factor * modelled[0];
+    if (c.extra < 0) c.min_factor = std::clamp(measured[0] / modelled[0], 0.5, 50.0);
+    return c;
+  }
+  const int last = points - 1;
+  if (last >= 0 && modelled[last] > 0 && measured[last] > 0) {
+    c.factor = std::clamp(measured[last] / modelled[last], 0.5, 50.0);
+  }
+  return c;
+}
+
 }  // namespace cavs::distributed

@@ -57,4 +57,19 @@ FitPoint CollectiveFitTerms(const ClusterSpec& cluster, Collective op, double by
 [[nodiscard]] absl::Status ApplyInterHostFit(const AlphaBeta& fit, Collective op,
                                              ClusterSpec* cluster);
 
+// The probe's calibration of one collective kind (ClusterSpec::factor, ::extra, ::min_factor)
+// from its times `measured` at `points` sizes (1 or 2, ascending) against the model's times
+// `modelled` for the same collectives. Two points: the line through them, measured = extra +
+// factor x modelled, factor within [0.5, 50]; where that line needs a negative extra (the ratio
+// to the model grows with the size), the line still, with the smaller size's ratio as
+// min_factor below it, so that small collectives keep their own ratio and large ones the
+// line's. One point, or two that do not rise together: the ratio at the last one, extra 0.
+struct CollectiveCalibration {
+  double factor = 1.0;
+  double extra = 0.0;  // s
+  double min_factor = 0.0;
+};
+CollectiveCalibration CalibrateCollective(const double modelled[2], const double measured[2],
+                                          int points);
+
 }  // namespace cavs::distributed

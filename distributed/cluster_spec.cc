@@ -88,16 +88,29 @@ absl::Status ParseIntra(const std::vector<std::string>& tokens, ClusterSpec& c) 
 }
 
 absl::Status ParseCalibration(const std::vector<std::string>& tokens, ClusterSpec& c) {
+  std::vector<std::string> keys;
+  for (int k = 0; k < 5; ++k) {
+    const std::string name = CollectiveName(static_cast<Collective>(k));
+    for (const char* suffix : {"", "_us", "_min"}) keys.push_back(name + suffix);
+  }
   CAVS_ASSIGN_OR_RETURN(std::vector<LineOption> options,
-                        internal::ParseLineOptions(tokens, 1,
-                                                   {"allreduce", "reduce", "broadcast", "allgather",
-                                                    "gather", "allreduce_us", "reduce_us",
-                                                    "broadcast_us", "allgather_us", "gather_us"}));
+                        internal::ParseLineOptions(tokens, 1, keys));
   for (const LineOption& o : options) {
     for (int k = 0; k < 5; ++k) {
       const std::string name = CollectiveName(static_cast<Collective>(k));
       CAVS_RETURN_IF_ERROR(SetNumber(o, name, {0, true, 1000}, 1, &c.factor[k]));
-      CAVS_RETURN_IF_ERROR(SetNumber(o, name + "_us", {0, false, 1e9}, kUs, &c.extra[k]));
+      CAVS_RETURN_IF_ERROR(SetNumber(o, name + "_us", {-1e9, false, 1e9}, kUs, &c.extra[k]));
+      CAVS_RETURN_IF_ERROR(SetNumber(o, name + "_min", {0, false, 1000}, 1, &c.min_factor[k]));
+    }
+  }
+  // A negative fixed time is the line of a two-part calibration: without the ratio below it,
+  // small collectives would take no time, or less than none.
+  for (int k = 0; k < 5; ++k) {
+    if (c.extra[k] < 0 && c.min_factor[k] == 0) {
+      const std::string name = CollectiveName(static_cast<Collective>(k));
+      return FieldError(name + "_us", absl::InvalidArgumentError(absl::StrCat(
+                                          "a negative fixed time needs ", name,
+                                          "_min (the ratio to the model below the line)")));
     }
   }
   return absl::OkStatus();
@@ -267,14 +280,15 @@ std::string SerializeClusterSpec(const ClusterSpec& c) {
       " broadcast=", AlgorithmName(c.algorithms.broadcast),
       " allgather=", AlgorithmName(c.algorithms.allgather), "\n");
   if (c.factor != std::array<double, 5>{1, 1, 1, 1, 1} ||
-      c.extra != std::array<double, 5>{0, 0, 0, 0, 0}) {
+      c.extra != std::array<double, 5>{0, 0, 0, 0, 0} ||
+      c.min_factor != std::array<double, 5>{0, 0, 0, 0, 0}) {
     absl::StrAppend(&out, "calibration");
     for (int k = 0; k < 5; ++k) {
-      absl::StrAppend(&out, " ", CollectiveName(static_cast<Collective>(k)), "=",
-                      FormatNumber(c.factor[k]));
-      if (c.extra[k] != 0) {
-        absl::StrAppend(&out, " ", CollectiveName(static_cast<Collective>(k)),
-                        "_us=", FormatNumber(c.extra[k] / kUs));
+      const std::string name = CollectiveName(static_cast<Collective>(k));
+      absl::StrAppend(&out, " ", name, "=", FormatNumber(c.factor[k]));
+      if (c.extra[k] != 0) absl::StrAppend(&out, " ", name, "_us=", FormatNumber(c.extra[k] / kUs));
+      if (c.min_factor[k] != 0) {
+        absl::StrAppend(&out, " ", name, "_min=", FormatNumber(c.min_factor[k]));
       }
     }
     absl::StrAppend(&out, "\n");

@@ -93,11 +93,15 @@ struct ClusterSpec {
   // The probe's calibration of each collective kind (index: Collective; ProbeCluster times each
   // one as cavs runs it, polled progress included, at two sizes): a collective of that kind
   // takes `extra` seconds more than the alpha-beta form says, and every byte it puts on a
-  // resource counts `factor` times. factor 1, extra 0: the form as is. Written as
-  // `calibration allreduce=F allreduce_us=X reduce=F ...`, each key only where it is not the
-  // default.
+  // resource counts `factor` times; and where `min_factor` is set, it takes at least the form
+  // with every byte counted `min_factor` times and no extra (the larger of the two: a line whose
+  // ratio to the form grows with the size, extra < 0, with the small size's ratio below it).
+  // factor 1, extra 0, min_factor 0: the form as is. Written as `calibration allreduce=F
+  // allreduce_us=X allreduce_min=M reduce=F ...`, each key only where it is not the default; a
+  // negative extra needs a min_factor.
   std::array<double, 5> factor = {1, 1, 1, 1, 1};
   std::array<double, 5> extra = {0, 0, 0, 0, 0};
+  std::array<double, 5> min_factor = {0, 0, 0, 0, 0};
   // Written as `fp16 encode_ns=E decode_ns=D sum_ns=S` where any is not 0.
   Fp16Costs fp16;
 

@@ -315,7 +315,7 @@ Resources::Resources(const ClusterSpec& cluster) {
 }
 
 Collectives::Collectives(const ClusterSpec& cluster)
-    : cluster_(cluster), host_of_(cluster.HostOfRank()) {
+    : cluster_(cluster), host_of_(cluster.HostOfRank()), resources_(cluster) {
   int rank = 0;
   for (const HostSpec& h : cluster.hosts) {
     layout_.leaders.push_back(rank);
@@ -333,11 +333,24 @@ Phase Collectives::Run(Collective op, const std::vector<int>& ranks, int root, d
   auto cached = cache_.find(key);
   if (cached == cache_.end()) cached = cache_.emplace(key, OneByte(op, ranks, root)).first;
   Phase phase = cached->second.Scaled(bytes);
-  // The probe's calibration: `extra` seconds more, and each byte on a resource counts `factor`
-  // times (root_in and root_out stay the payload, for the servers' report).
-  const double factor = cluster_.factor[static_cast<int>(op)];
-  for (Load& l : phase.loads) l.bytes *= factor;
-  phase.latency += cluster_.extra[static_cast<int>(op)];
+  // The probe's calibration (root_in and root_out stay the payload, for the servers' report):
+  // the larger of its line, each byte on a resource counting `factor` times and `extra`
+  // seconds more, and its minimum, each byte `min_factor` times. A negative extra is taken
+  // from the transfer (the line's factor at this size, factor + extra / transfer), so that
+  // the phase keeps its latency and its loads stay in proportion.
+  const int k = static_cast<int>(op);
+  const double factor = cluster_.factor[k], extra = cluster_.extra[k], low = cluster_.min_factor[k];
+  const double transfer = TransferSeconds(phase, resources_);
+  double scale = factor, fixed = extra;
+  if (extra < 0) {
+    scale = transfer > 0 ? std::max(low, factor + extra / transfer) : low;
+    fixed = 0;
+  } else if (low > 0 && low * transfer > factor * transfer + extra) {
+    scale = low;
+    fixed = 0;
+  }
+  for (Load& l : phase.loads) l.bytes *= scale;
+  phase.latency += fixed;
   return phase;
 }
 
@@ -386,13 +399,18 @@ Phase Collectives::OneByte(Collective op, const std::vector<int>& p, int root) {
   return b.Build();
 }
 
-double AloneSeconds(const Phase& phase, const Resources& resources) {
-  double cpu = 0.0, transfer = 0.0;
-  for (const Load& c : phase.cpu) cpu = std::max(cpu, c.bytes);
+double TransferSeconds(const Phase& phase, const Resources& resources) {
+  double transfer = 0.0;
   for (const Load& l : phase.loads) {
     transfer = std::max(transfer, l.bytes / resources.capacity(l.resource));
   }
-  return cpu + phase.latency + transfer;
+  return transfer;
+}
+
+double AloneSeconds(const Phase& phase, const Resources& resources) {
+  double cpu = 0.0;
+  for (const Load& c : phase.cpu) cpu = std::max(cpu, c.bytes);
+  return cpu + phase.latency + TransferSeconds(phase, resources);
 }
 
 }  // namespace cavs::distributed::internal

@@ -111,13 +111,15 @@ class Collectives {
 
   ClusterSpec cluster_;
   std::vector<int> host_of_;
+  Resources resources_;  // for the calibration's line and minimum
   RankLayout layout_;
   std::map<std::vector<int>, int> set_ids_;
   std::map<std::tuple<int, int, int>, Phase> cache_;  // (op, set, root) -> one-byte phase
 };
 
 // The time `phase` takes alone on idle resources: its slowest host's cpu, its latency, and its
-// busiest resource's bytes over that resource's capacity.
+// busiest resource's bytes over that resource's capacity (TransferSeconds).
 double AloneSeconds(const Phase& phase, const Resources& resources);
+double TransferSeconds(const Phase& phase, const Resources& resources);
 
 }  // namespace cavs::distributed::internal

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "distributed/calibration.h"
 #include "distributed/collective_cost.h"
 #include "distributed/half.h"
 #include "distributed/stats.h"
@@ -372,9 +373,8 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
       }
     }
     // Calibration: each collective's measured times against what the model gives it on this
-    // spec (the barrier after it included on both sides): at two sizes, a line through both,
-    // measured = extra + factor x modelled; at one, the ratio alone. factor within [0.5, 50],
-    // extra >= 0 (where the line would need a negative one, the larger size's ratio).
+    // spec (the barrier after it included on both sides), CalibrateCollective's line through
+    // the two sizes, with the smaller's ratio below it where the line needs a negative extra.
     if (calibrate) {
       internal::Collectives model(spec);
       internal::Resources resources(spec);
@@ -383,29 +383,17 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
       for (int k = 0; k < 5; ++k) {
         const auto op = static_cast<Collective>(k);
         const bool gathers = op == Collective::kAllGather || op == Collective::kGather;
-        double modelled[2] = {0, 0};
+        double modelled[2] = {0, 0}, measured[2] = {0, 0};
         for (int point = 0; point < cal_points; ++point) {
           // The model takes a gather's bytes per rank, the others' in all.
           const double bytes = 4.0 * static_cast<double>(BlockFloats(cal_sizes[point], w, gathers));
           modelled[point] = internal::AloneSeconds(model.Run(op, everyone, 0, bytes), resources);
+          measured[point] = collective_s[point][k];
         }
-        const auto& m = collective_s;
-        if (cal_points == 2 && modelled[1] > modelled[0] && m[1][k] > m[0][k]) {
-          const double slope = (m[1][k] - m[0][k]) / (modelled[1] - modelled[0]);
-          double factor = std::clamp(slope, 0.5, 50.0);
-          double extra = m[0][k] - factor * modelled[0];
-          if (extra < 0) {
-            factor = std::clamp(m[1][k] / modelled[1], 0.5, 50.0);
-            extra = 0;
-          }
-          spec.factor[k] = factor;
-          spec.extra[k] = extra;
-        } else {
-          const int point = cal_points - 1;
-          if (modelled[point] > 0 && m[point][k] > 0) {
-            spec.factor[k] = std::clamp(m[point][k] / modelled[point], 0.5, 50.0);
-          }
-        }
+        const CollectiveCalibration c = CalibrateCollective(modelled, measured, cal_points);
+        spec.factor[k] = c.factor;
+        spec.extra[k] = c.extra;
+        spec.min_factor[k] = c.min_factor;
       }
     }
     text = SerializeClusterSpec(spec);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -107,6 +108,48 @@ TEST(CalibrationTest, RecoversTheClustersLinkParameters) {
   EXPECT_EQ(file, before);
   ClusterSpec one = Cluster(1, 4);
   EXPECT_FALSE(ApplyInterHostFit(*reduce, Collective::kReduce, &one).ok());
+}
+
+// The probe's calibration of one collective from two sizes: a line with a fixed time where the
+// ratio to the model falls with the size; where it grows, the line with the small size's ratio
+// below it; at one point, or points that do not rise together, the ratio alone.
+TEST(CalibrationTest, CollectiveCalibrationKeepsBothPoints) {
+  auto at = [](const CollectiveCalibration& c, double modelled) {
+    return std::max(c.min_factor * modelled, c.extra + c.factor * modelled);
+  };
+  {  // 1 ms fixed, then 1.2x: the line, no minimum.
+    const double modelled[2] = {0.01, 0.04}, measured[2] = {0.013, 0.049};
+    const CollectiveCalibration c = CalibrateCollective(modelled, measured, 2);
+    EXPECT_NEAR(c.factor, 1.2, 1e-12);
+    EXPECT_NEAR(c.extra, 1e-3, 1e-12);
+    EXPECT_EQ(c.min_factor, 0);
+  }
+  {  // 0.97x at the small size, 1.86x at the large one (libnbc's allgatherv on slow links).
+    const double modelled[2] = {0.05, 0.2}, measured[2] = {0.0485, 0.372};
+    const CollectiveCalibration c = CalibrateCollective(modelled, measured, 2);
+    EXPECT_LT(c.extra, 0);
+    EXPECT_NEAR(c.min_factor, 0.97, 1e-12);
+    EXPECT_NEAR(at(c, modelled[0]), measured[0], 1e-12);  // both points kept
+    EXPECT_NEAR(at(c, modelled[1]), measured[1], 1e-12);
+    EXPECT_NEAR(at(c, 0.01), 0.0097, 1e-12);  // below: the small size's ratio
+    for (double m = 0.001; m < 0.5; m *= 1.5) EXPECT_GT(at(c, m * 1.5), at(c, m));
+  }
+  {  // Clamped: a slope over 50 stays 50, the line through the small point.
+    const double modelled[2] = {0.01, 0.011}, measured[2] = {0.01, 0.2};
+    const CollectiveCalibration c = CalibrateCollective(modelled, measured, 2);
+    EXPECT_EQ(c.factor, 50);
+    EXPECT_NEAR(at(c, modelled[0]), measured[0], 1e-12);
+  }
+  {  // Falling times, or one point: the last point's ratio.
+    const double modelled[2] = {0.01, 0.04}, measured[2] = {0.03, 0.02};
+    const CollectiveCalibration c = CalibrateCollective(modelled, measured, 2);
+    EXPECT_NEAR(c.factor, 0.5, 1e-12);
+    EXPECT_EQ(c.extra, 0);
+    EXPECT_EQ(c.min_factor, 0);
+    EXPECT_NEAR(CalibrateCollective(modelled, measured, 1).factor, 3, 1e-12);
+    const double none[2] = {0, 0};
+    EXPECT_EQ(CalibrateCollective(none, measured, 1).factor, 1);
+  }
 }
 
 TEST(CalibrationTest, ProbeSizesShrinkToTheSlowestLinkOnly) {

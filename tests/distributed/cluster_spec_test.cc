@@ -110,6 +110,26 @@ TEST(ClusterSpecTest, CalibrationFactorsRoundTrip) {
   EXPECT_FALSE(negative.ok());
   EXPECT_TRUE(absl::StrContains(negative.status().message(), "field 'reduce_us'"))
       << negative.status();
+  EXPECT_TRUE(absl::StrContains(negative.status().message(), "reduce_min")) << negative.status();
+  // With the ratio below the line, a negative fixed time reads and round-trips.
+  absl::StatusOr<ClusterSpec> two = ParseClusterSpec(
+      std::string(kCluster) + "calibration allgather=2.1 allgather_us=-350 allgather_min=0.97\n",
+      "two.txt");
+  ASSERT_TRUE(two.ok()) << two.status();
+  const int ag = static_cast<int>(Collective::kAllGather);
+  EXPECT_EQ(two->factor[ag], 2.1);
+  EXPECT_NEAR(two->extra[ag], -350e-6, 1e-15);
+  EXPECT_EQ(two->min_factor, (std::array<double, 5>{0, 0, 0, 0.97, 0}));
+  EXPECT_TRUE(absl::StrContains(SerializeClusterSpec(*two), "allgather_min=0.97"));
+  absl::StatusOr<ClusterSpec> two_again =
+      ParseClusterSpec(SerializeClusterSpec(*two), "two_again.txt");
+  ASSERT_TRUE(two_again.ok()) << two_again.status();
+  EXPECT_EQ(*two_again, *two);
+  absl::StatusOr<ClusterSpec> bad_min =
+      ParseClusterSpec(std::string(kCluster) + "calibration gather_min=-1\n", "bad_min.txt");
+  EXPECT_FALSE(bad_min.ok());
+  EXPECT_TRUE(absl::StrContains(bad_min.status().message(), "field 'gather_min'"))
+      << bad_min.status();
   absl::StatusOr<ClusterSpec> bad =
       ParseClusterSpec(std::string(kCluster) + "calibration gather=0\n", "bad.txt");
   EXPECT_FALSE(bad.ok());

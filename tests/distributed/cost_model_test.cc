@@ -87,6 +87,34 @@ TEST(CostModelTest, RingAllReduceIsTheAlphaBetaFormula) {
   }
 }
 
+// A two-part calibration (a line with a negative fixed time, the small size's ratio below
+// it): a collective takes the larger of the two, so small buckets keep the small ratio, large
+// ones the line's, and more bytes never take less time.
+TEST(CostModelTest, TwoPartCalibrationTakesTheLargerOfItsLineAndMinimum) {
+  const double alpha = 50 * kUs, o = 10 * kUs, bw = 1 * kGbit;
+  ClusterSpec c = Cluster(2, 1, 1, alpha, o);
+  const int k = static_cast<int>(Collective::kAllReduce);
+  c.factor[k] = 2;
+  c.extra[k] = -1e-3;
+  c.min_factor[k] = 1;
+  const double latency = 2 * (alpha + o);
+  // Ring over 2 ranks: each direction of the link carries B / 2 twice, B in all.
+  auto form_bytes_s = [&](double bytes) { return bytes / bw; };
+  const ModelProfile small = Profile({{125, 125}});  // 62,500 B: 0.5 ms on the link
+  EXPECT_NEAR(Step(OneEach(small, 2, AllReduceSync{}), small, c), latency + form_bytes_s(62500),
+              1e-12);
+  const ModelProfile large = Profile({{500, 250}});  // 500,000 B: 4 ms on the link
+  EXPECT_NEAR(Step(OneEach(large, 2, AllReduceSync{}), large, c),
+              latency - 1e-3 + 2 * form_bytes_s(500000), 1e-12);
+  double last = 0;
+  for (int64_t rows = 25; rows <= 1000; rows += 25) {
+    const ModelProfile p = Profile({{rows, 250}});
+    const double t = Step(OneEach(p, 2, AllReduceSync{}), p, c);
+    EXPECT_GE(t, last) << rows;
+    last = t;
+  }
+}
+
 // Recursive doubling: log2(W) exchanges of the whole buffer; with 2 ranks per host the first is
 // within the hosts, the others put both ranks' buffers through the link.
 TEST(CostModelTest, RecursiveDoublingCountsEveryRankOnTheLink) {
