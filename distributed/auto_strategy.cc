@@ -286,13 +286,17 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
     CAVS_RETURN_IF_ERROR(EndTrial());
     return t;
   }
-  // A builder after its first counted step: stop if it is already far behind (every rank
-  // decides on the same slowest-rank time).
-  if (options_.cutoff == 0 || steps != 2 || candidates_[trying_].searched) return t;
+  // A builder after its first two counted steps: stop if both are already far behind (every
+  // rank decides on the same slowest-rank times). Two, not one: a single slow step (on a
+  // capped link a TCP retransmission waits 200 ms) must not end a trial and be its measurement.
+  if (options_.cutoff == 0 || steps != 3 || candidates_[trying_].searched) return t;
   const size_t best = BestMeasured();
   if (best == candidates_.size()) return t;
-  CAVS_ASSIGN_OR_RETURN(std::vector<double> last, MaxOverRanks(*comm_, {t.total()}));
-  if (last[0] > options_.cutoff * candidates_[best].measured_s) CAVS_RETURN_IF_ERROR(EndTrial());
+  CAVS_ASSIGN_OR_RETURN(std::vector<double> counted,
+                        MaxOverRanks(*comm_, {trial_times_[1], trial_times_[2]}));
+  if (std::min(counted[0], counted[1]) > options_.cutoff * candidates_[best].measured_s) {
+    CAVS_RETURN_IF_ERROR(EndTrial());
+  }
   return t;
 }
 

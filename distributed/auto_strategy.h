@@ -13,9 +13,9 @@
 //      `try_builders`, each for `trial_steps` real steps (every strategy computes the same mean
 //      gradient, so these are ordinary training steps); the measured step time of each is the
 //      median over its steps (after the first) of the slowest rank's time. A builder's trial
-//      ends after its first counted step where that step is over `cutoff` times the best
+//      ends after its first two counted steps where both are over `cutoff` times the best
 //      measured so far (it is only there for the report's comparison, and a slow builder's
-//      steps are the search's largest cost);
+//      steps are the search's largest cost; two, so that one slow step does not end it);
 //   5. correction: the trials' measured times fit the cost model's breakdown
 //      (FitTrialCorrection: an offset, a factor per unit kind); with it the `reserve` searched
 //      strategies ranked after the tried ones are predicted again, and those now predicted
@@ -63,7 +63,7 @@ struct AutoOptions {
   int candidates = 3;            // searched strategies tried
   int reserve = 6;               // searched strategies after those, tried only if corrected
   bool try_builders = true;      // also try every builder (the report's comparison)
-  double cutoff = 1.5;  // a builder this much slower after one counted step stops (0: never)
+  double cutoff = 1.5;           // a builder this much slower in two counted steps stops (0: never)
   bool allow_compression = false;
   double noise = 0.03;
   int64_t batch_per_rank = 0;  // recorded in the profile

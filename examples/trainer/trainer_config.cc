@@ -312,8 +312,8 @@ const std::vector<FlagSpec>& Flags() {
        "--strategy=auto: also try every builder, for the comparison in the report (default 1)",
        Int(kAutoBuildersRange, &C::auto_builders)},
       {"auto-cutoff", "X",
-       "--strategy=auto: a builder whose first counted trial step is over X times the best "
-       "measured stops there (0: every builder runs all its steps; default 1.5)",
+       "--strategy=auto: a builder whose first two counted trial steps are over X times the "
+       "best measured stops there (0: every builder runs all its steps; default 1.5)",
        Real("auto-cutoff", &C::auto_cutoff)},
       {"allow-compression", "", "--strategy=auto may send fp16 gradients (changes the numbers)",
        Bool("allow-compression", &C::allow_compression)},
