@@ -18,14 +18,21 @@
 //   exchange         rank 0 and the first rank of the next host send `size` bytes to each other
 //                    at once (Isend + Irecv both ways): the rate of each direction
 //   oneway           the same, from rank 0 only: the rate of one direction alone
+//   ps-pair          two PS shards of `size` bytes each through the GradientSynchronizer, one
+//                    served by rank 0 and one by the first rank of the next host (each a reduce
+//                    to its server, then a broadcast from it): what a PS strategy's shards do
+//                    at once, in both directions of the link
+//   ps-bucket        one PS shard served by the next host's first rank beside one allreduce
+//                    bucket of the same size, in one synchronizer step
 //
 // Each is run --reps times after one warm-up; a repetition's time is the slowest rank's (an
 // allreduce of the max), and the row gives the median. The bound assumes every host has one link
 // of --link-mbit each way (the emulated cluster's cap) and --latency-us one-way latency, ranks of
 // a host sharing memory at no cost, and H hosts: an allreduce (and reduce + broadcast) must put
 // 2 (H - 1) / H of the buffer on each host's link each way, an allgather (H - 1) / H, one
-// message its size; each pays the latency once per step of a log2(H)-deep exchange. Rank 0
-// prints one row per op and size: time, bound, time / bound, and the algorithm bandwidth.
+// message its size; each pays the latency once per step of a log2(H)-deep exchange; ps-pair and
+// ps-bucket, on 2 hosts, twice the size each way (0: no bound on more hosts). Rank 0 prints one
+// row per op and size: time, bound, time / bound, and the algorithm bandwidth.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -57,8 +64,9 @@ using distributed::Communicator;
 struct Flags {
   std::vector<int64_t> sizes = {4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
   int reps = 5;
-  std::vector<std::string> ops = {"allreduce",  "bucket",   "hier-bucket", "reduce-bcast",
-                                  "allgatherv", "exchange", "oneway"};
+  std::vector<std::string> ops = {"allreduce",    "bucket",     "hier-bucket",
+                                  "reduce-bcast", "allgatherv", "exchange",
+                                  "oneway",       "ps-pair",    "ps-bucket"};
   double link_mbit = 1000, latency_us = 0;
   int timeout_s = 120;
 };
@@ -134,6 +142,31 @@ struct Bucket {
   std::unique_ptr<distributed::GradientSynchronizer> sync;
 };
 
+// Two parameters of `floats` floats in one synchronizer: `a` on PS served by rank 0 (ps-pair)
+// or in an allreduce bucket (ps-bucket), `b` on PS served by `peer`.
+absl::StatusOr<std::unique_ptr<Bucket>> MakePsPair(Communicator& comm, int64_t floats, int peer,
+                                                   bool beside_bucket) {
+  auto b = std::make_unique<Bucket>();
+  for (const char* name : {"a", "b"}) {
+    CAVS_RETURN_IF_ERROR(
+        b->store.GetOrCreate(name, core::Shape({floats, 1}), core::Initializer::Zeros()).status());
+  }
+  distributed::Strategy s;
+  s.name = beside_bucket ? "ps-bucket" : "ps-pair";
+  s.world_size = comm.world_size();
+  distributed::ParameterServerSync on_zero, on_peer;
+  on_zero.placement = {0};
+  on_peer.placement = {peer};
+  if (beside_bucket) {
+    s.params.push_back({"a", distributed::AllReduceSync{}});
+  } else {
+    s.params.push_back({"a", on_zero});
+  }
+  s.params.push_back({"b", on_peer});
+  CAVS_ASSIGN_OR_RETURN(b->sync, distributed::GradientSynchronizer::Create(&comm, &b->store, s));
+  return b;
+}
+
 absl::StatusOr<std::unique_ptr<Bucket>> MakeBucket(Communicator& comm, int64_t floats,
                                                    bool hierarchical) {
   auto b = std::make_unique<Bucket>();
@@ -167,7 +200,7 @@ absl::Status RunOnce(Context& c, const std::string& op, int64_t bytes, Tensor& b
     std::memset(half.raw_data(), 0, static_cast<size_t>(half.numel()) * 2);
     return comm.AllReduce(half);
   }
-  if (op == "bucket" || op == "hier-bucket") {
+  if (op == "bucket" || op == "hier-bucket" || op == "ps-pair" || op == "ps-bucket") {
     return bucket->sync->Synchronize(1).status();
   }
   if (op == "reduce-bcast") {
@@ -205,6 +238,7 @@ double Bound(const Flags& f, const std::string& op, int64_t bytes, int hosts) {
   const double h = hosts;
   const double steps = hosts > 1 ? std::ceil(std::log2(h)) : 0;
   if (hosts <= 1) return 0;
+  if (op == "ps-pair" || op == "ps-bucket") return hosts == 2 ? 2 * alpha + 2.0 * bytes / bw : 0;
   if (op == "allreduce" || op == "allreduce-fp16" || op == "bucket" || op == "hier-bucket" ||
       op == "reduce-bcast") {
     return 2 * steps * alpha + 2 * (h - 1) / h * bytes / bw;
@@ -233,7 +267,8 @@ absl::Status Main(int argc, char** argv) {
                 "algbw_MB/s");
   }
   for (const std::string& op : f.ops) {
-    if ((op == "exchange" || op == "oneway") && c.peer < 0) continue;
+    const bool ps = op == "ps-pair" || op == "ps-bucket";
+    if ((op == "exchange" || op == "oneway" || ps) && c.peer < 0) continue;
     for (int64_t bytes : f.sizes) {
       const int64_t floats = std::max<int64_t>(1, bytes / 4);
       Tensor buf = Tensor::Host({floats});
@@ -241,6 +276,8 @@ absl::Status Main(int argc, char** argv) {
       std::unique_ptr<Bucket> bucket;
       if (op == "bucket" || op == "hier-bucket") {
         CAVS_ASSIGN_OR_RETURN(bucket, MakeBucket(*comm, floats, op == "hier-bucket"));
+      } else if (ps) {
+        CAVS_ASSIGN_OR_RETURN(bucket, MakePsPair(*comm, floats, c.peer, op == "ps-bucket"));
       }
       std::vector<double> times;
       for (int rep = 0; rep <= f.reps; ++rep) {
