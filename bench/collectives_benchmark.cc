@@ -18,6 +18,11 @@
 //   exchange         rank 0 and the first rank of the next host send `size` bytes to each other
 //                    at once (Isend + Irecv both ways): the rate of each direction
 //   oneway           the same, from rank 0 only: the rate of one direction alone
+//   behind           rank 0 sends `size` bytes to the first rank of the next host and, a quarter
+//                    of the way through (by --link-mbit), 8 bytes on another communicator: the
+//                    time from then until the small message arrives (alone it takes the
+//                    latency; behind a transfer its connection carries in order, the transfer's
+//                    remaining three quarters)
 //   ps-pair          two PS shards of `size` bytes each through the GradientSynchronizer, one
 //                    served by rank 0 and one by the first rank of the next host (each a reduce
 //                    to its server, then a broadcast from it): what a PS strategy's shards do
@@ -51,6 +56,7 @@
 #include "core/initializer.h"
 #include "core/parameter.h"
 #include "core/status.h"
+#include "distributed/comm_state.h"
 #include "distributed/communicator.h"
 #include "distributed/strategy.h"
 #include "distributed/synchronizer.h"
@@ -64,9 +70,9 @@ using distributed::Communicator;
 struct Flags {
   std::vector<int64_t> sizes = {4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
   int reps = 5;
-  std::vector<std::string> ops = {"allreduce",    "bucket",     "hier-bucket",
-                                  "reduce-bcast", "allgatherv", "exchange",
-                                  "oneway",       "ps-pair",    "ps-bucket"};
+  std::vector<std::string> ops = {"allreduce",  "bucket",   "hier-bucket", "reduce-bcast",
+                                  "allgatherv", "exchange", "oneway",      "behind",
+                                  "ps-pair",    "ps-bucket"};
   double link_mbit = 1000, latency_us = 0;
   int timeout_s = 120;
 };
@@ -186,7 +192,10 @@ absl::StatusOr<std::unique_ptr<Bucket>> MakeBucket(Communicator& comm, int64_t f
 struct Context {
   Communicator& comm;
   distributed::Topology topology;
-  int peer = -1;  // the first rank of host 1 (exchange, oneway)
+  int peer = -1;                        // the first rank of host 1 (exchange, oneway, behind)
+  std::unique_ptr<Communicator> other;  // a duplicate, for behind's small message
+  double behind_s = 0;        // behind: when the receiver saw the small message, after it left
+  double behind_after_s = 0;  // behind: when rank 0 sends it, from the start
 };
 
 // Runs `op` once on `bytes` bytes.
@@ -214,9 +223,35 @@ absl::Status RunOnce(Context& c, const std::string& op, int64_t bytes, Tensor& b
     Tensor recv = Tensor::Host({per * w, 1});
     return comm.AllGatherV(send, recv, counts);
   }
-  // exchange, oneway: rank 0 and `peer`.
+  // exchange, oneway, behind: rank 0 and `peer`.
+  c.behind_s = 0;
   if (c.peer < 0 || (r != 0 && r != c.peer)) return absl::OkStatus();
   const int other = r == 0 ? c.peer : 0;
+  if (op == "behind") {
+    // The row's time is the slowest rank's: the receiver's. The transfer is waited for after.
+    Tensor in = Tensor::Host(buf.shape()), small = Tensor::Host({2});
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_ptr<distributed::Work> bulk, note;
+    if (r == 0) {
+      CAVS_ASSIGN_OR_RETURN(bulk, comm.StartSend(buf, other, 7));
+      for (int iteration = 0; Seconds(t0) < c.behind_after_s; ++iteration) {
+        CAVS_RETURN_IF_ERROR(bulk->Test().status());
+        distributed::internal::PollPause(iteration);
+      }
+      CAVS_ASSIGN_OR_RETURN(note, c.other->StartSend(small, other, 8));
+    } else {
+      CAVS_ASSIGN_OR_RETURN(bulk, comm.StartRecv(in, other, 7));
+      CAVS_ASSIGN_OR_RETURN(note, c.other->StartRecv(small, other, 8));
+    }
+    for (int iteration = 0;; ++iteration) {
+      CAVS_RETURN_IF_ERROR(bulk->Test().status());
+      CAVS_ASSIGN_OR_RETURN(bool done, note->Test());
+      if (done) break;
+      distributed::internal::PollPause(iteration);
+    }
+    c.behind_s = r == 0 ? 0 : Seconds(t0) - c.behind_after_s;
+    return bulk->Wait();
+  }
   const bool both = op == "exchange";
   Tensor in = Tensor::Host(buf.shape());
   std::vector<std::unique_ptr<distributed::Work>> works;
@@ -244,7 +279,8 @@ double Bound(const Flags& f, const std::string& op, int64_t bytes, int hosts) {
     return 2 * steps * alpha + 2 * (h - 1) / h * bytes / bw;
   }
   if (op == "allgatherv") return steps * alpha + (h - 1) / h * bytes / bw;
-  return alpha + bytes / bw;  // exchange, oneway: one message each way
+  if (op == "behind") return alpha;  // the small message alone
+  return alpha + bytes / bw;         // exchange, oneway: one message each way
 }
 
 absl::Status Main(int argc, char** argv) {
@@ -254,6 +290,7 @@ absl::Status Main(int argc, char** argv) {
   CAVS_ASSIGN_OR_RETURN(distributed::Topology topology, comm->DiscoverTopology());
   Context c{*comm, topology};
   if (topology.num_hosts() > 1) c.peer = topology.RanksOn(1)[0];
+  CAVS_ASSIGN_OR_RETURN(c.other, comm->Duplicate());
   const bool chief = comm->rank() == 0;
   const int hosts = topology.num_hosts();
   if (chief) {
@@ -268,7 +305,7 @@ absl::Status Main(int argc, char** argv) {
   }
   for (const std::string& op : f.ops) {
     const bool ps = op == "ps-pair" || op == "ps-bucket";
-    if ((op == "exchange" || op == "oneway" || ps) && c.peer < 0) continue;
+    if ((op == "exchange" || op == "oneway" || op == "behind" || ps) && c.peer < 0) continue;
     for (int64_t bytes : f.sizes) {
       const int64_t floats = std::max<int64_t>(1, bytes / 4);
       Tensor buf = Tensor::Host({floats});
@@ -279,12 +316,14 @@ absl::Status Main(int argc, char** argv) {
       } else if (ps) {
         CAVS_ASSIGN_OR_RETURN(bucket, MakePsPair(*comm, floats, c.peer, op == "ps-bucket"));
       }
+      c.behind_after_s = static_cast<double>(floats * 4) / (f.link_mbit * 1e6 / 8) / 4;
       std::vector<double> times;
       for (int rep = 0; rep <= f.reps; ++rep) {
         CAVS_RETURN_IF_ERROR(comm->Barrier());
         const auto t0 = std::chrono::steady_clock::now();
         CAVS_RETURN_IF_ERROR(RunOnce(c, op, bytes, buf, bucket.get()));
-        CAVS_ASSIGN_OR_RETURN(double t, MaxOverRanks(*comm, Seconds(t0)));
+        const double mine = op == "behind" ? c.behind_s : Seconds(t0);
+        CAVS_ASSIGN_OR_RETURN(double t, MaxOverRanks(*comm, mine));
         if (rep > 0) times.push_back(t);  // the first is a warm-up
       }
       std::sort(times.begin(), times.end());
