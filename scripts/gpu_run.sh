@@ -116,6 +116,27 @@ want() {  # want <mode>...: whether any of them was asked for (all asks for the 
   for m in "$@"; do [[ "$modes" == *" $m "* ]] && return 0; done
   return 1
 }
+# ncu_batch <name> <BM_TreeLstmGraphs row>: Nsight Compute's duration of 1,000 kernels past the
+# warm-up of that row launch by launch with row offsets, to $OUT/ncu_<name>.csv.
+ncu_batch() {
+  part profile "ncu_$1" 150 ncu --csv --metrics gpu__time_duration.sum --clock-control none \
+    --cache-control none --launch-skip 6000 --launch-count 1000 --log-file "$OUT/ncu_$1.csv" \
+    "$bin/tree_lstm_gpu_benchmark" --benchmark_filter="^BM_TreeLstmGraphs/0/$2/1/"
+}
+# graph_rows <seconds> <filter>: BM_TreeLstmGraphs rows in one process, their GRAPHS lines.
+graph_rows() {
+  part bench_graphs tree_gpu_bench_graphs "$1" "$bin/tree_lstm_gpu_benchmark" \
+    --benchmark_counters_tabular=true --benchmark_filter="$2" \
+    --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
+  grep -h 'GRAPHS ' "$OUT/bench_graphs.log" | tee -a "$summary"
+}
+lstm_three() {  # the LSTM-vs-cuDNN benchmark in three processes, their RATIO lines
+  for i in 1 2 3; do
+    part bench_lstm "lstm_gpu_bench_$i" 45 "$bin/lstm_gpu_benchmark" --benchmark_counters_tabular=true
+  done
+  grep -h 'RATIO' "$OUT/bench_lstm.log" | tee -a "$summary"
+}
+
 nvidia-smi -L | tee -a "$summary"
 if want combined; then
   export CAVS_VERIFY_EW_SHAPES=1
@@ -146,27 +167,13 @@ if want combined; then
   vjoin
   unset CAVS_VERIFY_EW_SHAPES
   same_summaries
-  tabular=--benchmark_counters_tabular=true
-  part bench_graphs tree_gpu_bench_graphs 200 "$bin/tree_lstm_gpu_benchmark" "$tabular" \
-    --benchmark_filter='^BM_TreeLstmGraphs/[01]/[2-5]/' \
-    --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
-  grep -h 'GRAPHS ' "$OUT/bench_graphs.log" | tee -a "$summary"
-  for i in 1 2 3; do
-    part bench_lstm "lstm_gpu_bench_$i" 45 "$bin/lstm_gpu_benchmark" "$tabular"
-  done
-  grep -h 'RATIO' "$OUT/bench_lstm.log" | tee -a "$summary"
+  graph_rows 200 '^BM_TreeLstmGraphs/[01]/[2-5]/'
+  lstm_three
 fi
 if want profile; then
-  for row in train:2 infer:3; do
-    part profile "ncu_${row%%:*}" 150 ncu --csv --metrics gpu__time_duration.sum \
-      --clock-control none --cache-control none --launch-skip 6000 --launch-count 1000 \
-      --log-file "$OUT/ncu_${row%%:*}.csv" "$bin/tree_lstm_gpu_benchmark" \
-      --benchmark_filter="^BM_TreeLstmGraphs/0/${row##*:}/1/"
-  done
-  for i in 1 2 3; do
-    part bench_lstm "lstm_gpu_bench_$i" 45 "$bin/lstm_gpu_benchmark" --benchmark_counters_tabular=true
-  done
-  grep -h 'RATIO' "$OUT/bench_lstm.log" | tee -a "$summary"
+  ncu_batch train 2
+  ncu_batch infer 3
+  lstm_three
 fi
 if want segment; then
   vdir=$(mktemp -d)
@@ -180,13 +187,8 @@ if want segment; then
   fi
   vjoin
   same_summaries
-  part profile ncu_train 150 ncu --csv --metrics gpu__time_duration.sum --clock-control none \
-    --cache-control none --launch-skip 6000 --launch-count 1000 --log-file "$OUT/ncu_train.csv" \
-    "$bin/tree_lstm_gpu_benchmark" --benchmark_filter='^BM_TreeLstmGraphs/0/2/1/'
-  part bench_graphs tree_gpu_bench_graphs 150 "$bin/tree_lstm_gpu_benchmark" \
-    --benchmark_counters_tabular=true --benchmark_filter='^BM_TreeLstmGraphs/[01]/[245]/1/' \
-    --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
-  grep -h 'GRAPHS ' "$OUT/bench_graphs.log" | tee -a "$summary"
+  ncu_batch train 2
+  graph_rows 150 '^BM_TreeLstmGraphs/[01]/[245]/1/'
 fi
 if want verify; then
   # Every check in one call of about 6 minutes. The correctness parts run at once
