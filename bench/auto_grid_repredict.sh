@@ -5,8 +5,12 @@
 # how a change to the cost model does against measurements already taken. From the repository
 # root, after a build of build/default:
 #
-#   bench/auto_grid_repredict.sh OUT_DIR... [> table]     (-q: the summary only)
+#   bench/auto_grid_repredict.sh [-q] [--then-sim=BIN] OUT_DIR... [> table]
 #
+# -q prints the summary only. The searched strategies (auto#N) a log measured are not in it:
+# they are the search's ranking by the model the grid ran, remade here by --then-sim (a cavs-sim
+# binary of that model; default the one built now, right while the search's ranking is
+# unchanged), and each is predicted by the cavs-sim built now.
 # Per strategy: cell, name, then, now, measured (ms), and both errors. Last, per kind of
 # strategy (searched, allreduce builders, PS builders): the median error and median absolute
 # error then and now, and per cell how the model's first (then and now) measured against the
@@ -14,12 +18,19 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 sim=build/default/examples/sim/cavs-sim
+then_sim="$sim"
 quiet=0
-if [[ "${1:-}" == -q ]]; then
-  quiet=1
+while [[ "${1:-}" == -* ]]; do
+  case "$1" in
+    -q) quiet=1 ;;
+    --then-sim=*) then_sim="${1#--then-sim=}" ;;
+    *) echo "auto_grid_repredict.sh: unknown flag $1" >&2; exit 2 ;;
+  esac
   shift
-fi
+done
 [[ -x "$sim" ]] || { echo "auto_grid_repredict.sh: build $sim first" >&2; exit 1; }
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
 for dir in "$@"; do
   for log in "$dir"/*.log; do
     base="${log%.log}"
@@ -37,12 +48,24 @@ for dir in "$@"; do
           name = f[1]; i = 2; while (f[i] ~ /^\(=/) { i += 2 }
           if (f[i + 3] != "-") print "M", cell, name, f[i + 1], f[i + 3]
         }'
+      # The searched strategies as the grid's model ranked them (--then-sim), each predicted
+      # by this one.
+      "$then_sim" --profile="$base.profile" --cluster="$base.cluster" --scaling=none \
+        --units=false --top=20 --strategy-out="$tmp/auto" "${flags[@]}" >/dev/null
       "$sim" --profile="$base.profile" --cluster="$base.cluster" --scaling=none --units=false \
-        --top=20 "${flags[@]}" | sed 's/\x1b\[[0-9;]*m//g' | awk -v cell="$cell" '
+        --top=1 "${flags[@]}" | sed 's/\x1b\[[0-9;]*m//g' | awk -v cell="$cell" '
         /^predicted step/ { t = 1; next }
-        t && NF >= 8 && $2 ~ /^[0-9.]+$/ { print "P", cell, ($1 == "auto" ? "auto#1" : $1), $2 }
-        t && NF == 0 { t = 0 }
-        /^  #[0-9]+: / { sub(/:/, "", $1); print "P", cell, "auto" $1, $2 }'
+        t && NF >= 8 && $2 ~ /^[0-9.]+$/ && $1 != "auto" { print "P", cell, $1, $2 }
+        t && NF == 0 { t = 0 }'
+      for ((i = 1; i <= 20; ++i)); do
+        file="$tmp/auto"
+        ((i > 1)) && file+=".$i"
+        [[ -f "$file" ]] || break
+        "$sim" --profile="$base.profile" --cluster="$base.cluster" --scaling=none --units=false \
+          --top=1 --strategy-file="$file" "${flags[@]}" | sed 's/\x1b\[[0-9;]*m//g' |
+          awk -v cell="$cell" -v i="$i" '/^file / { print "P", cell, "auto#" i, $2 }'
+      done
+      rm -f "$tmp"/auto*
     }
   done
 done | awk -v quiet="$quiet" '

@@ -259,7 +259,12 @@ std::string SearchSummary(const std::vector<Row>& rows, const distributed::Searc
 // The files cavs-sim writes must not be the files it reads.
 absl::Status CheckOutputs(const SimConfig& config) {
   std::vector<std::pair<std::string, std::string>> outputs;
-  if (!config.strategy_out.empty()) outputs.emplace_back("--strategy-out", config.strategy_out);
+  if (!config.strategy_out.empty()) {
+    outputs.emplace_back("--strategy-out", config.strategy_out);
+    for (int i = 2; i <= config.top; ++i) {
+      outputs.emplace_back("--strategy-out", absl::StrCat(config.strategy_out, ".", i));
+    }
+  }
   if (!config.plot.empty()) {
     for (const char* suffix : {"", ".csv", ".gp"}) {
       outputs.emplace_back("--plot", config.plot + suffix);
@@ -323,13 +328,23 @@ absl::Status RunSim(const SimConfig& config, std::ostream& out) {
   const std::string best_text = distributed::SerializeStrategy(search.best[0].strategy);
   out << "\n" << best_text;
   if (!config.strategy_out.empty()) {
-    if (const auto failed = examples::WriteWholeFile(config.strategy_out, best_text);
-        failed.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat("--strategy-out: cannot write ",
-                                                     config.strategy_out, ": ",
-                                                     std::strerror(failed->error)));
+    // The best to FILE, the runners-up --top lists to FILE.2, FILE.3, ...
+    for (size_t i = 0; i < search.best.size(); ++i) {
+      const std::string path =
+          i == 0 ? config.strategy_out : absl::StrCat(config.strategy_out, ".", i + 1);
+      const std::string text =
+          i == 0 ? best_text : distributed::SerializeStrategy(search.best[i].strategy);
+      if (const auto failed = examples::WriteWholeFile(path, text); failed.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat("--strategy-out: cannot write ", path, ": ",
+                                                       std::strerror(failed->error)));
+      }
     }
-    out << "(written to " << config.strategy_out << ")\n";
+    out << "(written to " << config.strategy_out;
+    if (search.best.size() > 1) {
+      out << "; #2 to #" << search.best.size() << " to " << config.strategy_out << ".2 to ."
+          << search.best.size();
+    }
+    out << ")\n";
   }
   if (config.scaling.empty()) return absl::OkStatus();
   std::vector<std::string> labels;

@@ -160,13 +160,23 @@ TEST(SimReportTest, StrategyFilesAndPlotFiles) {
   config.ranks_per_host = 2;
   config.strategy_out = dir + "/auto.txt";
   config.plot = dir + "/scaling.png";
+  config.top = 3;
   const std::string first = Report(config);
   ASSERT_TRUE(std::filesystem::exists(config.strategy_out));
-  config.strategy_path = config.strategy_out;
+  // The runners-up the search lists go beside it, in rank order.
+  const std::string out = config.strategy_out;
+  ASSERT_TRUE(std::filesystem::exists(out + ".2"));
+  ASSERT_TRUE(std::filesystem::exists(out + ".3"));
+  EXPECT_FALSE(std::filesystem::exists(out + ".4"));
+  EXPECT_NE(first.find("#2 to #3 to " + out + ".2 to .3"), std::string::npos) << first;
   config.strategy_out.clear();
+  config.top = 1;
+  config.strategy_path = out;
   const std::string second = Report(config);
   EXPECT_GT(TableStepMs(second, "file"), 0) << second;
   EXPECT_EQ(TableStepMs(second, "file"), TableStepMs(first, "auto"));
+  config.strategy_path = out + ".3";
+  EXPECT_GE(TableStepMs(Report(config), "file"), TableStepMs(second, "file"));
   const std::string csv = Read(config.plot + ".csv");
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 4u) << csv;
