@@ -25,7 +25,6 @@ constexpr int kMaxRanks = 1 << 20;
 constexpr double kGbit = 1e9 / 8;  // bytes/s
 constexpr double kUs = 1e-6;       // s
 constexpr double kNs = 1e-9;       // s
-constexpr double kKib = 1024;      // bytes
 
 // Names of an enum's values, in order.
 template <typename E>
@@ -67,14 +66,12 @@ absl::Status SetNumber(const LineOption& o, absl::string_view key, const NumberR
 absl::Status ParseInter(const std::vector<std::string>& tokens, ClusterSpec& c) {
   CAVS_ASSIGN_OR_RETURN(
       std::vector<LineOption> options,
-      internal::ParseLineOptions(
-          tokens, 1, {"latency_us", "overhead_us", "efficiency", "duplex", "eager_kib"}));
+      internal::ParseLineOptions(tokens, 1, {"latency_us", "overhead_us", "efficiency", "duplex"}));
   for (const LineOption& o : options) {
     CAVS_RETURN_IF_ERROR(SetNumber(o, "latency_us", {0, false, kInf}, kUs, &c.inter_latency));
     CAVS_RETURN_IF_ERROR(SetNumber(o, "overhead_us", {0, false, kInf}, kUs, &c.message_overhead));
     CAVS_RETURN_IF_ERROR(SetNumber(o, "efficiency", {0, true, 1}, 1, &c.efficiency));
     CAVS_RETURN_IF_ERROR(SetNumber(o, "duplex", {0, true, 1}, 1, &c.duplex));
-    CAVS_RETURN_IF_ERROR(SetNumber(o, "eager_kib", {0, false, 1e12}, kKib, &c.eager_limit));
   }
   return absl::OkStatus();
 }
@@ -276,7 +273,6 @@ std::string SerializeClusterSpec(const ClusterSpec& c) {
       internal::QuoteToken(c.name), "\ninter latency_us=", FormatNumber(c.inter_latency / kUs),
       " overhead_us=", FormatNumber(c.message_overhead / kUs),
       " efficiency=", FormatNumber(c.efficiency), " duplex=", FormatNumber(c.duplex),
-      " eager_kib=", FormatNumber(c.eager_limit / kKib),
       "\nintra bandwidth_gbit=", FormatNumber(c.intra_bandwidth / kGbit),
       " latency_us=", FormatNumber(c.intra_latency / kUs),
       "\nalgorithms allreduce=", AlgorithmName(c.algorithms.allreduce),

@@ -1,13 +1,13 @@
 // ClusterSpec: the machines a strategy runs on, as the cost model (distributed/cost_model.h)
 // sees them: hosts with their ranks (uneven allowed) and network links (each host's may
-// differ), the links' latency, per-message overhead, efficiency, duplex behaviour and eager limit,
-// the shared memory within a host, and the collective algorithms the MPI library runs. Written by
+// differ), the links' latency, per-message overhead, efficiency and duplex behaviour, the
+// shared memory within a host, and the collective algorithms the MPI library runs. Written by
 // hand or by a probe, in a line format like the strategy's (docs/distributed.md, "Model
 // profiles and cluster descriptions"):
 //
 //   version 1
 //   name testbed-2x2
-//   inter latency_us=60 overhead_us=40 efficiency=0.95 duplex=0.5 eager_kib=64
+//   inter latency_us=60 overhead_us=40 efficiency=0.95 duplex=0.5
 //   intra bandwidth_gbit=40 latency_us=2
 //   algorithms allreduce=ring reduce=linear broadcast=linear allgather=linear
 //   calibration allreduce=1.1 reduce=1.6 broadcast=1.5 allgather=2 gather=1   # optional
@@ -86,10 +86,6 @@ struct ClusterSpec {
   // Fraction of (efficiency x line rate) each direction gets while both directions of a link
   // carry traffic (Open MPI 4.1's TCP transport: about 0.5; a full-duplex transport: 1).
   double duplex = 1.0;
-  // Bytes: a message larger than this is sent by rendezvous (its first fragment, the receiver's
-  // acknowledgement, then the rest), a smaller one at once (Open MPI 4.1's TCP transport: its
-  // btl_tcp_eager_limit, 64 KiB). Written `eager_kib=`.
-  double eager_limit = 64 * 1024;
   // Within a host (shared memory): aggregate bandwidth and latency.
   double intra_bandwidth = 100e9 / 8;
   double intra_latency = 1e-6;

@@ -25,16 +25,12 @@ class PhaseBuilder {
 
   // `bytes` from a rank of host `from` to a rank of host `to`, in the current step (the ranks'
   // message counts are kept by Send or Handles).
-  void HostSend(int from, int to, double bytes, double messages = 1.0) {
+  void HostSend(int from, int to, double bytes) {
     if (from == to) {
       bytes_[Resources::Shm(from)] += bytes;
       return;
     }
     crosses_ = true;
-    PairLoad& pair = pairs_[{from, to}];
-    pair.from = from, pair.to = to;
-    pair.bytes += bytes;
-    step_messages_[{from, to}] += messages;
     bytes_[Resources::Out(from)] += bytes;
     bytes_[Resources::In(to)] += bytes;
     bytes_[Resources::Duplex(from)] += bytes;
@@ -62,8 +58,6 @@ class PhaseBuilder {
       sent_[r] = received_[r] = 0;
     }
     touched_.clear();
-    for (const auto& [pair, messages] : step_messages_) pairs_[pair].messages += count * messages;
-    step_messages_.clear();
     phase_.latency += count * (crosses_ ? cluster_.inter_latency : cluster_.intra_latency);
     phase_.steps += count;
     phase_.messages += count * most;
@@ -71,7 +65,6 @@ class PhaseBuilder {
   }
   Phase& phase() { return phase_; }
   Phase Build() {
-    for (const auto& [pair, load] : pairs_) phase_.pairs.push_back(load);
     for (int r = 0; r < static_cast<int>(bytes_.size()); ++r) {
       if (bytes_[r] > 0.0) phase_.loads.push_back({r, bytes_[r]});
     }
@@ -103,8 +96,6 @@ class PhaseBuilder {
   std::vector<double> handled_;       // messages over the steps so far
   std::vector<double> summed_;        // bytes each rank added into its buffer
   bool crosses_ = false;
-  std::map<std::pair<int, int>, PairLoad> pairs_;
-  std::map<std::pair<int, int>, double> step_messages_;  // in the current step
   Phase phase_;
 };
 
@@ -252,7 +243,7 @@ void LinearAllGather(const std::vector<int>& p, const std::vector<int>& host_of,
     if (count[from] == 0.0) continue;
     for (int to = 0; to < hosts; ++to) {
       const double blocks = count[from] * (from == to ? count[to] - 1.0 : count[to]);
-      if (blocks > 0.0) b.HostSend(from, to, blocks, blocks);
+      if (blocks > 0.0) b.HostSend(from, to, blocks);
     }
   }
   for (int r : p) b.Handles(r, static_cast<int>(p.size()) - 1);
@@ -272,7 +263,6 @@ Phase Phase::Scaled(double factor) const {
   Phase out = *this;
   for (Load& l : out.loads) l.bytes *= factor;
   for (Load& l : out.summed) l.bytes *= factor;
-  for (PairLoad& p : out.pairs) p.bytes *= factor;
   out.root_in *= factor;
   out.root_out *= factor;
   return out;
@@ -308,17 +298,6 @@ void Phase::Merge(const Phase& other) {
   loads = AddLoads(loads, other.loads);
   cpu = AddLoads(cpu, other.cpu);
   summed = AddLoads(summed, other.summed);
-  std::map<std::pair<int, int>, PairLoad> pairs;
-  for (const std::vector<PairLoad>* list : {&std::as_const(this->pairs), &other.pairs}) {
-    for (const PairLoad& p : *list) {
-      PairLoad& sum = pairs[{p.from, p.to}];
-      sum.from = p.from, sum.to = p.to;
-      sum.bytes += p.bytes;
-      sum.messages += p.messages;
-    }
-  }
-  this->pairs.clear();
-  for (const auto& [key, p] : pairs) this->pairs.push_back(p);
 }
 
 void Phase::ChargeSums(double seconds_per_byte) {
@@ -428,17 +407,10 @@ double TransferSeconds(const Phase& phase, const Resources& resources) {
   return transfer;
 }
 
-bool Rendezvous(const PairLoad& pair, const ClusterSpec& cluster) {
-  return pair.messages > 0 && pair.bytes > pair.messages * cluster.eager_limit;
-}
-
-double AloneSeconds(const Phase& phase, const Resources& resources, const ClusterSpec& cluster) {
+double AloneSeconds(const Phase& phase, const Resources& resources) {
   double cpu = 0.0;
   for (const Load& c : phase.cpu) cpu = std::max(cpu, c.bytes);
-  const bool handshake = std::any_of(phase.pairs.begin(), phase.pairs.end(),
-                                     [&](const PairLoad& p) { return Rendezvous(p, cluster); });
-  return cpu + phase.latency + (handshake ? 2 * cluster.inter_latency : 0.0) +
-         TransferSeconds(phase, resources);
+  return cpu + phase.latency + TransferSeconds(phase, resources);
 }
 
 }  // namespace cavs::distributed::internal

@@ -45,14 +45,6 @@ struct Load {
   double bytes = 0.0;
 };
 
-// The bytes and messages from one host's ranks to another host's, over a phase.
-struct PairLoad {
-  int from = 0;
-  int to = 0;
-  double bytes = 0.0;
-  double messages = 0.0;
-};
-
 // One collective (or several run side by side) of a synchronizer unit.
 struct Phase {
   std::vector<Load> cpu;     // s of software time per host (Load::resource is the host)
@@ -61,9 +53,6 @@ struct Phase {
   double root_in = 0.0;      // bytes the root rank receives (rooted collectives; PS hot spots)
   double root_out = 0.0;     // bytes the root rank sends
   std::vector<Load> summed;  // bytes per host its busiest rank sums, host ascending
-  // The host pairs its messages cross, (from, to) ascending; the payload's bytes (before the
-  // probe's calibration) and the messages, for the size of one.
-  std::vector<PairLoad> pairs;
   // For calibration: sequential steps, and the messages on the critical path (the sum over the
   // steps of the most messages one rank handles in the step).
   double steps = 0.0;
@@ -128,13 +117,9 @@ class Collectives {
   std::map<std::tuple<int, int, int>, Phase> cache_;  // (op, set, root) -> one-byte phase
 };
 
-// Whether a pair's messages go by rendezvous: each over the cluster's eager limit.
-bool Rendezvous(const PairLoad& pair, const ClusterSpec& cluster);
-
-// The time `phase` takes alone on idle resources: its slowest host's cpu, its latency, a
-// rendezvous handshake (2 inter-host latencies) where a pair's messages need one, and its
+// The time `phase` takes alone on idle resources: its slowest host's cpu, its latency, and its
 // busiest resource's bytes over that resource's capacity (TransferSeconds).
-double AloneSeconds(const Phase& phase, const Resources& resources, const ClusterSpec& cluster);
+double AloneSeconds(const Phase& phase, const Resources& resources);
 double TransferSeconds(const Phase& phase, const Resources& resources);
 
 }  // namespace cavs::distributed::internal

@@ -1,9 +1,7 @@
 #include "distributed/cost_model.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
-#include <queue>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -88,7 +86,8 @@ absl::StatusOr<std::unique_ptr<CostModel>> CostModel::Create(ModelProfile profil
 
 namespace {
 
-// One phase's work on a link resource, queued at `release`.
+// One phase's work on one queue (a link resource, or a host's CPU), released when the phase
+// would reach it with nothing else running.
 struct Job {
   double release = 0.0;
   double work = 0.0;  // s
@@ -96,84 +95,84 @@ struct Job {
   size_t phase = 0;
 };
 
-// Every unit's chain with each phase released when the one before it is done among the others:
-// each host's CPU (the software time of messages) and each link resource is a queue that serves
-// work in order of arrival, one piece after another, as a process pair's messages go out in the
-// order they were posted. A message over the cluster's eager limit is a rendezvous: its first
-// fragment goes out behind the bytes queued on its direction, the receiver's acknowledgement
-// comes back behind the bytes queued on the other direction, and only then do its data join the
-// queue. At equal times, earlier stages go first (control messages before data). Sets each
-// unit's end_s and records each link resource's jobs in `links`.
-void OrderedChains(const std::vector<std::vector<Phase>>& phases, const Resources& res,
-                   const ClusterSpec& cluster, std::vector<UnitPrediction>& units,
-                   std::vector<std::vector<Job>>& links) {
-  enum Stage { kRelease, kReady, kAck, kEnqueue };
-  struct Event {
-    double t;
-    int stage;
-    size_t unit, phase;
-    bool operator>(const Event& o) const {
-      return std::tie(t, stage, unit, phase) > std::tie(o.t, o.stage, o.unit, o.phase);
-    }
-  };
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
-  std::vector<double> cpu_free(cluster.hosts.size(), 0.0), link_free(res.count(), 0.0);
+// Every unit's own chain, run alone from its start: sets end_s to it, and queues each phase's
+// work where it goes: queue h of `cpu` for host h's software time, queue r of `links` for link
+// resource r.
+void ChainUnits(const std::vector<std::vector<Phase>>& phases, const Resources& res,
+                std::vector<UnitPrediction>& units, std::vector<std::vector<Job>>& cpu,
+                std::vector<std::vector<Job>>& links) {
   for (size_t u = 0; u < units.size(); ++u) {
-    units[u].end_s = units[u].start_s;
-    if (!phases[u].empty()) events.push({units[u].start_s, kRelease, u, 0});
-  }
-  const double latency = cluster.inter_latency;
-  auto rendezvous = [&](const internal::PairLoad& p) { return internal::Rendezvous(p, cluster); };
-  while (!events.empty()) {
-    const Event e = events.top();
-    events.pop();
-    const Phase& ph = phases[e.unit][e.phase];
-    double done = e.t;
-    switch (e.stage) {
-      case kRelease: {
-        // Its messages' software time queues on each host's CPU; its latency runs beside the
-        // other units' software time, after its own.
-        double own = 0.0;
-        for (const Load& c : ph.cpu) {
-          cpu_free[c.resource] = std::max(cpu_free[c.resource], e.t) + c.bytes;
-          done = std::max(done, cpu_free[c.resource]);
-          own = std::max(own, c.bytes);
-        }
-        events.push({std::max(done, e.t + own + ph.latency), kReady, e.unit, e.phase});
-        continue;
+    double t = units[u].start_s;
+    for (size_t k = 0; k < phases[u].size(); ++k) {
+      const Phase& ph = phases[u][k];
+      double software = 0.0, transfer = 0.0;
+      for (const Load& c : ph.cpu) {
+        cpu[c.resource].push_back({t, c.bytes, u, k});
+        software = std::max(software, c.bytes);
       }
-      case kReady: {  // first fragments out, each behind its direction's queue
-        bool handshake = false;
-        for (const internal::PairLoad& p : ph.pairs) {
-          if (!rendezvous(p)) continue;
-          handshake = true;
-          done = std::max(done, std::max(e.t, link_free[Resources::Out(p.from)]) + latency);
-        }
-        events.push({done, handshake ? kAck : kEnqueue, e.unit, e.phase});
-        continue;
+      const double begin = t + software + ph.latency;
+      for (const Load& l : ph.loads) {
+        const double work = l.bytes / res.capacity(l.resource);
+        links[l.resource].push_back({begin, work, u, k});
+        transfer = std::max(transfer, work);
       }
-      case kAck:  // acknowledgements back, each behind the reverse direction's queue
-        for (const internal::PairLoad& p : ph.pairs) {
-          if (!rendezvous(p)) continue;
-          done = std::max(done, std::max(e.t, link_free[Resources::Out(p.to)]) + latency);
-        }
-        events.push({done, kEnqueue, e.unit, e.phase});
-        continue;
-      default:
-        break;
+      t = begin + transfer;
     }
-    for (const Load& l : ph.loads) {
-      const double work = l.bytes / res.capacity(l.resource);
-      links[l.resource].push_back({e.t, work, e.unit, e.phase});
-      link_free[l.resource] = std::max(link_free[l.resource], e.t) + work;
-      done = std::max(done, link_free[l.resource]);
-    }
-    if (e.phase + 1 < phases[e.unit].size()) {
-      events.push({done, kRelease, e.unit, e.phase + 1});
-    } else {
-      units[e.unit].end_s = done;
+    units[u].end_s = t;
+  }
+}
+
+// Each queue serves its jobs in order of release (ties: unit, then phase), never idle while one
+// waits; a unit ends no earlier than its jobs there. The last job's end on a queue is the
+// single-server makespan, which no shorter work or earlier release can lengthen: so the step
+// time never grows with more bandwidth, less latency or less overhead.
+void Serve(std::vector<Job>& queue, std::vector<UnitPrediction>& units) {
+  std::sort(queue.begin(), queue.end(), [](const Job& a, const Job& b) {
+    return std::tie(a.release, a.unit, a.phase) < std::tie(b.release, b.unit, b.phase);
+  });
+  double free = 0.0;
+  for (const Job& j : queue) {
+    free = std::max(free, j.release) + j.work;
+    units[j.unit].end_s = std::max(units[j.unit].end_s, free);
+  }
+}
+
+// Each unit's alone end, later by what the units beside it put on its links: per link resource
+// r, every unit v whose alone interval [start, alone end] overlaps u's adds min(v's work on r,
+// u's own work on r) over their whole chains, as a fair share of the link would (a smaller
+// transfer beside a larger one delays it by its own size, a larger one by at most u's); the
+// delay is that sum on u's most delayed resource, counted once. Overlap is judged on the alone
+// intervals, whose starts do not depend on the cluster and whose ends only grow with slower
+// links, more latency or more overhead: so this end, too, never shrinks when a link gets
+// slower.
+std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phases,
+                                    const Resources& res,
+                                    const std::vector<UnitPrediction>& units) {
+  const size_t n = units.size();
+  // Per unit: its work (s at full capacity) per link resource, over all its phases.
+  std::vector<std::map<int, double>> total(n);
+  for (size_t u = 0; u < n; ++u) {
+    for (const Phase& ph : phases[u]) {
+      for (const Load& l : ph.loads) total[u][l.resource] += l.bytes / res.capacity(l.resource);
     }
   }
+  std::vector<double> ends(n);
+  for (size_t u = 0; u < n; ++u) {
+    double delay = 0.0;
+    for (const auto& [r, own] : total[u]) {
+      double shared = 0.0;
+      for (size_t v = 0; v < n; ++v) {
+        if (v == u || units[v].start_s >= units[u].end_s || units[u].start_s >= units[v].end_s) {
+          continue;
+        }
+        auto it = total[v].find(r);
+        if (it != total[v].end()) shared += std::min(it->second, own);
+      }
+      delay = std::max(delay, shared);
+    }
+    ends[u] = units[u].end_s + delay;
+  }
+  return ends;
 }
 
 // Exposure, in order of end: how far each unit extends backward and the units that end before.
@@ -265,8 +264,14 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
   }
   pred.backward_s += started;
   pred.compute_s += started;
-  std::vector<std::vector<Job>> links(res.count());
-  OrderedChains(phases, res, cluster_, pred.units, links);
+  std::vector<std::vector<Job>> cpu(hosts), links(res.count());
+  ChainUnits(phases, res, pred.units, cpu, links);
+  const std::vector<double> shared = SharedChainEnds(phases, res, pred.units);
+  for (std::vector<Job>& queue : cpu) Serve(queue, pred.units);
+  for (std::vector<Job>& queue : links) Serve(queue, pred.units);
+  for (size_t u = 0; u < pred.units.size(); ++u) {
+    pred.units[u].end_s = std::max(pred.units[u].end_s, shared[u]);
+  }
   Expose(pred);
   for (const auto& [rank, s] : servers) {  // the most bytes; ties to the lower rank
     const ServerLoad& b = pred.busiest_server;

@@ -15,16 +15,13 @@
 //     counts and of the touched rows; a sparse PS shard: counts, a gather of the rows to the
 //     server, which broadcasts the union back), each an alpha-beta Phase of the cluster's
 //     algorithms (distributed/collective_cost.h);
-//   - concurrent collectives contend: each host's CPU (the software time of messages) and each
-//     link resource is a queue that serves work in order of arrival, one piece after another
-//     (a process pair's messages go out in the order they were posted); each phase of a
-//     unit's chain is released when the one before it is done among the others. A message
-//     over the cluster's eager limit is a rendezvous: its first fragment goes behind the bytes
-//     queued on its direction, the receiver's acknowledgement comes back behind the bytes
-//     queued on the other direction, then its data queue. One unit alone is monotone in every
-//     link parameter; units side by side can reorder when a link gets faster, so a better link
-//     can predict a (slightly) slower step (docs/distributed.md, "Monotone only where nothing
-//     reorders");
+//   - concurrent collectives contend: each link direction, and each host's CPU (the software
+//     time of messages), is a queue that serves the work put on it in the order it would
+//     arrive if nothing else ran, never idle while work waits; and units that run side by side
+//     share each link fairly: a unit's chain is slowed, once, by its neighbours' traffic on
+//     the links it uses (at most its own work there per neighbour). A unit ends when its own
+//     chain, every queue holding its work and its shared chain are done. So the step time is
+//     monotone: more bandwidth, less latency or less overhead never predicts a slower step;
 //   - a compressed bucket's float16 encode runs in its Start, on the thread that computes the
 //     gradients: it comes first in the unit's chain and delays the rest of backward (and the
 //     readiness of the units after it); its float16 sums are its reducing ranks' CPU time in

@@ -387,8 +387,7 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
         for (int point = 0; point < cal_points; ++point) {
           // The model takes a gather's bytes per rank, the others' in all.
           const double bytes = 4.0 * static_cast<double>(BlockFloats(cal_sizes[point], w, gathers));
-          modelled[point] =
-              internal::AloneSeconds(model.Run(op, everyone, 0, bytes), resources, spec);
+          modelled[point] = internal::AloneSeconds(model.Run(op, everyone, 0, bytes), resources);
           measured[point] = collective_s[point][k];
         }
         const CollectiveCalibration c = CalibrateCollective(modelled, measured, cal_points);

@@ -69,7 +69,6 @@ TEST(CalibrationTest, RecoversTheClustersLinkParameters) {
   truth.message_overhead = 70 * kUs;
   truth.efficiency = 0.9;
   truth.duplex = 0.55;
-  truth.eager_limit = 1e15;  // no handshakes: the alpha-beta terms alone
   truth.algorithms = {AllReduceAlgorithm::kRecursiveDoubling, ReduceAlgorithm::kBinomial,
                       BroadcastAlgorithm::kBinomial, AllGatherAlgorithm::kRing};
   internal::Collectives collectives(truth);
@@ -78,7 +77,7 @@ TEST(CalibrationTest, RecoversTheClustersLinkParameters) {
     std::vector<FitPoint> points;
     for (double bytes : {1e3, 1e5, 1e7}) {
       const double seconds =
-          internal::AloneSeconds(collectives.Run(op, {0, 1, 2, 3}, 0, bytes), resources, truth);
+          internal::AloneSeconds(collectives.Run(op, {0, 1, 2, 3}, 0, bytes), resources);
       points.push_back(CollectiveFitTerms(truth, op, bytes, seconds));
     }
     return FitAlphaBeta(points);

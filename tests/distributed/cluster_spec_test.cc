@@ -14,7 +14,7 @@ namespace {
 constexpr char kCluster[] = R"(# an uneven test bed
 version 1
 name testbed
-inter latency_us=60 overhead_us=40 efficiency=0.95 duplex=0.5 eager_kib=4
+inter latency_us=60 overhead_us=40 efficiency=0.95 duplex=0.5
 intra bandwidth_gbit=40 latency_us=2
 algorithms allreduce=recursive_doubling reduce=binomial broadcast=libnbc allgather=ring
 host a ranks=2 bandwidth_gbit=1
@@ -30,7 +30,6 @@ TEST(ClusterSpecTest, ParsesEveryFieldInSiUnits) {
   EXPECT_DOUBLE_EQ(c->message_overhead, 40e-6);
   EXPECT_EQ(c->efficiency, 0.95);
   EXPECT_EQ(c->duplex, 0.5);
-  EXPECT_EQ(c->eager_limit, 4096.0);
   EXPECT_DOUBLE_EQ(c->intra_bandwidth, 5e9);
   EXPECT_DOUBLE_EQ(c->intra_latency, 2e-6);
   EXPECT_EQ(c->algorithms.allreduce, AllReduceAlgorithm::kRecursiveDoubling);
@@ -53,7 +52,6 @@ TEST(ClusterSpecTest, DefaultsAreTheTextbookAlgorithmsOnAnIdealLink) {
   EXPECT_EQ(c->inter_latency, 0.0);
   EXPECT_EQ(c->efficiency, 1.0);
   EXPECT_EQ(c->duplex, 1.0);
-  EXPECT_EQ(c->eager_limit, 65536.0);  // Open MPI's TCP transport
   EXPECT_EQ(c->algorithms, CollectiveAlgorithms{});
   EXPECT_EQ(c->algorithms.allreduce, AllReduceAlgorithm::kRing);
   EXPECT_EQ(c->algorithms.reduce, ReduceAlgorithm::kLinear);
@@ -79,7 +77,6 @@ TEST(ClusterSpecTest, RoundTripsThroughTheText) {
   EXPECT_DOUBLE_EQ(again->intra_latency, c->intra_latency);
   EXPECT_EQ(again->duplex, c->duplex);
   EXPECT_EQ(again->efficiency, c->efficiency);
-  EXPECT_EQ(again->eager_limit, c->eager_limit);
 }
 
 // The probe's calibration line: optional (every factor 1 without it), written only where a
@@ -187,9 +184,7 @@ TEST(ClusterSpecTest, ErrorsNameTheFileLineAndField) {
        "c.txt line 2: field 'latency_us': bad value '-5' (expected a number >= 0)"},
       {head + "inter latency=5\n",
        "c.txt line 2: unknown field 'latency=5' (expected latency_us=, overhead_us=, "
-       "efficiency=, duplex=, eager_kib=)"},
-      {head + "inter eager_kib=-1\n",
-       "c.txt line 2: field 'eager_kib': bad value '-1' (expected a number in [0, 1e+12])"},
+       "efficiency=, duplex=)"},
       {head + "intra bandwidth_gbit=0\n",
        "c.txt line 2: field 'bandwidth_gbit': bad value '0' (expected a number > 0)"},
       {head + "algorithms allreduce=tree\n",
