@@ -5,12 +5,13 @@
 # how a change to the cost model does against measurements already taken. From the repository
 # root, after a build of build/default:
 #
-#   bench/auto_grid_repredict.sh [-q] [--then-sim=BIN] OUT_DIR... [> table]
+#   bench/auto_grid_repredict.sh [-q] [--then-sim=BIN] [--now-sim=BIN] OUT_DIR... [> table]
 #
 # -q prints the summary only. The searched strategies (auto#N) a log measured are not in it:
 # they are the search's ranking by the model the grid ran, remade here by --then-sim (a cavs-sim
 # binary of that model; default the one built now, right while the search's ranking is
-# unchanged), and each is predicted by the cavs-sim built now.
+# unchanged), and each is predicted by the cavs-sim built now (or --now-sim: e.g. an older
+# model's binary, to see how it does on a grid measured since).
 # Per strategy: cell, name, then, now, measured (ms), and both errors. Last, per kind of
 # strategy (searched, allreduce builders, PS builders): the median error and median absolute
 # error then and now, and per cell how the model's first (then and now) measured against the
@@ -18,17 +19,19 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 sim=build/default/examples/sim/cavs-sim
-then_sim="$sim"
+then_sim=""
 quiet=0
 while [[ "${1:-}" == -* ]]; do
   case "$1" in
     -q) quiet=1 ;;
     --then-sim=*) then_sim="${1#--then-sim=}" ;;
+    --now-sim=*) sim="${1#--now-sim=}" ;;
     *) echo "auto_grid_repredict.sh: unknown flag $1" >&2; exit 2 ;;
   esac
   shift
 done
-[[ -x "$sim" ]] || { echo "auto_grid_repredict.sh: build $sim first" >&2; exit 1; }
+then_sim="${then_sim:-build/default/examples/sim/cavs-sim}"
+[[ -x "$sim" && -x "$then_sim" ]] || { echo "auto_grid_repredict.sh: build $sim and $then_sim first" >&2; exit 1; }
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 for dir in "$@"; do
