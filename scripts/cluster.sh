@@ -5,7 +5,7 @@
 # between hosts).
 #
 #   scripts/cluster.sh up [--name=N] [--hosts=H] [--ranks=R] [--cap=RATE] [--host-cap=I:RATE]...
-#                         [--latency-us=D] [--owner=PID]
+#                         [--latency-us=D] [--tcp-cc=ALG] [--owner=PID]
 #   scripts/cluster.sh run [--name=N] [--ranks=R] [--timeout=S] [--wire-out=FILE]
 #                          [--output-dir=DIR] -- CMD [ARG...]
 #   scripts/cluster.sh wire [--name=N]       # bytes each host's link has sent and received
@@ -19,6 +19,9 @@
 # both ends of its veth). --host-cap gives host I (from 0) another cap: an uneven cluster.
 # --latency-us holds everything a host sends to the others for D microseconds (netem where the
 # kernel has it, else scripts/cluster/netdelay.cc through an iptables NFQUEUE rule).
+# --tcp-cc: the hosts' TCP congestion control (default cubic, Linux's own default; a namespace
+# otherwise inherits this machine's, and BBR's bandwidth and round-trip probing made
+# measurements on the capped, delayed links irregular: docs/cluster.md).
 # Host I has the address 169.254.10.(I+1) inside the namespaces; nothing outside them changes.
 # --owner: the cluster belongs to that process; any later `up` or `gc` removes clusters whose
 # owner has exited (a test killed by its timeout strands nothing for long).
@@ -123,7 +126,7 @@ tbf() {  # tbf <netns> <dev> <rate>: caps what <dev> sends
 }
 
 cmd_up() {
-  local name=cavs hosts=2 ranks=1 cap=1gbit latency=0 owner="" arg
+  local name=cavs hosts=2 ranks=1 cap=1gbit latency=0 tcp_cc=cubic owner="" arg
   local -A host_cap=()
   for arg in "$@"; do
     case "$arg" in
@@ -133,6 +136,7 @@ cmd_up() {
       --cap=*) cap="${arg#*=}" ;;
       --host-cap=*:*) host_cap["$(cut -d: -f1 <<<"${arg#*=}")"]="${arg#*:}" ;;
       --latency-us=*) latency="${arg#*=}" ;;
+      --tcp-cc=*) tcp_cc="${arg#*=}" ;;
       --owner=*) owner="${arg#*=}" ;;
       *) die 2 "up: unknown argument '$arg'" ;;
     esac
@@ -143,6 +147,7 @@ cmd_up() {
   [[ "$latency" =~ ^[0-9]+$ ]] && ((latency <= 1000000)) ||
     die 2 "up: --latency-us in 0..1000000"
   [[ -z "$owner" || "$owner" =~ ^[0-9]+$ ]] || die 2 "up: --owner must be a process id"
+  [[ "$tcp_cc" =~ ^[a-z0-9_]{1,16}$ ]] || die 2 "up: --tcp-cc must be a congestion control name"
   local i
   for i in "${!host_cap[@]}"; do
     [[ "$i" =~ ^[0-9]+$ ]] && ((i < hosts)) || die 2 "up: --host-cap host '$i' is not in 0..$((hosts - 1))"
@@ -154,7 +159,7 @@ cmd_up() {
   # rebuild it.
   local want="HOSTS=$hosts RANKS=$ranks CAP=$cap HOSTCAPS='$(for i in "${!host_cap[@]}"; do
     echo -n "$i:${host_cap[$i]} "
-  done)' LATENCY_US=$latency"
+  done)' LATENCY_US=$latency TCP_CC=$tcp_cc"
   if [[ -f "$STATE_ROOT/$name/settings" && "$(cat "$STATE_ROOT/$name/settings")" == "$want" ]] &&
     ip netns list | grep -q "^$(ns_bridge "$name")\b"; then
     echo "cluster.sh: cluster '$name' is already up ($want)"
@@ -164,7 +169,15 @@ cmd_up() {
   local probe="cavs-probe-$$"
   local err
   err=$(q ip netns add "$probe" 2>&1) || die 2 "cannot create network namespaces: $err"
+  # The algorithm must be built in or loadable (modprobe tcp_<name>); the namespaces see the
+  # machine's list.
+  if ! grep -qw "$tcp_cc" /proc/sys/net/ipv4/tcp_available_congestion_control; then
+    modprobe "tcp_$tcp_cc" 2>/dev/null
+  fi
+  err=$(q ip netns exec "$probe" sysctl -q -w net.ipv4.tcp_congestion_control="$tcp_cc" 2>&1)
   q ip netns del "$probe"
+  [[ -z "$err" ]] || die 2 "up: --tcp-cc=$tcp_cc: not available here ($(
+    cat /proc/sys/net/ipv4/tcp_available_congestion_control) are)"
   local netem=0 netdelay=""
   if ((latency > 0)); then
     if has_netem; then netem=1; else netdelay=$(build_netdelay) || exit 2; fi
@@ -196,7 +209,8 @@ cmd_up() {
     # probed after 10 s of silence (mpirun's own connections too: see `run`): the emulated hosts
     # find a dead peer in seconds, after the ranks' own --comm-timeout of a few seconds.
     q ip netns exec "$h" sysctl -q -w net.ipv4.tcp_retries2=5 net.ipv4.tcp_keepalive_time=10 \
-      net.ipv4.tcp_keepalive_intvl=2 net.ipv4.tcp_keepalive_probes=3
+      net.ipv4.tcp_keepalive_intvl=2 net.ipv4.tcp_keepalive_probes=3 \
+      net.ipv4.tcp_congestion_control="$tcp_cc"
     tbf "$h" eth0 "$rate"   # uplink
     tbf "$br" "h$i" "$rate" # downlink
     if ((latency > 0 && netem)); then
@@ -240,6 +254,7 @@ cmd_up() {
     echo "RANKS=$ranks"
     echo "CAP=$cap"
     echo "LATENCY_US=$latency"
+    echo "TCP_CC=$tcp_cc"
     echo "LATENCY_HOW=$( ((latency == 0)) && echo none || ( ((netem)) && echo netem || echo nfqueue))"
     echo "OWNER=$owner"
     for i in "${!host_cap[@]}"; do echo "HOST_CAP_$i=${host_cap[$i]}"; done
@@ -249,7 +264,7 @@ cmd_up() {
   trap - ERR
   echo "cluster.sh: cluster '$name' up: $hosts hosts x $ranks ranks, cap $cap$(for i in "${!host_cap[@]}"; do
     echo -n ", host $i ${host_cap[$i]}"
-  done), latency ${latency} us"
+  done), latency ${latency} us, tcp $tcp_cc"
 }
 
 # wire_counts <name>: "I tx rx" per host, from the host's interface counters.
@@ -363,7 +378,7 @@ cmd_check() {
       iperf3 -s -1 -D -p "$port" >/dev/null 2>&1
   done
   sleep 0.3
-  echo "cluster '$name': $HOSTS hosts, cap $CAP, latency ${LATENCY_US} us ($LATENCY_HOW)"
+  echo "cluster '$name': $HOSTS hosts, cap $CAP, latency ${LATENCY_US} us ($LATENCY_HOW), tcp ${TCP_CC:-inherited}"
   echo "one way, host 0 -> 1: $(iperf_mbits 0 "$(addr 1)" 5301) Mbit/s"
   if ((HOSTS >= 3)); then
     local a b

@@ -3,12 +3,12 @@
 #
 #   cluster_test.sh <mode> <source dir> <cavs-train> <distributed_mpi_test> <checkpoint_compare>
 #
-# mode `train`: 2 hosts at 100mbit with 200 us of latency each way. The synchronizer's and the
-# collectives' MPI tests across the hosts; a 2-epoch cavs-train across them and the same over
-# loopback (one machine, shared memory), whose parameters must be the same bits (the same
-# reduction algorithms add in the same order); host 0's bytes on the wire within 10% of rank
-# 0's payload (CommStats) plus TCP/IP headers; `down` leaves no namespace, state, shared-memory
-# directory or process behind.
+# mode `train`: 2 hosts at 100mbit with 200 us of latency each way, TCP cubic (an unknown
+# --tcp-cc is refused). The synchronizer's and the collectives' MPI tests across the hosts; a
+# 2-epoch cavs-train across them and the same over loopback (one machine, shared memory), whose
+# parameters must be the same bits (the same reduction algorithms add in the same order); host
+# 0's bytes on the wire within 10% of rank 0's payload (CommStats) plus TCP/IP headers; `down`
+# leaves no namespace, state, shared-memory directory or process behind.
 #
 # mode `faults`: 2 hosts training with --comm-timeout=5; after the first checkpoint, host 1's
 # link is taken down (`ip link set eth0 down`) in one run and throttled to 8 kbit/s in another.
@@ -50,6 +50,18 @@ latest() { ls -1 "$1"/ckpt-*.cavs 2>/dev/null | sort -V | tail -1; }
 mode_train() {
   "$cluster" up --name="$name" --hosts=2 --ranks=1 --cap=100mbit --latency-us=200 --owner=$$ ||
     fail "up"
+  # The hosts' TCP congestion control is pinned (cubic), not the machine's, and a missing one is
+  # refused before anything is made.
+  local h cc
+  for h in 0 1; do
+    cc=$(ip netns exec "cavs-$name-h$h" sysctl -n net.ipv4.tcp_congestion_control)
+    [[ "$cc" == cubic ]] || fail "host $h's TCP congestion control is '$cc', not cubic"
+  done
+  "$cluster" up --name="${name}x" --tcp-cc=no_such_cc 2>"$work/cc.err" &&
+    fail "up accepted --tcp-cc=no_such_cc"
+  grep -q "tcp-cc=no_such_cc: not available" "$work/cc.err" ||
+    { cat "$work/cc.err"; fail "up's --tcp-cc error"; }
+  ip netns list | grep -q "cavs-${name}x-" && fail "a refused up left namespaces behind"
   echo "== MPI tests across 2 hosts"
   "$cluster" run --name="$name" --timeout=300 -- "$mpitest" --gtest_brief=1 \
     --gtest_filter='MpiSyncTest.*:MpiCollectivesTest.*:MpiVerifyTest.*' || fail "MPI tests"
