@@ -61,14 +61,14 @@ absl::StatusOr<std::unique_ptr<AutoStrategy>> AutoStrategy::Create(Communicator*
   if (comm == nullptr || store == nullptr || optimizer == nullptr) {
     return absl::InvalidArgumentError("AutoStrategy needs a communicator, a store, an optimizer");
   }
-  if (options.profile_steps < 1 || options.trial_steps < 1 || options.candidates < 0 ||
-      options.reserve < 0 || !(options.noise >= 0 && options.noise < 1) ||
+  if (options.profile_steps < 1 || options.trial_steps < 1 || options.trial_rounds < 1 ||
+      options.candidates < 0 || options.reserve < 0 || !(options.noise >= 0 && options.noise < 1) ||
       !(options.cutoff == 0 || options.cutoff >= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("auto strategy: profile_steps (", options.profile_steps, ") and trial_steps (",
-                     options.trial_steps, ") must be >= 1, candidates (", options.candidates,
-                     ") and reserve (", options.reserve, ") >= 0, noise (", options.noise,
-                     ") in [0, 1), cutoff (", options.cutoff, ") 0 or >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "auto strategy: profile_steps (", options.profile_steps, "), trial_steps (",
+        options.trial_steps, ") and trial_rounds (", options.trial_rounds,
+        ") must be >= 1, candidates (", options.candidates, ") and reserve (", options.reserve,
+        ") >= 0, noise (", options.noise, ") in [0, 1), cutoff (", options.cutoff, ") 0 or >= 1"));
   }
   std::unique_ptr<AutoStrategy> a(new AutoStrategy(comm, store, optimizer, std::move(options)));
   const double t0 = Now();
@@ -143,13 +143,61 @@ absl::Status AutoStrategy::RankCandidates() {
   return absl::OkStatus();
 }
 
-size_t AutoStrategy::NextTrial(size_t from) const {
-  for (size_t i = from; i < candidates_.size(); ++i) {
-    const AutoCandidate& c = candidates_[i];
-    if (c.measured_s >= 0 || c.reserve) continue;
-    if (options_.try_builders || c.searched) return i;
+bool AutoStrategy::Pending(size_t i) const {
+  const AutoCandidate& c = candidates_[i];
+  return c.measured_s < 0 && !c.reserve && (options_.try_builders || c.searched);
+}
+
+int AutoStrategy::CountedSteps() const {
+  return options_.trial_steps > 1 ? options_.trial_steps - 1 : 1;
+}
+
+int AutoStrategy::Rounds() const { return std::min(options_.trial_rounds, CountedSteps()); }
+
+int AutoStrategy::VisitSteps(const AutoCandidate& c) const {
+  const int counted = CountedSteps(), rounds = Rounds();
+  return (options_.trial_steps > 1 ? 1 : 0) + counted / rounds +
+         (c.visits < counted % rounds ? 1 : 0);
+}
+
+double AutoStrategy::BestSoFar() const {
+  double best = -1;
+  for (const AutoCandidate& c : candidates_) {
+    if (c.counted_s.empty()) continue;
+    const double m = c.measured_s >= 0 ? c.measured_s : Median(c.counted_s);
+    if (best < 0 || m < best) best = m;
   }
-  return candidates_.size();
+  return best;
+}
+
+absl::Status AutoStrategy::StartTrials() {
+  round_ = -1;
+  order_.clear();
+  next_in_order_ = 0;
+  return NextVisit();
+}
+
+absl::Status AutoStrategy::NextVisit() {
+  for (;;) {
+    while (next_in_order_ < order_.size()) {
+      const size_t i = order_[next_in_order_++];
+      if (!Pending(i)) continue;  // its trial was cut
+      trying_ = i;
+      trial_times_.clear();
+      return Use(candidates_[i].strategy);
+    }
+    if (++round_ >= Rounds()) break;
+    // Searched ones first, then the builders, in the candidates' order; every other round the
+    // other way round.
+    order_.clear();
+    next_in_order_ = 0;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (Pending(i)) order_.push_back(i);
+    }
+    if (order_.empty()) break;
+    if (round_ % 2 == 1) std::reverse(order_.begin(), order_.end());
+  }
+  return Decide();
 }
 
 size_t AutoStrategy::BestMeasured() const {
@@ -196,8 +244,7 @@ absl::Status AutoStrategy::Decide() {
     });
     picked.resize(std::min<size_t>(picked.size(), std::max(1, options_.candidates)));
     for (size_t i : picked) candidates_[i].reserve = false;
-    trying_ = NextTrial(0);
-    if (trying_ < candidates_.size()) return Use(candidates_[trying_].strategy);
+    if (!picked.empty()) return StartTrials();
   }
   chosen_ = best;
   // Seconds the steps took beyond what the chosen strategy's would have.
@@ -273,46 +320,60 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
     // Try the searched ones, then (where asked) the builders, in the candidates' order;
     // candidates_ keeps the untried ones too (predicted only).
     phase_ = Phase::kTrial;
-    trial_times_.clear();
-    trying_ = NextTrial(0);
-    if (trying_ == candidates_.size()) return absl::InternalError("auto strategy: no candidate");
-    CAVS_RETURN_IF_ERROR(Use(candidates_[trying_].strategy));
+    bool any = false;
+    for (size_t i = 0; i < candidates_.size(); ++i) any = any || Pending(i);
+    if (!any) return absl::InternalError("auto strategy: no candidate");
+    CAVS_RETURN_IF_ERROR(StartTrials());
     return t;
   }
   // A trial step of candidates_[trying_].
   trial_times_.push_back(t.total());
+  const AutoCandidate& c = candidates_[trying_];
   const int steps = static_cast<int>(trial_times_.size());
-  if (steps >= options_.trial_steps) {
-    CAVS_RETURN_IF_ERROR(EndTrial());
+  if (steps >= VisitSteps(c)) {
+    CAVS_RETURN_IF_ERROR(EndVisit(/*cut=*/false));
     return t;
   }
-  // A builder after its first two counted steps: stop if both are already far behind (every
-  // rank decides on the same slowest-rank times). Two, not one: a single slow step (on a
-  // capped link a TCP retransmission waits 200 ms) must not end a trial and be its measurement.
-  if (options_.cutoff == 0 || steps != 3 || candidates_[trying_].searched) return t;
-  const size_t best = BestMeasured();
-  if (best == candidates_.size()) return t;
+  // A builder after its first two counted steps in its first visit: stop if both are already
+  // far behind (every rank decides on the same slowest-rank times). Two, not one: a single slow
+  // step (on a capped link a TCP retransmission waits 200 ms) must not end a trial and be its
+  // measurement. (Where a visit counts one step, EndVisit looks once two are counted.)
+  if (options_.cutoff == 0 || steps != 3 || c.searched || c.visits > 0) return t;
+  const double best = BestSoFar();
+  if (best < 0) return t;
   CAVS_ASSIGN_OR_RETURN(std::vector<double> counted,
                         MaxOverRanks(*comm_, {trial_times_[1], trial_times_[2]}));
-  if (std::min(counted[0], counted[1]) > options_.cutoff * candidates_[best].measured_s) {
-    CAVS_RETURN_IF_ERROR(EndTrial());
+  if (std::min(counted[0], counted[1]) > options_.cutoff * best) {
+    CAVS_RETURN_IF_ERROR(EndVisit(/*cut=*/true));
   }
   return t;
 }
 
-absl::Status AutoStrategy::EndTrial() {
+absl::Status AutoStrategy::EndVisit(bool cut) {
   CAVS_ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverRanks(*comm_, trial_times_));
+  trial_times_.clear();
   AutoCandidate& c = candidates_[trying_];
   PartTimes& part = parts_[c.searched ? kSearch : kComparison];
-  (slowest.size() > 1 ? part.first_steps : part.counted_steps).push_back(slowest[0]);
-  part.counted_steps.insert(part.counted_steps.end(), slowest.begin() + 1, slowest.end());
-  if (slowest.size() > 1) slowest.erase(slowest.begin());  // its first step warms it up
-  c.measured_s = Median(slowest);
-  c.measured_steps = static_cast<int>(slowest.size());
-  trial_times_.clear();
-  trying_ = NextTrial(trying_ + 1);
-  if (trying_ < candidates_.size()) return Use(candidates_[trying_].strategy);
-  return Decide();
+  if (options_.trial_steps > 1) {  // the visit's first step warms the strategy up
+    part.first_steps.push_back(slowest[0]);
+    slowest.erase(slowest.begin());
+  }
+  part.counted_steps.insert(part.counted_steps.end(), slowest.begin(), slowest.end());
+  const size_t before = c.counted_s.size();
+  c.counted_s.insert(c.counted_s.end(), slowest.begin(), slowest.end());
+  ++c.visits;
+  // A builder whose visits count one step each: the cutoff once two are counted.
+  const double best = BestSoFar();
+  if (!cut && !c.searched && options_.cutoff != 0 && before < 2 && c.counted_s.size() >= 2 &&
+      c.visits < Rounds() && best >= 0 &&
+      std::min(c.counted_s[0], c.counted_s[1]) > options_.cutoff * best) {
+    cut = true;
+  }
+  if (cut || c.visits >= Rounds()) {
+    c.measured_s = Median(c.counted_s);
+    c.measured_steps = static_cast<int>(c.counted_s.size());
+  }
+  return NextVisit();
 }
 
 std::string AutoStrategy::Report() const {
@@ -337,6 +398,9 @@ std::string AutoStrategy::Report() const {
   }
   if (decided()) {
     absl::StrAppend(&out, "  trial correction: ", correction_.Describe(), "\n");
+    absl::StrAppendFormat(&out, "  trials: %d counted steps a strategy in %d round%s%s\n",
+                          CountedSteps(), Rounds(), Rounds() > 1 ? "s" : "",
+                          options_.trial_steps > 1 ? ", after a step to warm up in each" : "");
     std::string profiled;
     for (double t : profile_steps_) absl::StrAppendFormat(&profiled, " %.1f", 1e3 * t);
     absl::StrAppend(&out, "  profile: ", profile_steps_.size(), " steps under '", options_.start,

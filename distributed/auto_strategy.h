@@ -12,10 +12,15 @@
 //   4. trials: the best `candidates` searched strategies, and every builder where
 //      `try_builders`, each for `trial_steps` real steps (every strategy computes the same mean
 //      gradient, so these are ordinary training steps); the measured step time of each is the
-//      median over its steps (after the first) of the slowest rank's time. A builder's trial
-//      ends after its first two counted steps where both are over `cutoff` times the best
-//      measured so far (it is only there for the report's comparison, and a slow builder's
-//      steps are the search's largest cost; two, so that one slow step does not end it);
+//      median over its counted steps of the slowest rank's time. With `trial_rounds` R > 1 the
+//      counted steps are split into R visits, the candidates visited in turn, each round in the
+//      order opposite the round before's (a drift over the trials, or whatever the first trial
+//      after the profile pays, is shared instead of falling on one candidate); each visit's
+//      first step warms the strategy up and is not counted (where trial_steps > 1). A
+//      builder's trial ends after its first two counted steps where both are over `cutoff`
+//      times the best measured so far (it is only there for the report's comparison, and a
+//      slow builder's steps are the search's largest cost; two, so that one slow step does not
+//      end it);
 //   5. correction: the trials' measured times fit the cost model's breakdown
 //      (FitTrialCorrection: an offset, a factor per unit kind); with it the `reserve` searched
 //      strategies ranked after the tried ones are predicted again, and those now predicted
@@ -60,6 +65,7 @@ struct AutoOptions {
   std::string start = "hybrid";  // the builder the profiled steps run under
   int profile_steps = 4;         // steps profiled (the first is not counted)
   int trial_steps = 3;           // steps per candidate (the first is not counted where > 1)
+  int trial_rounds = 1;          // visits the counted steps are split into (at most as many)
   int candidates = 3;            // searched strategies tried
   int reserve = 6;               // searched strategies after those, tried only if corrected
   bool try_builders = true;      // also try every builder (the report's comparison)
@@ -76,9 +82,11 @@ struct AutoCandidate {
   std::string name;  // "auto" (searched, ranked 1, 2, ... as auto#1 ...) or a builder's
   Strategy strategy;
   Prediction prediction;
-  bool searched = false;    // found by the search (a builder it equals keeps its place)
-  double measured_s = -1;   // median of the slowest rank's step time; -1: not tried
-  int measured_steps = 0;   // the steps measured_s is the median of
+  bool searched = false;          // found by the search (a builder it equals keeps its place)
+  double measured_s = -1;         // median of the slowest rank's step time; -1: not tried
+  int measured_steps = 0;         // the steps measured_s is the median of
+  std::vector<double> counted_s;  // its counted steps so far (the slowest rank's), in order
+  int visits = 0;                 // its trial's visits so far
   bool reserve = false;     // searched beyond `candidates`: tried only if the correction says so
   double corrected_s = -1;  // the prediction corrected by the trials (once they are done)
 };
@@ -144,13 +152,25 @@ class AutoStrategy {
                                    const std::function<absl::Status(const StepHooks&)>& compute,
                                    bool run_empty);
   absl::Status Decide();
-  // The first candidate at or after `from` still to be tried; candidates_.size() if none.
-  size_t NextTrial(size_t from) const;
+  // Whether candidates_[i] is still to be tried (or its trial to be finished).
+  bool Pending(size_t i) const;
+  // The counted steps of each trial, its visits (trial_rounds, at most one a counted step), and
+  // the steps of candidate c's next visit (its warm-up step included).
+  int CountedSteps() const;
+  int Rounds() const;
+  int VisitSteps(const AutoCandidate& c) const;
   // The fastest measured candidate within the noise band (see the header).
   size_t BestMeasured() const;
-  // Ends the trial of candidates_[trying_] with the steps so far, and starts the next one (or
-  // decides). Collective.
-  absl::Status EndTrial();
+  // The least median of the counted steps so far over the candidates (the cutoff's reference);
+  // < 0 where none has any.
+  double BestSoFar() const;
+  // Starts the first round of trials of the pending candidates, or decides if none is pending.
+  absl::Status StartTrials();
+  // Starts the next visit of this round, or of the next round, or decides.
+  absl::Status NextVisit();
+  // Ends the visit of candidates_[trying_] with the steps so far (`cut`: its trial ends here,
+  // measured from the steps counted so far), and starts the next one (or decides). Collective.
+  absl::Status EndVisit(bool cut);
   // Adds the time since the current Run began to the search's or the comparison's (once).
   void ChargeRun();
   // The part the current step belongs to: a builder's trial is the comparison's.
@@ -169,7 +189,10 @@ class AutoStrategy {
   std::vector<StepTimes> profiled_;
   std::vector<AutoCandidate> candidates_;
   size_t trying_ = 0;                // the candidate in trial
-  std::vector<double> trial_times_;  // this rank's step times of the current candidate
+  std::vector<double> trial_times_;  // this rank's step times of the current visit
+  int round_ = 0;                    // the trials' round, and its order of visits
+  std::vector<size_t> order_;
+  size_t next_in_order_ = 0;
   size_t chosen_ = 0;
   TrialCorrection correction_;
   bool corrected_round_ = false;  // the reserve candidates the correction picked were queued

@@ -66,6 +66,7 @@ constexpr IntRange kPlanThreadsRange{"plan-threads", -1, 64};
 constexpr IntRange kAutoCandidatesRange{"auto-candidates", 0, 100};
 constexpr IntRange kAutoReserveRange{"auto-reserve", 0, 100};
 constexpr IntRange kAutoStepsRange{"auto-steps", 1, 1000};
+constexpr IntRange kAutoRoundsRange{"auto-rounds", 1, 1000};
 constexpr IntRange kAutoProfileStepsRange{"auto-profile-steps", 1, 1000};
 constexpr IntRange kAutoBuildersRange{"auto-builders", 0, 1};
 
@@ -304,6 +305,10 @@ const std::vector<FlagSpec>& Flags() {
       {"auto-steps", "N",
        "--strategy=auto: steps per strategy tried, counted after one to warm up (default 3)",
        Int(kAutoStepsRange, &C::auto_steps)},
+      {"auto-rounds", "N",
+       "--strategy=auto: visits each strategy's counted steps are split into, the strategies "
+       "visited in turn, every other round in reverse order (default 1)",
+       Int(kAutoRoundsRange, &C::auto_rounds)},
       {"auto-profile-steps", "N",
        "--strategy=auto: steps profiled under hybrid before the search, counted after one to "
        "warm up (default 3)",
@@ -401,6 +406,7 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
                                  {kAutoCandidatesRange, c.auto_candidates},
                                  {kAutoReserveRange, c.auto_reserve},
                                  {kAutoStepsRange, c.auto_steps},
+                                 {kAutoRoundsRange, c.auto_rounds},
                                  {kAutoProfileStepsRange, c.auto_profile_steps},
                                  {kAutoBuildersRange, c.auto_builders}}) {
     CAVS_RETURN_IF_ERROR(CheckRange(range, x));

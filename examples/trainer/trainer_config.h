@@ -70,6 +70,7 @@ struct TrainerConfig {
   int auto_candidates = 3;
   int auto_reserve = 6;
   int auto_steps = 3;
+  int auto_rounds = 1;
   int auto_profile_steps = 3;
   int auto_builders = 1;
   double auto_cutoff = 1.5;

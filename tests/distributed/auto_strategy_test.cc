@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -45,6 +46,24 @@ std::unique_ptr<Controlled> MakeControlled(AutoOptions options) {
   return c;
 }
 
+// Runs steps until the controller decides (at most 500) and returns how many ran. Before each
+// step `sleep_ms` is told its strategy's name and says how long the step's compute sleeps.
+int RunUntilDecided(Controlled& c, const std::function<int(const std::string&)>& sleep_ms) {
+  const std::vector<int64_t> samples = {0, 1, 2, 3, 4, 5};
+  int steps = 0;
+  for (; steps < 500 && !c.controller->decided(); ++steps) {
+    const int ms = sleep_ms(c.controller->synchronizer()->strategy().name);
+    absl::StatusOr<StepTimes> t = c.controller->Run(6, [&](const StepHooks&) -> absl::Status {
+      if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      return testing::WriteGradients(testing::ComputeGradSums(c.store, samples), c.store);
+    });
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (!t.ok()) break;
+  }
+  EXPECT_TRUE(c.controller->decided()) << "no decision after " << steps << " steps";
+  return steps;
+}
+
 // A builder whose first two counted trial steps are over `cutoff` times the best measured
 // stops there: the ps builder's steps here sleep 200 ms (a step of this model takes well under
 // 1 ms), so it is measured from two steps; the others run all their steps unless they too fall
@@ -58,20 +77,12 @@ TEST(AutoStrategyTest, ASlowBuilderStopsAfterTwoCountedSteps) {
   std::unique_ptr<Controlled> c = MakeControlled(options);
   ASSERT_NE(c, nullptr);
   AutoStrategy& controller = *c->controller;
-  core::ParameterStore& store = c->store;
-  const std::vector<int64_t> samples = {0, 1, 2, 3, 4, 5};
-  int steps = 0;
-  for (; steps < 200 && !controller.decided(); ++steps) {
-    const bool slow = controller.synchronizer()->strategy().name == "ps";
-    const bool profiled = steps < options.profile_steps;
-    absl::StatusOr<StepTimes> t = controller.Run(6, [&](const StepHooks&) -> absl::Status {
-      if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      if (profiled) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      return testing::WriteGradients(testing::ComputeGradSums(store, samples), store);
-    });
-    ASSERT_TRUE(t.ok()) << t.status();
-  }
-  ASSERT_TRUE(controller.decided()) << "no decision after " << steps << " steps";
+  int step = 0;
+  const int steps = RunUntilDecided(*c, [&](const std::string& name) {
+    const bool profiled = step++ < options.profile_steps;
+    return (name == "ps" ? 200 : 0) + (profiled ? 50 : 0);
+  });
+  ASSERT_TRUE(controller.decided());
   int trial_steps = 0;
   bool saw_ps = false;
   for (const AutoCandidate& c : controller.candidates()) {
@@ -120,21 +131,13 @@ TEST(AutoStrategyTest, OneSlowStepDoesNotStopABuilder) {
   std::unique_ptr<Controlled> c = MakeControlled(options);
   ASSERT_NE(c, nullptr);
   AutoStrategy& controller = *c->controller;
-  core::ParameterStore& store = c->store;
-  const std::vector<int64_t> samples = {0, 1, 2, 3, 4, 5};
   std::string last;
   int under_this = 0;
-  for (int steps = 0; steps < 200 && !controller.decided(); ++steps) {
-    const std::string name = controller.synchronizer()->strategy().name;
+  RunUntilDecided(*c, [&](const std::string& name) {
     under_this = name == last ? under_this + 1 : 0;
     last = name;
-    const bool outlier = name == "ps" && under_this == 1;
-    absl::StatusOr<StepTimes> t = controller.Run(6, [&](const StepHooks&) -> absl::Status {
-      if (outlier) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      return testing::WriteGradients(testing::ComputeGradSums(store, samples), store);
-    });
-    ASSERT_TRUE(t.ok()) << t.status();
-  }
+    return name == "ps" && under_this == 1 ? 300 : 0;
+  });
   ASSERT_TRUE(controller.decided());
   bool saw_ps = false;
   for (const AutoCandidate& c : controller.candidates()) {
@@ -146,6 +149,92 @@ TEST(AutoStrategyTest, OneSlowStepDoesNotStopABuilder) {
   EXPECT_TRUE(saw_ps) << controller.Report();
   // The slow step alone was over the cutoff: the rule of one step would have stopped there.
   EXPECT_GT(0.3, options.cutoff * controller.chosen().measured_s) << controller.Report();
+}
+
+// With trial_rounds the counted steps are split into visits, the candidates visited in turn and
+// every other round in reverse order: the strategy of each step, in order, shows it.
+TEST(AutoStrategyTest, TrialRoundsVisitInTurnEveryOtherRoundReversed) {
+  AutoOptions options;
+  options.profile_steps = 1;
+  options.trial_steps = 8;  // 7 counted: visits of 3, 2 and 2, each after a warm-up step
+  options.trial_rounds = 3;
+  options.cutoff = 0;
+  std::unique_ptr<Controlled> c = MakeControlled(options);
+  ASSERT_NE(c, nullptr);
+  AutoStrategy& controller = *c->controller;
+  std::vector<std::string> step_names;  // the trials' steps' strategies, in order
+  RunUntilDecided(*c, [&](const std::string& name) {
+    step_names.push_back(name);
+    return 0;
+  });
+  ASSERT_TRUE(controller.decided());
+  step_names.erase(step_names.begin());  // the profile's
+  std::vector<std::string> tried;
+  for (const AutoCandidate& a : controller.candidates()) {
+    if (a.measured_s < 0) continue;
+    EXPECT_EQ(a.measured_steps, 7) << a.name;
+    EXPECT_EQ(a.visits, 3) << a.name;
+    tried.push_back(a.strategy.name);
+  }
+  ASSERT_GE(tried.size(), 2u) << controller.Report();
+  // Round 1 in the candidates' order (4 steps each: 1 + 3 counted), round 2 reversed and round
+  // 3 forward again (1 + 2 each).
+  std::vector<std::string> want;
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < tried.size(); ++i) {
+      const std::string& name = tried[round == 1 ? tried.size() - 1 - i : i];
+      want.insert(want.end(), round == 0 ? 4 : 3, name);
+    }
+  }
+  EXPECT_EQ(step_names, want) << controller.Report();
+  EXPECT_TRUE(absl::StrContains(controller.Report(),
+                                "trials: 7 counted steps a strategy in 3 "
+                                "rounds, after a step to warm up in each"))
+      << controller.Report();
+}
+
+// Where each visit counts one step, a slow builder stops once two are counted (after its second
+// visit), measured from those two, and is not visited again.
+TEST(AutoStrategyTest, ASlowBuilderStopsAfterTwoCountedStepsInRounds) {
+  AutoOptions options;
+  options.profile_steps = 1;
+  options.trial_steps = 5;  // 4 counted, one a visit
+  options.trial_rounds = 4;
+  options.cutoff = 1.5;
+  std::unique_ptr<Controlled> c = MakeControlled(options);
+  ASSERT_NE(c, nullptr);
+  AutoStrategy& controller = *c->controller;
+  RunUntilDecided(*c, [](const std::string& name) { return name == "ps" ? 100 : 0; });
+  ASSERT_TRUE(controller.decided());
+  bool saw_ps = false;
+  for (const AutoCandidate& a : controller.candidates()) {
+    if (a.measured_s < 0) continue;
+    if (absl::StartsWith(a.name, "ps")) {
+      saw_ps = true;
+      EXPECT_EQ(a.visits, 2) << controller.Report();
+      EXPECT_EQ(a.measured_steps, 2) << controller.Report();
+      EXPECT_GE(a.measured_s, 0.1) << controller.Report();
+    } else {
+      EXPECT_EQ(a.visits, 4) << a.name << "\n" << controller.Report();
+      EXPECT_EQ(a.measured_steps, 4) << a.name;
+    }
+  }
+  EXPECT_TRUE(saw_ps) << controller.Report();
+}
+
+TEST(AutoStrategyTest, RefusesZeroRounds) {
+  AutoOptions options;
+  options.trial_rounds = 0;
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeSingleCommunicator();
+  ASSERT_TRUE(comm.ok());
+  core::ParameterStore store{5};
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  std::unique_ptr<core::Optimizer> sgd =
+      *core::MakeOptimizer({.kind = core::OptimizerKind::kSgd, .lr = 0.5f});
+  absl::StatusOr<std::unique_ptr<AutoStrategy>> a =
+      AutoStrategy::Create(comm->get(), &store, sgd.get(), options);
+  ASSERT_FALSE(a.ok());
+  EXPECT_TRUE(absl::StrContains(a.status().message(), "trial_rounds (0)")) << a.status();
 }
 
 }  // namespace

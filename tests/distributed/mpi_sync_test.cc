@@ -205,8 +205,8 @@ TEST(MpiSyncTest, HierarchicalAllReduceMatchesOneProcess) {
 
 // --strategy=auto's controller: probe, profile, search, trials, decision. Its steps are ordinary
 // training steps, so SGD under it follows one process on the union batches within 1e-5; every
-// rank ends with the same strategy.
-TEST(MpiAutoStrategyTest, TrainsLikeOneProcessAndAgreesOnTheChoice) {
+// rank ends with the same strategy. `rounds` > 1: the trials in rounds of visits.
+void TrainsLikeOneProcessAndAgreesOnTheChoice(int trial_steps, int rounds) {
   Communicator& comm = World();
   const int r = comm.rank(), w = comm.world_size();
   ParameterStore store(5), reference(5);
@@ -217,7 +217,8 @@ TEST(MpiAutoStrategyTest, TrainsLikeOneProcessAndAgreesOnTheChoice) {
   std::unique_ptr<core::Optimizer> reference_sgd = *core::MakeOptimizer(config);
   AutoOptions options;
   options.profile_steps = 2;
-  options.trial_steps = 2;
+  options.trial_steps = trial_steps;
+  options.trial_rounds = rounds;
   options.candidates = 2;
   options.probe = {
       .small_bytes = 1024, .large_bytes = 64 << 10, .repetitions = 1, .fp16_elements = 1 << 16};
@@ -237,10 +238,10 @@ TEST(MpiAutoStrategyTest, TrainsLikeOneProcessAndAgreesOnTheChoice) {
     ASSERT_TRUE(reference_sgd->Step(reference).ok());
   }
   ASSERT_TRUE((*a)->decided()) << "no decision after " << steps << " steps";
-  // 2 profiled steps, then 2 steps for each candidate tried.
+  // 2 profiled steps, then for each candidate tried its counted steps and a warm-up a visit.
   int tried = 0;
   for (const AutoCandidate& c : (*a)->candidates()) tried += c.measured_s >= 0 ? 1 : 0;
-  EXPECT_EQ(steps, 2 + 2 * tried);
+  EXPECT_EQ(steps, 2 + (trial_steps - 1 + rounds) * tried);
   EXPECT_GE(tried, static_cast<int>(StrategyBuilderNames().size()) / 2);
   // Every builder is tried, also where the search found it too and ranked it in reserve.
   for (const AutoCandidate& c : (*a)->candidates()) {
@@ -272,6 +273,14 @@ TEST(MpiAutoStrategyTest, TrainsLikeOneProcessAndAgreesOnTheChoice) {
   EXPECT_GT((*a)->cluster().fp16.decode, 0);
   EXPECT_GT((*a)->cluster().fp16.sum, 0);
   EXPECT_EQ((*a)->profile().params.size(), static_cast<size_t>(store.size()));
+}
+
+TEST(MpiAutoStrategyTest, TrainsLikeOneProcessAndAgreesOnTheChoice) {
+  TrainsLikeOneProcessAndAgreesOnTheChoice(/*trial_steps=*/2, /*rounds=*/1);
+}
+
+TEST(MpiAutoStrategyTest, TrainsLikeOneProcessInRoundsOfTrials) {
+  TrainsLikeOneProcessAndAgreesOnTheChoice(/*trial_steps=*/3, /*rounds=*/2);
 }
 
 // Servers named by host, resolved against the hosts of a 2-rank-per-host layout.
