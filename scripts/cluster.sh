@@ -174,6 +174,14 @@ cmd_up() {
   if ! grep -qw "$tcp_cc" /proc/sys/net/ipv4/tcp_available_congestion_control; then
     modprobe "tcp_$tcp_cc" 2>/dev/null
   fi
+  # A namespace may set only the algorithms the machine allows (a container's namespaces may
+  # not even when root): add it to the machine's allowed list, which only permits its use.
+  local allowed
+  allowed=$(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control 2>/dev/null)
+  if grep -qw "$tcp_cc" /proc/sys/net/ipv4/tcp_available_congestion_control &&
+    ! grep -qw "$tcp_cc" <<<"$allowed"; then
+    q sysctl -q -w net.ipv4.tcp_allowed_congestion_control="$allowed $tcp_cc" >/dev/null 2>&1
+  fi
   err=$(q ip netns exec "$probe" sysctl -q -w net.ipv4.tcp_congestion_control="$tcp_cc" 2>&1)
   q ip netns del "$probe"
   [[ -z "$err" ]] || die 2 "up: --tcp-cc=$tcp_cc: not available here ($(
