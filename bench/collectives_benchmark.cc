@@ -4,6 +4,7 @@
 //
 //   collectives_benchmark [--sizes=4K,64K,1M,16M,64M] [--reps=5] [--ops=...]
 //                         [--link-mbit=1000] [--latency-us=0] [--timeout=120]
+//                         [--stream=1M] [--at=0.25]
 //
 // ops (default all):
 //   allreduce        Communicator::AllReduce (MPI_Iallreduce; Open MPI's algorithm as the
@@ -18,11 +19,18 @@
 //   exchange         rank 0 and the first rank of the next host send `size` bytes to each other
 //                    at once (Isend + Irecv both ways): the rate of each direction
 //   oneway           the same, from rank 0 only: the rate of one direction alone
-//   behind           rank 0 sends `size` bytes to the first rank of the next host and, a quarter
-//                    of the way through (by --link-mbit), 8 bytes on another communicator: the
+//   behind           rank 0 sends `size` bytes to the first rank of the next host and, --at of
+//                    the way through (by --link-mbit), 8 bytes on another communicator: the
 //                    time from then until the small message arrives (alone it takes the
 //                    latency; behind a transfer its connection carries in order, the transfer's
-//                    remaining three quarters)
+//                    rest, (1 - at) of it)
+//   against          the first rank of the next host streams --stream bytes (default 1M) to
+//                    rank 0 and, --at of the way through (default 0.25, by --link-mbit), rank 0
+//                    sends `size` bytes the other way: the time from then until they arrive.
+//                    Alone that is the latency and size / link; a message over Open MPI's eager
+//                    limit (btl_tcp_eager_limit, 64 KiB) is a rendezvous, and if the receiver's
+//                    acknowledgement waits behind the stream's rest on its direction, the rest
+//                    of the stream ((1 - at) x its time) comes on top. Only where --ops names it
 //   ps-pair          two PS shards of `size` bytes each through the GradientSynchronizer, one
 //                    served by rank 0 and one by the first rank of the next host (each a reduce
 //                    to its server, then a broadcast from it): what a PS strategy's shards do
@@ -75,6 +83,8 @@ struct Flags {
                                   "ps-pair",    "ps-bucket"};
   double link_mbit = 1000, latency_us = 0;
   int timeout_s = 120;
+  int64_t stream_bytes = 1 << 20;  // against: the stream the other way
+  double at = 0.25;                // behind, against: when the second message leaves
 };
 
 absl::StatusOr<int64_t> ParseSize(absl::string_view s) {
@@ -109,6 +119,10 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       ok = absl::SimpleAtod(kv[1], &f.link_mbit) && f.link_mbit > 0;
     } else if (ok && kv[0] == "--latency-us") {
       ok = absl::SimpleAtod(kv[1], &f.latency_us) && f.latency_us >= 0;
+    } else if (ok && kv[0] == "--stream") {
+      CAVS_ASSIGN_OR_RETURN(f.stream_bytes, ParseSize(kv[1]));
+    } else if (ok && kv[0] == "--at") {
+      ok = absl::SimpleAtod(kv[1], &f.at) && f.at >= 0 && f.at < 1;
     } else if (ok && kv[0] == "--timeout") {
       ok = absl::SimpleAtoi(kv[1], &f.timeout_s) && f.timeout_s >= 1;
     } else {
@@ -118,6 +132,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   }
   std::vector<std::string> known = Flags().ops;
   known.push_back("allreduce-fp16");  // not in the default list: --ops names it
+  known.push_back("against");
   for (const std::string& op : f.ops) {
     if (std::find(known.begin(), known.end(), op) == known.end()) {
       return absl::InvalidArgumentError(
@@ -194,8 +209,9 @@ struct Context {
   distributed::Topology topology;
   int peer = -1;                        // the first rank of host 1 (exchange, oneway, behind)
   std::unique_ptr<Communicator> other;  // a duplicate, for behind's small message
-  double behind_s = 0;        // behind: when the receiver saw the small message, after it left
-  double behind_after_s = 0;  // behind: when rank 0 sends it, from the start
+  double behind_s = 0;        // behind, against: when the receiver saw the message, after it left
+  double behind_after_s = 0;  // behind, against: when rank 0 sends it, from the start
+  int64_t stream_bytes = 0;   // against: what the peer streams to rank 0 meanwhile
 };
 
 // Runs `op` once on `bytes` bytes.
@@ -227,6 +243,32 @@ absl::Status RunOnce(Context& c, const std::string& op, int64_t bytes, Tensor& b
   c.behind_s = 0;
   if (c.peer < 0 || (r != 0 && r != c.peer)) return absl::OkStatus();
   const int other = r == 0 ? c.peer : 0;
+  if (op == "against") {
+    // The row's time is the receiver's (the peer's): from when rank 0 sends until it has all.
+    Tensor stream = Tensor::Host({std::max<int64_t>(1, c.stream_bytes / 4)});
+    Tensor in = Tensor::Host(buf.shape());
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_ptr<distributed::Work> bulk, msg;
+    if (r == 0) {
+      CAVS_ASSIGN_OR_RETURN(bulk, comm.StartRecv(stream, other, 7));
+      for (int iteration = 0; Seconds(t0) < c.behind_after_s; ++iteration) {
+        CAVS_RETURN_IF_ERROR(bulk->Test().status());
+        distributed::internal::PollPause(iteration);
+      }
+      CAVS_ASSIGN_OR_RETURN(msg, c.other->StartSend(buf, other, 8));
+    } else {
+      CAVS_ASSIGN_OR_RETURN(bulk, comm.StartSend(stream, other, 7));
+      CAVS_ASSIGN_OR_RETURN(msg, c.other->StartRecv(in, other, 8));
+    }
+    for (int iteration = 0;; ++iteration) {
+      CAVS_RETURN_IF_ERROR(bulk->Test().status());
+      CAVS_ASSIGN_OR_RETURN(bool done, msg->Test());
+      if (done) break;
+      distributed::internal::PollPause(iteration);
+    }
+    c.behind_s = r == 0 ? 0 : Seconds(t0) - c.behind_after_s;
+    return bulk->Wait();
+  }
   if (op == "behind") {
     // The row's time is the slowest rank's: the receiver's. The transfer is waited for after.
     Tensor in = Tensor::Host(buf.shape()), small = Tensor::Host({2});
@@ -279,8 +321,9 @@ double Bound(const Flags& f, const std::string& op, int64_t bytes, int hosts) {
     return 2 * steps * alpha + 2 * (h - 1) / h * bytes / bw;
   }
   if (op == "allgatherv") return steps * alpha + (h - 1) / h * bytes / bw;
-  if (op == "behind") return alpha;  // the small message alone
-  return alpha + bytes / bw;         // exchange, oneway: one message each way
+  if (op == "behind") return alpha;                // the small message alone
+  if (op == "against") return alpha + bytes / bw;  // the message alone
+  return alpha + bytes / bw;                       // exchange, oneway: one message each way
 }
 
 absl::Status Main(int argc, char** argv) {
@@ -305,7 +348,10 @@ absl::Status Main(int argc, char** argv) {
   }
   for (const std::string& op : f.ops) {
     const bool ps = op == "ps-pair" || op == "ps-bucket";
-    if ((op == "exchange" || op == "oneway" || op == "behind" || ps) && c.peer < 0) continue;
+    if ((op == "exchange" || op == "oneway" || op == "behind" || op == "against" || ps) &&
+        c.peer < 0) {
+      continue;
+    }
     for (int64_t bytes : f.sizes) {
       const int64_t floats = std::max<int64_t>(1, bytes / 4);
       Tensor buf = Tensor::Host({floats});
@@ -316,13 +362,15 @@ absl::Status Main(int argc, char** argv) {
       } else if (ps) {
         CAVS_ASSIGN_OR_RETURN(bucket, MakePsPair(*comm, floats, c.peer, op == "ps-bucket"));
       }
-      c.behind_after_s = static_cast<double>(floats * 4) / (f.link_mbit * 1e6 / 8) / 4;
+      c.stream_bytes = f.stream_bytes;
+      const double ahead = op == "against" ? static_cast<double>(f.stream_bytes) : floats * 4.0;
+      c.behind_after_s = ahead / (f.link_mbit * 1e6 / 8) * f.at;
       std::vector<double> times;
       for (int rep = 0; rep <= f.reps; ++rep) {
         CAVS_RETURN_IF_ERROR(comm->Barrier());
         const auto t0 = std::chrono::steady_clock::now();
         CAVS_RETURN_IF_ERROR(RunOnce(c, op, bytes, buf, bucket.get()));
-        const double mine = op == "behind" ? c.behind_s : Seconds(t0);
+        const double mine = op == "behind" || op == "against" ? c.behind_s : Seconds(t0);
         CAVS_ASSIGN_OR_RETURN(double t, MaxOverRanks(*comm, mine));
         if (rep > 0) times.push_back(t);  // the first is a warm-up
       }
