@@ -172,6 +172,12 @@ double AutoStrategy::BestSoFar() const {
 
 absl::Status AutoStrategy::StartTrials() {
   round_ = -1;
+  if (trial_steps_planned_ == 0) {
+    const int warm_up = options_.trial_steps > 1 ? 1 : 0;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (Pending(i)) trial_steps_planned_ += CountedSteps() + Rounds() * warm_up;
+    }
+  }
   order_.clear();
   next_in_order_ = 0;
   return NextVisit();
@@ -328,6 +334,7 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
   }
   // A trial step of candidates_[trying_].
   trial_times_.push_back(t.total());
+  ++trial_steps_run_;
   const AutoCandidate& c = candidates_[trying_];
   const int steps = static_cast<int>(trial_times_.size());
   if (steps >= VisitSteps(c)) {
@@ -350,6 +357,11 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
 }
 
 absl::Status AutoStrategy::EndVisit(bool cut) {
+  CAVS_RETURN_IF_ERROR(FoldVisit(cut, /*whole=*/true));
+  return NextVisit();
+}
+
+absl::Status AutoStrategy::FoldVisit(bool cut, bool whole) {
   CAVS_ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverRanks(*comm_, trial_times_));
   trial_times_.clear();
   AutoCandidate& c = candidates_[trying_];
@@ -361,6 +373,7 @@ absl::Status AutoStrategy::EndVisit(bool cut) {
   part.counted_steps.insert(part.counted_steps.end(), slowest.begin(), slowest.end());
   const size_t before = c.counted_s.size();
   c.counted_s.insert(c.counted_s.end(), slowest.begin(), slowest.end());
+  if (!whole) return absl::OkStatus();
   ++c.visits;
   // A builder whose visits count one step each: the cutoff once two are counted.
   const double best = BestSoFar();
@@ -373,7 +386,24 @@ absl::Status AutoStrategy::EndVisit(bool cut) {
     c.measured_s = Median(c.counted_s);
     c.measured_steps = static_cast<int>(c.counted_s.size());
   }
-  return NextVisit();
+  return absl::OkStatus();
+}
+
+absl::Status AutoStrategy::Conclude() {
+  if (phase_ != Phase::kTrial) return absl::OkStatus();  // decided, or still profiling
+  // Undecided where no step is counted: the visit under way, if any, goes on as it was.
+  bool any = trial_times_.size() > (options_.trial_steps > 1 ? 1u : 0u);
+  for (const AutoCandidate& c : candidates_) any = any || !c.counted_s.empty();
+  if (!any) return absl::OkStatus();
+  if (!trial_times_.empty()) CAVS_RETURN_IF_ERROR(FoldVisit(/*cut=*/false, /*whole=*/false));
+  for (AutoCandidate& c : candidates_) {
+    if (c.measured_s >= 0 || c.counted_s.empty()) continue;
+    c.measured_s = Median(c.counted_s);
+    c.measured_steps = static_cast<int>(c.counted_s.size());
+  }
+  cut_short_ = true;
+  corrected_round_ = true;  // no further trials: the reserve stays predicted only
+  return Decide();
 }
 
 std::string AutoStrategy::Report() const {
@@ -401,6 +431,17 @@ std::string AutoStrategy::Report() const {
     absl::StrAppendFormat(&out, "  trials: %d counted steps a strategy in %d round%s%s\n",
                           CountedSteps(), Rounds(), Rounds() > 1 ? "s" : "",
                           options_.trial_steps > 1 ? ", after a step to warm up in each" : "");
+    if (cut_short_) {
+      int tried = 0;
+      for (const AutoCandidate& c : candidates_) tried += c.measured_s >= 0 ? 1 : 0;
+      absl::StrAppendFormat(
+          &out,
+          "  the run ended before the trials did (%d of the %d trial steps planned): chosen "
+          "from the %d candidates with a counted step, measured on the steps they had; more "
+          "steps (--epochs) or shorter trials (--auto-steps, --auto-rounds, --auto-builders=0) "
+          "let them finish\n",
+          trial_steps_run_, trial_steps_planned_, tried);
+    }
     std::string profiled;
     for (double t : profile_steps_) absl::StrAppendFormat(&profiled, " %.1f", 1e3 * t);
     absl::StrAppend(&out, "  profile: ", profile_steps_.size(), " steps under '", options_.start,

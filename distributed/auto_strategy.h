@@ -106,6 +106,21 @@ class AutoStrategy {
       bool run_empty = false);
 
   bool decided() const { return phase_ == Phase::kDecided; }
+  bool profiling() const { return phase_ == Phase::kProfile; }
+  // Where the run ends before the search decided (its trials need more steps than the run
+  // has): decides from the trials so far, a visit under way counted with its counted steps and
+  // every candidate with any counted step measured from those (the report says so). Where none
+  // has one (the run ended while profiling, or in the first trial's warm-up step) it stays
+  // undecided: the run trained under the strategy of its steps. Collective; nothing where
+  // decided().
+  [[nodiscard]] absl::Status Conclude();
+  // Whether the decision was Conclude's, on trials cut short.
+  bool cut_short() const { return cut_short_; }
+  // Steps run so far before the decision: profiled, and trial steps (of the trial steps the
+  // first round of trials planned: every pending candidate's, warm-up steps included).
+  int profiled_steps() const { return static_cast<int>(profiled_.size()); }
+  int trial_steps_run() const { return trial_steps_run_; }
+  int trial_steps_planned() const { return trial_steps_planned_; }
   // The synchronizer of the current step's strategy.
   GradientSynchronizer* synchronizer() const { return sync_.get(); }
   // What the search found (valid once profiling is done) and what was tried.
@@ -171,6 +186,9 @@ class AutoStrategy {
   // Ends the visit of candidates_[trying_] with the steps so far (`cut`: its trial ends here,
   // measured from the steps counted so far), and starts the next one (or decides). Collective.
   absl::Status EndVisit(bool cut);
+  // EndVisit's first part: the visit's steps counted (and, where `whole`, the visit counted and
+  // the trial measured where it ends; not `whole`: a visit the run's end cut short). Collective.
+  absl::Status FoldVisit(bool cut, bool whole);
   // Adds the time since the current Run began to the search's or the comparison's (once).
   void ChargeRun();
   // The part the current step belongs to: a builder's trial is the comparison's.
@@ -196,6 +214,8 @@ class AutoStrategy {
   size_t chosen_ = 0;
   TrialCorrection correction_;
   bool corrected_round_ = false;  // the reserve candidates the correction picked were queued
+  bool cut_short_ = false;
+  int trial_steps_run_ = 0, trial_steps_planned_ = 0;
   double probe_seconds_ = 0, search_seconds_ = 0;
   SearchCost search_cost_, comparison_cost_;
   // Slowest-rank step times of the profile, before the decision.

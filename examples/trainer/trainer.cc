@@ -301,6 +301,7 @@ absl::Status Trainer::RunEpochs() {
     record.dev_perplexity = figures.dev_perplexity;
     CAVS_RETURN_IF_ERROR(FinishEpoch(record));
   }
+  if (auto_ != nullptr && !auto_->decided()) CAVS_RETURN_IF_ERROR(ConcludeAutoStrategy());
   return FinishRun();
 }
 

@@ -163,6 +163,9 @@ class Trainer {
   [[nodiscard]] absl::StatusOr<double> TrainEpochDistributed(int epoch, double* trees_per_sec);
   [[nodiscard]] absl::StatusOr<scheduler::RunResult> DistributedStep(scheduler::PlanQueue& queue);
   [[nodiscard]] absl::Status ReportAutoStrategy();
+  // The run ended before --strategy=auto decided: decides from the trials so far (and reports),
+  // or says what the run trained under.
+  [[nodiscard]] absl::Status ConcludeAutoStrategy();
   [[nodiscard]] absl::Status SumOverRanks(std::vector<double>* reals, std::vector<int64_t>* counts);
   bool distributed() const { return sync_ != nullptr || auto_ != nullptr; }
   bool is_chief() const { return rank() == 0; }

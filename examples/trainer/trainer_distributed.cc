@@ -237,6 +237,29 @@ absl::Status Trainer::ReportAutoStrategy() {
   return absl::OkStatus();
 }
 
+absl::Status Trainer::ConcludeAutoStrategy() {
+  CAVS_RETURN_IF_ERROR(auto_->Conclude());
+  if (auto_->decided()) return ReportAutoStrategy();
+  if (!is_chief()) return absl::OkStatus();
+  const std::string under = auto_->synchronizer()->strategy().name;
+  if (auto_->profiling()) {
+    Say(absl::StrCat("auto strategy: the run ended while profiling (", auto_->profiled_steps(),
+                     " of ", config_.auto_profile_steps + 1,
+                     " steps): no strategy was chosen, it trained under '", under,
+                     "'; give it more steps (--epochs) or profile fewer (--auto-profile-steps)"));
+    return absl::OkStatus();
+  }
+  Say(absl::StrCat("auto strategy: the run ended before a trial step was counted (",
+                   auto_->trial_steps_run(), " of the ", auto_->trial_steps_planned(),
+                   " trial steps planned): no strategy was chosen, it trained under '", under,
+                   "'; give it more steps (--epochs)"));
+  if (!config_.profile_out.empty()) {
+    CAVS_RETURN_IF_ERROR(WriteTextFile("--profile-out", config_.profile_out,
+                                       distributed::SerializeModelProfile(auto_->profile())));
+  }
+  return absl::OkStatus();
+}
+
 // One step on this rank's slice of the step's global batch, the next from `queue`.
 absl::StatusOr<scheduler::RunResult> Trainer::DistributedStep(scheduler::PlanQueue& queue) {
   const int64_t step = optimizer_->step(), t0 = TraceRecorder::Now();

@@ -64,6 +64,17 @@ int RunUntilDecided(Controlled& c, const std::function<int(const std::string&)>&
   return steps;
 }
 
+// Runs `n` steps (fewer where the controller decides before).
+void RunSteps(Controlled& c, int n) {
+  const std::vector<int64_t> samples = {0, 1, 2, 3, 4, 5};
+  for (int i = 0; i < n && !c.controller->decided(); ++i) {
+    absl::StatusOr<StepTimes> t = c.controller->Run(6, [&](const StepHooks&) -> absl::Status {
+      return testing::WriteGradients(testing::ComputeGradSums(c.store, samples), c.store);
+    });
+    ASSERT_TRUE(t.ok()) << t.status();
+  }
+}
+
 // A builder whose first two counted trial steps are over `cutoff` times the best measured
 // stops there: the ps builder's steps here sleep 200 ms (a step of this model takes well under
 // 1 ms), so it is measured from two steps; the others run all their steps unless they too fall
@@ -220,6 +231,50 @@ TEST(AutoStrategyTest, ASlowBuilderStopsAfterTwoCountedStepsInRounds) {
     }
   }
   EXPECT_TRUE(saw_ps) << controller.Report();
+}
+
+// A run that ends before the trials do: Conclude decides from the candidates with a counted
+// step, the one under way measured on the steps it had, and the report says so. Before any
+// counted step (profiling, or the first trial's warm-up) it stays undecided.
+TEST(AutoStrategyTest, ConcludeDecidesFromTheTrialsSoFar) {
+  AutoOptions options;
+  options.profile_steps = 2;
+  options.trial_steps = 4;  // a warm-up step and 3 counted
+  options.cutoff = 0;
+  std::unique_ptr<Controlled> c = MakeControlled(options);
+  ASSERT_NE(c, nullptr);
+  AutoStrategy& controller = *c->controller;
+  RunSteps(*c, 1);
+  ASSERT_TRUE(controller.Conclude().ok());
+  EXPECT_TRUE(controller.profiling());
+  EXPECT_FALSE(controller.decided());
+  RunSteps(*c, 2);  // the profile's second step, the first trial's warm-up
+  ASSERT_TRUE(controller.Conclude().ok());
+  EXPECT_FALSE(controller.profiling());
+  EXPECT_FALSE(controller.decided());
+  EXPECT_EQ(controller.trial_steps_run(), 1);
+  // The first trial's 3 counted steps, the second's warm-up and one counted.
+  RunSteps(*c, 5);
+  ASSERT_FALSE(controller.decided());
+  ASSERT_TRUE(controller.Conclude().ok());
+  ASSERT_TRUE(controller.decided());
+  EXPECT_TRUE(controller.cut_short());
+  EXPECT_EQ(controller.trial_steps_run(), 6);
+  std::vector<int> steps;
+  for (const AutoCandidate& a : controller.candidates()) {
+    if (a.measured_s >= 0) steps.push_back(a.measured_steps);
+  }
+  EXPECT_EQ(steps, (std::vector<int>{3, 1})) << controller.Report();
+  EXPECT_GE(controller.chosen().measured_s, 0);
+  EXPECT_GT(controller.trial_steps_planned(), 8) << controller.Report();
+  EXPECT_TRUE(absl::StrContains(controller.Report(),
+                                absl::StrCat("the run ended before the trials did (6 of the ",
+                                             controller.trial_steps_planned(),
+                                             " trial steps planned): chosen from the 2 "
+                                             "candidates with a counted step")))
+      << controller.Report();
+  ASSERT_TRUE(controller.Conclude().ok());  // nothing more once decided
+  RunSteps(*c, 2);                          // the chosen strategy trains on
 }
 
 TEST(AutoStrategyTest, RefusesZeroRounds) {

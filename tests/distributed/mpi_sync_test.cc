@@ -283,6 +283,65 @@ TEST(MpiAutoStrategyTest, TrainsLikeOneProcessInRoundsOfTrials) {
   TrainsLikeOneProcessAndAgreesOnTheChoice(/*trial_steps=*/3, /*rounds=*/2);
 }
 
+// A run that ends before the trials do (cavs-train's last step in the middle of the second
+// candidate's trial): Conclude decides on every rank alike from the trials so far, and the
+// chosen strategy trains on like one process.
+TEST(MpiAutoStrategyTest, ConcludedEarlyAgreesAndTrainsOn) {
+  Communicator& comm = World();
+  const int r = comm.rank(), w = comm.world_size();
+  ParameterStore store(5), reference(5);
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  ASSERT_TRUE(testing::BuildModel(reference).ok());
+  core::OptimizerConfig config{.kind = core::OptimizerKind::kSgd, .lr = 0.5f};
+  std::unique_ptr<core::Optimizer> sgd = *core::MakeOptimizer(config);
+  std::unique_ptr<core::Optimizer> reference_sgd = *core::MakeOptimizer(config);
+  AutoOptions options;
+  options.profile_steps = 2;
+  options.trial_steps = 4;  // a warm-up step and 3 counted
+  options.candidates = 2;
+  options.cutoff = 0;
+  options.probe = {
+      .small_bytes = 1024, .large_bytes = 64 << 10, .repetitions = 1, .fp16_elements = 1 << 16};
+  absl::StatusOr<std::unique_ptr<AutoStrategy>> a =
+      AutoStrategy::Create(&comm, &store, sgd.get(), options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const auto step = [&](int i) {
+    const Batch batch = BatchOf(r, w, i);
+    absl::StatusOr<StepTimes> t =
+        (*a)->Run(static_cast<int64_t>(batch.mine.size()), [&](const StepHooks&) -> absl::Status {
+          return WriteGradients(testing::ComputeGradSums(store, batch.mine), store);
+        });
+    ASSERT_TRUE(t.ok()) << t.status();
+    const testing::GradSums want = testing::ComputeGradSums(reference, batch.all);
+    ASSERT_TRUE(WriteMeans(want, static_cast<int64_t>(batch.all.size()), reference).ok());
+    ASSERT_TRUE(reference_sgd->Step(reference).ok());
+  };
+  // The profile's 2 steps, the first candidate's 4, the second's warm-up and 2 counted.
+  for (int i = 0; i < 9; ++i) step(i);
+  ASSERT_FALSE((*a)->decided());
+  ASSERT_TRUE((*a)->Conclude().ok());
+  ASSERT_TRUE((*a)->decided());
+  EXPECT_TRUE((*a)->cut_short());
+  std::vector<int> measured;
+  for (const AutoCandidate& c : (*a)->candidates()) {
+    if (c.measured_s >= 0) measured.push_back(c.measured_steps);
+  }
+  EXPECT_EQ(measured, (std::vector<int>{3, 2})) << (*a)->Report();
+  const std::string chosen = SerializeStrategy((*a)->chosen().strategy);
+  core::Tensor mine = core::Tensor::Host({1}, core::DType::kInt64);
+  mine.data<int64_t>()[0] = static_cast<int64_t>(std::hash<std::string>()(chosen) & INT64_MAX);
+  core::Tensor all = core::Tensor::Host({w}, core::DType::kInt64);
+  ASSERT_TRUE(comm.AllGather(mine, all).ok());
+  for (int q = 0; q < w; ++q) EXPECT_EQ(all.data<int64_t>()[q], mine.data<int64_t>()[0]) << q;
+  for (int i = 9; i < 12; ++i) step(i);
+  for (int i = 0; i < store.size(); ++i) {
+    const std::vector<float> got = store.parameters()[i]->value.ToVector();
+    const std::vector<float> want = reference.parameters()[i]->value.ToVector();
+    EXPECT_LE(testing::MaxRelativeError(got, std::vector<double>(want.begin(), want.end())), 1e-5)
+        << store.parameters()[i]->name;
+  }
+}
+
 // Servers named by host, resolved against the hosts of a 2-rank-per-host layout.
 TEST(MpiSyncTest, ServersNamedByHostResolveToTheirHostsRanks) {
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
