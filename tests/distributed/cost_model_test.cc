@@ -115,6 +115,36 @@ TEST(CostModelTest, TwoPartCalibrationTakesTheLargerOfItsLineAndMinimum) {
   }
 }
 
+// An allgather's calibration factor above 1 (libnbc's allgatherv measured alone slower than
+// its bytes on the link, where an exchange of the same bytes is not) stretches the unit's own
+// time, not the link's: what it measured alone stays exact, and another unit's bytes wait for
+// its bytes only. A factor below 1 (a link faster than probed) scales the bytes on the link.
+TEST(CostModelTest, AllgatherCalibrationAboveOneStretchesTheUnitNotTheLink) {
+  const double bw = 1 * kGbit;
+  ClusterSpec c = Cluster(2, 1, 1, 0, 0);
+  c.duplex = 1.0;
+  c.intra_latency = 0;
+  ModelProfile one = Profile({{10000, 100}});
+  ModelProfile two = Profile({{10000, 100}, {10000, 100}});
+  for (ModelProfile* p : {&one, &two}) {
+    for (ParamProfile& param : p->params) {
+      param.sparse = true;
+      param.touched_rows = 500;
+    }
+  }
+  // Each unit: the counts (8 bytes), then the rows, each way over the link at once.
+  const double unit = (8 + 500 * (8 + 4 * 100.0)) / bw;
+  EXPECT_NEAR(Step(OneEach(one, 2, SparseSync{}), one, c), unit, 1e-12);
+  EXPECT_NEAR(Step(OneEach(two, 2, SparseSync{}), two, c), 2 * unit, 1e-12);
+  c.factor[static_cast<int>(Collective::kAllGather)] = 2;
+  EXPECT_NEAR(Step(OneEach(one, 2, SparseSync{}), one, c), 2 * unit, 1e-12);
+  // Each unit waits out its own stretch; the second's bytes follow the first's: 2 + 1, not 4.
+  EXPECT_NEAR(Step(OneEach(two, 2, SparseSync{}), two, c), 3 * unit, 1e-12);
+  c.factor[static_cast<int>(Collective::kAllGather)] = 0.5;
+  EXPECT_NEAR(Step(OneEach(one, 2, SparseSync{}), one, c), 0.5 * unit, 1e-12);
+  EXPECT_NEAR(Step(OneEach(two, 2, SparseSync{}), two, c), unit, 1e-12);
+}
+
 // Recursive doubling: log2(W) exchanges of the whole buffer; with 2 ranks per host the first is
 // within the hosts, the others put both ranks' buffers through the link.
 TEST(CostModelTest, RecursiveDoublingCountsEveryRankOnTheLink) {
