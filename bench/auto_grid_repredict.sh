@@ -40,7 +40,7 @@ for dir in "$@"; do
     [[ -f "$base.profile" && -f "$base.cluster" ]] || continue
     flags=()
     [[ "$base" == *fp16* ]] && flags+=(--allow-compression)
-    cell="$(basename "$base")"
+    cell="$(basename "$dir")/$(basename "$base")"
     # The log's table (name, predicted, measured), then cavs-sim's predictions, joined by name.
     {
       sed 's/\x1b\[[0-9;]*m//g' "$log" | awk -v cell="$cell" '
