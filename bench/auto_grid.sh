@@ -26,6 +26,8 @@ steps="${5:-3}"
 rounds="${6:-1}"
 mkdir -p "$out"
 train=build/default/examples/trainer/cavs-train
+# The cost model the grid's searches run, for bench/auto_grid_repredict.sh's --then-sim.
+cp build/default/examples/sim/cavs-sim "$out/cavs-sim" || exit 1
 cluster=scripts/cluster.sh
 name=autogrid
 trap '"$cluster" down --name=$name >/dev/null 2>&1' EXIT

@@ -9,9 +9,10 @@
 #
 # -q prints the summary only. The searched strategies (auto#N) a log measured are not in it:
 # they are the search's ranking by the model the grid ran, remade here by --then-sim (a cavs-sim
-# binary of that model; default the one built now, right while the search's ranking is
-# unchanged), and each is predicted by the cavs-sim built now (or --now-sim: e.g. an older
-# model's binary, to see how it does on a grid measured since).
+# binary of that model; default OUT_DIR/cavs-sim, the copy bench/auto_grid.sh keeps of the one
+# the grid ran with, else the one built now, right while the search's ranking is unchanged),
+# and each is predicted by the cavs-sim built now (or --now-sim: e.g. an older model's binary,
+# to see how it does on a grid measured since).
 # Per strategy: cell, name, then, now, measured (ms), and both errors. Last, per kind of
 # strategy (searched, allreduce builders, PS builders): the median error and median absolute
 # error then and now, and per cell how the model's first (then and now) measured against the
@@ -30,11 +31,12 @@ while [[ "${1:-}" == -* ]]; do
   esac
   shift
 done
-then_sim="${then_sim:-build/default/examples/sim/cavs-sim}"
-[[ -x "$sim" && -x "$then_sim" ]] || { echo "auto_grid_repredict.sh: build $sim and $then_sim first" >&2; exit 1; }
+[[ -x "$sim" ]] || { echo "auto_grid_repredict.sh: build $sim first" >&2; exit 1; }
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 for dir in "$@"; do
+  dir_sim="${then_sim:-$dir/cavs-sim}"
+  [[ -x "$dir_sim" ]] || dir_sim=build/default/examples/sim/cavs-sim
   for log in "$dir"/*.log; do
     base="${log%.log}"
     [[ -f "$base.profile" && -f "$base.cluster" ]] || continue
@@ -53,7 +55,7 @@ for dir in "$@"; do
         }'
       # The searched strategies as the grid's model ranked them (--then-sim), each predicted
       # by this one.
-      "$then_sim" --profile="$base.profile" --cluster="$base.cluster" --scaling=none \
+      "$dir_sim" --profile="$base.profile" --cluster="$base.cluster" --scaling=none \
         --units=false --top=20 --strategy-out="$tmp/auto" "${flags[@]}" >/dev/null
       "$sim" --profile="$base.profile" --cluster="$base.cluster" --scaling=none --units=false \
         --top=1 "${flags[@]}" | sed 's/\x1b\[[0-9;]*m//g' | awk -v cell="$cell" '
