@@ -210,7 +210,7 @@ size_t AutoStrategy::BestMeasured() const {
   size_t best = candidates_.size();
   for (size_t i = 0; i < candidates_.size(); ++i) {
     const AutoCandidate& c = candidates_[i];
-    if (c.measured_s < 0) continue;
+    if (c.measured_s < 0 || (second_round_ && !c.second)) continue;
     if (best == candidates_.size()) {
       best = i;
       continue;
@@ -249,8 +249,22 @@ absl::Status AutoStrategy::Decide() {
       return candidates_[a].corrected_s < candidates_[b].corrected_s;
     });
     picked.resize(std::min<size_t>(picked.size(), std::max(1, options_.candidates)));
-    for (size_t i : picked) candidates_[i].reserve = false;
-    if (!picked.empty()) return StartTrials();
+    if (!picked.empty()) {
+      for (size_t i : picked) {
+        candidates_[i].reserve = false;
+        candidates_[i].second = true;
+      }
+      // The best so far is tried again beside them: a drift over the run falls on both.
+      AutoCandidate& b = candidates_[best];
+      b.second = true;
+      b.first_measured_s = b.measured_s;
+      b.second_from = b.counted_s.size();
+      b.measured_s = -1;
+      b.measured_steps = 0;
+      b.visits = 0;
+      second_round_ = true;
+      return StartTrials();
+    }
   }
   chosen_ = best;
   // Seconds the steps took beyond what the chosen strategy's would have.
@@ -382,11 +396,14 @@ absl::Status AutoStrategy::FoldVisit(bool cut, bool whole) {
       std::min(c.counted_s[0], c.counted_s[1]) > options_.cutoff * best) {
     cut = true;
   }
-  if (cut || c.visits >= Rounds()) {
-    c.measured_s = Median(c.counted_s);
-    c.measured_steps = static_cast<int>(c.counted_s.size());
-  }
+  if (cut || c.visits >= Rounds()) Measure(c);
   return absl::OkStatus();
+}
+
+void AutoStrategy::Measure(AutoCandidate& c) {
+  const std::vector<double> steps(c.counted_s.begin() + c.second_from, c.counted_s.end());
+  c.measured_s = Median(steps);
+  c.measured_steps = static_cast<int>(steps.size());
 }
 
 absl::Status AutoStrategy::Conclude() {
@@ -397,9 +414,13 @@ absl::Status AutoStrategy::Conclude() {
   if (!any) return absl::OkStatus();
   if (!trial_times_.empty()) CAVS_RETURN_IF_ERROR(FoldVisit(/*cut=*/false, /*whole=*/false));
   for (AutoCandidate& c : candidates_) {
-    if (c.measured_s >= 0 || c.counted_s.empty()) continue;
-    c.measured_s = Median(c.counted_s);
-    c.measured_steps = static_cast<int>(c.counted_s.size());
+    if (c.measured_s >= 0) continue;
+    if (c.counted_s.size() > c.second_from) {
+      Measure(c);
+    } else if (c.first_measured_s >= 0) {  // the best of the first round, not yet again
+      c.measured_s = c.first_measured_s;
+      c.measured_steps = static_cast<int>(c.counted_s.size());
+    }
   }
   cut_short_ = true;
   corrected_round_ = true;  // no further trials: the reserve stays predicted only
@@ -428,6 +449,14 @@ std::string AutoStrategy::Report() const {
   }
   if (decided()) {
     absl::StrAppend(&out, "  trial correction: ", correction_.Describe(), "\n");
+    for (const AutoCandidate& c : candidates_) {
+      if (c.first_measured_s < 0) continue;
+      absl::StrAppendFormat(&out,
+                            "  second round: the reserve the correction picked, beside %s, the "
+                            "best of the first, tried again: %s ms then, %s ms now\n",
+                            c.name, ms(c.first_measured_s),
+                            c.counted_s.size() > c.second_from ? ms(c.measured_s) : "-");
+    }
     absl::StrAppendFormat(&out, "  trials: %d counted steps a strategy in %d round%s%s\n",
                           CountedSteps(), Rounds(), Rounds() > 1 ? "s" : "",
                           options_.trial_steps > 1 ? ", after a step to warm up in each" : "");

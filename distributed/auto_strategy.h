@@ -25,8 +25,12 @@
 //      (FitTrialCorrection: an offset, a factor per unit kind); with it the `reserve` searched
 //      strategies ranked after the tried ones are predicted again, and those now predicted
 //      faster than the best measured by more than `noise` are tried too (once, up to
-//      `candidates` of them, best first);
-//   6. the fastest measured is kept for the rest of training.
+//      `candidates` of them, best first), in a second round of trials beside the best measured
+//      so far, tried again: the machine may run faster or slower by then (a 4-rank Tree-LSTM
+//      step on the 2-core test bed measured 85 ms early in a run and 62 ms later), and that
+//      falls on both;
+//   6. the fastest measured is kept for the rest of training: where there was a second round,
+//      the fastest of it (its best beat every other of the first round there).
 // All ranks end with the same strategy: everything decided is computed from data every rank
 // holds the same (the probe's spec is rank 0's, broadcast; the profile and the trial times are
 // gathered from every rank), and the synchronizers' VerifyConsistent checks it.
@@ -89,6 +93,12 @@ struct AutoCandidate {
   int visits = 0;                 // its trial's visits so far
   bool reserve = false;     // searched beyond `candidates`: tried only if the correction says so
   double corrected_s = -1;  // the prediction corrected by the trials (once they are done)
+  // Tried in the second round of trials: the reserve candidates the correction picked, and the
+  // best of the first trials again beside them (its measured_s then that round's; before, in
+  // first_measured_s, and its counted steps from `second_from` on).
+  bool second = false;
+  double first_measured_s = -1;
+  size_t second_from = 0;
 };
 
 class AutoStrategy {
@@ -186,6 +196,9 @@ class AutoStrategy {
   // Ends the visit of candidates_[trying_] with the steps so far (`cut`: its trial ends here,
   // measured from the steps counted so far), and starts the next one (or decides). Collective.
   absl::Status EndVisit(bool cut);
+  // c's measured time: the median of its counted steps (of the second round's, where it was
+  // the best of the first, tried again).
+  static void Measure(AutoCandidate& c);
   // EndVisit's first part: the visit's steps counted (and, where `whole`, the visit counted and
   // the trial measured where it ends; not `whole`: a visit the run's end cut short). Collective.
   absl::Status FoldVisit(bool cut, bool whole);
@@ -214,6 +227,7 @@ class AutoStrategy {
   size_t chosen_ = 0;
   TrialCorrection correction_;
   bool corrected_round_ = false;  // the reserve candidates the correction picked were queued
+  bool second_round_ = false;     // ... and tried in a second round (AutoCandidate::second)
   bool cut_short_ = false;
   int trial_steps_run_ = 0, trial_steps_planned_ = 0;
   double probe_seconds_ = 0, search_seconds_ = 0;

@@ -277,6 +277,60 @@ TEST(AutoStrategyTest, ConcludeDecidesFromTheTrialsSoFar) {
   RunSteps(*c, 2);                          // the chosen strategy trains on
 }
 
+// The reserve candidates the correction picks are tried in a second round beside the best of
+// the first, tried again, and the decision is that round's: a machine that runs faster by then
+// does not hand the reserve a win the first round's best would have had. One searched
+// candidate and no builders, so one trial, whose fit (a ridge towards the model) leaves an
+// offset under its excess: the reserve, predicted about the same, is corrected below it and
+// picked. `again` is how long the first's steps sleep in the second round; the reserve's 10 ms.
+void SecondRound(int again, bool first_wins) {
+  AutoOptions options;
+  options.profile_steps = 1;
+  options.trial_steps = 3;  // a warm-up and 2 counted
+  options.try_builders = false;
+  options.cutoff = 0;
+  std::unique_ptr<Controlled> c = MakeControlled(options);
+  ASSERT_NE(c, nullptr);
+  // MakeControlled tries one searched candidate and keeps no reserve; here one in reserve.
+  options.candidates = 1;
+  options.reserve = 1;
+  absl::StatusOr<std::unique_ptr<AutoStrategy>> made =
+      AutoStrategy::Create(c->comm.get(), &c->store, c->sgd.get(), options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  c->controller = std::move(*made);
+  AutoStrategy& controller = *c->controller;
+  int step = 0;
+  RunUntilDecided(*c, [&](const std::string& name) {
+    const int i = step++;
+    if (i == 0) return 0;                  // the profile
+    if (i <= 3) return 30;                 // auto#1's first trial, on a slow machine
+    return name == "auto#1" ? again : 10;  // the second round
+  });
+  ASSERT_TRUE(controller.decided());
+  ASSERT_GE(controller.candidates().size(), 2u);
+  const AutoCandidate& first = controller.candidates()[0];
+  const AutoCandidate& reserve = controller.candidates()[1];
+  ASSERT_EQ(first.name, "auto#1");
+  ASSERT_GE(reserve.measured_s, 0) << controller.Report();  // picked and tried
+  EXPECT_TRUE(first.second && reserve.second);
+  EXPECT_GE(first.first_measured_s, 0.03) << controller.Report();
+  EXPECT_EQ(first.measured_steps, 2) << controller.Report();
+  EXPECT_EQ(controller.chosen().name, first_wins ? "auto#1" : reserve.name) << controller.Report();
+  EXPECT_EQ(step, 1 + 3 + 3 + 3);
+  EXPECT_TRUE(absl::StrContains(controller.Report(),
+                                "second round: the reserve the correction picked, beside "
+                                "auto#1, the best of the first, tried again:"))
+      << controller.Report();
+}
+
+TEST(AutoStrategyTest, SecondRoundComparesTheReserveWithTheFirstsBestAgain) {
+  SecondRound(/*again=*/2, /*first_wins=*/true);  // 30 ms, then 2: faster than the reserve's 10
+}
+
+TEST(AutoStrategyTest, SecondRoundReserveFasterThanTheFirstsBestAgainWins) {
+  SecondRound(/*again=*/25, /*first_wins=*/false);
+}
+
 TEST(AutoStrategyTest, RefusesZeroRounds) {
   AutoOptions options;
   options.trial_rounds = 0;
