@@ -243,51 +243,34 @@ absl::Status RunOnce(Context& c, const std::string& op, int64_t bytes, Tensor& b
   c.behind_s = 0;
   if (c.peer < 0 || (r != 0 && r != c.peer)) return absl::OkStatus();
   const int other = r == 0 ? c.peer : 0;
-  if (op == "against") {
-    // The row's time is the receiver's (the peer's): from when rank 0 sends until it has all.
-    Tensor stream = Tensor::Host({std::max<int64_t>(1, c.stream_bytes / 4)});
-    Tensor in = Tensor::Host(buf.shape());
+  if (op == "against" || op == "behind") {
+    // A transfer between the two (behind: rank 0's `buf` to the peer; against: the peer's
+    // stream to rank 0) and, --at of the way through, a second message from rank 0 to the peer
+    // on the duplicate communicator (behind: 8 bytes; against: `buf`). The row's time is the
+    // receiver's (the peer's): from when rank 0 sends the second until the peer has it; the
+    // transfer is waited for after.
+    const bool against = op == "against";
+    Tensor bulk_buf = against ? Tensor::Host({std::max<int64_t>(1, c.stream_bytes / 4)})
+                              : Tensor::Host(buf.shape());
+    Tensor second = against ? Tensor::Host(buf.shape()) : Tensor::Host({2});
     const auto t0 = std::chrono::steady_clock::now();
     std::unique_ptr<distributed::Work> bulk, msg;
     if (r == 0) {
-      CAVS_ASSIGN_OR_RETURN(bulk, comm.StartRecv(stream, other, 7));
+      CAVS_ASSIGN_OR_RETURN(
+          bulk, against ? comm.StartRecv(bulk_buf, other, 7) : comm.StartSend(buf, other, 7));
       for (int iteration = 0; Seconds(t0) < c.behind_after_s; ++iteration) {
         CAVS_RETURN_IF_ERROR(bulk->Test().status());
         distributed::internal::PollPause(iteration);
       }
-      CAVS_ASSIGN_OR_RETURN(msg, c.other->StartSend(buf, other, 8));
+      CAVS_ASSIGN_OR_RETURN(msg, c.other->StartSend(against ? buf : second, other, 8));
     } else {
-      CAVS_ASSIGN_OR_RETURN(bulk, comm.StartSend(stream, other, 7));
-      CAVS_ASSIGN_OR_RETURN(msg, c.other->StartRecv(in, other, 8));
+      CAVS_ASSIGN_OR_RETURN(
+          bulk, against ? comm.StartSend(bulk_buf, other, 7) : comm.StartRecv(bulk_buf, other, 7));
+      CAVS_ASSIGN_OR_RETURN(msg, c.other->StartRecv(second, other, 8));
     }
     for (int iteration = 0;; ++iteration) {
       CAVS_RETURN_IF_ERROR(bulk->Test().status());
       CAVS_ASSIGN_OR_RETURN(bool done, msg->Test());
-      if (done) break;
-      distributed::internal::PollPause(iteration);
-    }
-    c.behind_s = r == 0 ? 0 : Seconds(t0) - c.behind_after_s;
-    return bulk->Wait();
-  }
-  if (op == "behind") {
-    // The row's time is the slowest rank's: the receiver's. The transfer is waited for after.
-    Tensor in = Tensor::Host(buf.shape()), small = Tensor::Host({2});
-    const auto t0 = std::chrono::steady_clock::now();
-    std::unique_ptr<distributed::Work> bulk, note;
-    if (r == 0) {
-      CAVS_ASSIGN_OR_RETURN(bulk, comm.StartSend(buf, other, 7));
-      for (int iteration = 0; Seconds(t0) < c.behind_after_s; ++iteration) {
-        CAVS_RETURN_IF_ERROR(bulk->Test().status());
-        distributed::internal::PollPause(iteration);
-      }
-      CAVS_ASSIGN_OR_RETURN(note, c.other->StartSend(small, other, 8));
-    } else {
-      CAVS_ASSIGN_OR_RETURN(bulk, comm.StartRecv(in, other, 7));
-      CAVS_ASSIGN_OR_RETURN(note, c.other->StartRecv(small, other, 8));
-    }
-    for (int iteration = 0;; ++iteration) {
-      CAVS_RETURN_IF_ERROR(bulk->Test().status());
-      CAVS_ASSIGN_OR_RETURN(bool done, note->Test());
       if (done) break;
       distributed::internal::PollPause(iteration);
     }

@@ -203,6 +203,21 @@ TEST(MpiSyncTest, HierarchicalAllReduceMatchesOneProcess) {
   }
 }
 
+// Step i under `a` on this rank's slice of BatchOf(i), and the same step of one process on
+// the whole batch (`reference`, `reference_sgd`).
+void StepBoth(AutoStrategy& a, ParameterStore& store, ParameterStore& reference,
+              core::Optimizer& reference_sgd, int i) {
+  const Batch batch = BatchOf(World().rank(), World().world_size(), i);
+  absl::StatusOr<StepTimes> t =
+      a.Run(static_cast<int64_t>(batch.mine.size()), [&](const StepHooks&) -> absl::Status {
+        return WriteGradients(testing::ComputeGradSums(store, batch.mine), store);
+      });
+  ASSERT_TRUE(t.ok()) << t.status();
+  const testing::GradSums want = testing::ComputeGradSums(reference, batch.all);
+  ASSERT_TRUE(WriteMeans(want, static_cast<int64_t>(batch.all.size()), reference).ok());
+  ASSERT_TRUE(reference_sgd.Step(reference).ok());
+}
+
 // --strategy=auto's controller: probe, profile, search, trials, decision. Its steps are ordinary
 // training steps, so SGD under it follows one process on the union batches within 1e-5; every
 // rank ends with the same strategy. `rounds` > 1: the trials in rounds of visits.
@@ -227,15 +242,7 @@ void TrainsLikeOneProcessAndAgreesOnTheChoice(int trial_steps, int rounds) {
   ASSERT_TRUE(a.ok()) << a.status();
   int steps = 0;
   for (; steps < 100 && !(*a)->decided(); ++steps) {
-    const Batch batch = BatchOf(r, w, steps);
-    absl::StatusOr<StepTimes> t =
-        (*a)->Run(static_cast<int64_t>(batch.mine.size()), [&](const StepHooks&) -> absl::Status {
-          return WriteGradients(testing::ComputeGradSums(store, batch.mine), store);
-        });
-    ASSERT_TRUE(t.ok()) << t.status();
-    const testing::GradSums want = testing::ComputeGradSums(reference, batch.all);
-    ASSERT_TRUE(WriteMeans(want, static_cast<int64_t>(batch.all.size()), reference).ok());
-    ASSERT_TRUE(reference_sgd->Step(reference).ok());
+    ASSERT_NO_FATAL_FAILURE(StepBoth(**a, store, reference, *reference_sgd, steps));
   }
   ASSERT_TRUE((*a)->decided()) << "no decision after " << steps << " steps";
   // 2 profiled steps, then for each candidate tried its counted steps and a warm-up a visit;
@@ -308,19 +315,10 @@ TEST(MpiAutoStrategyTest, ConcludedEarlyAgreesAndTrainsOn) {
   absl::StatusOr<std::unique_ptr<AutoStrategy>> a =
       AutoStrategy::Create(&comm, &store, sgd.get(), options);
   ASSERT_TRUE(a.ok()) << a.status();
-  const auto step = [&](int i) {
-    const Batch batch = BatchOf(r, w, i);
-    absl::StatusOr<StepTimes> t =
-        (*a)->Run(static_cast<int64_t>(batch.mine.size()), [&](const StepHooks&) -> absl::Status {
-          return WriteGradients(testing::ComputeGradSums(store, batch.mine), store);
-        });
-    ASSERT_TRUE(t.ok()) << t.status();
-    const testing::GradSums want = testing::ComputeGradSums(reference, batch.all);
-    ASSERT_TRUE(WriteMeans(want, static_cast<int64_t>(batch.all.size()), reference).ok());
-    ASSERT_TRUE(reference_sgd->Step(reference).ok());
-  };
   // The profile's 2 steps, the first candidate's 4, the second's warm-up and 2 counted.
-  for (int i = 0; i < 9; ++i) step(i);
+  for (int i = 0; i < 9; ++i) {
+    ASSERT_NO_FATAL_FAILURE(StepBoth(**a, store, reference, *reference_sgd, i));
+  }
   ASSERT_FALSE((*a)->decided());
   ASSERT_TRUE((*a)->Conclude().ok());
   ASSERT_TRUE((*a)->decided());
@@ -336,7 +334,9 @@ TEST(MpiAutoStrategyTest, ConcludedEarlyAgreesAndTrainsOn) {
   core::Tensor all = core::Tensor::Host({w}, core::DType::kInt64);
   ASSERT_TRUE(comm.AllGather(mine, all).ok());
   for (int q = 0; q < w; ++q) EXPECT_EQ(all.data<int64_t>()[q], mine.data<int64_t>()[0]) << q;
-  for (int i = 9; i < 12; ++i) step(i);
+  for (int i = 9; i < 12; ++i) {
+    ASSERT_NO_FATAL_FAILURE(StepBoth(**a, store, reference, *reference_sgd, i));
+  }
   for (int i = 0; i < store.size(); ++i) {
     const std::vector<float> got = store.parameters()[i]->value.ToVector();
     const std::vector<float> want = reference.parameters()[i]->value.ToVector();
