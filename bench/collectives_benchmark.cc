@@ -304,9 +304,8 @@ double Bound(const Flags& f, const std::string& op, int64_t bytes, int hosts) {
     return 2 * steps * alpha + 2 * (h - 1) / h * bytes / bw;
   }
   if (op == "allgatherv") return steps * alpha + (h - 1) / h * bytes / bw;
-  if (op == "behind") return alpha;                // the small message alone
-  if (op == "against") return alpha + bytes / bw;  // the message alone
-  return alpha + bytes / bw;                       // exchange, oneway: one message each way
+  if (op == "behind") return alpha;  // the small message alone
+  return alpha + bytes / bw;  // exchange, oneway: one message each way; against: the message alone
 }
 
 absl::Status Main(int argc, char** argv) {
@@ -316,6 +315,7 @@ absl::Status Main(int argc, char** argv) {
   CAVS_ASSIGN_OR_RETURN(distributed::Topology topology, comm->DiscoverTopology());
   Context c{*comm, topology};
   if (topology.num_hosts() > 1) c.peer = topology.RanksOn(1)[0];
+  c.stream_bytes = f.stream_bytes;
   CAVS_ASSIGN_OR_RETURN(c.other, comm->Duplicate());
   const bool chief = comm->rank() == 0;
   const int hosts = topology.num_hosts();
@@ -345,7 +345,6 @@ absl::Status Main(int argc, char** argv) {
       } else if (ps) {
         CAVS_ASSIGN_OR_RETURN(bucket, MakePsPair(*comm, floats, c.peer, op == "ps-bucket"));
       }
-      c.stream_bytes = f.stream_bytes;
       const double ahead = op == "against" ? static_cast<double>(f.stream_bytes) : floats * 4.0;
       c.behind_after_s = ahead / (f.link_mbit * 1e6 / 8) * f.at;
       std::vector<double> times;

@@ -148,16 +148,15 @@ bool AutoStrategy::Pending(size_t i) const {
   return c.measured_s < 0 && !c.reserve && (options_.try_builders || c.searched);
 }
 
-int AutoStrategy::CountedSteps() const {
-  return options_.trial_steps > 1 ? options_.trial_steps - 1 : 1;
-}
+int AutoStrategy::WarmUpSteps() const { return options_.trial_steps > 1 ? 1 : 0; }
+
+int AutoStrategy::CountedSteps() const { return options_.trial_steps - WarmUpSteps(); }
 
 int AutoStrategy::Rounds() const { return std::min(options_.trial_rounds, CountedSteps()); }
 
 int AutoStrategy::VisitSteps(const AutoCandidate& c) const {
   const int counted = CountedSteps(), rounds = Rounds();
-  return (options_.trial_steps > 1 ? 1 : 0) + counted / rounds +
-         (c.visits < counted % rounds ? 1 : 0);
+  return WarmUpSteps() + counted / rounds + (c.visits < counted % rounds ? 1 : 0);
 }
 
 double AutoStrategy::BestSoFar() const {
@@ -173,9 +172,8 @@ double AutoStrategy::BestSoFar() const {
 absl::Status AutoStrategy::StartTrials() {
   round_ = -1;
   if (trial_steps_planned_ == 0) {
-    const int warm_up = options_.trial_steps > 1 ? 1 : 0;
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      if (Pending(i)) trial_steps_planned_ += CountedSteps() + Rounds() * warm_up;
+      if (Pending(i)) trial_steps_planned_ += CountedSteps() + Rounds() * WarmUpSteps();
     }
   }
   order_.clear();
@@ -380,7 +378,7 @@ absl::Status AutoStrategy::FoldVisit(bool cut, bool whole) {
   trial_times_.clear();
   AutoCandidate& c = candidates_[trying_];
   PartTimes& part = parts_[c.searched ? kSearch : kComparison];
-  if (options_.trial_steps > 1) {  // the visit's first step warms the strategy up
+  if (WarmUpSteps() > 0) {  // the visit's first step warms the strategy up
     part.first_steps.push_back(slowest[0]);
     slowest.erase(slowest.begin());
   }
@@ -409,7 +407,7 @@ void AutoStrategy::Measure(AutoCandidate& c) {
 absl::Status AutoStrategy::Conclude() {
   if (phase_ != Phase::kTrial) return absl::OkStatus();  // decided, or still profiling
   // Undecided where no step is counted: the visit under way, if any, goes on as it was.
-  bool any = trial_times_.size() > (options_.trial_steps > 1 ? 1u : 0u);
+  bool any = trial_times_.size() > static_cast<size_t>(WarmUpSteps());
   for (const AutoCandidate& c : candidates_) any = any || !c.counted_s.empty();
   if (!any) return absl::OkStatus();
   if (!trial_times_.empty()) CAVS_RETURN_IF_ERROR(FoldVisit(/*cut=*/false, /*whole=*/false));
@@ -459,7 +457,7 @@ std::string AutoStrategy::Report() const {
     }
     absl::StrAppendFormat(&out, "  trials: %d counted steps a strategy in %d round%s%s\n",
                           CountedSteps(), Rounds(), Rounds() > 1 ? "s" : "",
-                          options_.trial_steps > 1 ? ", after a step to warm up in each" : "");
+                          WarmUpSteps() > 0 ? ", after a step to warm up in each" : "");
     if (cut_short_) {
       int tried = 0;
       for (const AutoCandidate& c : candidates_) tried += c.measured_s >= 0 ? 1 : 0;

@@ -181,6 +181,7 @@ class AutoStrategy {
   bool Pending(size_t i) const;
   // The counted steps of each trial, its visits (trial_rounds, at most one a counted step), and
   // the steps of candidate c's next visit (its warm-up step included).
+  int WarmUpSteps() const;  // a visit's first, not counted (where trial_steps > 1)
   int CountedSteps() const;
   int Rounds() const;
   int VisitSteps(const AutoCandidate& c) const;

@@ -166,6 +166,8 @@ class Trainer {
   // The run ended before --strategy=auto decided: decides from the trials so far (and reports),
   // or says what the run trained under.
   [[nodiscard]] absl::Status ConcludeAutoStrategy();
+  // --profile-out, once --strategy=auto has profiled (rank 0).
+  [[nodiscard]] absl::Status WriteAutoProfile();
   [[nodiscard]] absl::Status SumOverRanks(std::vector<double>* reals, std::vector<int64_t>* counts);
   bool distributed() const { return sync_ != nullptr || auto_ != nullptr; }
   bool is_chief() const { return rank() == 0; }

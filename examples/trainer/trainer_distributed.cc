@@ -230,11 +230,13 @@ absl::Status Trainer::ReportAutoStrategy() {
   Say(absl::StrCat("auto strategy chosen: ", chosen.name, ", ", chosen.prediction.units.size(),
                    " units; as a strategy file (--strategy-file):\n",
                    distributed::SerializeStrategy(chosen.strategy)));
-  if (!config_.profile_out.empty()) {
-    CAVS_RETURN_IF_ERROR(WriteTextFile("--profile-out", config_.profile_out,
-                                       distributed::SerializeModelProfile(auto_->profile())));
-  }
-  return absl::OkStatus();
+  return WriteAutoProfile();
+}
+
+absl::Status Trainer::WriteAutoProfile() {
+  if (config_.profile_out.empty()) return absl::OkStatus();
+  return WriteTextFile("--profile-out", config_.profile_out,
+                       distributed::SerializeModelProfile(auto_->profile()));
 }
 
 absl::Status Trainer::ConcludeAutoStrategy() {
@@ -253,11 +255,7 @@ absl::Status Trainer::ConcludeAutoStrategy() {
                    auto_->trial_steps_run(), " of the ", auto_->trial_steps_planned(),
                    " trial steps planned): no strategy was chosen, it trained under '", under,
                    "'; give it more steps (--epochs)"));
-  if (!config_.profile_out.empty()) {
-    CAVS_RETURN_IF_ERROR(WriteTextFile("--profile-out", config_.profile_out,
-                                       distributed::SerializeModelProfile(auto_->profile())));
-  }
-  return absl::OkStatus();
+  return WriteAutoProfile();
 }
 
 // One step on this rank's slice of the step's global batch, the next from `queue`.

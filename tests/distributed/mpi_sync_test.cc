@@ -203,58 +203,91 @@ TEST(MpiSyncTest, HierarchicalAllReduceMatchesOneProcess) {
   }
 }
 
-// Step i under `a` on this rank's slice of BatchOf(i), and the same step of one process on
-// the whole batch (`reference`, `reference_sgd`).
-void StepBoth(AutoStrategy& a, ParameterStore& store, ParameterStore& reference,
-              core::Optimizer& reference_sgd, int i) {
-  const Batch batch = BatchOf(World().rank(), World().world_size(), i);
-  absl::StatusOr<StepTimes> t =
-      a.Run(static_cast<int64_t>(batch.mine.size()), [&](const StepHooks&) -> absl::Status {
-        return WriteGradients(testing::ComputeGradSums(store, batch.mine), store);
-      });
-  ASSERT_TRUE(t.ok()) << t.status();
-  const testing::GradSums want = testing::ComputeGradSums(reference, batch.all);
-  ASSERT_TRUE(WriteMeans(want, static_cast<int64_t>(batch.all.size()), reference).ok());
-  ASSERT_TRUE(reference_sgd.Step(reference).ok());
+// An AutoStrategy over the world on the test model, SGD, beside one process training on the
+// whole batches (`reference`); `options` with the probe at small sizes.
+struct AutoRun {
+  ParameterStore store{5}, reference{5};
+  std::unique_ptr<core::Optimizer> sgd, reference_sgd;
+  std::unique_ptr<AutoStrategy> a;
+
+  // Step i under `a` on this rank's slice of BatchOf(i), and the same step of one process.
+  void Step(int i) {
+    const Batch batch = BatchOf(World().rank(), World().world_size(), i);
+    absl::StatusOr<StepTimes> t =
+        a->Run(static_cast<int64_t>(batch.mine.size()), [&](const StepHooks&) -> absl::Status {
+          return WriteGradients(testing::ComputeGradSums(store, batch.mine), store);
+        });
+    ASSERT_TRUE(t.ok()) << t.status();
+    const testing::GradSums want = testing::ComputeGradSums(reference, batch.all);
+    ASSERT_TRUE(WriteMeans(want, static_cast<int64_t>(batch.all.size()), reference).ok());
+    ASSERT_TRUE(reference_sgd->Step(reference).ok());
+  }
+  // Every parameter within `tolerance` (relative) of one process's.
+  void ExpectLikeOneProcess(double tolerance) const {
+    for (int i = 0; i < store.size(); ++i) {
+      const std::vector<float> got = store.parameters()[i]->value.ToVector();
+      const std::vector<float> want = reference.parameters()[i]->value.ToVector();
+      EXPECT_LE(testing::MaxRelativeError(got, std::vector<double>(want.begin(), want.end())),
+                tolerance)
+          << store.parameters()[i]->name;
+    }
+  }
+  // The same choice everywhere: VerifyConsistent when the chosen synchronizer was made, and
+  // the chosen strategy's text gathered here.
+  void ExpectSameChoiceOnEveryRank() const {
+    const int w = World().world_size();
+    const std::string chosen = SerializeStrategy(a->chosen().strategy);
+    core::Tensor mine = core::Tensor::Host({1}, core::DType::kInt64);
+    mine.data<int64_t>()[0] = static_cast<int64_t>(std::hash<std::string>()(chosen) & INT64_MAX);
+    core::Tensor all = core::Tensor::Host({w}, core::DType::kInt64);
+    ASSERT_TRUE(World().AllGather(mine, all).ok());
+    for (int q = 0; q < w; ++q) EXPECT_EQ(all.data<int64_t>()[q], mine.data<int64_t>()[0]) << q;
+  }
+};
+
+std::unique_ptr<AutoRun> StartAutoRun(float momentum, AutoOptions options) {
+  auto run = std::make_unique<AutoRun>();
+  EXPECT_TRUE(testing::BuildModel(run->store).ok());
+  EXPECT_TRUE(testing::BuildModel(run->reference).ok());
+  core::OptimizerConfig config{.kind = core::OptimizerKind::kSgd, .lr = 0.5f, .momentum = momentum};
+  run->sgd = *core::MakeOptimizer(config);
+  run->reference_sgd = *core::MakeOptimizer(config);
+  options.probe = {
+      .small_bytes = 1024, .large_bytes = 64 << 10, .repetitions = 1, .fp16_elements = 1 << 16};
+  absl::StatusOr<std::unique_ptr<AutoStrategy>> a =
+      AutoStrategy::Create(&World(), &run->store, run->sgd.get(), options);
+  EXPECT_TRUE(a.ok()) << a.status();
+  if (!a.ok()) return nullptr;
+  run->a = std::move(*a);
+  return run;
 }
 
 // --strategy=auto's controller: probe, profile, search, trials, decision. Its steps are ordinary
 // training steps, so SGD under it follows one process on the union batches within 1e-5; every
 // rank ends with the same strategy. `rounds` > 1: the trials in rounds of visits.
 void TrainsLikeOneProcessAndAgreesOnTheChoice(int trial_steps, int rounds) {
-  Communicator& comm = World();
-  const int r = comm.rank(), w = comm.world_size();
-  ParameterStore store(5), reference(5);
-  ASSERT_TRUE(testing::BuildModel(store).ok());
-  ASSERT_TRUE(testing::BuildModel(reference).ok());
-  core::OptimizerConfig config{.kind = core::OptimizerKind::kSgd, .lr = 0.5f, .momentum = 0.9f};
-  std::unique_ptr<core::Optimizer> sgd = *core::MakeOptimizer(config);
-  std::unique_ptr<core::Optimizer> reference_sgd = *core::MakeOptimizer(config);
+  const int w = World().world_size();
   AutoOptions options;
   options.profile_steps = 2;
   options.trial_steps = trial_steps;
   options.trial_rounds = rounds;
   options.candidates = 2;
-  options.probe = {
-      .small_bytes = 1024, .large_bytes = 64 << 10, .repetitions = 1, .fp16_elements = 1 << 16};
-  absl::StatusOr<std::unique_ptr<AutoStrategy>> a =
-      AutoStrategy::Create(&comm, &store, sgd.get(), options);
-  ASSERT_TRUE(a.ok()) << a.status();
+  std::unique_ptr<AutoRun> run = StartAutoRun(/*momentum=*/0.9f, options);
+  ASSERT_NE(run, nullptr);
+  AutoStrategy& a = *run->a;
   int steps = 0;
-  for (; steps < 100 && !(*a)->decided(); ++steps) {
-    ASSERT_NO_FATAL_FAILURE(StepBoth(**a, store, reference, *reference_sgd, steps));
-  }
-  ASSERT_TRUE((*a)->decided()) << "no decision after " << steps << " steps";
+  for (; steps < 100 && !a.decided(); ++steps) ASSERT_NO_FATAL_FAILURE(run->Step(steps));
+  ASSERT_TRUE(a.decided()) << "no decision after " << steps << " steps";
   // 2 profiled steps, then for each candidate tried its counted steps and a warm-up a visit;
   // the best of the first round tried again where reserve strategies were.
   int tried = 0;
-  for (const AutoCandidate& c : (*a)->candidates()) {
+  for (const AutoCandidate& c : a.candidates()) {
     tried += (c.measured_s >= 0 ? 1 : 0) + (c.first_measured_s >= 0 ? 1 : 0);
   }
   EXPECT_EQ(steps, 2 + (trial_steps - 1 + rounds) * tried);
   EXPECT_GE(tried, static_cast<int>(StrategyBuilderNames().size()) / 2);
   // Every builder is tried, also where the search found it too and ranked it in reserve.
-  for (const AutoCandidate& c : (*a)->candidates()) {
+  for (const AutoCandidate& c : a.candidates()) {
     if (!absl::StartsWith(c.name, "auto#") || absl::StrContains(c.name, "(= ")) {
       EXPECT_GE(c.measured_s, 0) << c.name << " was not tried";
     }
@@ -262,27 +295,15 @@ void TrainsLikeOneProcessAndAgreesOnTheChoice(int trial_steps, int rounds) {
   // Each step's mean gradient differs from one process's by rounding only (within 1e-6 of its
   // magnitude, RunAndCompare), but over these 20 to 40 steps of SGD with momentum 0.9 those
   // differences add up along the trajectory: seen up to 5e-5 after 32 steps at -np 2; 1e-4.
-  for (int i = 0; i < store.size(); ++i) {
-    const std::vector<float> got = store.parameters()[i]->value.ToVector();
-    const std::vector<float> want = reference.parameters()[i]->value.ToVector();
-    EXPECT_LE(testing::MaxRelativeError(got, std::vector<double>(want.begin(), want.end())), 1e-4)
-        << store.parameters()[i]->name;
-  }
-  // The same choice everywhere: VerifyConsistent when the chosen synchronizer was made, and
-  // the names gathered here.
-  const std::string chosen = SerializeStrategy((*a)->chosen().strategy);
-  core::Tensor mine = core::Tensor::Host({1}, core::DType::kInt64);
-  mine.data<int64_t>()[0] = static_cast<int64_t>(std::hash<std::string>()(chosen) & INT64_MAX);
-  core::Tensor all = core::Tensor::Host({w}, core::DType::kInt64);
-  ASSERT_TRUE(comm.AllGather(mine, all).ok());
-  for (int q = 0; q < w; ++q) EXPECT_EQ(all.data<int64_t>()[q], mine.data<int64_t>()[0]) << q;
-  EXPECT_TRUE(absl::StrContains((*a)->Report(), "<- chosen")) << (*a)->Report();
+  run->ExpectLikeOneProcess(1e-4);
+  run->ExpectSameChoiceOnEveryRank();
+  EXPECT_TRUE(absl::StrContains(a.Report(), "<- chosen")) << a.Report();
   // The probe and the profile describe this job.
-  EXPECT_EQ((*a)->cluster().world_size(), w);
-  EXPECT_GT((*a)->cluster().fp16.encode, 0);  // timed on every rank
-  EXPECT_GT((*a)->cluster().fp16.decode, 0);
-  EXPECT_GT((*a)->cluster().fp16.sum, 0);
-  EXPECT_EQ((*a)->profile().params.size(), static_cast<size_t>(store.size()));
+  EXPECT_EQ(a.cluster().world_size(), w);
+  EXPECT_GT(a.cluster().fp16.encode, 0);  // timed on every rank
+  EXPECT_GT(a.cluster().fp16.decode, 0);
+  EXPECT_GT(a.cluster().fp16.sum, 0);
+  EXPECT_EQ(a.profile().params.size(), static_cast<size_t>(run->store.size()));
 }
 
 TEST(MpiAutoStrategyTest, TrainsLikeOneProcessAndAgreesOnTheChoice) {
@@ -297,52 +318,28 @@ TEST(MpiAutoStrategyTest, TrainsLikeOneProcessInRoundsOfTrials) {
 // candidate's trial): Conclude decides on every rank alike from the trials so far, and the
 // chosen strategy trains on like one process.
 TEST(MpiAutoStrategyTest, ConcludedEarlyAgreesAndTrainsOn) {
-  Communicator& comm = World();
-  const int r = comm.rank(), w = comm.world_size();
-  ParameterStore store(5), reference(5);
-  ASSERT_TRUE(testing::BuildModel(store).ok());
-  ASSERT_TRUE(testing::BuildModel(reference).ok());
-  core::OptimizerConfig config{.kind = core::OptimizerKind::kSgd, .lr = 0.5f};
-  std::unique_ptr<core::Optimizer> sgd = *core::MakeOptimizer(config);
-  std::unique_ptr<core::Optimizer> reference_sgd = *core::MakeOptimizer(config);
   AutoOptions options;
   options.profile_steps = 2;
   options.trial_steps = 4;  // a warm-up step and 3 counted
   options.candidates = 2;
   options.cutoff = 0;
-  options.probe = {
-      .small_bytes = 1024, .large_bytes = 64 << 10, .repetitions = 1, .fp16_elements = 1 << 16};
-  absl::StatusOr<std::unique_ptr<AutoStrategy>> a =
-      AutoStrategy::Create(&comm, &store, sgd.get(), options);
-  ASSERT_TRUE(a.ok()) << a.status();
+  std::unique_ptr<AutoRun> run = StartAutoRun(/*momentum=*/0.0f, options);
+  ASSERT_NE(run, nullptr);
+  AutoStrategy& a = *run->a;
   // The profile's 2 steps, the first candidate's 4, the second's warm-up and 2 counted.
-  for (int i = 0; i < 9; ++i) {
-    ASSERT_NO_FATAL_FAILURE(StepBoth(**a, store, reference, *reference_sgd, i));
-  }
-  ASSERT_FALSE((*a)->decided());
-  ASSERT_TRUE((*a)->Conclude().ok());
-  ASSERT_TRUE((*a)->decided());
-  EXPECT_TRUE((*a)->cut_short());
+  for (int i = 0; i < 9; ++i) ASSERT_NO_FATAL_FAILURE(run->Step(i));
+  ASSERT_FALSE(a.decided());
+  ASSERT_TRUE(a.Conclude().ok());
+  ASSERT_TRUE(a.decided());
+  EXPECT_TRUE(a.cut_short());
   std::vector<int> measured;
-  for (const AutoCandidate& c : (*a)->candidates()) {
+  for (const AutoCandidate& c : a.candidates()) {
     if (c.measured_s >= 0) measured.push_back(c.measured_steps);
   }
-  EXPECT_EQ(measured, (std::vector<int>{3, 2})) << (*a)->Report();
-  const std::string chosen = SerializeStrategy((*a)->chosen().strategy);
-  core::Tensor mine = core::Tensor::Host({1}, core::DType::kInt64);
-  mine.data<int64_t>()[0] = static_cast<int64_t>(std::hash<std::string>()(chosen) & INT64_MAX);
-  core::Tensor all = core::Tensor::Host({w}, core::DType::kInt64);
-  ASSERT_TRUE(comm.AllGather(mine, all).ok());
-  for (int q = 0; q < w; ++q) EXPECT_EQ(all.data<int64_t>()[q], mine.data<int64_t>()[0]) << q;
-  for (int i = 9; i < 12; ++i) {
-    ASSERT_NO_FATAL_FAILURE(StepBoth(**a, store, reference, *reference_sgd, i));
-  }
-  for (int i = 0; i < store.size(); ++i) {
-    const std::vector<float> got = store.parameters()[i]->value.ToVector();
-    const std::vector<float> want = reference.parameters()[i]->value.ToVector();
-    EXPECT_LE(testing::MaxRelativeError(got, std::vector<double>(want.begin(), want.end())), 1e-5)
-        << store.parameters()[i]->name;
-  }
+  EXPECT_EQ(measured, (std::vector<int>{3, 2})) << a.Report();
+  run->ExpectSameChoiceOnEveryRank();
+  for (int i = 9; i < 12; ++i) ASSERT_NO_FATAL_FAILURE(run->Step(i));
+  run->ExpectLikeOneProcess(1e-5);
 }
 
 // Servers named by host, resolved against the hosts of a 2-rank-per-host layout.
