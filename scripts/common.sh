@@ -3,6 +3,15 @@
 
 CAVS_JOBS="${CAVS_JOBS:-2}"
 
+# ccache keys on absolute paths: the -I and source paths CMake writes, and with -g the working
+# directory. So a second checkout of the same commit in another folder (a CI clone beside a
+# developer's tree, on one machine) would miss every object the first one cached and build cold.
+# With the checkout as the base directory, paths under it are hashed relative to the build
+# folder, and the working directory is left out of the hash; the objects' debug information then
+# names the folder of whichever checkout compiled them first. Set either variable to override.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+
 # cavs_configure <build dir> [extra cmake args...]: configures with Ninja (and ccache if present).
 cavs_configure() {
   local dir="$1"
