@@ -338,12 +338,14 @@ cmd_run() {
     --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 \
     ${output_dir:+--output-filename "$output_dir"} "$@"
   local rc=$?
-  # Whatever a failed job left in the hosts (a rank or daemon cut off from mpirun) goes now.
-  local ns pid
+  # Whatever a failed job left in the hosts (a rank or daemon cut off from mpirun) goes now;
+  # the host's delay (netdelay, by the pid `up` recorded) stays for the next job.
+  local ns pid keep
   for ((i = 0; i < HOSTS; i++)); do
     ns=$(ns_host "$name" "$i")
+    keep=$(cat "$STATE_ROOT/$name/netdelay.$i.pid" 2>/dev/null)
     for pid in $(ip netns pids "$ns" 2>/dev/null); do
-      [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == netdelay ]] || kill -9 "$pid" 2>/dev/null
+      [[ "$pid" == "$keep" ]] || kill -9 "$pid" 2>/dev/null
     done
   done
   mapfile -t after < <(wire_counts "$name")

@@ -78,6 +78,15 @@ mode_train() {
   "$compare" "$(latest "$work/cluster")" "$(latest "$work/loopback")" ||
     fail "the parameters trained across hosts differ from loopback's"
 
+  # Where the latency is a user-space delay (no netem), it outlives the jobs: every job after
+  # the first must still see it.
+  local pid state
+  for h in 0 1; do
+    pid=$(cat "/run/cavs-cluster/$name/netdelay.$h.pid" 2>/dev/null) || continue
+    state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
+    [[ -n "$state" && "$state" != Z ]] || fail "host $h's delay (netdelay $pid) ended with a job"
+  done
+
   # Host 0's transmitted bytes against rank 0's payload plus Ethernet, IP and TCP headers of
   # full segments (66 bytes for 1448 of payload) and MPI's own (setup, evaluation counts).
   local payload tx
