@@ -303,8 +303,7 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
   const bool calibrate = comm.world_size() > 1 && cal_sizes[0] > 0;
   std::array<std::array<double, 5>, 2> collective_s{};
   for (int point = 0; calibrate && point < cal_points; ++point) {
-    CAVS_ASSIGN_OR_RETURN(collective_s[point],
-                          TimeCollectives(comm, cal_sizes[point], point == 0 ? reps : 1));
+    CAVS_ASSIGN_OR_RETURN(collective_s[point], TimeCollectives(comm, cal_sizes[point], reps));
   }
   Fp16Costs fp16;
   if (options.fp16_elements > 0) {

@@ -46,8 +46,8 @@ struct ProbeOptions {
   int64_t large_bytes = 1 << 20;
   int repetitions = 3;  // per size and pair; the median counts
   // Each collective kind (allreduce, reduce, broadcast, allgatherv, gatherv) of this many bytes
-  // in all, over every rank, timed as cavs runs them (`repetitions` times), and again at
-  // `calibration_large_bytes` (once, after one to warm up): the line through the two against
+  // in all, over every rank, timed as cavs runs them (the median of `repetitions`, after one to
+  // warm up), and again at `calibration_large_bytes` (the same): the line through the two against
   // the cost model's times on the probed links gives ClusterSpec::extra and ::factor (at one
   // size, where the large is not larger: the ratio, as factor). 0: no calibration.
   int64_t calibration_bytes = 1 << 20;
