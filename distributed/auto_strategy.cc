@@ -171,10 +171,9 @@ double AutoStrategy::BestSoFar() const {
 
 absl::Status AutoStrategy::StartTrials() {
   round_ = -1;
-  if (trial_steps_planned_ == 0) {
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-      if (Pending(i)) trial_steps_planned_ += CountedSteps() + Rounds() * WarmUpSteps();
-    }
+  // Each call plans its own trials: the first round's, then a second round's.
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    if (Pending(i)) trial_steps_planned_ += CountedSteps() + Rounds() * WarmUpSteps();
   }
   order_.clear();
   next_in_order_ = 0;

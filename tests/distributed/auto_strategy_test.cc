@@ -317,6 +317,9 @@ void SecondRound(int again, bool first_wins) {
   EXPECT_EQ(first.measured_steps, 2) << controller.Report();
   EXPECT_EQ(controller.chosen().name, first_wins ? "auto#1" : reserve.name) << controller.Report();
   EXPECT_EQ(step, 1 + 3 + 3 + 3);
+  // The second round's steps are planned too: the report's "N of the M trial steps planned".
+  EXPECT_EQ(controller.trial_steps_run(), 3 + 3 + 3);
+  EXPECT_EQ(controller.trial_steps_planned(), 3 + 3 + 3);
   EXPECT_TRUE(absl::StrContains(controller.Report(),
                                 "second round: the reserve the correction picked, beside "
                                 "auto#1, the best of the first, tried again:"))
