@@ -20,6 +20,7 @@
 set -uo pipefail
 mode="$1" src="$2" train="$3" mpitest="$4" compare="$5"
 cluster="$src/scripts/cluster.sh"
+state_root="${CAVS_CLUSTER_STATE:-/run/cavs-cluster}"  # where cluster.sh keeps a cluster's state
 name="t$$"
 work=$(mktemp -d "${TMPDIR:-/tmp}/cavs_cluster_test.XXXXXX")
 cleanup() {
@@ -82,7 +83,7 @@ mode_train() {
   # the first must still see it.
   local pid state
   for h in 0 1; do
-    pid=$(cat "/run/cavs-cluster/$name/netdelay.$h.pid" 2>/dev/null) || continue
+    pid=$(cat "$state_root/$name/netdelay.$h.pid" 2>/dev/null) || continue
     state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
     [[ -n "$state" && "$state" != Z ]] || fail "host $h's delay (netdelay $pid) ended with a job"
   done
@@ -100,7 +101,7 @@ mode_train() {
 
   "$cluster" down --name="$name" || fail "down"
   if ip netns list | grep -q "cavs-$name-"; then fail "namespaces left: $(ip netns list)"; fi
-  [[ ! -e "/run/cavs-cluster/$name" ]] || fail "state left in /run/cavs-cluster/$name"
+  [[ ! -e "$state_root/$name" ]] || fail "state left in $state_root/$name"
   if compgen -G "/dev/shm/cavs-cluster-$name-*" >/dev/null; then fail "/dev/shm left behind"; fi
   echo "PASS"
 }
