@@ -83,6 +83,9 @@ absl::Status ApplyInterHostFit(const AlphaBeta& fit, Collective op, ClusterSpec*
   }
   cluster->message_overhead = std::max(0.0, fit.alpha - cluster->inter_latency);
   (both ? cluster->duplex : cluster->efficiency) = factor;
+  if (both) {
+    for (HostSpec& h : cluster->hosts) h.duplex = 0;  // the fit is the cluster's, every host's
+  }
   return absl::OkStatus();
 }
 

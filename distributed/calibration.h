@@ -51,7 +51,8 @@ FitPoint CollectiveFitTerms(const ClusterSpec& cluster, Collective op, double by
 // Sets what a fit of `op` between hosts of `cluster` measured: message_overhead = alpha less
 // the inter-host latency already there (at least 0); with a one-direction collective (reduce,
 // broadcast, gather) efficiency = 1 / (beta x line rate), with a both-directions one (allreduce,
-// allgather) duplex = 1 / (beta x efficiency x line rate); the line rate is the slowest host's.
+// allgather) duplex = 1 / (beta x efficiency x line rate), for every host (their own factors
+// are cleared); the line rate is the slowest host's.
 // Errors: a cluster of one host, beta <= 0, or a factor outside (0, 1] (the measured rate is
 // above the line rate the file states: nothing is changed).
 [[nodiscard]] absl::Status ApplyInterHostFit(const AlphaBeta& fit, Collective op,

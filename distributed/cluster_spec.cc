@@ -159,7 +159,7 @@ absl::Status ParseAlgorithms(const std::vector<std::string>& tokens, CollectiveA
   return absl::OkStatus();
 }
 
-// `host NAME ranks=R bandwidth_gbit=G` or `hosts N ranks=R bandwidth_gbit=G`.
+// `host NAME ranks=R bandwidth_gbit=G [duplex=D]` or `hosts N ranks=R bandwidth_gbit=G ...`.
 absl::Status ParseHosts(const std::vector<std::string>& tokens, int line, ParseState& st) {
   const bool many = tokens[0] == "hosts";
   if (tokens.size() < 2) {
@@ -171,8 +171,9 @@ absl::Status ParseHosts(const std::vector<std::string>& tokens, int line, ParseS
     if (!n.ok()) return FieldError("count", n.status());
     count = *n;
   }
-  CAVS_ASSIGN_OR_RETURN(std::vector<LineOption> options,
-                        internal::ParseLineOptions(tokens, 2, {"ranks", "bandwidth_gbit"}));
+  CAVS_ASSIGN_OR_RETURN(
+      std::vector<LineOption> options,
+      internal::ParseLineOptions(tokens, 2, {"ranks", "bandwidth_gbit", "duplex"}));
   HostSpec host;
   bool have_bandwidth = false;
   for (const LineOption& o : options) {
@@ -182,6 +183,7 @@ absl::Status ParseHosts(const std::vector<std::string>& tokens, int line, ParseS
       host.ranks = static_cast<int>(*r);
     }
     CAVS_RETURN_IF_ERROR(SetNumber(o, "bandwidth_gbit", {0, true, kInf}, kGbit, &host.bandwidth));
+    CAVS_RETURN_IF_ERROR(SetNumber(o, "duplex", {0, true, 1}, 1, &host.duplex));
     have_bandwidth |= o.key == "bandwidth_gbit";
   }
   if (!have_bandwidth) return FieldError("bandwidth_gbit", absl::InvalidArgumentError("missing"));
@@ -244,6 +246,10 @@ int ClusterSpec::world_size() const {
   return n;
 }
 
+double ClusterSpec::HostDuplex(int h) const {
+  return hosts[h].duplex > 0 ? hosts[h].duplex : duplex;
+}
+
 std::vector<int> ClusterSpec::HostOfRank() const {
   std::vector<int> host_of;
   for (int h = 0; h < static_cast<int>(hosts.size()); ++h)
@@ -300,7 +306,9 @@ std::string SerializeClusterSpec(const ClusterSpec& c) {
   }
   for (const HostSpec& h : c.hosts) {
     absl::StrAppend(&out, "host ", internal::QuoteToken(h.name), " ranks=", h.ranks,
-                    " bandwidth_gbit=", FormatNumber(h.bandwidth / kGbit), "\n");
+                    " bandwidth_gbit=", FormatNumber(h.bandwidth / kGbit));
+    if (h.duplex > 0) absl::StrAppend(&out, " duplex=", FormatNumber(h.duplex));
+    absl::StrAppend(&out, "\n");
   }
   return out;
 }
@@ -331,7 +339,7 @@ ClusterSpec ScaleCluster(const ClusterSpec& base, int hosts, int ranks_per_host)
   c.hosts.clear();
   for (int i = 0; i < hosts; ++i) {
     const HostSpec& like = base.hosts[i % base.hosts.size()];
-    c.hosts.push_back({absl::StrCat("h", i), ranks_per_host, like.bandwidth});
+    c.hosts.push_back({absl::StrCat("h", i), ranks_per_host, like.bandwidth, like.duplex});
   }
   return c;
 }

@@ -13,7 +13,7 @@
 //   calibration allreduce=1.1 reduce=1.6 broadcast=1.5 allgather=2 gather=1   # optional
 //   fp16 encode_ns=0.55 decode_ns=0.57 sum_ns=3.4                             # optional
 //   host a ranks=2 bandwidth_gbit=1
-//   host b ranks=2 bandwidth_gbit=0.25
+//   host b ranks=2 bandwidth_gbit=0.25 duplex=1   # this host's own duplex factor
 //   hosts 4 ranks=8 bandwidth_gbit=100        # four more hosts, named h2 .. h5
 //
 // Ranks are numbered host by host in file order (mpirun's default --map-by slot): host a holds
@@ -60,6 +60,10 @@ struct HostSpec {
   std::string name;
   int ranks = 1;
   double bandwidth = 0.0;  // bytes/s: the line rate of the host's network link, each direction
+  // The duplex factor of this host's link (ClusterSpec::duplex), where it has its own: a slow
+  // link shaped in each direction carries both at full rate while a fast one is bound by the
+  // CPU that drives it. 0: the cluster's.
+  double duplex = 0.0;
 
   friend bool operator==(const HostSpec&, const HostSpec&) = default;
 };
@@ -84,7 +88,8 @@ struct ClusterSpec {
   double message_overhead = 0.0;  // s: per message a rank sends or receives in one step
   double efficiency = 1.0;        // fraction of the line rate one direction reaches alone
   // Fraction of (efficiency x line rate) each direction gets while both directions of a link
-  // carry traffic (Open MPI 4.1's TCP transport: about 0.5; a full-duplex transport: 1).
+  // carry traffic (Open MPI 4.1's TCP transport: about 0.5; a full-duplex transport: 1). A
+  // host's own (HostSpec::duplex) takes its place for that host.
   double duplex = 1.0;
   // Within a host (shared memory): aggregate bandwidth and latency.
   double intra_bandwidth = 100e9 / 8;
@@ -106,6 +111,8 @@ struct ClusterSpec {
   Fp16Costs fp16;
 
   int world_size() const;
+  // Host h's duplex factor: its own where it has one, else the cluster's.
+  double HostDuplex(int h) const;
   // The host of every rank, ranks numbered host by host.
   std::vector<int> HostOfRank() const;
 
@@ -128,8 +135,8 @@ std::string SerializeClusterSpec(const ClusterSpec& cluster);
                                                            absl::string_view file);
 
 // `hosts` hosts of `ranks_per_host` ranks each, with `base`'s link parameters and algorithms;
-// host i has the bandwidth of base host (i mod base's hosts), so an uneven cluster keeps its
-// mix. Names h0, h1, ... REQUIRES: hosts >= 1, ranks_per_host >= 1, base has a host.
+// host i has the bandwidth and duplex of base host (i mod base's hosts), so an uneven cluster keeps
+// its mix. Names h0, h1, ... REQUIRES: hosts >= 1, ranks_per_host >= 1, base has a host.
 ClusterSpec ScaleCluster(const ClusterSpec& base, int hosts, int ranks_per_host);
 
 }  // namespace cavs::distributed

@@ -307,10 +307,10 @@ void Phase::ChargeSums(double seconds_per_byte) {
 }
 
 Resources::Resources(const ClusterSpec& cluster) {
-  for (const HostSpec& h : cluster.hosts) {
-    const double rate = cluster.efficiency * h.bandwidth;
+  for (int h = 0; h < static_cast<int>(cluster.hosts.size()); ++h) {
+    const double rate = cluster.efficiency * cluster.hosts[h].bandwidth;
     capacity_.insert(capacity_.end(),
-                     {rate, rate, 2.0 * cluster.duplex * rate, cluster.intra_bandwidth});
+                     {rate, rate, 2.0 * cluster.HostDuplex(h) * rate, cluster.intra_bandwidth});
   }
 }
 

@@ -16,8 +16,9 @@
 // Link resources, per host h:
 //
 //   Out(h), In(h)   the two directions of h's network link, efficiency x line rate each
-//   Duplex(h)       both directions together: 2 x duplex x efficiency x line rate, so that a
-//                   direction gets the full rate alone and duplex x rate while the other is busy
+//   Duplex(h)       both directions together: 2 x duplex x efficiency x line rate (the
+//                   host's own duplex where it has one), so that a direction gets the full rate
+//                   alone and duplex x rate while the other is busy
 //   Shm(h)          h's shared memory, for messages between two of its ranks
 //
 // A message of b bytes from a rank on host a to one on host b != a adds b to Out(a), In(b),

@@ -255,16 +255,12 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
       CAVS_ASSIGN_OR_RETURN(double ts, TimeExchange(comm, peer, small, reps, true, false));
       CAVS_ASSIGN_OR_RETURN(double tl, TimeExchange(comm, peer, large, reps, true, false));
       const Link link = Fit(small, ts, large, tl);
-      double duplex = 1.0;
-      if (round == 0) {
-        // One direction alone, the lower host sending: how much of the exchange's time it is.
-        CAVS_ASSIGN_OR_RETURN(double one,
-                              TimeExchange(comm, peer, large, reps, false, my_host < peer_host));
-        duplex = std::clamp(one / tl, 0.0, 1.0);
-      }
+      // One direction alone, the lower host sending: how much of the exchange's time it is.
+      CAVS_ASSIGN_OR_RETURN(double one,
+                            TimeExchange(comm, peer, large, reps, false, my_host < peer_host));
       mine[3 * peer_host] = link.bandwidth;
       mine[3 * peer_host + 1] = link.latency;
-      mine[3 * peer_host + 2] = duplex;
+      mine[3 * peer_host + 2] = std::clamp(one / tl, 0.5, 1.0);
     }
     CAVS_RETURN_IF_ERROR(comm.Barrier());  // one round at a time
   }
@@ -329,18 +325,41 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
     ClusterSpec spec;
     spec.name = absl::StrCat("probed ", topology.Describe());
     std::vector<double> latencies, intra_bws, intra_lats;
-    double duplex = 1.0;
+    // A pair's figures, measured by the lower host's leader.
+    auto pair = [&](int h, int peer, int i) {
+      return at(topology.RanksOn(std::min(h, peer))[0], 3 * std::max(h, peer) + i);
+    };
+    // One direction alone took `one`, both at once `tl`: a link that carries both at full rate
+    // has one / tl near 1, one that shares its rate between them near 1/2. The exchanges ran
+    // both ways, so a pair's line rate is their rate over its duplex fraction. A slow host
+    // limits every pair it is in, so a host's own pairs are those within kOwnPairs of its
+    // fastest; its line rate and duplex factor are their medians (a pair's exchange and its
+    // one-way timing run at different moments, and the other pairs of the round share the
+    // cores: one pair alone can be off by a third). The cluster's factor is the smallest of
+    // the hosts'; a host whose own differs keeps it.
+    constexpr double kOwnPairs = 0.8;
+    std::vector<double> host_duplex(hosts, 1.0);
     for (int h = 0; h < hosts; ++h) {
       HostSpec host;
       host.name = absl::StrCat("h", h);
       host.ranks = static_cast<int>(topology.RanksOn(h).size());
       const int lead = topology.RanksOn(h)[0];
+      std::vector<double> line(hosts, 0.0);  // per peer: the pair's line rate
       for (int peer = 0; peer < hosts; ++peer) {
-        if (peer == h) continue;
-        host.bandwidth = std::max(host.bandwidth, at(lead, 3 * peer));
-        latencies.push_back(at(lead, 3 * peer + 1));
-        if (at(lead, 3 * peer + 2) > 0) duplex = std::min(duplex, at(lead, 3 * peer + 2));
+        if (peer == h || !(pair(h, peer, 2) > 0)) continue;
+        line[peer] = pair(h, peer, 0) / pair(h, peer, 2);
+        if (h < peer) latencies.push_back(at(lead, 3 * peer + 1));
       }
+      const double fastest = *std::max_element(line.begin(), line.end());
+      std::vector<double> rates, duplexes;
+      for (int peer = 0; peer < hosts; ++peer) {
+        if (line[peer] > 0 && line[peer] >= kOwnPairs * fastest) {
+          rates.push_back(line[peer]);
+          duplexes.push_back(pair(h, peer, 2));
+        }
+      }
+      host.bandwidth = UpperMedian(rates);
+      if (!duplexes.empty()) host_duplex[h] = UpperMedian(duplexes);
       if (host.ranks >= 2) {
         intra_bws.push_back(at(lead, intra_at));
         intra_lats.push_back(at(lead, intra_at + 1));
@@ -348,13 +367,12 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
       spec.hosts.push_back(host);
     }
     if (hosts == 1) spec.hosts[0].bandwidth = 1e12;  // no network to speak of
-    spec.inter_latency = UpperMedian(latencies);
-    // One direction alone took `one`, both at once `tl`: a link that carries both at full rate
-    // has one / tl near 1, one that shares its rate between them near 1/2. The exchanges ran
-    // both ways, so the line rate is their rate over the duplex fraction.
-    spec.duplex = std::clamp(duplex, 0.5, 1.0);
-    for (HostSpec& h : spec.hosts) {
-      if (hosts > 1) h.bandwidth /= spec.duplex;
+    if (hosts > 1) {
+      spec.inter_latency = UpperMedian(latencies);
+      spec.duplex = *std::min_element(host_duplex.begin(), host_duplex.end());
+      for (int h = 0; h < hosts; ++h) {
+        if (host_duplex[h] != spec.duplex) spec.hosts[h].duplex = host_duplex[h];
+      }
     }
     if (!intra_bws.empty()) {
       spec.intra_bandwidth = UpperMedian(intra_bws);

@@ -13,10 +13,15 @@
 // How the figures are derived (docs/distributed.md, "Probing the cluster"):
 //   - a pair's time for n bytes both ways at once is t(n) = a + n / b; from the two sizes,
 //     b = (large - small) / (t(large) - t(small)) and a = t(small) - small / b;
-//   - host h's link bandwidth is the largest b over its pairs (a slow host limits every pair it
-//     is in, so the fastest pair is the host's own limit; with 2 hosts both get the pair's);
+//   - a pair's duplex fraction d is the time of `large_bytes` one way alone over that of the
+//     exchange (within [0.5, 1]), and its line rate b / d;
+//   - host h's link bandwidth is the largest line rate over its pairs (a slow host limits every
+//     pair it is in, so the fastest pair is the host's own limit; with 2 hosts both get the
+//     pair's), and its duplex factor that pair's d; the cluster's `duplex` is the smallest
+//     host's, and a host whose own differs keeps it (HostSpec::duplex: a link shaped at a low
+//     rate carries both ways at once where a fast one is bound by its CPU);
 //   - the latency is the median a over all pairs, halved (a is a round trip's worth of
-//     overheads); `duplex` is one direction's time over both directions' on the first pair;
+//     overheads);
 //   - within a host, the same between its first two ranks (hosts with one rank skip it);
 //   - calibration: each collective kind the synchronizer uses is timed over all ranks (root 0)
 //     at two sizes and compared with the cost model's time for it on the probed spec; the line

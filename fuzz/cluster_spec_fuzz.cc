@@ -22,6 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int ranks = 0;
   for (const HostSpec& h : parsed->hosts) {
     CAVS_CHECK(h.ranks >= 1 && h.bandwidth >= 0 && !std::isnan(h.bandwidth), "host ", h.name);
+    CAVS_CHECK(h.duplex >= 0 && h.duplex <= 1, "host ", h.name, " duplex ", h.duplex);
     ranks += h.ranks;
   }
   CAVS_CHECK(parsed->world_size() == ranks, "world size");

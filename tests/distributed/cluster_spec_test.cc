@@ -18,7 +18,7 @@ inter latency_us=60 overhead_us=40 efficiency=0.95 duplex=0.5
 intra bandwidth_gbit=40 latency_us=2
 algorithms allreduce=recursive_doubling reduce=binomial broadcast=libnbc allgather=ring
 host a ranks=2 bandwidth_gbit=1
-host "b 2" ranks=1 bandwidth_gbit=0.25
+host "b 2" ranks=1 bandwidth_gbit=0.25 duplex=1
 hosts 2 ranks=3 bandwidth_gbit=10
 )";
 
@@ -38,11 +38,15 @@ TEST(ClusterSpecTest, ParsesEveryFieldInSiUnits) {
   EXPECT_EQ(c->algorithms.allgather, AllGatherAlgorithm::kRing);
   ASSERT_EQ(c->hosts.size(), 4u);
   EXPECT_EQ(c->hosts[0], (HostSpec{"a", 2, 1.25e8}));
-  EXPECT_EQ(c->hosts[1], (HostSpec{"b 2", 1, 0.3125e8}));
+  EXPECT_EQ(c->hosts[1], (HostSpec{"b 2", 1, 0.3125e8, 1.0}));
   EXPECT_EQ(c->hosts[2], (HostSpec{"h2", 3, 1.25e9}));
   EXPECT_EQ(c->hosts[3], (HostSpec{"h3", 3, 1.25e9}));
   EXPECT_EQ(c->world_size(), 9);
   EXPECT_EQ(c->HostOfRank(), (std::vector<int>{0, 0, 1, 2, 2, 2, 3, 3, 3}));
+  // A host's own duplex factor, else the cluster's.
+  EXPECT_EQ(c->HostDuplex(0), 0.5);
+  EXPECT_EQ(c->HostDuplex(1), 1.0);
+  EXPECT_EQ(c->HostDuplex(3), 0.5);
 }
 
 TEST(ClusterSpecTest, DefaultsAreTheTextbookAlgorithmsOnAnIdealLink) {
@@ -70,6 +74,7 @@ TEST(ClusterSpecTest, RoundTripsThroughTheText) {
     EXPECT_EQ(again->hosts[i].name, c->hosts[i].name);
     EXPECT_EQ(again->hosts[i].ranks, c->hosts[i].ranks);
     EXPECT_DOUBLE_EQ(again->hosts[i].bandwidth, c->hosts[i].bandwidth);
+    EXPECT_EQ(again->hosts[i].duplex, c->hosts[i].duplex);
   }
   EXPECT_DOUBLE_EQ(again->inter_latency, c->inter_latency);
   EXPECT_DOUBLE_EQ(again->message_overhead, c->message_overhead);
@@ -162,6 +167,7 @@ TEST(ClusterSpecTest, ScaleKeepsTheLinksAndTheirMix) {
   for (int i = 0; i < 6; ++i) {
     EXPECT_EQ(big.hosts[i].ranks, 8);
     EXPECT_EQ(big.hosts[i].bandwidth, c->hosts[i % 4].bandwidth);
+    EXPECT_EQ(big.hosts[i].duplex, c->hosts[i % 4].duplex);
   }
   EXPECT_EQ(big.duplex, c->duplex);
   EXPECT_EQ(big.algorithms, c->algorithms);
@@ -195,6 +201,10 @@ TEST(ClusterSpecTest, ErrorsNameTheFileLineAndField) {
        "or libnbc)"},
       {head + "host\n", "c.txt line 2: 'host' needs a name"},
       {head + "host a\n", "c.txt line 2: field 'bandwidth_gbit': missing"},
+      {head + "host a bandwidth_gbit=1 duplex=0\n",
+       "c.txt line 2: field 'duplex': bad value '0' (expected a number in (0, 1])"},
+      {head + "hosts 2 bandwidth_gbit=1 duplex=1.2\n",
+       "c.txt line 2: field 'duplex': bad value '1.2' (expected a number in (0, 1])"},
       {head + "host a ranks=0 bandwidth_gbit=1\n",
        "c.txt line 2: field 'ranks': bad value '0' (expected an integer in [1, 1048576])"},
       {head + "host a bandwidth_gbit=fast\n",

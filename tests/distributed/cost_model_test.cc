@@ -87,6 +87,25 @@ TEST(CostModelTest, RingAllReduceIsTheAlphaBetaFormula) {
   }
 }
 
+// A host's own duplex factor takes the cluster's place on its link: a ring allreduce loads
+// every host's link both ways, so the host with the smallest factor sets the pace.
+TEST(CostModelTest, AHostsOwnDuplexFactorTakesTheClustersPlace) {
+  const double alpha = 50 * kUs, o = 10 * kUs, bw = 1 * kGbit, bytes = 4e6;
+  const ModelProfile profile = Profile({{1000, 1000}});
+  const int w = 4;
+  ClusterSpec c = Cluster(w, 1, 1, alpha, o);
+  const Strategy s = OneEach(profile, w, AllReduceSync{});
+  const double latency = 2.0 * (w - 1) * (alpha + o), wire = 2.0 * (w - 1) / w * bytes / bw;
+  c.duplex = 0.5;
+  EXPECT_NEAR(Step(s, profile, c), latency + wire / 0.5, 1e-12);
+  for (HostSpec& h : c.hosts) h.duplex = 1.0;
+  EXPECT_NEAR(Step(s, profile, c), latency + wire, 1e-12);
+  c.hosts[2].duplex = 0.8;
+  EXPECT_NEAR(Step(s, profile, c), latency + wire / 0.8, 1e-12);
+  c.hosts[2].duplex = 0;  // the cluster's again
+  EXPECT_NEAR(Step(s, profile, c), latency + wire / 0.5, 1e-12);
+}
+
 // A two-part calibration (a line with a negative fixed time, the small size's ratio below
 // it): a collective takes the larger of the two, so small buckets keep the small ratio, large
 // ones the line's, and more bytes never take less time.
