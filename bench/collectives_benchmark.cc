@@ -4,7 +4,7 @@
 //
 //   collectives_benchmark [--sizes=4K,64K,1M,16M,64M] [--reps=5] [--ops=...]
 //                         [--link-mbit=1000] [--latency-us=0] [--timeout=120]
-//                         [--stream=1M] [--at=0.25]
+//                         [--stream=1M] [--at=0.25] [--piece-bytes=-1]
 //
 // ops (default all):
 //   allreduce        Communicator::AllReduce (MPI_Iallreduce; Open MPI's algorithm as the
@@ -34,7 +34,9 @@
 //   ps-pair          two PS shards of `size` bytes each through the GradientSynchronizer, one
 //                    served by rank 0 and one by the first rank of the next host (each a reduce
 //                    to its server, then a broadcast from it): what a PS strategy's shards do
-//                    at once, in both directions of the link
+//                    at once, in both directions of the link; with --piece-bytes
+//                    (CommOptions::piece_bytes, default -1: the communicator's choice) each
+//                    shard's reduce and broadcast go in pieces
 //   ps-bucket        one PS shard served by the next host's first rank beside one allreduce
 //                    bucket of the same size, in one synchronizer step
 //
@@ -83,6 +85,7 @@ struct Flags {
                                   "ps-pair",    "ps-bucket"};
   double link_mbit = 1000, latency_us = 0;
   int timeout_s = 120;
+  int64_t piece_bytes = -1;        // CommOptions::piece_bytes: the PS ops' pieces
   int64_t stream_bytes = 1 << 20;  // against: the stream the other way
   double at = 0.25;                // behind, against: when the second message leaves
 };
@@ -125,6 +128,8 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       ok = absl::SimpleAtod(kv[1], &f.at) && f.at >= 0 && f.at < 1;
     } else if (ok && kv[0] == "--timeout") {
       ok = absl::SimpleAtoi(kv[1], &f.timeout_s) && f.timeout_s >= 1;
+    } else if (ok && kv[0] == "--piece-bytes") {
+      ok = absl::SimpleAtoi(kv[1], &f.piece_bytes) && f.piece_bytes >= -1;
     } else {
       ok = false;
     }
@@ -310,8 +315,10 @@ double Bound(const Flags& f, const std::string& op, int64_t bytes, int hosts) {
 
 absl::Status Main(int argc, char** argv) {
   CAVS_ASSIGN_OR_RETURN(Flags f, ParseFlags(argc, argv));
-  CAVS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                        distributed::MakeCommunicator("auto", {absl::Seconds(f.timeout_s)}));
+  CAVS_ASSIGN_OR_RETURN(
+      std::unique_ptr<Communicator> comm,
+      distributed::MakeCommunicator(
+          "auto", {.timeout = absl::Seconds(f.timeout_s), .piece_bytes = f.piece_bytes}));
   CAVS_ASSIGN_OR_RETURN(distributed::Topology topology, comm->DiscoverTopology());
   Context c{*comm, topology};
   if (topology.num_hosts() > 1) c.peer = topology.RanksOn(1)[0];

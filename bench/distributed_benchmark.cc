@@ -5,7 +5,7 @@
 //   mpirun -np 4 distributed_benchmark [--model=tree-lstm|lstm-lm] [--data=FILE] [--batch=N]
 //       [--vocab=V] [--embed=E] [--hidden=H] [--steps=20] [--warmup=3] [--threads=1]
 //       [--strategies=allreduce,ps,...] [--strategy-file=FILE]... [--baseline=1|0]
-//       [--unit-times=0|1]
+//       [--unit-times=0|1] [--piece-bytes=-1]
 //
 // Models:
 //   tree-lstm  the binary Tree-LSTM on SST trees (vocabulary 21,701 x embedding 300, row-sparse;
@@ -29,6 +29,9 @@
 // loopback excluded: 0 on one machine), units, and the efficiency. With --unit-times, each row
 // is followed by its units: the median over the steps of when each started and when a poll found
 // it complete (ms from BeginStep), the latest rank's: the measured side of cavs-sim's unit table.
+//
+// --piece-bytes is CommOptions::piece_bytes (cavs-train's --comm-piece-bytes): the PS shards'
+// pieces; -1, the default, leaves it to the communicator.
 //
 // Open MPI's nonblocking algorithms are what the environment sets (cavs-train sets few-round ones
 // by default; docs/cluster.md and bench/RESULTS.md say why they matter).
@@ -72,6 +75,7 @@ struct Flags {
   std::string data;
   int batch = 0, steps = 20, warmup = 3, threads = 1;
   int64_t vocab = 0, embed = 0, hidden = 0;
+  int64_t piece_bytes = -1;  // CommOptions::piece_bytes
   bool baseline = true;
   bool unit_times = false;
   std::vector<std::string> strategies = distributed::StrategyBuilderNames();
@@ -133,6 +137,8 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       ok = absl::SimpleAtoi(v, &f.steps) && f.steps >= 1;
     } else if (ok && kv[0] == "--warmup") {
       ok = absl::SimpleAtoi(v, &f.warmup) && f.warmup >= 0;
+    } else if (ok && kv[0] == "--piece-bytes") {
+      ok = absl::SimpleAtoi(v, &f.piece_bytes) && f.piece_bytes >= -1;
     } else if (ok && kv[0] == "--threads") {
       ok = absl::SimpleAtoi(v, &f.threads) && f.threads >= 1;
     } else if (ok && kv[0] == "--vocab") {
@@ -346,7 +352,9 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 absl::Status Main(int argc, char** argv) {
   CAVS_ASSIGN_OR_RETURN(Flags f, ParseFlags(argc, argv));
   ops::cpu::SetCpuThreads(f.threads);
-  CAVS_ASSIGN_OR_RETURN(auto comm, distributed::MakeCommunicator("auto", {absl::Seconds(600)}));
+  CAVS_ASSIGN_OR_RETURN(auto comm,
+                        distributed::MakeCommunicator(
+                            "auto", {.timeout = absl::Seconds(600), .piece_bytes = f.piece_bytes}));
   CAVS_ASSIGN_OR_RETURN(distributed::Topology topology, comm->DiscoverTopology());
   CAVS_ASSIGN_OR_RETURN(Data d, LoadData(f));
   const int w = comm->world_size(), r = comm->rank();

@@ -231,6 +231,11 @@ int Communicator::rank() const { return state_->rank(); }
 int Communicator::world_size() const { return state_->world_size(); }
 const CommOptions& Communicator::options() const { return state_->options(); }
 const std::string& Communicator::backend() const { return state_->backend(); }
+
+int64_t Communicator::PieceBytes() const {
+  const int64_t set = options().piece_bytes;
+  return set >= 0 ? set : std::max<int64_t>(0, DefaultPieceBytes());
+}
 core::Device Communicator::buffer_device() const { return state_->buffer_device(); }
 CommStats Communicator::stats() const { return state_->stats(); }
 absl::Status Communicator::health() const { return state_->health(); }

@@ -47,6 +47,12 @@ struct CommOptions {
   // same host name and network namespace share a host); k > 0 declares ranks [0, k),
   // [k, 2k), ... one host each, e.g. to exercise hierarchical strategies on one machine.
   int ranks_per_host = 0;
+  // A PS shard's reduce and broadcast larger than this go as pieces of at most this many bytes,
+  // each its own collective, all started at once (PieceBytes). -1: the backend's own (the MPI
+  // communicator: Open MPI's TCP eager limit less 4 KiB, so that every piece goes without the
+  // rendezvous handshake, whose acknowledgement can wait behind a stream the other way for the
+  // whole of it: docs/distributed.md, "The parameter server's pieces"); 0: whole.
+  int64_t piece_bytes = -1;
 };
 
 // Which ranks share a host (a node of shared memory: the ranks of one machine, or of one host
@@ -132,6 +138,9 @@ class Communicator {
   const std::string& backend() const;
   // Where buffers are best placed: the host for single and MPI, the GPU for NCCL.
   core::Device buffer_device() const;
+  // The largest piece a PS shard's transfer goes in (options().piece_bytes, or where that is
+  // -1 the backend's own choice); 0: whole.
+  int64_t PieceBytes() const;
   // Traffic so far, shared with duplicates.
   CommStats stats() const;
   // OK unless the communicator is broken (see the header comment); then the first error.
@@ -238,6 +247,8 @@ class Communicator {
     (void)device;
     return true;
   }
+  // PieceBytes where the options leave it to the backend. Default: 0 (whole).
+  virtual int64_t DefaultPieceBytes() const { return 0; }
 
  private:
   // Health check, operation numbering and traffic accounting shared by every Start*.

@@ -87,6 +87,44 @@ void PreferPolledProgressCollectives() {
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);  // Rabenseifner
 }
 
+// Open MPI's TCP transport's eager limit (its MCA variable btl_tcp_eager_limit, as the job set
+// it), read once through the MPI tool interface after MPI_Init; 0 where there is none (another
+// MPI, or a job without the TCP transport).
+int64_t TcpEagerLimit() {
+  static const int64_t limit = [] {
+    int provided = 0, index = -1;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return int64_t{0};
+    int64_t value = 0;
+    char name[256], desc[256];
+    int name_len = sizeof(name), desc_len = sizeof(desc), verbosity = 0, bind = 0, scope = 0;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_T_enum enumtype;
+    MPI_T_cvar_handle handle;
+    int count = 0;
+    if (MPI_T_cvar_get_index("btl_tcp_eager_limit", &index) == MPI_SUCCESS &&
+        MPI_T_cvar_get_info(index, name, &name_len, &verbosity, &type, &enumtype, desc, &desc_len,
+                            &bind, &scope) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+      if (count == 1) {
+        unsigned long long wide = 0;  // NOLINT(runtime/int): MPI's own types
+        unsigned narrow = 0;
+        if ((type == MPI_UNSIGNED_LONG || type == MPI_UNSIGNED_LONG_LONG) &&
+            sizeof(unsigned long) == sizeof(wide) &&  // NOLINT(runtime/int)
+            MPI_T_cvar_read(handle, &wide) == MPI_SUCCESS) {
+          value = static_cast<int64_t>(wide);
+        } else if ((type == MPI_UNSIGNED || type == MPI_INT) &&
+                   MPI_T_cvar_read(handle, &narrow) == MPI_SUCCESS) {
+          value = narrow;
+        }
+      }
+      MPI_T_cvar_handle_free(&handle);
+    }
+    MPI_T_finalize();
+    return value;
+  }();
+  return limit;
+}
+
 // Initializes MPI once (unless the program did) and defines the half-precision sums.
 absl::StatusOr<const MpiGlobals*> EnsureMpi() {
   static std::mutex mu;
@@ -193,6 +231,13 @@ class MpiCommunicator final : public Communicator {
 
   ~MpiCommunicator() override {
     if (comm_ != MPI_COMM_NULL && !MpiFinalized()) MPI_Comm_free(&comm_);
+  }
+
+  // A PS shard in pieces under the TCP eager limit (less 4 KiB for the transport's headers),
+  // where that leaves pieces of 4 KiB or more.
+  int64_t DefaultPieceBytes() const override {
+    const int64_t piece = TcpEagerLimit() - 4096;
+    return piece >= 4096 ? piece : 0;
   }
 
   // Duplicates `parent` (MPI_Comm_idup, polled against the timeout) under `state`.

@@ -95,6 +95,11 @@ std::string Difference(const std::vector<Record>& a, const std::vector<Record>& 
                         r, " has '", y->sync, "'");
   }
   if (x->value != y->value || x->sync != y->sync) {
+    if (x->kind == "pieces") {
+      return absl::StrCat("the PS shards' piece size (CommOptions::piece_bytes, cavs-train's ",
+                          "--comm-piece-bytes): rank 0 has ", x->value, " bytes, rank ", r, " has ",
+                          y->value);
+    }
     if (x->kind == "error") return absl::StrCat("rank 0: ", x->value, "; rank ", r, ": ", y->value);
     return absl::StrCat(x->kind, " '", x->name, "': rank 0 has ", x->value, " ", x->sync, ", rank ",
                         r, " has ", y->value, " ", y->sync);
@@ -180,7 +185,10 @@ absl::StatusOr<std::optional<RankDifference>> FirstDifference(
 
 absl::Status VerifyConsistent(Communicator& comm, const Strategy& strategy,
                               const core::ParameterStore& store) {
-  const std::string mine = Describe(strategy, store);
+  // The PS shards' pieces too: ranks that cut a shard differently would issue different
+  // collectives.
+  const std::string mine =
+      absl::StrCat(Describe(strategy, store), "\npieces\tpiece_bytes\t", comm.PieceBytes(), "\t");
   CAVS_ASSIGN_OR_RETURN(std::optional<RankDifference> difference, FirstDifference(comm, {mine}));
   if (!difference.has_value()) {
     absl::Status valid = ValidateStrategy(strategy, store);

@@ -7,9 +7,10 @@
 // returns the same FailedPrecondition naming the parameter and both ranks' values, e.g.
 //   ranks disagree: parameter 'fc/W': rank 0 has float32[8, 6] dense, rank 2 has float32[8, 7]
 //   dense
-// A strategy that does not fit this rank's parameters (ValidateStrategy) fails the same way on
-// every rank. Collective; bounded by the communicator's timeout, so a missing rank is a
-// DeadlineExceeded, never a hang.
+// The ranks' communicators must also cut PS shards alike (Communicator::PieceBytes). A strategy
+// that does not fit this rank's parameters (ValidateStrategy) fails the same way on every rank.
+// Collective; bounded by the communicator's timeout, so a missing rank is a DeadlineExceeded,
+// never a hang.
 //
 // FirstDifference is the hash-and-allgather under it, for any settings the ranks must share (the
 // trainer's flags and data).

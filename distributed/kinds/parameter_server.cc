@@ -41,7 +41,23 @@ class PsDenseUnit final : public internal::SyncUnit {
     CAVS_RETURN_IF_ERROR(core::ValidateGradient(*param_));
     view_ = GradMatrix(*param_).Rows(begin_, end_);
     stage_ = 1;
-    return stage_ops_.Add(comm_->StartReduce(view_, server_));
+    // In pieces of at most PieceBytes (whole elements, at least one), all under way at once.
+    pieces_.clear();
+    const int64_t n = view_.numel();
+    const int64_t piece =
+        std::max<int64_t>(1, comm_->PieceBytes() / static_cast<int64_t>(SizeOf(view_.dtype())));
+    if (comm_->PieceBytes() > 0 && n > piece) {
+      const Tensor flat = view_.View(core::Shape({n, 1}));
+      for (int64_t a = 0; a < n; a += piece) {
+        pieces_.push_back(flat.Rows(a, std::min(n, a + piece)));
+      }
+    } else {
+      pieces_.push_back(view_);
+    }
+    for (const Tensor& t : pieces_) {
+      CAVS_RETURN_IF_ERROR(stage_ops_.Add(comm_->StartReduce(t, server_)));
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<bool> Advance() override {
@@ -51,7 +67,9 @@ class PsDenseUnit final : public internal::SyncUnit {
     Progressed();
     if (stage_ == 1) {  // the server holds the sum: send it back
       stage_ = 2;
-      CAVS_RETURN_IF_ERROR(stage_ops_.Add(comm_->StartBroadcast(view_, server_)));
+      for (const Tensor& t : pieces_) {
+        CAVS_RETURN_IF_ERROR(stage_ops_.Add(comm_->StartBroadcast(t, server_)));
+      }
       return false;
     }
     return true;
@@ -65,6 +83,7 @@ class PsDenseUnit final : public internal::SyncUnit {
   int64_t begin_, end_;
   int server_;
   Tensor view_;
+  std::vector<Tensor> pieces_;
   int stage_ = 0;
   internal::Stage stage_ops_;
 };

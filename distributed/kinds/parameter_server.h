@@ -7,9 +7,11 @@
 //   units     one per shard, in row order: UnitKind::kPsShard (dense gradient) or
 //             kPsSparseShard (row-sparse), keyed by the parameter
 //   running   dense: reduce the shard's rows, in place in the gradient, to the server, then
-//             broadcast the server's sum; row-sparse: allgather the shard's row counts, gather rows
-//             and values to the server, which sums duplicates and broadcasts the number of unique
-//             rows, then the rows and values. Each shard has its own duplicate communicator.
+//             broadcast the server's sum, each in pieces of Communicator::PieceBytes() all
+//             under way at once (eager on Open MPI's TCP: no handshake); row-sparse: allgather the
+//             shard's row counts, gather rows and values to the server, which sums duplicates and
+//             broadcasts the number of unique rows, then the rows and values. Each shard has its
+//             own duplicate communicator.
 //   cost      dense: reduce(all -> s, S) -> broadcast(s -> all, S), S the shard's bytes;
 //             row-sparse: allgather(counts) -> gather(all -> s, f T (8 + 4 cols)) ->
 //             broadcast(s, 8) -> broadcast(s, f U(W) (8 + 4 cols)), f the shard's fraction of the

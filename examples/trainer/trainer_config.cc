@@ -62,6 +62,7 @@ constexpr IntRange kHiddenRange{"hidden", 1, int64_t{1} << 24};
 constexpr IntRange kEmbedRange{"embed", 1, int64_t{1} << 24};
 constexpr IntRange kMinCountRange{"min-count", 1, INT32_MAX};
 constexpr IntRange kThreadsRange{"threads", 0, 1024};
+constexpr IntRange kPieceBytesRange{"comm-piece-bytes", -1, int64_t{1} << 40};
 constexpr IntRange kPlanThreadsRange{"plan-threads", -1, 64};
 constexpr IntRange kAutoCandidatesRange{"auto-candidates", 0, 100};
 constexpr IntRange kAutoReserveRange{"auto-reserve", 0, 100};
@@ -332,6 +333,10 @@ const std::vector<FlagSpec>& Flags() {
        Path("strategy-file", &C::strategy_file)},
       {"comm-timeout", "SECONDS", "under mpirun: a peer silent this long is an error (default 60)",
        Real("comm-timeout", &C::comm_timeout)},
+      {"comm-piece-bytes", "N",
+       "under mpirun: a PS shard's reduce and broadcast in pieces of at most N bytes (default -1: "
+       "Open MPI's TCP eager limit less 4 KiB, so no piece waits for a handshake; 0: whole)",
+       Int(kPieceBytesRange, &C::comm_piece_bytes)},
       {"trace", "FILE", "write a Chrome/Perfetto trace of every step to FILE.rank<N>.json",
        Path("trace", &C::trace)},
       {"quiet", "", "no progress bar, even on a terminal", Bool("quiet", &C::quiet)},

@@ -78,6 +78,7 @@ struct TrainerConfig {
   std::string profile_out;
   std::string cluster_out;
   double comm_timeout = 60.0;
+  int64_t comm_piece_bytes = -1;  // CommOptions::piece_bytes
   std::string trace;   // non-empty: write a Chrome/Perfetto trace to <trace>.rank<N>.json
   bool quiet = false;  // no progress bar even on a terminal
   bool help = false;

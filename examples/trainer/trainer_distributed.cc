@@ -70,6 +70,7 @@ absl::Status Trainer::SetUpDistributed() {
   if (comm_ == nullptr) {
     distributed::CommOptions co;
     co.timeout = absl::Seconds(config_.comm_timeout);
+    co.piece_bytes = config_.comm_piece_bytes;
     CAVS_ASSIGN_OR_RETURN(owned_comm_, distributed::MakeCommunicator("auto", co));
     comm_ = owned_comm_.get();
   }

@@ -39,6 +39,11 @@ TEST(MakeCommunicatorTest, SingleAndAutoOutsideALauncher) {
   EXPECT_EQ(comm->world_size(), 1);
   EXPECT_EQ(comm->backend(), "single");
   EXPECT_TRUE(comm->buffer_device().is_cpu());
+  EXPECT_EQ(comm->PieceBytes(), 0);  // the backend's own: whole
+  absl::StatusOr<std::unique_ptr<Communicator>> pieced =
+      MakeCommunicator("single", {.piece_bytes = 1000});
+  ASSERT_TRUE(pieced.ok()) << pieced.status();
+  EXPECT_EQ((*pieced)->PieceBytes(), 1000);
   if (!LaunchedByMpi()) {
     absl::StatusOr<std::unique_ptr<Communicator>> automatic = MakeCommunicator("auto");
     ASSERT_TRUE(automatic.ok()) << automatic.status();

@@ -370,6 +370,24 @@ TEST(MpiSyncTest, ServersNamedByHostResolveToTheirHostsRanks) {
 
 TEST(MpiSyncTest, ParameterServerMatchesOneProcess) { RunAndCompare({.builder = "ps"}); }
 
+// A PS shard's reduce and broadcast in pieces (CommOptions::piece_bytes): down to one float a
+// piece, and a piece size that is not a whole number of floats; the same sums as whole.
+TEST(MpiSyncTest, ParameterServerInPiecesMatchesOneProcess) {
+  for (const int64_t piece : {4, 6, 64, 0}) {
+    absl::StatusOr<std::unique_ptr<Communicator>> comm =
+        MakeCommunicator("mpi", {.timeout = absl::Seconds(10), .piece_bytes = piece});
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    EXPECT_EQ((*comm)->PieceBytes(), piece);
+    for (const char* builder : {"ps", "partitioned-ps"}) {
+      SCOPED_TRACE(absl::StrCat(builder, ", pieces of ", piece, " bytes"));
+      RunAndCompare({.builder = builder, .comm = comm->get(), .mark_ready = true});
+    }
+  }
+  // The default: whole on a job without Open MPI's TCP transport, else under its eager limit.
+  const int64_t piece = World().PieceBytes();
+  EXPECT_TRUE(piece == 0 || piece >= 4096) << piece;
+}
+
 TEST(MpiSyncTest, LoadBalancedParameterServerMatchesOneProcess) {
   RunAndCompare({.builder = "ps-lb", .mark_ready = true});
 }
@@ -425,14 +443,14 @@ TEST(MpiSyncTest, CommunicationProgressesBeforeFinish) {
 
 // Every rank tries to create a synchronizer; all must fail with `expected` in the message.
 void ExpectEveryRankFails(ParameterStore& store, const Strategy& strategy,
-                          const std::string& expected) {
+                          const std::string& expected, Communicator* comm = &World()) {
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync =
-      GradientSynchronizer::Create(&World(), &store, strategy);
+      GradientSynchronizer::Create(comm, &store, strategy);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(sync.status().code(), absl::StatusCode::kFailedPrecondition) << sync.status();
   EXPECT_TRUE(Contains(sync.status(), expected)) << sync.status();
-  EXPECT_TRUE(World().health().ok());
+  EXPECT_TRUE(comm->health().ok());
 }
 
 TEST(MpiVerifyTest, DifferentStrategyOnTheLastRank) {
@@ -457,6 +475,22 @@ TEST(MpiVerifyTest, DifferentShapeOnRankOne) {
   ExpectEveryRankFails(store, *strategy,
                        "parameter 'out/W': rank 0 has float32[6, 4] dense, rank 1 has "
                        "float32[6, 5] dense");
+}
+
+// Ranks that would cut a PS shard into different pieces issue different collectives.
+TEST(MpiVerifyTest, DifferentPieceSizeOnRankOne) {
+  const int r = World().rank(), w = World().world_size();
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      MakeCommunicator("mpi", {.timeout = absl::Seconds(10), .piece_bytes = r == 1 ? 4096 : 65536});
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  ParameterStore store;
+  ASSERT_TRUE(testing::BuildModel(store).ok());
+  absl::StatusOr<Strategy> strategy = BuildStrategy("ps", store, w);
+  ASSERT_TRUE(strategy.ok());
+  ExpectEveryRankFails(store, *strategy,
+                       "the PS shards' piece size (CommOptions::piece_bytes, cavs-train's "
+                       "--comm-piece-bytes): rank 0 has 65536 bytes, rank 1 has 4096",
+                       comm->get());
 }
 
 TEST(MpiVerifyTest, MissingParameterOnRankOne) {
