@@ -137,28 +137,41 @@ void Serve(std::vector<Job>& queue, std::vector<UnitPrediction>& units) {
   }
 }
 
-// Each unit's alone end, later by what the units beside it put on its links: per link resource
-// r, every unit v whose alone interval [start, alone end] overlaps u's adds min(v's work on r,
-// u's own work on r) over their whole chains, as a fair share of the link would (a smaller
-// transfer beside a larger one delays it by its own size, a larger one by at most u's); the
-// delay is that sum on u's most delayed resource, counted once. Overlap is judged on the alone
-// intervals, whose starts do not depend on the cluster and whose ends only grow with slower
-// links, more latency or more overhead: so this end, too, never shrinks when a link gets
-// slower.
+// Each unit's alone end, later where the units beside it leave its links too little time: per
+// link resource r, every unit v whose alone interval [start, alone end] overlaps u's shares r
+// with it, min(v's work on r, u's own work on r) over their whole chains, as a fair share of
+// the link would (a smaller transfer beside a larger one takes its own size of the link, a
+// larger one at most u's). u's chain must then give r its own work and that share: where the
+// sum exceeds the chain's transfer time alone (the sum over its phases of each one's longest
+// work), the chain ends later by the difference, on its most loaded resource. So a neighbour
+// on a link u leaves idle in another phase (a PS shard's broadcast one way while the other
+// shard reduces the same way) costs nothing, and one beside u's only phase costs its share
+// whole. Overlap is judged on the alone intervals, whose starts do not depend on the cluster
+// and whose ends only grow with slower links, more latency or more overhead; the sum and the
+// transfer time alone both grow with slower links, and the end is the later of the alone end
+// and start + fixed parts + the sum: so this end, too, never shrinks when a link gets slower.
 std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phases,
                                     const Resources& res,
                                     const std::vector<UnitPrediction>& units) {
   const size_t n = units.size();
-  // Per unit: its work (s at full capacity) per link resource, over all its phases.
+  // Per unit: its work (s at full capacity) per link resource, over all its phases, and its
+  // chain's transfer time alone (the sum over its phases of the longest work in each).
   std::vector<std::map<int, double>> total(n);
+  std::vector<double> transfer(n, 0.0);
   for (size_t u = 0; u < n; ++u) {
     for (const Phase& ph : phases[u]) {
-      for (const Load& l : ph.loads) total[u][l.resource] += l.bytes / res.capacity(l.resource);
+      double longest = 0.0;
+      for (const Load& l : ph.loads) {
+        const double work = l.bytes / res.capacity(l.resource);
+        total[u][l.resource] += work;
+        longest = std::max(longest, work);
+      }
+      transfer[u] += longest;
     }
   }
   std::vector<double> ends(n);
   for (size_t u = 0; u < n; ++u) {
-    double delay = 0.0;
+    double busiest = 0.0;
     for (const auto& [r, own] : total[u]) {
       double shared = 0.0;
       for (size_t v = 0; v < n; ++v) {
@@ -168,9 +181,9 @@ std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phase
         auto it = total[v].find(r);
         if (it != total[v].end()) shared += std::min(it->second, own);
       }
-      delay = std::max(delay, shared);
+      busiest = std::max(busiest, own + shared);
     }
-    ends[u] = units[u].end_s + delay;
+    ends[u] = units[u].end_s + std::max(0.0, busiest - transfer[u]);
   }
   return ends;
 }
