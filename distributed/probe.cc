@@ -281,7 +281,7 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
   // over every rank with root 0, at the two calibration sizes: their measured times, for the
   // calibration below. A size is the bytes of the whole collective: each rank's block of an
   // allgather or gather is its W-th part. The sizes fit the slowest host link (every rank
-  // learns it: each host's link is the fastest of its pairs, as below).
+  // learns it: each leader's fastest pair exchange, a slow host limiting every pair it is in).
   double slowest = 0;
   if (hosts > 1) {
     Tensor host_bw = Tensor::Host({1}), all_bw = Tensor::Host({comm.world_size()});
@@ -348,7 +348,7 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
       for (int peer = 0; peer < hosts; ++peer) {
         if (peer == h || !(pair(h, peer, 2) > 0)) continue;
         line[peer] = pair(h, peer, 0) / pair(h, peer, 2);
-        if (h < peer) latencies.push_back(at(lead, 3 * peer + 1));
+        if (h < peer) latencies.push_back(pair(h, peer, 1));
       }
       const double fastest = *std::max_element(line.begin(), line.end());
       std::vector<double> rates, duplexes;

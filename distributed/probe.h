@@ -15,11 +15,11 @@
 //     b = (large - small) / (t(large) - t(small)) and a = t(small) - small / b;
 //   - a pair's duplex fraction d is the time of `large_bytes` one way alone over that of the
 //     exchange (within [0.5, 1]), and its line rate b / d;
-//   - host h's link bandwidth is the largest line rate over its pairs (a slow host limits every
-//     pair it is in, so the fastest pair is the host's own limit; with 2 hosts both get the
-//     pair's), and its duplex factor that pair's d; the cluster's `duplex` is the smallest
-//     host's, and a host whose own differs keeps it (HostSpec::duplex: a link shaped at a low
-//     rate carries both ways at once where a fast one is bound by its CPU);
+//   - a slow host limits every pair it is in, so host h's own pairs are those whose line rate
+//     is within 80% of its fastest pair's; its link bandwidth and duplex factor are their
+//     medians (with 2 hosts both get the pair's); the cluster's `duplex` is the smallest host's,
+//     and a host whose own differs keeps it (HostSpec::duplex: a link shaped at a low rate
+//     carries both ways at once where a fast one is bound by its CPU);
 //   - the latency is the median a over all pairs, halved (a is a round trip's worth of
 //     overheads);
 //   - within a host, the same between its first two ranks (hosts with one rank skip it);

@@ -35,24 +35,27 @@ class PsDenseUnit final : public internal::SyncUnit {
         param_(p),
         begin_(begin),
         end_(end),
-        server_(server) {}
+        server_(server),
+        piece_bytes_(comm_->PieceBytes()) {}
 
   absl::Status Start(float) override {
     CAVS_RETURN_IF_ERROR(core::ValidateGradient(*param_));
     view_ = GradMatrix(*param_).Rows(begin_, end_);
     stage_ = 1;
-    // In pieces of at most PieceBytes (whole elements, at least one), all under way at once.
+    // In pieces of at most piece_bytes_ (whole elements, at least one), all under way at once.
     pieces_.clear();
     const int64_t n = view_.numel();
     const int64_t piece =
-        std::max<int64_t>(1, comm_->PieceBytes() / static_cast<int64_t>(SizeOf(view_.dtype())));
-    if (comm_->PieceBytes() > 0 && n > piece) {
+        piece_bytes_ > 0
+            ? std::max<int64_t>(1, piece_bytes_ / static_cast<int64_t>(SizeOf(view_.dtype())))
+            : n;
+    if (n <= piece) {
+      pieces_.push_back(view_);
+    } else {
       const Tensor flat = view_.View(core::Shape({n, 1}));
       for (int64_t a = 0; a < n; a += piece) {
         pieces_.push_back(flat.Rows(a, std::min(n, a + piece)));
       }
-    } else {
-      pieces_.push_back(view_);
     }
     for (const Tensor& t : pieces_) {
       CAVS_RETURN_IF_ERROR(stage_ops_.Add(comm_->StartReduce(t, server_)));
@@ -82,6 +85,7 @@ class PsDenseUnit final : public internal::SyncUnit {
   Parameter* param_;
   int64_t begin_, end_;
   int server_;
+  int64_t piece_bytes_;  // the communicator's PieceBytes, fixed for its life
   Tensor view_;
   std::vector<Tensor> pieces_;
   int stage_ = 0;
