@@ -327,11 +327,12 @@ Collectives::Collectives(const ClusterSpec& cluster)
   }
 }
 
-Phase Collectives::Run(Collective op, const std::vector<int>& ranks, int root, double bytes) {
+Phase Collectives::Run(Collective op, const std::vector<int>& ranks, int root, double bytes,
+                       bool direct) {
   auto [it, added] = set_ids_.try_emplace(ranks, static_cast<int>(set_ids_.size()));
-  const std::tuple<int, int, int> key(static_cast<int>(op), it->second, root);
+  const std::tuple<int, int, int, bool> key(static_cast<int>(op), it->second, root, direct);
   auto cached = cache_.find(key);
-  if (cached == cache_.end()) cached = cache_.emplace(key, OneByte(op, ranks, root)).first;
+  if (cached == cache_.end()) cached = cache_.emplace(key, OneByte(op, ranks, root, direct)).first;
   Phase phase = cached->second.Scaled(bytes);
   // The probe's calibration (root_in and root_out stay the payload, for the servers' report):
   // the larger of its line, each byte on a resource counting `factor` times and `extra`
@@ -367,11 +368,16 @@ Phase Collectives::Run(Collective op, const std::vector<int>& ranks, int root, d
   return phase;
 }
 
-Phase Collectives::OneByte(Collective op, const std::vector<int>& p, int root) {
+Phase Collectives::OneByte(Collective op, const std::vector<int>& p, int root, bool direct) {
   PhaseBuilder b(cluster_, host_of_);
   const int n = static_cast<int>(p.size());
   CAVS_CHECK(n >= 1 && root >= 0 && root < n, "collective over ", n, " ranks, root ", root);
   if (n == 1) return b.Build();
+  if (direct && (op == Collective::kReduce || op == Collective::kBroadcast)) {
+    const bool reduce = op == Collective::kReduce;
+    Linear(p, root, /*to_root=*/reduce, /*adds=*/reduce, b);
+    return b.Build();
+  }
   const CollectiveAlgorithms& a = cluster_.algorithms;
   switch (op) {
     case Collective::kAllReduce:

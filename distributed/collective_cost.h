@@ -101,21 +101,26 @@ class Collectives {
 
   // `ranks`: the participants, ascending (a communicator's ranks in order); `root` an index
   // into them. AllGather and Gather move `bytes` from every participant (a block each).
-  Phase Run(Collective op, const std::vector<int>& ranks, int root, double bytes);
+  // `direct`: a reduce or broadcast as point-to-point messages between the root and each other
+  // participant (a PS shard's direct route), whatever the cluster's algorithms; calibrated as
+  // the collective it replaces.
+  Phase Run(Collective op, const std::vector<int>& ranks, int root, double bytes,
+            bool direct = false);
 
   const ClusterSpec& cluster() const { return cluster_; }
   const std::vector<int>& host_of_rank() const { return host_of_; }
   const RankLayout& layout() const { return layout_; }
 
  private:
-  Phase OneByte(Collective op, const std::vector<int>& ranks, int root);
+  Phase OneByte(Collective op, const std::vector<int>& ranks, int root, bool direct);
 
   ClusterSpec cluster_;
   std::vector<int> host_of_;
   Resources resources_;  // for the calibration's line and minimum
   RankLayout layout_;
   std::map<std::vector<int>, int> set_ids_;
-  std::map<std::tuple<int, int, int>, Phase> cache_;  // (op, set, root) -> one-byte phase
+  // (op, set, root, direct) -> one-byte phase
+  std::map<std::tuple<int, int, int, bool>, Phase> cache_;
 };
 
 // The time `phase` takes alone on idle resources: its slowest host's cpu, its latency, and its

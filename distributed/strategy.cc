@@ -92,6 +92,8 @@ const ParamStrategy* Strategy::Find(absl::string_view param) const {
   return nullptr;
 }
 
+const char* RouteName(PsRoute r) { return r == PsRoute::kDirect ? "direct" : "collective"; }
+
 const char* TopologyName(AllReduceTopology t) {
   return t == AllReduceTopology::kHierarchical ? "hierarchical" : "flat";
 }

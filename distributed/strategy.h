@@ -20,6 +20,7 @@
 //   param fc/b allreduce group=1 compressor=none topology=hierarchical
 //   param out/W ps placement=1,3 rows=0,512,1000 staleness=0
 //   param out/b ps placement=h1.0 staleness=0          # host 1's first rank
+//   param fc2/W ps placement=1,2 staleness=0 route=direct
 // Names with spaces, quotes or '#' are written as C-escaped strings in double quotes.
 //
 // Thread-safety: plain values.
@@ -70,6 +71,17 @@ struct HostRank {
   friend bool operator==(const HostRank&, const HostRank&) = default;
 };
 
+// How a PS shard's gradient reaches its server and the sum comes back: kCollective, MPI's
+// reduce and broadcast (libnbc's binomial trees: a rank may forward other ranks' data, so a
+// slow host can carry a shard it does not serve); kDirect, point to point, each rank sends
+// its piece straight to the server, which adds them in rank order and sends the sum straight
+// back to each (the push and pull of a classic parameter server): every rank's link carries
+// the shard once each way, the server's (W - 1) times.
+enum class PsRoute { kCollective, kDirect };
+
+// "collective", "direct".
+const char* RouteName(PsRoute r);
+
 struct ParameterServerSync {
   // Server rank of each shard; one entry for an unsharded parameter. Empty where the servers
   // are named by host (host_placement) until ResolveHostPlacements fills it.
@@ -82,6 +94,7 @@ struct ParameterServerSync {
   int staleness = 0;
   // Servers by host, one per shard, or empty: placement names ranks.
   std::vector<HostRank> host_placement;
+  PsRoute route = PsRoute::kCollective;
 
   friend bool operator==(const ParameterServerSync&, const ParameterServerSync&) = default;
 };

@@ -17,11 +17,12 @@ namespace cavs::distributed {
 namespace {
 
 // What one parameter does: allreduce (in the plan's buckets), sparse allgather, or a
-// parameter server with `shards` shards.
+// parameter server with `shards` shards on `route`.
 struct Choice {
   enum class Kind { kAllReduce, kSparse, kPs };
   Kind kind = Kind::kAllReduce;
   int shards = 1;
+  PsRoute route = PsRoute::kCollective;
 
   friend bool operator==(const Choice&, const Choice&) = default;
 };
@@ -84,7 +85,7 @@ class Placer {
     }
   }
 
-  ParameterServerSync Place(const ParamProfile& p, int shards, int world) {
+  ParameterServerSync Place(const ParamProfile& p, int shards, PsRoute route, int world) {
     shards = static_cast<int>(std::min<int64_t>(shards, p.rows()));
     std::vector<int> hosts(cluster_.hosts.size());
     std::iota(hosts.begin(), hosts.end(), 0);
@@ -93,6 +94,7 @@ class Placer {
              host_load_[b] / cluster_.hosts[b].bandwidth;
     });
     ParameterServerSync ps;
+    ps.route = route;
     std::vector<double> weights;
     std::vector<int> host_of_shard;
     for (int s = 0; s < shards; ++s) {
@@ -144,7 +146,7 @@ Strategy Materialize(const Plan& plan, const ModelProfile& profile, const Cluste
   Placer placer(cluster);
   for (int i : order) {
     if (plan.choice[i].kind == Choice::Kind::kPs) {
-      sync[i] = placer.Place(profile.params[i], plan.choice[i].shards, world);
+      sync[i] = placer.Place(profile.params[i], plan.choice[i].shards, plan.choice[i].route, world);
     }
   }
   for (int i = 0; i < n; ++i) s.params.push_back({profile.params[i].name, std::move(sync[i])});
@@ -157,8 +159,10 @@ std::vector<Choice> ChoicesFor(const ParamProfile& p, const std::vector<int>& sh
   std::vector<Choice> out;
   if (!p.sparse && p.bytes() < tiny_bytes) return {Choice{}};
   out.push_back(p.sparse ? Choice{Choice::Kind::kSparse, 1} : Choice{});
-  for (int k : shard_options) {
-    if (k <= p.rows()) out.push_back({Choice::Kind::kPs, k});
+  for (PsRoute route : {PsRoute::kCollective, PsRoute::kDirect}) {
+    for (int k : shard_options) {
+      if (k <= p.rows()) out.push_back({Choice::Kind::kPs, k, route});
+    }
   }
   return out;
 }
@@ -252,19 +256,22 @@ class Search {
   Ranking& ranking() { return ranking_; }
 
   // Every global setting with: each parameter's first choice; the row-sparse tables on k-shard
-  // PS; every tensor that may be on k-shard PS. Distinct strategies only, best first.
+  // PS; every tensor that may be on k-shard PS; each PS on either route. Distinct strategies
+  // only, best first.
   absl::StatusOr<std::vector<std::pair<double, Plan>>> Bases() {
     std::vector<std::pair<double, Plan>> bases;
     const size_t k_count = shard_options_.size();
     for (const Plan& g : globals_) {
-      for (size_t variant = 0; variant < 1 + 2 * k_count; ++variant) {
+      for (size_t variant = 0; variant < 1 + 4 * k_count; ++variant) {
         Plan plan = g;
-        const int k = variant == 0 ? 0 : shard_options_[(variant - 1) % k_count];
+        const size_t v = variant == 0 ? 0 : (variant - 1) % (2 * k_count);
+        const int k = variant == 0 ? 0 : shard_options_[v % k_count];
+        const PsRoute route = variant > 2 * k_count ? PsRoute::kDirect : PsRoute::kCollective;
         for (size_t i = 0; i < profile_.params.size(); ++i) {
           const ParamProfile& p = profile_.params[i];
-          const bool to_ps = variant > 0 && (p.sparse || variant > k_count) &&
-                             choices_[i].size() > 1 && k <= p.rows();
-          plan.choice.push_back(to_ps ? Choice{Choice::Kind::kPs, k} : choices_[i][0]);
+          const bool to_ps =
+              variant > 0 && (p.sparse || v >= k_count) && choices_[i].size() > 1 && k <= p.rows();
+          plan.choice.push_back(to_ps ? Choice{Choice::Kind::kPs, k, route} : choices_[i][0]);
         }
         const size_t before = ranking_.size();
         CAVS_ASSIGN_OR_RETURN(double step, ranking_.Evaluate(plan));

@@ -7,7 +7,8 @@
 //     bucket per parameter to one for all), flat or hierarchical (with several ranks on a
 //     host), fp16 only where compression is allowed; or a parameter server with 1 shard, one
 //     per host or one per rank, servers spread over the least-loaded hosts, rows split in
-//     proportion to the servers' link bandwidth;
+//     proportion to the servers' link bandwidth, over MPI's collectives or the direct route
+//     (PsRoute: point to point, no rank forwarding another's shard);
 //   - row-sparse parameters: sparse allgather or the same PS choices (never allreduce: a
 //     row-sparse table never goes dense);
 //   - tiny tensors (under tiny_bytes) always ride in an allreduce bucket.

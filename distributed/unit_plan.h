@@ -43,8 +43,9 @@ struct UnitSpec {
   int group = 0;            // a bucket's allreduce group
   Compressor compressor = Compressor::kNone;
   AllReduceTopology topology = AllReduceTopology::kFlat;
-  int64_t begin = 0, end = 0;  // a PS shard's rows; a sparse unit's: all of them
-  int server = -1;             // a PS shard's server rank
+  int64_t begin = 0, end = 0;            // a PS shard's rows; a sparse unit's: all of them
+  int server = -1;                       // a PS shard's server rank
+  PsRoute route = PsRoute::kCollective;  // a PS shard's route
 };
 
 // REQUIRES: `strategy` has one entry for every parameter (ValidateStrategy, or the cost

@@ -26,16 +26,39 @@ Tensor GradMatrix(const Parameter& p) {
   return p.grad.View(core::Shape({p.value.rows(), p.value.cols()}));
 }
 
+// Adds `from` into `into` elementwise (float32, same size, any device: summed on the host).
+absl::Status AddInto(Tensor into, const Tensor& from) {
+  CAVS_ASSIGN_OR_RETURN(Tensor sum, OnDevice(into, Device::Cpu()));
+  CAVS_ASSIGN_OR_RETURN(Tensor add, OnDevice(from, Device::Cpu()));
+  float* __restrict__ s = sum.data<float>();
+  const float* __restrict__ a = add.data<float>();
+  for (int64_t i = 0, n = sum.numel(); i < n; ++i) s[i] += a[i];
+  if (sum.raw_data() != into.raw_data()) CAVS_RETURN_IF_ERROR(into.CopyFrom(sum));
+  return absl::OkStatus();
+}
+
+// Starts sending the root's `buf` straight to every other rank (the root) or receiving it from
+// the root (the others), tagged `tag`: a broadcast without a tree.
+absl::Status StartFanOut(Communicator& comm, const Tensor& buf, int root, int tag,
+                         internal::Stage& stage) {
+  if (comm.rank() != root) return stage.Add(comm.StartRecv(buf, root, tag));
+  for (int peer = 0; peer < comm.world_size(); ++peer) {
+    if (peer != root) CAVS_RETURN_IF_ERROR(stage.Add(comm.StartSend(buf, peer, tag)));
+  }
+  return absl::OkStatus();
+}
+
 class PsDenseUnit final : public internal::SyncUnit {
  public:
   PsDenseUnit(std::unique_ptr<Communicator> comm, Parameter* p, int index, std::string name,
-              int64_t begin, int64_t end, int server)
+              int64_t begin, int64_t end, int server, PsRoute route)
       : SyncUnit({index}, std::move(name)),
         comm_(std::move(comm)),
         param_(p),
         begin_(begin),
         end_(end),
         server_(server),
+        route_(route),
         piece_bytes_(comm_->PieceBytes()) {}
 
   absl::Status Start(float) override {
@@ -49,29 +72,27 @@ class PsDenseUnit final : public internal::SyncUnit {
         piece_bytes_ > 0
             ? std::max<int64_t>(1, piece_bytes_ / static_cast<int64_t>(SizeOf(view_.dtype())))
             : n;
-    if (n <= piece) {
-      pieces_.push_back(view_);
-    } else {
-      const Tensor flat = view_.View(core::Shape({n, 1}));
-      for (int64_t a = 0; a < n; a += piece) {
-        pieces_.push_back(flat.Rows(a, std::min(n, a + piece)));
-      }
-    }
-    for (const Tensor& t : pieces_) {
-      CAVS_RETURN_IF_ERROR(stage_ops_.Add(comm_->StartReduce(t, server_)));
+    const Tensor flat = view_.View(core::Shape({n, 1}));
+    for (int64_t a = 0; a < n; a += piece) pieces_.push_back({a, std::min(n, a + piece)});
+    if (pieces_.empty()) pieces_.push_back({0, 0});
+    if (route_ == PsRoute::kDirect) return StartDirect(flat);
+    for (const auto& [a, b] : pieces_) {
+      CAVS_RETURN_IF_ERROR(stage_ops_.Add(comm_->StartReduce(Piece(flat, a, b), server_)));
     }
     return absl::OkStatus();
   }
 
   absl::StatusOr<bool> Advance() override {
+    if (route_ == PsRoute::kDirect) return AdvanceDirect();
     CAVS_ASSIGN_OR_RETURN(bool done, stage_ops_.Test());
     if (!done) return false;
     stage_ops_.Clear();
     Progressed();
     if (stage_ == 1) {  // the server holds the sum: send it back
       stage_ = 2;
-      for (const Tensor& t : pieces_) {
-        CAVS_RETURN_IF_ERROR(stage_ops_.Add(comm_->StartBroadcast(t, server_)));
+      const Tensor flat = view_.View(core::Shape({view_.numel(), 1}));
+      for (const auto& [a, b] : pieces_) {
+        CAVS_RETURN_IF_ERROR(stage_ops_.Add(comm_->StartBroadcast(Piece(flat, a, b), server_)));
       }
       return false;
     }
@@ -81,22 +102,105 @@ class PsDenseUnit final : public internal::SyncUnit {
   absl::Status Complete(float scale) override { return internal::ScaleInPlace(view_, scale); }
 
  private:
+  // Elements [a, b) of the flat shard; the whole shard where it is one piece (so that a
+  // single-piece shard keeps its shape on the wire).
+  Tensor Piece(const Tensor& flat, int64_t a, int64_t b) const {
+    return pieces_.size() == 1 ? view_ : flat.Rows(a, b);
+  }
+
+  // The direct route, piece by piece: each piece goes to the server as soon as it can; the
+  // server adds a piece's arrivals in rank order once all are in and sends the sum straight
+  // back, while later pieces are still arriving. Every message between a pair goes in piece
+  // order, both ways (a piece turns back only after the pieces before it have), and so matches
+  // in order with one tag: MPI matches a pair's messages of one tag in the order they were
+  // posted, NCCL its sends and receives in the order they were queued.
+  absl::Status StartDirect(const Tensor& flat) {
+    const int world = comm_->world_size();
+    const bool server = comm_->rank() == server_;
+    piece_ops_.clear();
+    piece_ops_.resize(pieces_.size());
+    piece_stage_.assign(pieces_.size(), 1);
+    if (server &&
+        (incoming_.size() != static_cast<size_t>(world) || incoming_[0].numel() != view_.numel() ||
+         incoming_[0].device() != view_.device())) {
+      incoming_.assign(world, Tensor());
+      for (int r = 0; r < world; ++r) {
+        if (r == server_) continue;
+        CAVS_ASSIGN_OR_RETURN(incoming_[r],
+                              Tensor::Empty({view_.numel(), 1}, view_.dtype(), view_.device()));
+      }
+    }
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      const auto [a, b] = pieces_[i];
+      if (!server) {
+        CAVS_RETURN_IF_ERROR(piece_ops_[i].Add(comm_->StartSend(Piece(flat, a, b), server_, 0)));
+        continue;
+      }
+      for (int r = 0; r < world; ++r) {
+        if (r == server_) continue;
+        const Tensor into =
+            pieces_.size() == 1 ? incoming_[r].View(view_.shape()) : incoming_[r].Rows(a, b);
+        CAVS_RETURN_IF_ERROR(piece_ops_[i].Add(comm_->StartRecv(into, r, 0)));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<bool> AdvanceDirect() {
+    const Tensor flat = view_.View(core::Shape({view_.numel(), 1}));
+    const bool server = comm_->rank() == server_;
+    bool turning = true;  // every piece before this one has turned back
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      int& stage = piece_stage_[i];
+      if (stage == 3 || (stage == 1 && !turning)) continue;
+      CAVS_ASSIGN_OR_RETURN(bool done, piece_ops_[i].Test());
+      if (!done) {
+        turning = turning && stage == 2;
+        continue;
+      }
+      piece_ops_[i].Clear();
+      Progressed();
+      if (stage++ == 2) continue;  // the sum is back (or sent): done
+      // Arrived (the server) or left (the others, whose buffer can now take the sum): the
+      // server adds the arrivals in rank order and the sum goes back.
+      const auto [a, b] = pieces_[i];
+      const Tensor piece = Piece(flat, a, b);
+      if (server) {
+        for (int r = 0; r < comm_->world_size(); ++r) {
+          if (r == server_) continue;
+          CAVS_RETURN_IF_ERROR(AddInto(piece, pieces_.size() == 1 ? incoming_[r].View(view_.shape())
+                                                                  : incoming_[r].Rows(a, b)));
+        }
+      }
+      CAVS_RETURN_IF_ERROR(StartFanOut(*comm_, piece, server_, 0, piece_ops_[i]));
+    }
+    return std::all_of(piece_stage_.begin(), piece_stage_.end(), [](int s) { return s == 3; });
+  }
+
   std::unique_ptr<Communicator> comm_;
   Parameter* param_;
   int64_t begin_, end_;
   int server_;
+  PsRoute route_;
   int64_t piece_bytes_;  // the communicator's PieceBytes, fixed for its life
   Tensor view_;
-  std::vector<Tensor> pieces_;
+  std::vector<std::pair<int64_t, int64_t>> pieces_;  // [a, b) elements of the flat shard
   int stage_ = 0;
   internal::Stage stage_ops_;
+  // The direct route: per piece its operations and stage (1 to the server, 2 back, 3 done),
+  // and on the server each other rank's shard as it arrives.
+  std::vector<internal::Stage> piece_ops_;
+  std::vector<int> piece_stage_;
+  std::vector<Tensor> incoming_;
 };
 
 class PsSparseUnit final : public internal::SparseBase {
  public:
   PsSparseUnit(std::unique_ptr<Communicator> comm, Parameter* p, int index, std::string name,
-               int64_t begin, int64_t end, int server)
-      : SparseBase(std::move(comm), p, index, std::move(name), begin, end), server_(server) {}
+               int64_t begin, int64_t end, int server, PsRoute route)
+      : SparseBase(std::move(comm), p, index, std::move(name), begin, end),
+        server_(server),
+        route_(route) {}
 
   absl::StatusOr<bool> Advance() override {
     CAVS_ASSIGN_OR_RETURN(bool done, stage_ops_.Test());
@@ -123,7 +227,8 @@ class PsSparseUnit final : public internal::SparseBase {
         CAVS_ASSIGN_OR_RETURN(
             unique_,
             OnDevice(internal::HostScalar(static_cast<int64_t>(result_.rows.size())), dev));
-        return StartAndContinue(comm_->StartBroadcast(unique_, server_));
+        CAVS_RETURN_IF_ERROR(SendBack(unique_, 0));
+        return false;
       }
       case 3: {  // everyone receives the server's rows and values
         CAVS_ASSIGN_OR_RETURN(Tensor n_host, OnDevice(unique_, Device::Cpu()));
@@ -138,8 +243,9 @@ class PsSparseUnit final : public internal::SparseBase {
         } else {
           CAVS_ASSIGN_OR_RETURN(wire_values_, Tensor::Empty({n, cols()}, DType::kFloat32, dev));
         }
-        CAVS_RETURN_IF_ERROR(stage_ops_.Add(comm_->StartBroadcast(wire_rows_, server_)));
-        return StartAndContinue(comm_->StartBroadcast(wire_values_, server_));
+        CAVS_RETURN_IF_ERROR(SendBack(wire_rows_, 1));
+        CAVS_RETURN_IF_ERROR(SendBack(wire_values_, 2));
+        return false;
       }
       default:
         return true;
@@ -163,7 +269,14 @@ class PsSparseUnit final : public internal::SparseBase {
     return false;
   }
 
+  // The server's `buf` to every rank: a broadcast, or on the direct route straight to each.
+  absl::Status SendBack(const Tensor& buf, int tag) {
+    if (route_ == PsRoute::kDirect) return StartFanOut(*comm_, buf, server_, tag, stage_ops_);
+    return stage_ops_.Add(comm_->StartBroadcast(buf, server_));
+  }
+
   int server_;
+  PsRoute route_;
   Tensor wire_rows_, wire_values_, unique_;
 };
 
@@ -195,7 +308,7 @@ class ParameterServer final : public SyncKindFor<ParameterServerSync> {
 
   absl::StatusOr<ParamSync> Parse(const std::vector<std::string>& tokens) const override {
     CAVS_ASSIGN_OR_RETURN(auto options,
-                          ParseOptions(tokens, "ps", {"placement", "rows", "staleness"}));
+                          ParseOptions(tokens, "ps", {"placement", "rows", "staleness", "route"}));
     ParameterServerSync sync;
     auto placement = options.find("placement");
     if (placement == options.end()) {
@@ -223,6 +336,14 @@ class ParameterServer final : public SyncKindFor<ParameterServerSync> {
     if (auto it = options.find("staleness"); it != options.end()) {
       CAVS_ASSIGN_OR_RETURN(sync.staleness, ParseInt<int>("staleness", it->second, 0));
     }
+    if (auto it = options.find("route"); it != options.end()) {
+      if (it->second == "direct") {
+        sync.route = PsRoute::kDirect;
+      } else if (it->second != "collective") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown route '", it->second, "' (expected collective or direct)"));
+      }
+    }
     return sync;
   }
 
@@ -238,6 +359,7 @@ class ParameterServer final : public SyncKindFor<ParameterServerSync> {
     }
     if (!ps.row_splits.empty()) absl::StrAppend(&s, " rows=", absl::StrJoin(ps.row_splits, ","));
     absl::StrAppend(&s, " staleness=", ps.staleness);
+    if (ps.route == PsRoute::kDirect) absl::StrAppend(&s, " route=direct");
     return s;
   }
 
@@ -353,13 +475,16 @@ class ParameterServer final : public SyncKindFor<ParameterServerSync> {
       spec.begin = splits[s];
       spec.end = splits[s + 1];
       spec.server = ps.placement[s];
+      spec.route = ps.route;
       specs.push_back(std::move(spec));
     }
     return specs;
   }
 
   std::string UnitName(const UnitSpec& unit, const std::vector<UnitParam>& params) const override {
-    return ShardUnitName("ps", params[unit.key], unit);
+    std::string name = ShardUnitName("ps", params[unit.key], unit);
+    if (unit.route == PsRoute::kDirect) absl::StrAppend(&name, ", direct");
+    return name;
   }
 
   absl::StatusOr<std::unique_ptr<internal::SyncUnit>> MakeUnit(
@@ -369,11 +494,13 @@ class ParameterServer final : public SyncKindFor<ParameterServerSync> {
     Parameter* p = context.store().parameters()[unit.key].get();
     std::string name = UnitName(unit, context.params());
     if (p->sparse_grad) {
-      return std::unique_ptr<internal::SyncUnit>(new PsSparseUnit(
-          std::move(comm), p, unit.key, std::move(name), unit.begin, unit.end, unit.server));
+      return std::unique_ptr<internal::SyncUnit>(
+          new PsSparseUnit(std::move(comm), p, unit.key, std::move(name), unit.begin, unit.end,
+                           unit.server, unit.route));
     }
-    return std::unique_ptr<internal::SyncUnit>(new PsDenseUnit(
-        std::move(comm), p, unit.key, std::move(name), unit.begin, unit.end, unit.server));
+    return std::unique_ptr<internal::SyncUnit>(new PsDenseUnit(std::move(comm), p, unit.key,
+                                                               std::move(name), unit.begin,
+                                                               unit.end, unit.server, unit.route));
   }
 
   UnitCost Cost(const UnitSpec& unit, const ModelProfile& profile,
@@ -381,12 +508,13 @@ class ParameterServer final : public SyncKindFor<ParameterServerSync> {
     const std::vector<int>& all = c.layout().all;  // ranks 0..W-1: a rank is its own index
     const ParamProfile& p = profile.params[unit.key];
     const double shard_rows = static_cast<double>(unit.end - unit.begin);
+    const bool direct = unit.route == PsRoute::kDirect;
     if (unit.kind == UnitKind::kPsShard) {
       const double bytes = shard_rows * p.cols() * 4.0;
       UnitCost cost;
       cost.payload_bytes = static_cast<int64_t>(bytes);
-      cost.phases = {c.Run(Collective::kReduce, all, unit.server, bytes),
-                     c.Run(Collective::kBroadcast, all, unit.server, bytes)};
+      cost.phases = {c.Run(Collective::kReduce, all, unit.server, bytes, direct),
+                     c.Run(Collective::kBroadcast, all, unit.server, bytes, direct)};
       return cost;
     }
     // Row-sparse: each row travels as an int64 id and cols floats; a shard holds its share of
@@ -399,8 +527,8 @@ class ParameterServer final : public SyncKindFor<ParameterServerSync> {
     cost.payload_bytes = static_cast<int64_t>(touched * row_bytes);
     cost.phases = {c.Run(Collective::kAllGather, all, 0, 8.0),  // the row counts
                    c.Run(Collective::kGather, all, unit.server, touched * row_bytes),
-                   c.Run(Collective::kBroadcast, all, unit.server, 8.0),
-                   c.Run(Collective::kBroadcast, all, unit.server, unique * row_bytes)};
+                   c.Run(Collective::kBroadcast, all, unit.server, 8.0, direct),
+                   c.Run(Collective::kBroadcast, all, unit.server, unique * row_bytes, direct)};
     return cost;
   }
 

@@ -311,6 +311,43 @@ TEST(CostModelTest, BinomialTreesAreLibnbcs) {
   EXPECT_DOUBLE_EQ(root0->busiest_link.bytes_in, bytes);
 }
 
+// On the direct route a shard's ranks exchange with its server alone: host 0, slow, carries its
+// own gradient out and the sum in, B each way per shard, where libnbc's trees route other ranks'
+// data through it (as virtual rank 1 of server 1's broadcast and virtual rank 2 of server 2's
+// reduce): 3 B each way for two shards, against 2 B. On a link whose directions share its rate
+// (duplex 0.5) the step is host 0's bytes both ways over its rate.
+TEST(CostModelTest, TheDirectRouteKeepsASlowHostOutOfTheTrees) {
+  const double bytes = 4e6;
+  const ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}});
+  ClusterSpec c = Cluster(4, 1, 1, 0, 0);
+  c.hosts[0].bandwidth = 0.1 * kGbit;
+  c.duplex = 0.5;
+  c.algorithms.reduce = ReduceAlgorithm::kBinomial;
+  c.algorithms.broadcast = BroadcastAlgorithm::kBinomial;
+  auto two_servers = [&](PsRoute route) {
+    Strategy s = OneEach(profile, 4, ParameterServerSync{});
+    std::get<ParameterServerSync>(s.params[0].sync) = {.placement = {1}, .route = route};
+    std::get<ParameterServerSync>(s.params[1].sync) = {.placement = {2}, .route = route};
+    return s;
+  };
+  absl::StatusOr<Prediction> trees = PredictStepTime(two_servers(PsRoute::kCollective), profile, c);
+  absl::StatusOr<Prediction> direct = PredictStepTime(two_servers(PsRoute::kDirect), profile, c);
+  ASSERT_TRUE(trees.ok()) << trees.status();
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  EXPECT_EQ(trees->busiest_link.host, 0);
+  EXPECT_DOUBLE_EQ(trees->busiest_link.bytes_out, 3 * bytes);
+  EXPECT_DOUBLE_EQ(trees->busiest_link.bytes_in, 3 * bytes);
+  EXPECT_EQ(direct->busiest_link.host, 0);
+  EXPECT_DOUBLE_EQ(direct->busiest_link.bytes_out, 2 * bytes);
+  EXPECT_DOUBLE_EQ(direct->busiest_link.bytes_in, 2 * bytes);
+  // Each server's link carries 3 B each way at 10x host 0's rate: host 0's link sets the pace.
+  const double bw0 = 0.1 * kGbit;
+  EXPECT_NEAR(direct->step_s, 4 * bytes / bw0, 1e-9);
+  EXPECT_NEAR(trees->step_s, 6 * bytes / bw0, 1e-9);
+  EXPECT_EQ(direct->units[0].name, "ps 'p1' on server 2, direct");
+  EXPECT_EQ(direct->busiest_server.bytes_in, 3 * bytes);
+}
+
 // Hierarchical: a linear reduce to each host's leader over shared memory, a ring among the
 // leaders, a linear broadcast; against the flat ring over every rank.
 TEST(CostModelTest, HierarchicalAllReduceIsReduceRingBroadcast) {
@@ -531,32 +568,42 @@ TEST(CostModelTest, MonotoneInEveryLinkParameter) {
         variant >= 2 ? BroadcastAlgorithm::kLibnbc : BroadcastAlgorithm::kLinear;
     base.algorithms.allgather =
         variant >= 2 ? AllGatherAlgorithm::kRing : AllGatherAlgorithm::kLinear;
-    for (const std::string& name : StrategyBuilderNames()) {
-      absl::StatusOr<Strategy> s =
-          BuildStrategy(name, store, base.world_size(), {.bucket_bytes = 70000});
-      ASSERT_TRUE(s.ok()) << s.status();
-      const double step = Step(*s, profile, base);
-      const double eps = step * 1e-12;
-      for (size_t h = 0; h < base.hosts.size(); ++h) {
-        ClusterSpec faster = base;
-        faster.hosts[h].bandwidth *= 1.7;
-        EXPECT_LE(Step(*s, profile, faster), step + eps) << name << " host " << h;
+    for (const std::string& builder : StrategyBuilderNames()) {
+      for (const bool direct : {false, true}) {  // the builder's PS, or on the direct route
+        absl::StatusOr<Strategy> s =
+            BuildStrategy(builder, store, base.world_size(), {.bucket_bytes = 70000});
+        ASSERT_TRUE(s.ok()) << s.status();
+        bool has_ps = false;
+        for (ParamStrategy& p : s->params) {
+          auto* ps = std::get_if<ParameterServerSync>(&p.sync);
+          if (ps != nullptr && direct) ps->route = PsRoute::kDirect;
+          has_ps |= ps != nullptr;
+        }
+        if (direct && !has_ps) continue;
+        const std::string name = builder + (direct ? " direct" : "");
+        const double step = Step(*s, profile, base);
+        const double eps = step * 1e-12;
+        for (size_t h = 0; h < base.hosts.size(); ++h) {
+          ClusterSpec faster = base;
+          faster.hosts[h].bandwidth *= 1.7;
+          EXPECT_LE(Step(*s, profile, faster), step + eps) << name << " host " << h;
+        }
+        ClusterSpec c = base;
+        c.intra_bandwidth *= 2;
+        EXPECT_LE(Step(*s, profile, c), step + eps) << name;
+        c = base, c.duplex = 0.9;
+        EXPECT_LE(Step(*s, profile, c), step + eps) << name;
+        c = base, c.efficiency = 0.7;
+        EXPECT_GE(Step(*s, profile, c), step - eps) << name;
+        c = base, c.inter_latency *= 3;
+        EXPECT_GE(Step(*s, profile, c), step - eps) << name;
+        c = base, c.intra_latency *= 3;
+        EXPECT_GE(Step(*s, profile, c), step - eps) << name;
+        c = base, c.message_overhead *= 3;
+        EXPECT_GE(Step(*s, profile, c), step - eps) << name;
+        c = base, c.fp16 = {1e-9, 1e-9, 3e-9};  // the builders do not compress: no effect
+        EXPECT_NEAR(Step(*s, profile, c), step, eps) << name;
       }
-      ClusterSpec c = base;
-      c.intra_bandwidth *= 2;
-      EXPECT_LE(Step(*s, profile, c), step + eps) << name;
-      c = base, c.duplex = 0.9;
-      EXPECT_LE(Step(*s, profile, c), step + eps) << name;
-      c = base, c.efficiency = 0.7;
-      EXPECT_GE(Step(*s, profile, c), step - eps) << name;
-      c = base, c.inter_latency *= 3;
-      EXPECT_GE(Step(*s, profile, c), step - eps) << name;
-      c = base, c.intra_latency *= 3;
-      EXPECT_GE(Step(*s, profile, c), step - eps) << name;
-      c = base, c.message_overhead *= 3;
-      EXPECT_GE(Step(*s, profile, c), step - eps) << name;
-      c = base, c.fp16 = {1e-9, 1e-9, 3e-9};  // the builders do not compress: no effect
-      EXPECT_NEAR(Step(*s, profile, c), step, eps) << name;
     }
   }
 }

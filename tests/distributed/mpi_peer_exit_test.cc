@@ -1,5 +1,6 @@
 // A rank that dies while the others are in a collective: they must get DeadlineExceeded within
-// the timeout, from a raw collective, from the gradient synchronizer, from --strategy=auto's
+// the timeout, from a raw collective, from the gradient synchronizer (a PS served by the dying
+// rank on the direct route too), from --strategy=auto's
 // trials and from its cluster probe (each error naming what it stopped), and exit normally.
 //
 // Run by run_peer_exit_test.cmake under `mpirun --mca orte_abort_on_non_zero_status 0`, so that
@@ -45,20 +46,32 @@ int Run() {
   absl::StatusOr<std::unique_ptr<Communicator>> for_sync = MakeCommunicator("mpi", {kTimeout});
   absl::StatusOr<std::unique_ptr<Communicator>> for_auto = MakeCommunicator("mpi", {kTimeout});
   absl::StatusOr<std::unique_ptr<Communicator>> for_probe = MakeCommunicator("mpi", {kTimeout});
-  if (!raw.ok() || !for_sync.ok() || !for_auto.ok() || !for_probe.ok()) {
+  absl::StatusOr<std::unique_ptr<Communicator>> for_direct = MakeCommunicator("mpi", {kTimeout});
+  if (!raw.ok() || !for_sync.ok() || !for_auto.ok() || !for_probe.ok() || !for_direct.ok()) {
     std::printf("cavs-peer-exit: setup FAILED: %s\n", raw.status().ToString().c_str());
     return 1;
   }
   const int r = (*raw)->rank(), w = (*raw)->world_size();
   core::ParameterStore store(5);
   absl::StatusOr<Strategy> strategy;
-  absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync;
+  absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync, direct;
   if (absl::Status s = testing::BuildModel(store); s.ok()) {
     strategy = BuildStrategy("hybrid", store, w);
     if (strategy.ok()) sync = GradientSynchronizer::Create(for_sync->get(), &store, *strategy);
+    // Every parameter on the dying rank's server, point to point (PsRoute::kDirect).
+    absl::StatusOr<Strategy> on_last = BuildStrategy("ps", store, w);
+    if (on_last.ok()) {
+      for (ParamStrategy& p : on_last->params) {
+        p.sync = ParameterServerSync{.placement = {w - 1}, .route = PsRoute::kDirect};
+      }
+      direct = GradientSynchronizer::Create(for_direct->get(), &store, *on_last);
+    } else {
+      direct = on_last.status();
+    }
   }
-  if (!sync.ok()) {
-    std::printf("cavs-peer-exit: rank %d setup FAILED: %s\n", r, sync.status().ToString().c_str());
+  if (!sync.ok() || !direct.ok()) {
+    std::printf("cavs-peer-exit: rank %d setup FAILED: %s %s\n", r,
+                sync.status().ToString().c_str(), direct.status().ToString().c_str());
     return 1;
   }
   // --strategy=auto with every rank alive through its probe and its one profiled step; its next
@@ -96,6 +109,11 @@ int Run() {
     start = absl::Now();
     const absl::Status sync_status = (*sync)->Synchronize(1).status();
     error = CheckDeadline(sync_status, absl::Now() - start, "gradient synchronization on rank");
+  }
+  if (error.empty()) {
+    start = absl::Now();
+    const absl::Status direct_status = (*direct)->Synchronize(1).status();
+    error = CheckDeadline(direct_status, absl::Now() - start, ", direct");
   }
   if (error.empty()) {
     start = absl::Now();

@@ -76,6 +76,7 @@ struct RunOptions {
   double tolerance = 1e-5;
   bool scaled_error = false;  // compare by error / largest value (float16 compression)
   int steps = 3;
+  bool direct = false;  // every parameter server on the direct route (PsRoute::kDirect)
 };
 
 // |got - want| <= bound * scale for every element.
@@ -123,6 +124,11 @@ void RunAndCompare(const RunOptions& run) {
   ASSERT_TRUE(testing::BuildModel(reference).ok());
   absl::StatusOr<Strategy> strategy = BuildStrategy(run.builder, store, w, run.build);
   ASSERT_TRUE(strategy.ok()) << strategy.status();
+  if (run.direct) {
+    for (ParamStrategy& p : strategy->params) {
+      if (auto* ps = std::get_if<ParameterServerSync>(&p.sync)) ps->route = PsRoute::kDirect;
+    }
+  }
   absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync =
       GradientSynchronizer::Create(&comm, &store, *strategy);
   ASSERT_TRUE(sync.ok()) << sync.status();
@@ -386,6 +392,24 @@ TEST(MpiSyncTest, ParameterServerInPiecesMatchesOneProcess) {
   // The default: whole on a job without Open MPI's TCP transport, else under its eager limit.
   const int64_t piece = World().PieceBytes();
   EXPECT_TRUE(piece == 0 || piece >= 4096) << piece;
+}
+
+// The direct route (point to point to and from each server), dense and row-sparse shards, in
+// pieces and whole; the server adds in rank order, so every rank ends with the same bits.
+TEST(MpiSyncTest, ParameterServerOnTheDirectRouteMatchesOneProcess) {
+  for (const int64_t piece : {4, 6, 64, 0}) {
+    absl::StatusOr<std::unique_ptr<Communicator>> comm =
+        MakeCommunicator("mpi", {.timeout = absl::Seconds(10), .piece_bytes = piece});
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    for (const char* builder : {"ps", "partitioned-ps", "hybrid"}) {
+      SCOPED_TRACE(absl::StrCat(builder, " direct, pieces of ", piece, " bytes"));
+      RunAndCompare({.builder = builder,
+                     .comm = comm->get(),
+                     .build = {.partition_min_bytes = 16, .hybrid_sparse_ps = true},
+                     .mark_ready = piece != 64,
+                     .direct = true});
+    }
+  }
 }
 
 TEST(MpiSyncTest, LoadBalancedParameterServerMatchesOneProcess) {

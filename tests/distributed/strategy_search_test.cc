@@ -209,6 +209,36 @@ TEST(StrategySearchTest, SplitsRowsByBandwidthAndFusesTinyTensors) {
   EXPECT_TRUE(saw_uneven);
 }
 
+// One slow host among four under libnbc's binomial trees: the best strategy keeps the large
+// layer off the trees (the direct route), and beats every builder in the model, since a ring
+// or Rabenseifner allreduce puts 1.5 B through the slow link and the trees route other ranks'
+// shards through it.
+TEST(StrategySearchTest, TakesTheDirectRouteAroundASlowHost) {
+  const ModelProfile profile = Dense();
+  ClusterSpec cluster = Cluster({{1, 0.1}, {1, 1}, {1, 1}, {1, 1}});
+  cluster.algorithms = {AllReduceAlgorithm::kRabenseifner, ReduceAlgorithm::kBinomial,
+                        BroadcastAlgorithm::kBinomial, AllGatherAlgorithm::kLinear};
+  core::ParameterStore store;
+  ASSERT_TRUE(AddProfileParameters(profile, &store).ok());
+  std::vector<Strategy> builders;
+  for (const std::string& name : StrategyBuilderNames()) {
+    absl::StatusOr<Strategy> s = BuildStrategy(name, store, cluster.world_size());
+    ASSERT_TRUE(s.ok()) << s.status();
+    builders.push_back(*s);
+  }
+  absl::StatusOr<SearchReport> r = SearchStrategies(profile, cluster, {.top_k = 1});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->best.size(), 1u);
+  const auto* ps = std::get_if<ParameterServerSync>(&r->best[0].strategy.Find("out")->sync);
+  ASSERT_NE(ps, nullptr) << SerializeStrategy(r->best[0].strategy);
+  EXPECT_EQ(ps->route, PsRoute::kDirect);
+  for (const Strategy& b : builders) {
+    absl::StatusOr<Prediction> p = PredictStepTime(b, profile, cluster);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_LT(r->best[0].prediction.step_s * 1.2, p->step_s) << b.name;
+  }
+}
+
 TEST(StrategySearchTest, RejectsBadOptions) {
   EXPECT_FALSE(SearchStrategies(TreeLstm(), Clusters()[0], {.top_k = 0}).ok());
   SearchOptions no_caps;

@@ -89,6 +89,26 @@ TEST(StrategyTextTest, TopologyIsOptionalAndRoundTrips) {
   EXPECT_EQ(*ParseStrategy(text), *s);
 }
 
+// route= is written only where it is direct; files without it read as the collective route.
+TEST(StrategyTextTest, PsRouteIsOptionalAndRoundTrips) {
+  absl::StatusOr<Strategy> s = ParseStrategy(
+      "version 1\nworld_size 4\nparam a ps placement=1\n"
+      "param b ps placement=0,2 rows=0,3,5 route=direct\nparam c ps placement=h1 "
+      "route=collective\n");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(std::get<ParameterServerSync>(s->params[0].sync).route, PsRoute::kCollective);
+  EXPECT_EQ(std::get<ParameterServerSync>(s->params[1].sync).route, PsRoute::kDirect);
+  EXPECT_EQ(std::get<ParameterServerSync>(s->params[2].sync).route, PsRoute::kCollective);
+  const std::string text = SerializeStrategy(*s);
+  EXPECT_TRUE(
+      absl::StrContains(text, "param b ps placement=0,2 rows=0,3,5 staleness=0 route=direct\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "param c ps placement=h1.0 staleness=0\n")) << text;
+  EXPECT_EQ(*ParseStrategy(text), *s);
+  EXPECT_STREQ(RouteName(PsRoute::kDirect), "direct");
+  EXPECT_STREQ(RouteName(PsRoute::kCollective), "collective");
+}
+
 // Servers named by host: parsed, written back the same way, and resolved to ranks against the
 // hosts of the ranks; a host or local rank that does not exist names the parameter.
 TEST(StrategyTextTest, ServersNamedByHost) {
@@ -143,6 +163,7 @@ TEST(StrategyTextTest, ParseErrorsNameTheLine) {
       {head + "param a ps placement=0,1 rows=0,4\n", "line 3", "2 boundaries for 2 shards"},
       {head + "param a ps placement=0,1 rows=0,4,4\n", "line 3", "increase strictly"},
       {head + "param a ps placement=0 staleness=-2\n", "line 3", "staleness"},
+      {head + "param a ps placement=0 route=tree\n", "line 3", "unknown route 'tree'"},
       {head + "\nparam a sparse\nparam a sparse\n", "line 5", "first on line 4"},
       {head + "param a ps placement=0,2\n", "line 3", "server rank 2"},
       {head + "frobnicate 1\n", "line 3", "unknown directive 'frobnicate'"},
