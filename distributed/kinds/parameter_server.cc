@@ -200,7 +200,8 @@ class PsSparseUnit final : public internal::SparseBase {
                int64_t begin, int64_t end, int server, PsRoute route)
       : SparseBase(std::move(comm), p, index, std::move(name), begin, end),
         server_(server),
-        route_(route) {}
+        route_(route),
+        piece_bytes_(comm_->PieceBytes()) {}
 
   absl::StatusOr<bool> Advance() override {
     CAVS_ASSIGN_OR_RETURN(bool done, stage_ops_.Test());
@@ -269,14 +270,25 @@ class PsSparseUnit final : public internal::SparseBase {
     return false;
   }
 
-  // The server's `buf` to every rank: a broadcast, or on the direct route straight to each.
+  // The server's `buf` to every rank: a broadcast, or on the direct route straight to each, in
+  // pieces of whole rows of at most piece_bytes_ (every rank knows the rows: the same pieces).
   absl::Status SendBack(const Tensor& buf, int tag) {
-    if (route_ == PsRoute::kDirect) return StartFanOut(*comm_, buf, server_, tag, stage_ops_);
-    return stage_ops_.Add(comm_->StartBroadcast(buf, server_));
+    if (route_ != PsRoute::kDirect) return stage_ops_.Add(comm_->StartBroadcast(buf, server_));
+    const Tensor m = buf.shape().rank() == 1 ? buf.View(core::Shape({buf.numel(), 1})) : buf;
+    const int64_t rows = m.rows();
+    const int64_t row_bytes = std::max<int64_t>(1, m.cols() * SizeOf(m.dtype()));
+    const int64_t step = piece_bytes_ > 0 ? std::max<int64_t>(1, piece_bytes_ / row_bytes) : rows;
+    if (rows <= step) return StartFanOut(*comm_, buf, server_, tag, stage_ops_);
+    for (int64_t a = 0; a < rows; a += step) {
+      CAVS_RETURN_IF_ERROR(
+          StartFanOut(*comm_, m.Rows(a, std::min(rows, a + step)), server_, tag, stage_ops_));
+    }
+    return absl::OkStatus();
   }
 
   int server_;
   PsRoute route_;
+  int64_t piece_bytes_;  // the communicator's PieceBytes, fixed for its life
   Tensor wire_rows_, wire_values_, unique_;
 };
 
