@@ -270,18 +270,21 @@ class PsSparseUnit final : public internal::SparseBase {
     return false;
   }
 
-  // The server's `buf` to every rank: a broadcast, or on the direct route straight to each, in
-  // pieces of whole rows of at most piece_bytes_ (every rank knows the rows: the same pieces).
+  // The server's `buf` to every rank, a broadcast or on the direct route straight to each, in
+  // pieces of whole rows of at most piece_bytes_, all under way at once (every rank knows the
+  // rows: the same pieces).
   absl::Status SendBack(const Tensor& buf, int tag) {
-    if (route_ != PsRoute::kDirect) return stage_ops_.Add(comm_->StartBroadcast(buf, server_));
+    const auto send = [&](const Tensor& piece) {
+      return route_ == PsRoute::kDirect ? StartFanOut(*comm_, piece, server_, tag, stage_ops_)
+                                        : stage_ops_.Add(comm_->StartBroadcast(piece, server_));
+    };
     const Tensor m = buf.shape().rank() == 1 ? buf.View(core::Shape({buf.numel(), 1})) : buf;
     const int64_t rows = m.rows();
     const int64_t row_bytes = std::max<int64_t>(1, m.cols() * SizeOf(m.dtype()));
     const int64_t step = piece_bytes_ > 0 ? std::max<int64_t>(1, piece_bytes_ / row_bytes) : rows;
-    if (rows <= step) return StartFanOut(*comm_, buf, server_, tag, stage_ops_);
+    if (rows <= step) return send(buf);
     for (int64_t a = 0; a < rows; a += step) {
-      CAVS_RETURN_IF_ERROR(
-          StartFanOut(*comm_, m.Rows(a, std::min(rows, a + step)), server_, tag, stage_ops_));
+      CAVS_RETURN_IF_ERROR(send(m.Rows(a, std::min(rows, a + step))));
     }
     return absl::OkStatus();
   }
