@@ -6,13 +6,16 @@
 # their ratio (> 1: auto faster), and the largest prediction error of the cost model (and of the
 # model corrected by the trials) over the strategies measured, and (md=1) the search's cost in
 # seconds and the builders' comparison's (logs since the report split them). Last, over every
-# measured cell: the median and largest absolute prediction error, and per kind of strategy.
+# measured cell: the median and largest absolute prediction error, and per kind of strategy; and
+# over the logs, the model's first (of the strategies measured, the one predicted fastest) against
+# the best measured, and in how many it is within 5% of it.
 function abs(x) { return x < 0 ? -x : x }
 FNR == 1 {
   if (file != "") finish()
   file = FILENAME; sub(/.*\//, "", file); sub(/\.log$/, "", file)
   best_builder = ""; best_ms = 0; chosen = ""; chosen_ms = 0; max_err = 0; max_cerr = 0
   search_s = "-"; compare_s = "-"
+  first_pred = ""; first_ms = 0; best_all = 0
   in_table = 0
 }
 /predicted_ms corrected_ms/ { in_table = 1; steps_col = / steps$/; next }
@@ -30,6 +33,8 @@ in_table && NF >= 5 {
   measured = f[n]; corrected = f[n - 1]; predicted = f[n - 2]
   name = f[1]; for (i = 2; i <= n - 4; ++i) name = name " " f[i]
   if (measured == "-") next
+  if (first_pred == "" || predicted + 0 < first_pred + 0) { first_pred = predicted; first_ms = measured }
+  if (best_all == 0 || measured + 0 < best_all) best_all = measured + 0
   err = (predicted - measured) / measured
   cells[++ncells] = abs(err)
   if (abs(err) > abs(max_err)) max_err = err
@@ -46,6 +51,7 @@ in_table && NF >= 5 {
 }
 function finish() {
   if (chosen == "") { printf "%-48s (no decision in the log)\n", file; return }
+  firsts[++nfirsts] = first_ms / best_all
   if (md) {
     printf "| %s | %s | %.1f | %s | %.1f | %.2f | %+.0f%% | %+.0f%% | %s | %s |\n", file, best_builder,
            best_ms, chosen, chosen_ms, best_ms / chosen_ms, 100 * max_err, 100 * max_cerr, search_s,
@@ -76,5 +82,13 @@ END {
   if (nccells > 0) {
     m = 0; for (i = 1; i <= nccells; ++i) if (ccells[i] > m) m = ccells[i]
     printf "corrected by the trials (in-sample): median %.1f%%, max %.1f%%\n", 100 * median(ccells, nccells), 100 * m
+  }
+  if (nfirsts > 0) {
+    within = 0; list = ""
+    for (i = 1; i <= nfirsts; ++i) {
+      within += firsts[i] <= 1.05
+      list = list (i > 1 ? ", " : "") sprintf("%.3f", firsts[i])
+    }
+    printf "the model's first within 5%% of the best measured in %d of %d logs: %s\n", within, nfirsts, list
   }
 }
