@@ -260,22 +260,30 @@ class Search {
   // only, best first.
   absl::StatusOr<std::vector<std::pair<double, Plan>>> Bases() {
     std::vector<std::pair<double, Plan>> bases;
-    const size_t k_count = shard_options_.size();
     for (const Plan& g : globals_) {
-      for (size_t variant = 0; variant < 1 + 4 * k_count; ++variant) {
+      // `ps` for the row-sparse tables (and with `every`, for every tensor that may take it)
+      // where their rows allow; each parameter's first choice elsewhere.
+      auto add = [&](const Choice* ps, bool every) -> absl::Status {
         Plan plan = g;
-        const size_t v = variant == 0 ? 0 : (variant - 1) % (2 * k_count);
-        const int k = variant == 0 ? 0 : shard_options_[v % k_count];
-        const PsRoute route = variant > 2 * k_count ? PsRoute::kDirect : PsRoute::kCollective;
         for (size_t i = 0; i < profile_.params.size(); ++i) {
           const ParamProfile& p = profile_.params[i];
-          const bool to_ps =
-              variant > 0 && (p.sparse || v >= k_count) && choices_[i].size() > 1 && k <= p.rows();
-          plan.choice.push_back(to_ps ? Choice{Choice::Kind::kPs, k, route} : choices_[i][0]);
+          const bool to_ps = ps != nullptr && (p.sparse || every) && choices_[i].size() > 1 &&
+                             ps->shards <= p.rows();
+          plan.choice.push_back(to_ps ? *ps : choices_[i][0]);
         }
         const size_t before = ranking_.size();
         CAVS_ASSIGN_OR_RETURN(double step, ranking_.Evaluate(plan));
         if (ranking_.size() > before) bases.emplace_back(step, std::move(plan));
+        return absl::OkStatus();
+      };
+      CAVS_RETURN_IF_ERROR(add(nullptr, false));
+      for (PsRoute route : {PsRoute::kCollective, PsRoute::kDirect}) {
+        for (bool every : {false, true}) {
+          for (int k : shard_options_) {
+            const Choice ps{Choice::Kind::kPs, k, route};
+            CAVS_RETURN_IF_ERROR(add(&ps, every));
+          }
+        }
       }
     }
     std::stable_sort(bases.begin(), bases.end(),

@@ -37,6 +37,17 @@ absl::Status AddInto(Tensor into, const Tensor& from) {
   return absl::OkStatus();
 }
 
+// [a, b) ranges cutting `n` items of `item_bytes` bytes each into pieces of at most `piece_bytes`
+// (at least one item a piece; 0 or less: one piece); one range [0, 0) where n is 0.
+std::vector<std::pair<int64_t, int64_t>> Cut(int64_t n, int64_t item_bytes, int64_t piece_bytes) {
+  const int64_t step =
+      piece_bytes > 0 ? std::max<int64_t>(1, piece_bytes / std::max<int64_t>(1, item_bytes)) : n;
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  for (int64_t a = 0; a < n; a += step) pieces.push_back({a, std::min(n, a + step)});
+  if (pieces.empty()) pieces.push_back({0, 0});
+  return pieces;
+}
+
 // Starts sending the root's `buf` straight to every other rank (the root) or receiving it from
 // the root (the others), tagged `tag`: a broadcast without a tree.
 absl::Status StartFanOut(Communicator& comm, const Tensor& buf, int root, int tag,
@@ -65,19 +76,11 @@ class PsDenseUnit final : public internal::SyncUnit {
     CAVS_RETURN_IF_ERROR(core::ValidateGradient(*param_));
     view_ = GradMatrix(*param_).Rows(begin_, end_);
     stage_ = 1;
-    // In pieces of at most piece_bytes_ (whole elements, at least one), all under way at once.
-    pieces_.clear();
-    const int64_t n = view_.numel();
-    const int64_t piece =
-        piece_bytes_ > 0
-            ? std::max<int64_t>(1, piece_bytes_ / static_cast<int64_t>(SizeOf(view_.dtype())))
-            : n;
-    const Tensor flat = view_.View(core::Shape({n, 1}));
-    for (int64_t a = 0; a < n; a += piece) pieces_.push_back({a, std::min(n, a + piece)});
-    if (pieces_.empty()) pieces_.push_back({0, 0});
-    if (route_ == PsRoute::kDirect) return StartDirect(flat);
-    for (const auto& [a, b] : pieces_) {
-      CAVS_RETURN_IF_ERROR(stage_ops_.Add(comm_->StartReduce(Piece(flat, a, b), server_)));
+    // In pieces of at most piece_bytes_ (whole elements), all under way at once.
+    pieces_ = Cut(view_.numel(), static_cast<int64_t>(SizeOf(view_.dtype())), piece_bytes_);
+    if (route_ == PsRoute::kDirect) return StartDirect();
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      CAVS_RETURN_IF_ERROR(stage_ops_.Add(comm_->StartReduce(PieceOf(view_, i), server_)));
     }
     return absl::OkStatus();
   }
@@ -90,9 +93,8 @@ class PsDenseUnit final : public internal::SyncUnit {
     Progressed();
     if (stage_ == 1) {  // the server holds the sum: send it back
       stage_ = 2;
-      const Tensor flat = view_.View(core::Shape({view_.numel(), 1}));
-      for (const auto& [a, b] : pieces_) {
-        CAVS_RETURN_IF_ERROR(stage_ops_.Add(comm_->StartBroadcast(Piece(flat, a, b), server_)));
+      for (size_t i = 0; i < pieces_.size(); ++i) {
+        CAVS_RETURN_IF_ERROR(stage_ops_.Add(comm_->StartBroadcast(PieceOf(view_, i), server_)));
       }
       return false;
     }
@@ -102,10 +104,12 @@ class PsDenseUnit final : public internal::SyncUnit {
   absl::Status Complete(float scale) override { return internal::ScaleInPlace(view_, scale); }
 
  private:
-  // Elements [a, b) of the flat shard; the whole shard where it is one piece (so that a
-  // single-piece shard keeps its shape on the wire).
-  Tensor Piece(const Tensor& flat, int64_t a, int64_t b) const {
-    return pieces_.size() == 1 ? view_ : flat.Rows(a, b);
+  // Piece i of `whole` (the shard, or a buffer of its size): its elements pieces_[i] of it
+  // flattened; where there is one piece, all of it in the shard's shape (so that a single-piece
+  // shard keeps its shape on the wire).
+  Tensor PieceOf(const Tensor& whole, size_t i) const {
+    if (pieces_.size() == 1) return whole.View(view_.shape());
+    return whole.View(core::Shape({view_.numel(), 1})).Rows(pieces_[i].first, pieces_[i].second);
   }
 
   // The direct route, piece by piece: each piece goes to the server as soon as it can; the
@@ -114,7 +118,7 @@ class PsDenseUnit final : public internal::SyncUnit {
   // order, both ways (a piece turns back only after the pieces before it have), and so matches
   // in order with one tag: MPI matches a pair's messages of one tag in the order they were
   // posted, NCCL its sends and receives in the order they were queued.
-  absl::Status StartDirect(const Tensor& flat) {
+  absl::Status StartDirect() {
     const int world = comm_->world_size();
     const bool server = comm_->rank() == server_;
     piece_ops_.clear();
@@ -131,23 +135,19 @@ class PsDenseUnit final : public internal::SyncUnit {
       }
     }
     for (size_t i = 0; i < pieces_.size(); ++i) {
-      const auto [a, b] = pieces_[i];
       if (!server) {
-        CAVS_RETURN_IF_ERROR(piece_ops_[i].Add(comm_->StartSend(Piece(flat, a, b), server_, 0)));
+        CAVS_RETURN_IF_ERROR(piece_ops_[i].Add(comm_->StartSend(PieceOf(view_, i), server_, 0)));
         continue;
       }
       for (int r = 0; r < world; ++r) {
         if (r == server_) continue;
-        const Tensor into =
-            pieces_.size() == 1 ? incoming_[r].View(view_.shape()) : incoming_[r].Rows(a, b);
-        CAVS_RETURN_IF_ERROR(piece_ops_[i].Add(comm_->StartRecv(into, r, 0)));
+        CAVS_RETURN_IF_ERROR(piece_ops_[i].Add(comm_->StartRecv(PieceOf(incoming_[r], i), r, 0)));
       }
     }
     return absl::OkStatus();
   }
 
   absl::StatusOr<bool> AdvanceDirect() {
-    const Tensor flat = view_.View(core::Shape({view_.numel(), 1}));
     const bool server = comm_->rank() == server_;
     bool turning = true;  // every piece before this one has turned back
     for (size_t i = 0; i < pieces_.size(); ++i) {
@@ -163,13 +163,10 @@ class PsDenseUnit final : public internal::SyncUnit {
       if (stage++ == 2) continue;  // the sum is back (or sent): done
       // Arrived (the server) or left (the others, whose buffer can now take the sum): the
       // server adds the arrivals in rank order and the sum goes back.
-      const auto [a, b] = pieces_[i];
-      const Tensor piece = Piece(flat, a, b);
+      const Tensor piece = PieceOf(view_, i);
       if (server) {
         for (int r = 0; r < comm_->world_size(); ++r) {
-          if (r == server_) continue;
-          CAVS_RETURN_IF_ERROR(AddInto(piece, pieces_.size() == 1 ? incoming_[r].View(view_.shape())
-                                                                  : incoming_[r].Rows(a, b)));
+          if (r != server_) CAVS_RETURN_IF_ERROR(AddInto(piece, PieceOf(incoming_[r], i)));
         }
       }
       CAVS_RETURN_IF_ERROR(StartFanOut(*comm_, piece, server_, 0, piece_ops_[i]));
@@ -279,13 +276,10 @@ class PsSparseUnit final : public internal::SparseBase {
                                         : stage_ops_.Add(comm_->StartBroadcast(piece, server_));
     };
     const Tensor m = buf.shape().rank() == 1 ? buf.View(core::Shape({buf.numel(), 1})) : buf;
-    const int64_t rows = m.rows();
-    const int64_t row_bytes = std::max<int64_t>(1, m.cols() * SizeOf(m.dtype()));
-    const int64_t step = piece_bytes_ > 0 ? std::max<int64_t>(1, piece_bytes_ / row_bytes) : rows;
-    if (rows <= step) return send(buf);
-    for (int64_t a = 0; a < rows; a += step) {
-      CAVS_RETURN_IF_ERROR(send(m.Rows(a, std::min(rows, a + step))));
-    }
+    const auto pieces =
+        Cut(m.rows(), m.cols() * static_cast<int64_t>(SizeOf(m.dtype())), piece_bytes_);
+    if (pieces.size() == 1) return send(buf);
+    for (const auto& [a, b] : pieces) CAVS_RETURN_IF_ERROR(send(m.Rows(a, b)));
     return absl::OkStatus();
   }
 
