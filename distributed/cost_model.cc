@@ -137,6 +137,87 @@ void Serve(std::vector<Job>& queue, std::vector<UnitPrediction>& units) {
   }
 }
 
+// Sums of min(w, cap) over a growing set of works: a Fenwick tree over the works' ranks.
+class MinSums {
+ public:
+  explicit MinSums(std::vector<double> works) : sorted_(std::move(works)) {
+    std::sort(sorted_.begin(), sorted_.end());
+    count_.assign(sorted_.size() + 1, 0.0);
+    sum_.assign(sorted_.size() + 1, 0.0);
+  }
+  void Add(double w) {
+    const size_t at = std::lower_bound(sorted_.begin(), sorted_.end(), w) - sorted_.begin();
+    for (size_t i = at + 1; i < count_.size(); i += i & (~i + 1)) count_[i] += 1, sum_[i] += w;
+    added_ += 1;
+  }
+  // The sum over the works added of min(w, cap).
+  double Of(double cap) const {
+    size_t i = std::upper_bound(sorted_.begin(), sorted_.end(), cap) - sorted_.begin();
+    double below = 0.0, count = 0.0;
+    for (; i > 0; i -= i & (~i + 1)) below += sum_[i], count += count_[i];
+    return below + cap * (added_ - count);
+  }
+
+ private:
+  std::vector<double> sorted_;
+  std::vector<double> count_, sum_;
+  double added_ = 0.0;
+};
+
+// For the units on one resource (unit, work there), each one's sum over the others whose alone
+// interval overlaps its own of min(their work, its work). Intervals are not empty (a unit with
+// work on a resource takes that long alone), so a unit that does not overlap u either starts
+// at or after u's end or ends at or before u's start, never both: the sum over all, less the
+// two sums over those, less u's own work. Directly where the units are few.
+std::vector<double> OverlapShares(const std::vector<std::pair<size_t, double>>& on,
+                                  const std::vector<UnitPrediction>& units) {
+  const size_t m = on.size();
+  std::vector<double> shared(m, 0.0);
+  if (m <= 64) {
+    for (size_t i = 0; i < m; ++i) {
+      const UnitPrediction& u = units[on[i].first];
+      for (size_t j = 0; j < m; ++j) {
+        const UnitPrediction& v = units[on[j].first];
+        if (j == i || v.start_s >= u.end_s || u.start_s >= v.end_s) continue;
+        shared[i] += std::min(on[j].second, on[i].second);
+      }
+    }
+    return shared;
+  }
+  std::vector<double> works(m);
+  for (size_t i = 0; i < m; ++i) works[i] = on[i].second;
+  MinSums all(works);
+  for (double w : works) all.Add(w);
+  for (size_t i = 0; i < m; ++i) shared[i] = all.Of(works[i]) - works[i];
+  std::vector<size_t> by_start(m), by_end(m);
+  for (size_t i = 0; i < m; ++i) by_start[i] = by_end[i] = i;
+  auto start = [&](size_t i) { return units[on[i].first].start_s; };
+  auto end = [&](size_t i) { return units[on[i].first].end_s; };
+  std::sort(by_start.begin(), by_start.end(),
+            [&](size_t a, size_t b) { return start(a) < start(b); });
+  std::sort(by_end.begin(), by_end.end(), [&](size_t a, size_t b) { return end(a) < end(b); });
+  {  // those starting at or after u's end: u in decreasing end, the others in decreasing start
+    MinSums later(works);
+    size_t k = m;
+    for (size_t q = m; q-- > 0;) {
+      const size_t i = by_end[q];
+      while (k > 0 && start(by_start[k - 1]) >= end(i)) later.Add(works[by_start[--k]]);
+      shared[i] -= later.Of(works[i]);
+    }
+  }
+  {  // those ending at or before u's start: u in increasing start, the others in increasing end
+    MinSums earlier(works);
+    size_t k = 0;
+    for (size_t q = 0; q < m; ++q) {
+      const size_t i = by_start[q];
+      while (k < m && end(by_end[k]) <= start(i)) earlier.Add(works[by_end[k++]]);
+      shared[i] -= earlier.Of(works[i]);
+    }
+  }
+  for (double& x : shared) x = std::max(0.0, x);
+  return shared;
+}
+
 // Each unit's alone end, later where the units beside it leave its links too little time: per
 // link resource r, every unit v whose alone interval [start, alone end] overlaps u's shares r
 // with it, min(v's work on r, u's own work on r) over their whole chains, as a fair share of
@@ -154,36 +235,34 @@ std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phase
                                     const Resources& res,
                                     const std::vector<UnitPrediction>& units) {
   const size_t n = units.size();
-  // Per unit: its work (s at full capacity) per link resource, over all its phases, and its
-  // chain's transfer time alone (the sum over its phases of the longest work in each).
-  std::vector<std::map<int, double>> total(n);
+  // Per resource: the units with work on it (s at full capacity, over all their phases); per
+  // unit, its chain's transfer time alone (the sum over its phases of the longest work in each).
+  std::vector<std::vector<std::pair<size_t, double>>> on(res.count());
   std::vector<double> transfer(n, 0.0);
   for (size_t u = 0; u < n; ++u) {
     for (const Phase& ph : phases[u]) {
       double longest = 0.0;
       for (const Load& l : ph.loads) {
         const double work = l.bytes / res.capacity(l.resource);
-        total[u][l.resource] += work;
+        auto& list = on[l.resource];
+        if (list.empty() || list.back().first != u) list.push_back({u, 0.0});
+        list.back().second += work;
         longest = std::max(longest, work);
       }
       transfer[u] += longest;
     }
   }
+  std::vector<double> busiest(n, 0.0);
+  for (const auto& list : on) {
+    const std::vector<double> shared = OverlapShares(list, units);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const size_t u = list[i].first;
+      busiest[u] = std::max(busiest[u], list[i].second + shared[i]);
+    }
+  }
   std::vector<double> ends(n);
   for (size_t u = 0; u < n; ++u) {
-    double busiest = 0.0;
-    for (const auto& [r, own] : total[u]) {
-      double shared = 0.0;
-      for (size_t v = 0; v < n; ++v) {
-        if (v == u || units[v].start_s >= units[u].end_s || units[u].start_s >= units[v].end_s) {
-          continue;
-        }
-        auto it = total[v].find(r);
-        if (it != total[v].end()) shared += std::min(it->second, own);
-      }
-      busiest = std::max(busiest, own + shared);
-    }
-    ends[u] = units[u].end_s + std::max(0.0, busiest - transfer[u]);
+    ends[u] = units[u].end_s + std::max(0.0, busiest[u] - transfer[u]);
   }
   return ends;
 }
