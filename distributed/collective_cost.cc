@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <map>
 #include <utility>
 
 #include "core/status.h"
@@ -31,6 +32,7 @@ class PhaseBuilder {
       return;
     }
     crosses_ = true;
+    pair_bytes_[from * static_cast<int>(cluster_.hosts.size()) + to] += bytes;
     bytes_[Resources::Out(from)] += bytes;
     bytes_[Resources::In(to)] += bytes;
     bytes_[Resources::Duplex(from)] += bytes;
@@ -68,6 +70,7 @@ class PhaseBuilder {
     for (int r = 0; r < static_cast<int>(bytes_.size()); ++r) {
       if (bytes_[r] > 0.0) phase_.loads.push_back({r, bytes_[r]});
     }
+    for (const auto& [pair, bytes] : pair_bytes_) phase_.pairs.push_back({pair, bytes});
     std::vector<double> cpu(cluster_.hosts.size(), 0.0);
     for (int r = 0; r < static_cast<int>(handled_.size()); ++r) {
       cpu[host_of_[r]] = std::max(cpu[host_of_[r]], handled_[r] * cluster_.message_overhead);
@@ -91,6 +94,7 @@ class PhaseBuilder {
   const ClusterSpec& cluster_;
   const std::vector<int>& host_of_;
   std::vector<double> bytes_;
+  std::map<int, double> pair_bytes_;  // per ordered pair of hosts (Phase::pairs)
   std::vector<int> sent_, received_;  // in the current step
   std::vector<int> touched_;          // ranks with messages in the current step
   std::vector<double> handled_;       // messages over the steps so far
@@ -262,6 +266,7 @@ void RingAllGather(const std::vector<int>& p, PhaseBuilder& b) {
 Phase Phase::Scaled(double factor) const {
   Phase out = *this;
   for (Load& l : out.loads) l.bytes *= factor;
+  for (Load& l : out.pairs) l.bytes *= factor;
   for (Load& l : out.summed) l.bytes *= factor;
   out.root_in *= factor;
   out.root_out *= factor;
@@ -296,6 +301,7 @@ void Phase::Merge(const Phase& other) {
   root_in += other.root_in;
   root_out += other.root_out;
   loads = AddLoads(loads, other.loads);
+  pairs = AddLoads(pairs, other.pairs);
   cpu = AddLoads(cpu, other.cpu);
   summed = AddLoads(summed, other.summed);
 }
@@ -363,6 +369,7 @@ Phase Collectives::Run(Collective op, const std::vector<int>& ranks, int root, d
     phase.latency += (scale - 1) * transfer;
   } else {
     for (Load& l : phase.loads) l.bytes *= scale;
+    for (Load& l : phase.pairs) l.bytes *= scale;
   }
   phase.latency += fixed;
   return phase;

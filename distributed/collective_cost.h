@@ -48,9 +48,12 @@ struct Load {
 
 // One collective (or several run side by side) of a synchronizer unit.
 struct Phase {
-  std::vector<Load> cpu;     // s of software time per host (Load::resource is the host)
-  double latency = 0.0;      // s
-  std::vector<Load> loads;   // bytes per link resource, resource ascending, each at most once
+  std::vector<Load> cpu;    // s of software time per host (Load::resource is the host)
+  double latency = 0.0;     // s
+  std::vector<Load> loads;  // bytes per link resource, resource ascending, each at most once
+  // The same inter-host bytes per ordered pair of hosts (Load::resource is from x hosts + to),
+  // ascending: the connections whose bytes go in order (the cost model's queued chains).
+  std::vector<Load> pairs;
   double root_in = 0.0;      // bytes the root rank receives (rooted collectives; PS hot spots)
   double root_out = 0.0;     // bytes the root rank sends
   std::vector<Load> summed;  // bytes per host its busiest rank sums, host ascending

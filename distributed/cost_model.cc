@@ -267,6 +267,117 @@ std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phase
   return ends;
 }
 
+// The sums over a link's connections of min(their bytes waiting, x): sorted, with prefix sums.
+class LinkRests {
+ public:
+  void Clear() { sorted_.clear(); }
+  void Add(double rest) { sorted_.push_back(rest); }
+  void Sort() {
+    std::sort(sorted_.begin(), sorted_.end());
+    prefix_.assign(sorted_.size() + 1, 0.0);
+    for (size_t i = 0; i < sorted_.size(); ++i) prefix_[i + 1] = prefix_[i] + sorted_[i];
+  }
+  double MinSum(double x) const {
+    const size_t below = std::upper_bound(sorted_.begin(), sorted_.end(), x) - sorted_.begin();
+    return prefix_[below] + x * static_cast<double>(sorted_.size() - below);
+  }
+
+ private:
+  std::vector<double> sorted_, prefix_;
+};
+
+// Each unit's chain again, where its messages queue behind the units started before it: a
+// connection (a pair of hosts (a, b)) sends its bytes in order, and the connections through a
+// host's link share it fairly. The bytes of each earlier unit's first phase that crosses hosts
+// are queued at its start (the others wait for that phase's end, which the cluster moves, so
+// they are left out: this end is a bound from below). Sent from there at the pair's rate
+// alone (the slower of a's out and b's in), they are through no earlier than
+//   backlog(a, b) = max over v < u of (start of v + the time of those bytes on (a, b) of v .. u-1),
+// so at u's start at least rest(a, b) = rate(a, b) x max(0, backlog(a, b) - start of u) bytes
+// of them wait. u's first bytes on (a, b) go when that rest is through: no earlier than
+// rest(a, b) / rate(a, b), and, since every connection through a's out (and b's in) with
+// bytes waiting takes its fair share meanwhile, no earlier than the sum over them of
+// min(their rest, rest(a, b)) over the link's capacity. The chain is replayed from u's start,
+// each phase's bytes on a pair leaving after its software time and that wait, then its latency
+// and transfer: a unit of several rounds (a sparse PS shard's counts, gather, unique count and
+// rows back) waits behind the backlog of each pair it uses once, then runs its remaining
+// rounds. Starts do not depend on the cluster and every term only grows with a slower link, so
+// this end too never shrinks with a slower link, more latency or more overhead.
+std::vector<double> QueuedChainEnds(const std::vector<std::vector<Phase>>& phases,
+                                    const Resources& res, int hosts,
+                                    const std::vector<UnitPrediction>& units) {
+  const size_t n = units.size();
+  std::vector<double> rates(static_cast<size_t>(hosts) * hosts);  // per pair
+  for (int a = 0; a < hosts; ++a) {
+    for (int b = 0; b < hosts; ++b) {
+      rates[a * hosts + b] =
+          std::min(res.capacity(Resources::Out(a)), res.capacity(Resources::In(b)));
+    }
+  }
+  auto rate = [&](int pair) { return rates[pair]; };
+  // Per pair: when the first phases so far are through on it, at best (0: none); per host, the
+  // pairs from it and to it that have had any.
+  std::vector<double> backlog(static_cast<size_t>(hosts) * hosts, 0.0);
+  std::vector<std::vector<int>> from(hosts), to(hosts);
+  std::vector<LinkRests> out(hosts), in(hosts);
+  std::vector<size_t> out_for(hosts, n), in_for(hosts, n);  // the unit each was set for
+  auto rest = [&](int pair, double start) {
+    return std::max(0.0, backlog[pair] - start) * rate(pair);
+  };
+  std::vector<double> ends(n);
+  for (size_t u = 0; u < n; ++u) {
+    const double start = units[u].start_s;
+    auto free = [&](int pair) {
+      const double own = rest(pair, start);
+      if (own <= 0.0) return start;
+      const int a = pair / hosts, b = pair % hosts;
+      auto update = [&](LinkRests& link, size_t& set_for, const std::vector<int>& pairs) {
+        if (set_for == u) return;
+        set_for = u;
+        link.Clear();
+        for (int q : pairs) {
+          if (const double r = rest(q, start); r > 0.0) link.Add(r);
+        }
+        link.Sort();
+      };
+      update(out[a], out_for[a], from[a]);
+      update(in[b], in_for[b], to[b]);
+      return start +
+             std::max({own / rate(pair), out[a].MinSum(own) / res.capacity(Resources::Out(a)),
+                       in[b].MinSum(own) / res.capacity(Resources::In(b))});
+    };
+    double t = start;
+    for (const Phase& ph : phases[u]) {
+      double software = 0.0;
+      for (const Load& c : ph.cpu) software = std::max(software, c.bytes);
+      const double ready = t + software;
+      double done = ready + ph.latency;
+      for (const Load& l : ph.loads) {
+        done = std::max(done, ready + ph.latency + l.bytes / res.capacity(l.resource));
+      }
+      for (const Load& p : ph.pairs) {
+        done = std::max(
+            done, std::max(ready, free(p.resource)) + ph.latency + p.bytes / rate(p.resource));
+      }
+      t = done;
+    }
+    ends[u] = t;
+    // The backlog the next unit finds: this unit's first crossing phase joins it.
+    for (const Phase& ph : phases[u]) {
+      for (const Load& p : ph.pairs) {
+        double& through = backlog[p.resource];
+        if (through == 0.0) {
+          from[p.resource / hosts].push_back(p.resource);
+          to[p.resource % hosts].push_back(p.resource);
+        }
+        through = std::max(through, start) + p.bytes / rate(p.resource);
+      }
+      if (!ph.pairs.empty()) break;
+    }
+  }
+  return ends;
+}
+
 // Exposure, in order of end: how far each unit extends backward and the units that end before.
 void Expose(Prediction& pred) {
   std::vector<size_t> by_end(pred.units.size());
@@ -359,10 +470,11 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
   std::vector<std::vector<Job>> cpu(hosts), links(res.count());
   ChainUnits(phases, res, pred.units, cpu, links);
   const std::vector<double> shared = SharedChainEnds(phases, res, pred.units);
+  const std::vector<double> queued = QueuedChainEnds(phases, res, hosts, pred.units);
   for (std::vector<Job>& queue : cpu) Serve(queue, pred.units);
   for (std::vector<Job>& queue : links) Serve(queue, pred.units);
   for (size_t u = 0; u < pred.units.size(); ++u) {
-    pred.units[u].end_s = std::max(pred.units[u].end_s, shared[u]);
+    pred.units[u].end_s = std::max({pred.units[u].end_s, shared[u], queued[u]});
   }
   Expose(pred);
   for (const auto& [rank, s] : servers) {  // the most bytes; ties to the lower rank

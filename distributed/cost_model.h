@@ -19,9 +19,12 @@
 //     time of messages), is a queue that serves the work put on it in the order it would
 //     arrive if nothing else ran, never idle while work waits; and units that run side by side
 //     share each link fairly: a unit's chain is slowed, once, by its neighbours' traffic on
-//     the links it uses (at most its own work there per neighbour). A unit ends when its own
-//     chain, every queue holding its work and its shared chain are done. So the step time is
-//     monotone: more bandwidth, less latency or less overhead never predicts a slower step;
+//     the links it uses (at most its own work there per neighbour); and a connection (a pair
+//     of hosts) sends in order: a unit's first message on a pair waits, once, for the bytes
+//     the units started before it queued there at their start (their first crossing phase).
+//     A unit ends when its own chain, every queue holding its work, its shared chain and its
+//     queued chain are done. So the step time is monotone: more bandwidth, less latency or
+//     less overhead never predicts a slower step;
 //   - a compressed bucket's float16 encode runs in its Start, on the thread that computes the
 //     gradients: it comes first in the unit's chain and delays the rest of backward (and the
 //     readiness of the units after it); its float16 sums are its reducing ranks' CPU time in

@@ -399,6 +399,37 @@ TEST(CostModelTest, SparseAllgatherSendsTouchedRowsToEveryRank) {
   EXPECT_DOUBLE_EQ(ps->busiest_server.bytes_out, (w - 1) * (8 + unique));
 }
 
+// A connection sends its bytes in order: a sparse PS shard started after a dense allreduce on
+// the same pair of hosts sends its counts once the allreduce's D bytes are through (D / bw),
+// then runs its four rounds, 4 alpha and its own bytes (8 + G + 8 + U, each way one at a
+// time), after them: the backlog is waited for once, not once a round. Alone, the shard is its
+// four rounds.
+TEST(CostModelTest, ASparseShardsRoundsQueueBehindTheBytesAheadOnTheirPair) {
+  const double alpha = 50 * kUs, bw = 1 * kGbit, dense = 4e6;
+  const double gathered = 500 * (8 + 4 * 100.0), unique = 800 * (8 + 4 * 100.0);
+  const double rounds = 4 * alpha + (8 + gathered + 8 + unique) / bw;
+  ClusterSpec c = Cluster(2, 1, 1, alpha, 0);
+  c.duplex = 1.0;
+  for (const bool alone : {true, false}) {
+    // Units start latest-created first: the allreduce of p1, then the shard of p0.
+    ModelProfile profile =
+        Profile(alone ? std::vector<std::vector<int64_t>>{{10000, 100}}
+                      : std::vector<std::vector<int64_t>>{{10000, 100}, {1000, 1000}});
+    profile.params[0].sparse = true;
+    profile.params[0].touched_rows = 500;
+    profile.params[0].union_rows = {{2, 800}};
+    Strategy s = OneEach(profile, 2, AllReduceSync{});
+    s.params[0].sync = ParameterServerSync{{1}, {}, 0};
+    absl::StatusOr<Prediction> pred = PredictStepTime(s, profile, c);
+    ASSERT_TRUE(pred.ok()) << pred.status();
+    ASSERT_EQ(pred->units.size(), alone ? 1u : 2u);
+    const UnitPrediction& shard = pred->units.back();
+    EXPECT_EQ(shard.name, "ps 'p0' on server 1");
+    EXPECT_NEAR(shard.end_s, alone ? rounds : dense / bw + rounds, 1e-12) << alone;
+    EXPECT_NEAR(pred->step_s, shard.end_s, 1e-12) << alone;
+  }
+}
+
 // Gradients ready early overlap the rest of backward; those ready at its end are exposed.
 TEST(CostModelTest, CommunicationOverlapsTheRestOfBackward) {
   ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}});
