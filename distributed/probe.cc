@@ -28,8 +28,34 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Median seconds of `reps` exchanges of `bytes` with `peer` on `comm` (both directions at once
-// when `both`, else this rank sends when `sender`), after one warm-up. Both ranks call it.
+// One exchange of `out` into `in` with `peer` on `comm` (both directions at once when `both`,
+// else this rank sends when `sender`): its seconds. Both ranks call it.
+absl::StatusOr<double> TimeOnce(Communicator& comm, int peer, Tensor& out, Tensor& in, bool both,
+                                bool sender) {
+  const double t0 = Now();
+  std::vector<std::unique_ptr<Work>> works;
+  if (both || sender) {
+    CAVS_ASSIGN_OR_RETURN(auto s, comm.StartSend(out, peer, 11));
+    works.push_back(std::move(s));
+  }
+  if (both || !sender) {
+    CAVS_ASSIGN_OR_RETURN(auto r, comm.StartRecv(in, peer, 11));
+    works.push_back(std::move(r));
+  }
+  for (auto& w : works) CAVS_RETURN_IF_ERROR(w->Wait());
+  // One direction: the receiver's answer of one element closes the timing on both sides.
+  if (!both) {
+    Tensor ack = Tensor::Host({1});
+    if (sender) {
+      CAVS_RETURN_IF_ERROR(comm.Recv(ack, peer, 12));
+    } else {
+      CAVS_RETURN_IF_ERROR(comm.Send(ack, peer, 12));
+    }
+  }
+  return Now() - t0;
+}
+
+// Median seconds of `reps` exchanges of `bytes` with `peer`, after one warm-up (TimeOnce).
 absl::StatusOr<double> TimeExchange(Communicator& comm, int peer, int64_t bytes, int reps,
                                     bool both, bool sender) {
   const int64_t n = std::max<int64_t>(1, bytes / 4);
@@ -37,29 +63,29 @@ absl::StatusOr<double> TimeExchange(Communicator& comm, int peer, int64_t bytes,
   std::fill_n(out.data<float>(), n, 1.0f);
   std::vector<double> times;
   for (int rep = 0; rep <= reps; ++rep) {
-    const double t0 = Now();
-    std::vector<std::unique_ptr<Work>> works;
-    if (both || sender) {
-      CAVS_ASSIGN_OR_RETURN(auto s, comm.StartSend(out, peer, 11));
-      works.push_back(std::move(s));
-    }
-    if (both || !sender) {
-      CAVS_ASSIGN_OR_RETURN(auto r, comm.StartRecv(in, peer, 11));
-      works.push_back(std::move(r));
-    }
-    for (auto& w : works) CAVS_RETURN_IF_ERROR(w->Wait());
-    // One direction: the receiver's answer of one element closes the timing on both sides.
-    if (!both) {
-      Tensor ack = Tensor::Host({1});
-      if (sender) {
-        CAVS_RETURN_IF_ERROR(comm.Recv(ack, peer, 12));
-      } else {
-        CAVS_RETURN_IF_ERROR(comm.Send(ack, peer, 12));
-      }
-    }
-    if (rep > 0) times.push_back(Now() - t0);
+    CAVS_ASSIGN_OR_RETURN(const double t, TimeOnce(comm, peer, out, in, both, sender));
+    if (rep > 0) times.push_back(t);
   }
   return UpperMedian(times);
+}
+
+// The median seconds of `reps` exchanges of `bytes` both ways at once with `peer`, and of
+// `reps` one way (this rank sending when `sender`), taken in turn after one of each to warm
+// up: the two see the same moments of whatever else runs (the probe's other pairs in the
+// round, sharing the cores), so their ratio, the pair's duplex fraction, does not take one
+// timed alone against the other timed beside them.
+absl::StatusOr<std::array<double, 2>> TimeBothAndOne(Communicator& comm, int peer, int64_t bytes,
+                                                     int reps, bool sender) {
+  const int64_t n = std::max<int64_t>(1, bytes / 4);
+  Tensor out = Tensor::Host({n}), in = Tensor::Host({n});
+  std::fill_n(out.data<float>(), n, 1.0f);
+  std::vector<double> both, one;
+  for (int rep = 0; rep <= reps; ++rep) {
+    CAVS_ASSIGN_OR_RETURN(const double tb, TimeOnce(comm, peer, out, in, true, sender));
+    CAVS_ASSIGN_OR_RETURN(const double to, TimeOnce(comm, peer, out, in, false, sender));
+    if (rep > 0) both.push_back(tb), one.push_back(to);
+  }
+  return std::array<double, 2>{UpperMedian(both), UpperMedian(one)};
 }
 
 struct Link {
@@ -253,11 +279,12 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
     if (leader && peer_host >= 0 && peer_host < hosts) {
       const int peer = topology.RanksOn(peer_host)[0];
       CAVS_ASSIGN_OR_RETURN(double ts, TimeExchange(comm, peer, small, reps, true, false));
-      CAVS_ASSIGN_OR_RETURN(double tl, TimeExchange(comm, peer, large, reps, true, false));
+      // The large exchange, and one direction alone (the lower host sending) in turn with it:
+      // how much of the exchange's time one direction takes.
+      CAVS_ASSIGN_OR_RETURN(const auto large_times,
+                            TimeBothAndOne(comm, peer, large, reps, my_host < peer_host));
+      const double tl = large_times[0], one = large_times[1];
       const Link link = Fit(small, ts, large, tl);
-      // One direction alone, the lower host sending: how much of the exchange's time it is.
-      CAVS_ASSIGN_OR_RETURN(double one,
-                            TimeExchange(comm, peer, large, reps, false, my_host < peer_host));
       mine[3 * peer_host] = link.bandwidth;
       mine[3 * peer_host + 1] = link.latency;
       mine[3 * peer_host + 2] = std::clamp(one / tl, 0.5, 1.0);
