@@ -1,6 +1,7 @@
 #include "distributed/strategy_search.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -167,7 +168,8 @@ std::vector<Choice> ChoicesFor(const ParamProfile& p, const std::vector<int>& sh
   return out;
 }
 
-// Evaluated strategies, ranked: step time, then fewer units, then the text.
+// Evaluated strategies, ranked: step time (to the microsecond), then fewer units, then fewer
+// PS shards on the collective route, then the text.
 class Ranking {
  public:
   Ranking(CostModel* model, const ModelProfile& profile, const ClusterSpec& cluster)
@@ -184,7 +186,9 @@ class Ranking {
     CAVS_ASSIGN_OR_RETURN(Prediction p, model_->Predict(s));
     const double step = p.step_s;
     seen_.emplace(text, step);
-    ranked_.emplace(Key{step, p.units.size(), text}, SearchResult{std::move(s), std::move(p)});
+    // Steps equal to the microsecond tie (the routes' arithmetic differs in the last bits).
+    Key key{std::round(step * 1e6), p.units.size(), TreeShards(s), text};
+    ranked_.emplace(std::move(key), SearchResult{std::move(s), std::move(p)});
     return step;
   }
 
@@ -202,7 +206,19 @@ class Ranking {
   }
 
  private:
-  using Key = std::tuple<double, size_t, std::string>;
+  using Key = std::tuple<double, size_t, size_t, std::string>;
+
+  // PS shards on the collective route: there a rank forwards other ranks' bytes in the
+  // binomial trees, on the direct route none does; where the model predicts the two the same
+  // (the same bytes on every link), the direct route goes first.
+  static size_t TreeShards(const Strategy& s) {
+    size_t shards = 0;
+    for (const ParamStrategy& e : s.params) {
+      const auto* ps = std::get_if<ParameterServerSync>(&e.sync);
+      if (ps != nullptr && ps->route == PsRoute::kCollective) shards += ps->placement.size();
+    }
+    return shards;
+  }
   CostModel* model_;
   const ModelProfile& profile_;
   const ClusterSpec& cluster_;

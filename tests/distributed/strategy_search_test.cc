@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -104,7 +105,9 @@ TEST(StrategySearchTest, ResultsAreValidRankedAndRoundTrip) {
         ASSERT_TRUE(p.ok()) << p.status();
         EXPECT_EQ(p->step_s, r->best[i].prediction.step_s);
         if (i > 0) {
-          EXPECT_LE(r->best[i - 1].prediction.step_s, r->best[i].prediction.step_s);
+          // Ranked by the step to the microsecond (then fewer units, tree shards, the text).
+          EXPECT_LE(std::round(r->best[i - 1].prediction.step_s * 1e6),
+                    std::round(r->best[i].prediction.step_s * 1e6));
           EXPECT_NE(SerializeStrategy(r->best[i - 1].strategy), SerializeStrategy(s));
         }
         for (const ParamStrategy& e : s.params) {  // no compression unless allowed
@@ -114,6 +117,36 @@ TEST(StrategySearchTest, ResultsAreValidRankedAndRoundTrip) {
       }
     }
   }
+}
+
+// Ties (the same step to the microsecond) go to fewer units, then to fewer PS shards on the
+// collective route: on 2 hosts x 1 rank a one-server PS moves the same bytes on either route
+// (one message each way), so each collective-route strategy has a direct twin of the same step
+// and units, ranked before it.
+TEST(StrategySearchTest, TiesGoToFewerUnitsThenTheDirectRoute) {
+  const ModelProfile profile = Dense();
+  const ClusterSpec cluster = Cluster({{1, 1}, {1, 1}});
+  absl::StatusOr<SearchReport> r = SearchStrategies(profile, cluster, {.top_k = 1000});
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto tree_shards = [](const Strategy& s) {
+    size_t n = 0;
+    for (const ParamStrategy& e : s.params) {
+      const auto* ps = std::get_if<ParameterServerSync>(&e.sync);
+      if (ps != nullptr && ps->route == PsRoute::kCollective) n += ps->placement.size();
+    }
+    return n;
+  };
+  int ties = 0;
+  for (size_t i = 1; i < r->best.size(); ++i) {
+    const SearchResult& a = r->best[i - 1];
+    const SearchResult& b = r->best[i];
+    if (std::round(a.prediction.step_s * 1e6) != std::round(b.prediction.step_s * 1e6)) continue;
+    EXPECT_LE(a.prediction.units.size(), b.prediction.units.size()) << i;
+    if (a.prediction.units.size() != b.prediction.units.size()) continue;
+    EXPECT_LE(tree_shards(a.strategy), tree_shards(b.strategy)) << i;
+    ties += tree_shards(a.strategy) < tree_shards(b.strategy);
+  }
+  EXPECT_GT(ties, 0);
 }
 
 TEST(StrategySearchTest, IsDeterministic) {
