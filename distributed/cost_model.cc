@@ -20,6 +20,7 @@ namespace {
 using internal::Load;
 using internal::Phase;
 using internal::Resources;
+using internal::TransferSeconds;
 
 constexpr double kMs = 1e-3;
 
@@ -140,6 +141,7 @@ void Serve(std::vector<Job>& queue, std::vector<UnitPrediction>& units) {
 // Sums of min(w, cap) over a growing set of works: a Fenwick tree over the works' ranks.
 class MinSums {
  public:
+  // Empty, for any of `works` to be added.
   explicit MinSums(std::vector<double> works) : sorted_(std::move(works)) {
     std::sort(sorted_.begin(), sorted_.end());
     count_.assign(sorted_.size() + 1, 0.0);
@@ -164,6 +166,27 @@ class MinSums {
   double added_ = 0.0;
 };
 
+// The same sums over a fixed set of works: sorted, with prefix sums.
+class AllMinSums {
+ public:
+  AllMinSums() = default;
+  explicit AllMinSums(const std::vector<double>& works) { Set(works); }
+  // The set is `works` (its buffers reused).
+  void Set(const std::vector<double>& works) {
+    sorted_.assign(works.begin(), works.end());
+    std::sort(sorted_.begin(), sorted_.end());
+    prefix_.assign(sorted_.size() + 1, 0.0);
+    for (size_t i = 0; i < sorted_.size(); ++i) prefix_[i + 1] = prefix_[i] + sorted_[i];
+  }
+  double Of(double cap) const {
+    const size_t below = std::upper_bound(sorted_.begin(), sorted_.end(), cap) - sorted_.begin();
+    return prefix_[below] + cap * static_cast<double>(sorted_.size() - below);
+  }
+
+ private:
+  std::vector<double> sorted_, prefix_;
+};
+
 // For the units on one resource (unit, work there), each one's sum over the others whose alone
 // interval overlaps its own of min(their work, its work). Intervals are not empty (a unit with
 // work on a resource takes that long alone), so a unit that does not overlap u either starts
@@ -186,8 +209,7 @@ std::vector<double> OverlapShares(const std::vector<std::pair<size_t, double>>& 
   }
   std::vector<double> works(m);
   for (size_t i = 0; i < m; ++i) works[i] = on[i].second;
-  MinSums all(works);
-  for (double w : works) all.Add(w);
+  const AllMinSums all(works);
   for (size_t i = 0; i < m; ++i) shared[i] = all.Of(works[i]) - works[i];
   std::vector<size_t> by_start(m), by_end(m);
   for (size_t i = 0; i < m; ++i) by_start[i] = by_end[i] = i;
@@ -267,25 +289,6 @@ std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phase
   return ends;
 }
 
-// The sums over a link's connections of min(their bytes waiting, x): sorted, with prefix sums.
-class LinkRests {
- public:
-  void Clear() { sorted_.clear(); }
-  void Add(double rest) { sorted_.push_back(rest); }
-  void Sort() {
-    std::sort(sorted_.begin(), sorted_.end());
-    prefix_.assign(sorted_.size() + 1, 0.0);
-    for (size_t i = 0; i < sorted_.size(); ++i) prefix_[i + 1] = prefix_[i] + sorted_[i];
-  }
-  double MinSum(double x) const {
-    const size_t below = std::upper_bound(sorted_.begin(), sorted_.end(), x) - sorted_.begin();
-    return prefix_[below] + x * static_cast<double>(sorted_.size() - below);
-  }
-
- private:
-  std::vector<double> sorted_, prefix_;
-};
-
 // Each unit's chain again, where its messages queue behind the units started before it: a
 // connection (a pair of hosts (a, b)) sends its bytes in order, and the connections through a
 // host's link share it fairly. The bytes of each earlier unit's first phase that crosses hosts
@@ -319,42 +322,48 @@ std::vector<double> QueuedChainEnds(const std::vector<std::vector<Phase>>& phase
   // pairs from it and to it that have had any.
   std::vector<double> backlog(static_cast<size_t>(hosts) * hosts, 0.0);
   std::vector<std::vector<int>> from(hosts), to(hosts);
-  std::vector<LinkRests> out(hosts), in(hosts);
+  std::vector<AllMinSums> out(hosts), in(hosts);  // per link: its connections' rests, for u
+  std::vector<double> rests;                      // scratch
   std::vector<size_t> out_for(hosts, n), in_for(hosts, n);  // the unit each was set for
+  // Per pair: when u's bytes on it may go (free_for: the unit it was found for).
+  std::vector<double> free_at(static_cast<size_t>(hosts) * hosts);
+  std::vector<size_t> free_for(free_at.size(), n);
   auto rest = [&](int pair, double start) {
     return std::max(0.0, backlog[pair] - start) * rate(pair);
   };
   std::vector<double> ends(n);
   for (size_t u = 0; u < n; ++u) {
     const double start = units[u].start_s;
-    auto free = [&](int pair) {
-      const double own = rest(pair, start);
-      if (own <= 0.0) return start;
-      const int a = pair / hosts, b = pair % hosts;
-      auto update = [&](LinkRests& link, size_t& set_for, const std::vector<int>& pairs) {
-        if (set_for == u) return;
-        set_for = u;
-        link.Clear();
-        for (int q : pairs) {
-          if (const double r = rest(q, start); r > 0.0) link.Add(r);
+    auto link = [&](std::vector<AllMinSums>& sums, std::vector<size_t>& set_for,
+                    const std::vector<std::vector<int>>& pairs, int host) -> const AllMinSums& {
+      if (set_for[host] != u) {
+        set_for[host] = u;
+        rests.clear();
+        for (int q : pairs[host]) {
+          if (const double r = rest(q, start); r > 0.0) rests.push_back(r);
         }
-        link.Sort();
-      };
-      update(out[a], out_for[a], from[a]);
-      update(in[b], in_for[b], to[b]);
-      return start +
-             std::max({own / rate(pair), out[a].MinSum(own) / res.capacity(Resources::Out(a)),
-                       in[b].MinSum(own) / res.capacity(Resources::In(b))});
+        sums[host].Set(rests);
+      }
+      return sums[host];
+    };
+    auto free = [&](int pair) {
+      if (free_for[pair] == u) return free_at[pair];
+      free_for[pair] = u;
+      const double own = rest(pair, start);
+      if (own <= 0.0) return free_at[pair] = start;
+      const int a = pair / hosts, b = pair % hosts;
+      return free_at[pair] =
+                 start +
+                 std::max({own / rate(pair),
+                           link(out, out_for, from, a).Of(own) / res.capacity(Resources::Out(a)),
+                           link(in, in_for, to, b).Of(own) / res.capacity(Resources::In(b))});
     };
     double t = start;
     for (const Phase& ph : phases[u]) {
       double software = 0.0;
       for (const Load& c : ph.cpu) software = std::max(software, c.bytes);
       const double ready = t + software;
-      double done = ready + ph.latency;
-      for (const Load& l : ph.loads) {
-        done = std::max(done, ready + ph.latency + l.bytes / res.capacity(l.resource));
-      }
+      double done = ready + ph.latency + TransferSeconds(ph, res);
       for (const Load& p : ph.pairs) {
         done = std::max(
             done, std::max(ready, free(p.resource)) + ph.latency + p.bytes / rate(p.resource));

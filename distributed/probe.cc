@@ -55,15 +55,15 @@ absl::StatusOr<double> TimeOnce(Communicator& comm, int peer, Tensor& out, Tenso
   return Now() - t0;
 }
 
-// Median seconds of `reps` exchanges of `bytes` with `peer`, after one warm-up (TimeOnce).
-absl::StatusOr<double> TimeExchange(Communicator& comm, int peer, int64_t bytes, int reps,
-                                    bool both, bool sender) {
+// Median seconds of `reps` exchanges of `bytes` both ways at once with `peer`, after one
+// warm-up (TimeOnce).
+absl::StatusOr<double> TimeExchange(Communicator& comm, int peer, int64_t bytes, int reps) {
   const int64_t n = std::max<int64_t>(1, bytes / 4);
   Tensor out = Tensor::Host({n}), in = Tensor::Host({n});
   std::fill_n(out.data<float>(), n, 1.0f);
   std::vector<double> times;
   for (int rep = 0; rep <= reps; ++rep) {
-    CAVS_ASSIGN_OR_RETURN(const double t, TimeOnce(comm, peer, out, in, both, sender));
+    CAVS_ASSIGN_OR_RETURN(const double t, TimeOnce(comm, peer, out, in, true, false));
     if (rep > 0) times.push_back(t);
   }
   return UpperMedian(times);
@@ -278,7 +278,7 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
     }
     if (leader && peer_host >= 0 && peer_host < hosts) {
       const int peer = topology.RanksOn(peer_host)[0];
-      CAVS_ASSIGN_OR_RETURN(double ts, TimeExchange(comm, peer, small, reps, true, false));
+      CAVS_ASSIGN_OR_RETURN(double ts, TimeExchange(comm, peer, small, reps));
       // The large exchange, and one direction alone (the lower host sending) in turn with it:
       // how much of the exchange's time one direction takes.
       CAVS_ASSIGN_OR_RETURN(const auto large_times,
@@ -297,8 +297,8 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
   const std::vector<int> local = topology.RanksOn(my_host);
   if (local.size() >= 2 && (r == local[0] || r == local[1])) {
     const int peer = r == local[0] ? local[1] : local[0];
-    CAVS_ASSIGN_OR_RETURN(double ts, TimeExchange(comm, peer, small, reps, true, false));
-    CAVS_ASSIGN_OR_RETURN(double tl, TimeExchange(comm, peer, large, reps, true, false));
+    CAVS_ASSIGN_OR_RETURN(double ts, TimeExchange(comm, peer, small, reps));
+    CAVS_ASSIGN_OR_RETURN(double tl, TimeExchange(comm, peer, large, reps));
     const Link link = Fit(small, ts, large, tl);
     intra_bw = link.bandwidth;
     intra_lat = link.latency;
