@@ -16,7 +16,8 @@
 # Per strategy: cell, name, then, now, measured (ms), and both errors. Last, per kind of
 # strategy (searched, allreduce builders, PS builders): the median error and median absolute
 # error then and now, and per cell how the model's first (then and now) measured against the
-# cell's best (within 5%: counted).
+# cell's best (within 5%: counted). Now's first breaks ties of the printed step (to 10 us) as
+# the search does (fewer units, then fewer PS shards on MPI's trees); then's is the log's order.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 sim=build/default/examples/sim/cavs-sim
@@ -60,15 +61,20 @@ for dir in "$@"; do
       "$sim" --profile="$base.profile" --cluster="$base.cluster" --scaling=none --units=false \
         --top=1 "${flags[@]}" | sed 's/\x1b\[[0-9;]*m//g' | awk -v cell="$cell" '
         /^predicted step/ { t = 1; next }
-        t && NF >= 8 && $2 ~ /^[0-9.]+$/ && $1 != "auto" { print "P", cell, $1, $2 }
+        t && NF >= 8 && $2 ~ /^[0-9.]+$/ && $1 != "auto" { print "P", cell, $1, $2, $6, ($1 ~ /ps/ ? $6 : 0) }
         t && NF == 0 { t = 0 }'
       for ((i = 1; i <= 20; ++i)); do
         file="$tmp/auto"
         ((i > 1)) && file+=".$i"
         [[ -f "$file" ]] || break
+        # Its PS shards on MPI's trees, for the search's tie-break.
+        trees=$(awk '$1 == "param" && $3 == "ps" && !/route=direct/ {
+          match($0, /placement=[^ ]*/); t += split(substr($0, RSTART + 10, RLENGTH - 10), a, ",")
+        } END { print t + 0 }' "$file")
         "$sim" --profile="$base.profile" --cluster="$base.cluster" --scaling=none --units=false \
           --top=1 --strategy-file="$file" "${flags[@]}" | sed 's/\x1b\[[0-9;]*m//g' |
-          awk -v cell="$cell" -v i="$i" '/^file / { print "P", cell, "auto#" i, $2 }'
+          awk -v cell="$cell" -v i="$i" -v trees="$trees" \
+            '/^file / { print "P", cell, "auto#" i, $2, $6, trees }'
       done
       rm -f "$tmp"/auto*
     }
@@ -80,7 +86,7 @@ done | awk -v quiet="$quiet" '
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
   }
   $1 == "M" { key = $2 SUBSEP $3; then_ms[key] = $4; meas[key] = $5; order[++n] = key; next }
-  $1 == "P" { now_ms[$2 SUBSEP $3] = $4 }
+  $1 == "P" { now_ms[$2 SUBSEP $3] = $4; now_units[$2 SUBSEP $3] = $5; now_trees[$2 SUBSEP $3] = $6 }
   END {
     for (k = 1; k <= n; ++k) {
       key = order[k]
@@ -92,7 +98,13 @@ done | awk -v quiet="$quiet" '
       ++m[kind]; t0[kind, m[kind]] = e0; t1[kind, m[kind]] = e1
       ++m["all"]; t0["all", m["all"]] = e0; t1["all", m["all"]] = e1
       if (!(c[1] in best) || meas[key] < best[c[1]]) best[c[1]] = meas[key]
-      if (!(c[1] in first) || now_ms[key] < first_ms[c[1]]) { first[c[1]] = c[2]; first_ms[c[1]] = now_ms[key]; first_meas[c[1]] = meas[key] }
+      # The search ranks by step, then fewer units, then fewer PS shards on the trees.
+      if (!(c[1] in first) || now_ms[key] < first_ms[c[1]] ||
+          (now_ms[key] == first_ms[c[1]] && (now_units[key] < first_units[c[1]] ||
+           (now_units[key] == first_units[c[1]] && now_trees[key] < first_trees[c[1]])))) {
+        first[c[1]] = c[2]; first_ms[c[1]] = now_ms[key]; first_meas[c[1]] = meas[key]
+        first_units[c[1]] = now_units[key]; first_trees[c[1]] = now_trees[key]
+      }
       if (!(c[1] in first_then) || then_ms[key] < then_first_ms[c[1]]) { first_then[c[1]] = c[2]; then_first_ms[c[1]] = then_ms[key]; then_first_meas[c[1]] = meas[key] }
     }
     if (!quiet) {
