@@ -61,6 +61,7 @@ for dir in "$@"; do
       "$sim" --profile="$base.profile" --cluster="$base.cluster" --scaling=none --units=false \
         --top=1 "${flags[@]}" | sed 's/\x1b\[[0-9;]*m//g' | awk -v cell="$cell" '
         /^predicted step/ { t = 1; next }
+        # name, step ms, units, PS shards on the trees (a PS builder: every unit one)
         t && NF >= 8 && $2 ~ /^[0-9.]+$/ && $1 != "auto" { print "P", cell, $1, $2, $6, ($1 ~ /ps/ ? $6 : 0) }
         t && NF == 0 { t = 0 }'
       for ((i = 1; i <= 20; ++i)); do

@@ -55,37 +55,33 @@ absl::StatusOr<double> TimeOnce(Communicator& comm, int peer, Tensor& out, Tenso
   return Now() - t0;
 }
 
-// Median seconds of `reps` exchanges of `bytes` both ways at once with `peer`, after one
-// warm-up (TimeOnce).
-absl::StatusOr<double> TimeExchange(Communicator& comm, int peer, int64_t bytes, int reps) {
-  const int64_t n = std::max<int64_t>(1, bytes / 4);
-  Tensor out = Tensor::Host({n}), in = Tensor::Host({n});
-  std::fill_n(out.data<float>(), n, 1.0f);
-  std::vector<double> times;
-  for (int rep = 0; rep <= reps; ++rep) {
-    CAVS_ASSIGN_OR_RETURN(const double t, TimeOnce(comm, peer, out, in, true, false));
-    if (rep > 0) times.push_back(t);
-  }
-  return UpperMedian(times);
-}
-
-// The median seconds of `reps` exchanges of `bytes` both ways at once with `peer`, and of
-// `reps` one way (this rank sending when `sender`), taken in turn after one of each to warm
-// up: the two see the same moments of whatever else runs (the probe's other pairs in the
-// round, sharing the cores), so their ratio, the pair's duplex fraction, does not take one
-// timed alone against the other timed beside them.
+// The median seconds of `reps` exchanges of `bytes` both ways at once with `peer`, and where
+// `one_way`, of `reps` one way (this rank sending when `sender`), taken in turn after one of each
+// to warm up: the two see the same moments of whatever else runs (the probe's other pairs in
+// the round, sharing the cores), so their ratio, the pair's duplex fraction, does not take one
+// timed alone against the other timed beside them. Without `one_way` the second is 0.
 absl::StatusOr<std::array<double, 2>> TimeBothAndOne(Communicator& comm, int peer, int64_t bytes,
-                                                     int reps, bool sender) {
+                                                     int reps, bool one_way, bool sender) {
   const int64_t n = std::max<int64_t>(1, bytes / 4);
   Tensor out = Tensor::Host({n}), in = Tensor::Host({n});
   std::fill_n(out.data<float>(), n, 1.0f);
   std::vector<double> both, one;
   for (int rep = 0; rep <= reps; ++rep) {
     CAVS_ASSIGN_OR_RETURN(const double tb, TimeOnce(comm, peer, out, in, true, sender));
+    if (rep > 0) both.push_back(tb);
+    if (!one_way) continue;
     CAVS_ASSIGN_OR_RETURN(const double to, TimeOnce(comm, peer, out, in, false, sender));
-    if (rep > 0) both.push_back(tb), one.push_back(to);
+    if (rep > 0) one.push_back(to);
   }
-  return std::array<double, 2>{UpperMedian(both), UpperMedian(one)};
+  return std::array<double, 2>{UpperMedian(both), one_way ? UpperMedian(one) : 0.0};
+}
+
+// Median seconds of `reps` exchanges of `bytes` both ways at once with `peer`, after one
+// warm-up.
+absl::StatusOr<double> TimeExchange(Communicator& comm, int peer, int64_t bytes, int reps) {
+  CAVS_ASSIGN_OR_RETURN(const auto times,
+                        TimeBothAndOne(comm, peer, bytes, reps, /*one_way=*/false, false));
+  return times[0];
 }
 
 struct Link {
@@ -281,8 +277,9 @@ absl::StatusOr<ProbeResult> ProbeCluster(Communicator& comm, const ProbeOptions&
       CAVS_ASSIGN_OR_RETURN(double ts, TimeExchange(comm, peer, small, reps));
       // The large exchange, and one direction alone (the lower host sending) in turn with it:
       // how much of the exchange's time one direction takes.
-      CAVS_ASSIGN_OR_RETURN(const auto large_times,
-                            TimeBothAndOne(comm, peer, large, reps, my_host < peer_host));
+      CAVS_ASSIGN_OR_RETURN(
+          const auto large_times,
+          TimeBothAndOne(comm, peer, large, reps, /*one_way=*/true, my_host < peer_host));
       const double tl = large_times[0], one = large_times[1];
       const Link link = Fit(small, ts, large, tl);
       mine[3 * peer_host] = link.bandwidth;
