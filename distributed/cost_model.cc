@@ -1,6 +1,7 @@
 #include "distributed/cost_model.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <string>
 #include <tuple>
@@ -12,15 +13,19 @@
 #include "core/status.h"
 #include "distributed/collective_cost.h"
 #include "distributed/kinds/kind.h"
+#include "distributed/min_sums.h"
+#include "distributed/queued_chains.h"
 
 namespace cavs::distributed {
 
 namespace {
 
+using internal::AllMinSums;
 using internal::Load;
+using internal::MinSums;
 using internal::Phase;
+using internal::QueuedChainEnds;
 using internal::Resources;
-using internal::TransferSeconds;
 
 constexpr double kMs = 1e-3;
 
@@ -138,55 +143,6 @@ void Serve(std::vector<Job>& queue, std::vector<UnitPrediction>& units) {
   }
 }
 
-// Sums of min(w, cap) over a growing set of works: a Fenwick tree over the works' ranks.
-class MinSums {
- public:
-  // Empty, for any of `works` to be added.
-  explicit MinSums(std::vector<double> works) : sorted_(std::move(works)) {
-    std::sort(sorted_.begin(), sorted_.end());
-    count_.assign(sorted_.size() + 1, 0.0);
-    sum_.assign(sorted_.size() + 1, 0.0);
-  }
-  void Add(double w) {
-    const size_t at = std::lower_bound(sorted_.begin(), sorted_.end(), w) - sorted_.begin();
-    for (size_t i = at + 1; i < count_.size(); i += i & (~i + 1)) count_[i] += 1, sum_[i] += w;
-    added_ += 1;
-  }
-  // The sum over the works added of min(w, cap).
-  double Of(double cap) const {
-    size_t i = std::upper_bound(sorted_.begin(), sorted_.end(), cap) - sorted_.begin();
-    double below = 0.0, count = 0.0;
-    for (; i > 0; i -= i & (~i + 1)) below += sum_[i], count += count_[i];
-    return below + cap * (added_ - count);
-  }
-
- private:
-  std::vector<double> sorted_;
-  std::vector<double> count_, sum_;
-  double added_ = 0.0;
-};
-
-// The same sums over a fixed set of works: sorted, with prefix sums.
-class AllMinSums {
- public:
-  AllMinSums() = default;
-  explicit AllMinSums(const std::vector<double>& works) { Set(works); }
-  // The set is `works` (its buffers reused).
-  void Set(const std::vector<double>& works) {
-    sorted_.assign(works.begin(), works.end());
-    std::sort(sorted_.begin(), sorted_.end());
-    prefix_.assign(sorted_.size() + 1, 0.0);
-    for (size_t i = 0; i < sorted_.size(); ++i) prefix_[i + 1] = prefix_[i] + sorted_[i];
-  }
-  double Of(double cap) const {
-    const size_t below = std::upper_bound(sorted_.begin(), sorted_.end(), cap) - sorted_.begin();
-    return prefix_[below] + cap * static_cast<double>(sorted_.size() - below);
-  }
-
- private:
-  std::vector<double> sorted_, prefix_;
-};
-
 // For the units on one resource (unit, work there), each one's sum over the others whose alone
 // interval overlaps its own of min(their work, its work). Intervals are not empty (a unit with
 // work on a resource takes that long alone), so a unit that does not overlap u either starts
@@ -289,104 +245,6 @@ std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phase
   return ends;
 }
 
-// Each unit's chain again, where its messages queue behind the units started before it: a
-// connection (a pair of hosts (a, b)) sends its bytes in order, and the connections through a
-// host's link share it fairly. The bytes of each earlier unit's first phase that crosses hosts
-// are queued at its start (the others wait for that phase's end, which the cluster moves, so
-// they are left out: this end is a bound from below). Sent from there at the pair's rate
-// alone (the slower of a's out and b's in), they are through no earlier than
-//   backlog(a, b) = max over v < u of (start of v + the time of those bytes on (a, b) of v .. u-1),
-// so at u's start at least rest(a, b) = rate(a, b) x max(0, backlog(a, b) - start of u) bytes
-// of them wait. u's first bytes on (a, b) go when that rest is through: no earlier than
-// rest(a, b) / rate(a, b), and, since every connection through a's out (and b's in) with
-// bytes waiting takes its fair share meanwhile, no earlier than the sum over them of
-// min(their rest, rest(a, b)) over the link's capacity. The chain is replayed from u's start,
-// each phase's bytes on a pair leaving after its software time and that wait, then its latency
-// and transfer: a unit of several rounds (a sparse PS shard's counts, gather, unique count and
-// rows back) waits behind the backlog of each pair it uses once, then runs its remaining
-// rounds. Starts do not depend on the cluster and every term only grows with a slower link, so
-// this end too never shrinks with a slower link, more latency or more overhead.
-std::vector<double> QueuedChainEnds(const std::vector<std::vector<Phase>>& phases,
-                                    const Resources& res, int hosts,
-                                    const std::vector<UnitPrediction>& units) {
-  const size_t n = units.size();
-  std::vector<double> rates(static_cast<size_t>(hosts) * hosts);  // per pair
-  for (int a = 0; a < hosts; ++a) {
-    for (int b = 0; b < hosts; ++b) {
-      rates[a * hosts + b] =
-          std::min(res.capacity(Resources::Out(a)), res.capacity(Resources::In(b)));
-    }
-  }
-  auto rate = [&](int pair) { return rates[pair]; };
-  // Per pair: when the first phases so far are through on it, at best (0: none); per host, the
-  // pairs from it and to it that have had any.
-  std::vector<double> backlog(static_cast<size_t>(hosts) * hosts, 0.0);
-  std::vector<std::vector<int>> from(hosts), to(hosts);
-  std::vector<AllMinSums> out(hosts), in(hosts);  // per link: its connections' rests, for u
-  std::vector<double> rests;                      // scratch
-  std::vector<size_t> out_for(hosts, n), in_for(hosts, n);  // the unit each was set for
-  // Per pair: when u's bytes on it may go (free_for: the unit it was found for).
-  std::vector<double> free_at(static_cast<size_t>(hosts) * hosts);
-  std::vector<size_t> free_for(free_at.size(), n);
-  auto rest = [&](int pair, double start) {
-    return std::max(0.0, backlog[pair] - start) * rate(pair);
-  };
-  std::vector<double> ends(n);
-  for (size_t u = 0; u < n; ++u) {
-    const double start = units[u].start_s;
-    auto link = [&](std::vector<AllMinSums>& sums, std::vector<size_t>& set_for,
-                    const std::vector<std::vector<int>>& pairs, int host) -> const AllMinSums& {
-      if (set_for[host] != u) {
-        set_for[host] = u;
-        rests.clear();
-        for (int q : pairs[host]) {
-          if (const double r = rest(q, start); r > 0.0) rests.push_back(r);
-        }
-        sums[host].Set(rests);
-      }
-      return sums[host];
-    };
-    auto free = [&](int pair) {
-      if (free_for[pair] == u) return free_at[pair];
-      free_for[pair] = u;
-      const double own = rest(pair, start);
-      if (own <= 0.0) return free_at[pair] = start;
-      const int a = pair / hosts, b = pair % hosts;
-      return free_at[pair] =
-                 start +
-                 std::max({own / rate(pair),
-                           link(out, out_for, from, a).Of(own) / res.capacity(Resources::Out(a)),
-                           link(in, in_for, to, b).Of(own) / res.capacity(Resources::In(b))});
-    };
-    double t = start;
-    for (const Phase& ph : phases[u]) {
-      double software = 0.0;
-      for (const Load& c : ph.cpu) software = std::max(software, c.bytes);
-      const double ready = t + software;
-      double done = ready + ph.latency + TransferSeconds(ph, res);
-      for (const Load& p : ph.pairs) {
-        done = std::max(
-            done, std::max(ready, free(p.resource)) + ph.latency + p.bytes / rate(p.resource));
-      }
-      t = done;
-    }
-    ends[u] = t;
-    // The backlog the next unit finds: this unit's first crossing phase joins it.
-    for (const Phase& ph : phases[u]) {
-      for (const Load& p : ph.pairs) {
-        double& through = backlog[p.resource];
-        if (through == 0.0) {
-          from[p.resource / hosts].push_back(p.resource);
-          to[p.resource % hosts].push_back(p.resource);
-        }
-        through = std::max(through, start) + p.bytes / rate(p.resource);
-      }
-      if (!ph.pairs.empty()) break;
-    }
-  }
-  return ends;
-}
-
 // Exposure, in order of end: how far each unit extends backward and the units that end before.
 void Expose(Prediction& pred) {
   std::vector<size_t> by_end(pred.units.size());
@@ -426,6 +284,10 @@ LinkLoad BusiestLink(const std::vector<std::vector<Job>>& links, const Resources
 }  // namespace
 
 absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
+  return Predict(strategy, std::numeric_limits<double>::infinity());
+}
+
+absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double bound_s) {
   std::vector<UnitParam> params;
   CAVS_ASSIGN_OR_RETURN(std::vector<UnitSpec> specs,
                         CheckedUnits(strategy, profile_, cluster_, &params));
@@ -479,13 +341,21 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
   std::vector<std::vector<Job>> cpu(hosts), links(res.count());
   ChainUnits(phases, res, pred.units, cpu, links);
   const std::vector<double> shared = SharedChainEnds(phases, res, pred.units);
-  const std::vector<double> queued = QueuedChainEnds(phases, res, hosts, pred.units);
   for (std::vector<Job>& queue : cpu) Serve(queue, pred.units);
   for (std::vector<Job>& queue : links) Serve(queue, pred.units);
   for (size_t u = 0; u < pred.units.size(); ++u) {
-    pred.units[u].end_s = std::max({pred.units[u].end_s, shared[u], queued[u]});
+    pred.units[u].end_s = std::max(pred.units[u].end_s, shared[u]);
   }
+  // The queued chains can only end units later, and the step never shrinks when one does.
   Expose(pred);
+  pred.lower_bound = pred.step_s > bound_s;
+  if (!pred.lower_bound) {
+    const std::vector<double> queued = QueuedChainEnds(phases, res, hosts, pred.units);
+    for (size_t u = 0; u < pred.units.size(); ++u) {
+      pred.units[u].end_s = std::max(pred.units[u].end_s, queued[u]);
+    }
+    Expose(pred);
+  }
   for (const auto& [rank, s] : servers) {  // the most bytes; ties to the lower rank
     const ServerLoad& b = pred.busiest_server;
     if (b.rank < 0 || s.bytes_in + s.bytes_out > b.bytes_in + b.bytes_out) pred.busiest_server = s;

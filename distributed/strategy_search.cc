@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -169,37 +171,56 @@ std::vector<Choice> ChoicesFor(const ParamProfile& p, const std::vector<int>& sh
 }
 
 // Evaluated strategies, ranked: step time (to the microsecond), then fewer units, then fewer
-// PS shards on the collective route, then the text.
+// PS shards on the collective route, then the text. A strategy is only of use if it makes the
+// best top_k or beats what the caller compares it with, so each is costed against a bound, the
+// larger of the caller's and the top_k-th best step so far (a margin above it, for the
+// microsecond ties), and where the cost model finds its step above the bound before the
+// costliest term, that lower bound is what the caller gets: above the caller's bound, so it
+// changes none of its choices, and above the top_k-th, so it never ranks. A strategy met again
+// under a larger bound is costed in full then.
 class Ranking {
  public:
-  Ranking(CostModel* model, const ModelProfile& profile, const ClusterSpec& cluster)
-      : model_(model), profile_(profile), cluster_(cluster) {}
+  Ranking(CostModel* model, const ModelProfile& profile, const ClusterSpec& cluster, int top_k)
+      : model_(model), profile_(profile), cluster_(cluster), top_k_(top_k) {}
 
-  // The predicted step of `plan` (evaluated once per distinct strategy).
-  absl::StatusOr<double> Evaluate(const Plan& plan) {
-    return Consider(Materialize(plan, profile_, cluster_));
+  // The predicted step of `plan` (costed in full once per distinct strategy), or a lower bound
+  // of it that is above `bound_s`.
+  absl::StatusOr<double> Evaluate(const Plan& plan, double bound_s) {
+    return Consider(Materialize(plan, profile_, cluster_), bound_s);
   }
 
-  absl::StatusOr<double> Consider(Strategy s) {
+  absl::StatusOr<double> Consider(Strategy s, double bound_s) {
     std::string text = SerializeStrategy(s);
-    if (auto it = seen_.find(text); it != seen_.end()) return it->second;
-    CAVS_ASSIGN_OR_RETURN(Prediction p, model_->Predict(s));
+    const double bound = std::max(bound_s, RankBound());
+    auto it = seen_.find(text);
+    if (it != seen_.end() && (it->second.exact || it->second.step > bound)) {
+      return it->second.step;
+    }
+    CAVS_ASSIGN_OR_RETURN(Prediction p, model_->Predict(s, bound));
     const double step = p.step_s;
-    seen_.emplace(text, step);
+    if (it == seen_.end()) it = seen_.emplace(std::move(text), Seen{}).first;
+    it->second = {step, !p.lower_bound};
+    if (p.lower_bound) return step;
     // Steps equal to the microsecond tie (the routes' arithmetic differs in the last bits).
-    Key key{std::round(step * 1e6), p.units.size(), TreeShards(s), text};
+    Key key{std::round(step * 1e6), p.units.size(), TreeShards(s), it->first};
     ranked_.emplace(std::move(key), SearchResult{std::move(s), std::move(p)});
     return step;
   }
 
-  // Distinct strategies costed so far.
+  // Distinct strategies costed so far, and of them those costed only to a lower bound.
   size_t size() const { return seen_.size(); }
+  int64_t bounded() const {
+    int64_t n = 0;
+    for (const auto& [text, seen] : seen_) n += !seen.exact;
+    return n;
+  }
 
-  SearchReport Best(int k) const {
+  SearchReport Best() const {
     SearchReport r;
     r.evaluated = static_cast<int64_t>(seen_.size());
+    r.bounded = bounded();
     for (const auto& [key, result] : ranked_) {
-      if (static_cast<int>(r.best.size()) == k) break;
+      if (static_cast<int>(r.best.size()) == top_k_) break;
       r.best.push_back(result);
     }
     return r;
@@ -207,6 +228,19 @@ class Ranking {
 
  private:
   using Key = std::tuple<double, size_t, size_t, std::string>;
+  struct Seen {
+    double step = 0.0;
+    bool exact = false;  // else a lower bound
+  };
+
+  // Above this a step never makes the best top_k: 2 us over the top_k-th best so far (infinite
+  // while fewer are ranked), so that even a tie to the microsecond with it is costed in full.
+  double RankBound() const {
+    if (static_cast<int>(ranked_.size()) < top_k_) return std::numeric_limits<double>::infinity();
+    auto kth = ranked_.begin();
+    std::advance(kth, top_k_ - 1);
+    return kth->second.prediction.step_s + 2e-6;
+  }
 
   // PS shards on the collective route: there a rank forwards other ranks' bytes in the
   // binomial trees, on the direct route none does; where the model predicts the two the same
@@ -222,7 +256,8 @@ class Ranking {
   CostModel* model_;
   const ModelProfile& profile_;
   const ClusterSpec& cluster_;
-  std::map<std::string, double> seen_;
+  const int top_k_;
+  std::map<std::string, Seen> seen_;
   std::map<Key, SearchResult> ranked_;
 };
 
@@ -244,7 +279,7 @@ class Search {
          CostModel* model)
       : profile_(profile),
         options_(options),
-        ranking_(model, profile, cluster),
+        ranking_(model, profile, cluster, options.top_k),
         shard_options_(ShardOptions(cluster)) {
     for (const ParamProfile& p : profile.params) {
       choices_.push_back(ChoicesFor(p, shard_options_, options.tiny_bytes));
@@ -288,7 +323,8 @@ class Search {
           plan.choice.push_back(to_ps ? *ps : choices_[i][0]);
         }
         const size_t before = ranking_.size();
-        CAVS_ASSIGN_OR_RETURN(double step, ranking_.Evaluate(plan));
+        // Only the best start_points bases are improved: one above those met so far never is.
+        CAVS_ASSIGN_OR_RETURN(double step, ranking_.Evaluate(plan, StartBound(bases)));
         if (ranking_.size() > before) bases.emplace_back(step, std::move(plan));
         return absl::OkStatus();
       };
@@ -313,7 +349,7 @@ class Search {
     for (int round = 0; round < options_.rounds; ++round) {
       bool improved = false;
       auto consider = [&](Plan next) -> absl::Status {
-        CAVS_ASSIGN_OR_RETURN(double next_step, ranking_.Evaluate(next));
+        CAVS_ASSIGN_OR_RETURN(double next_step, ranking_.Evaluate(next, step));
         if (next_step < step) step = next_step, plan = std::move(next), improved = true;
         return absl::OkStatus();
       };
@@ -338,6 +374,16 @@ class Search {
   }
 
  private:
+  // The start_points-th best step among `bases` (infinite while there are fewer).
+  double StartBound(const std::vector<std::pair<double, Plan>>& bases) const {
+    const size_t k = static_cast<size_t>(std::max(options_.start_points, 0));
+    if (bases.size() < k || k == 0) return std::numeric_limits<double>::infinity();
+    std::vector<double> steps;
+    for (const auto& b : bases) steps.push_back(b.first);
+    std::nth_element(steps.begin(), steps.begin() + (k - 1), steps.end());
+    return steps[k - 1];
+  }
+
   const ModelProfile& profile_;
   const SearchOptions& options_;
   Ranking ranking_;
@@ -358,14 +404,15 @@ absl::StatusOr<SearchReport> SearchStrategies(const ModelProfile& profile,
   CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model, CostModel::Create(profile, cluster));
   Search search(profile, cluster, options, model.get());
   for (const Strategy& seed : options.seeds) {
-    CAVS_RETURN_IF_ERROR(search.ranking().Consider(seed).status());
+    CAVS_RETURN_IF_ERROR(
+        search.ranking().Consider(seed, -std::numeric_limits<double>::infinity()).status());
   }
   CAVS_ASSIGN_OR_RETURN(auto bases, search.Bases());
   const size_t starts = std::min<size_t>(std::max(options.start_points, 0), bases.size());
   for (size_t s = 0; s < starts; ++s) {
     CAVS_RETURN_IF_ERROR(search.Improve(bases[s].second, bases[s].first));
   }
-  return search.ranking().Best(options.top_k);
+  return search.ranking().Best();
 }
 
 }  // namespace cavs::distributed

@@ -16,8 +16,11 @@
 // sparse tables' choices and an all-PS form, then, from the best few, moves of one parameter
 // at a time (largest first) while they lower the predicted step.
 //
-// Ties are broken by fewer units, then by the strategy's text (SerializeStrategy) in byte
-// order, so the order never depends on the order candidates were met.
+// Ties (steps equal to the microsecond) are broken by fewer units, then by fewer PS shards on
+// the collective route, then by the strategy's text (SerializeStrategy) in byte order, so the
+// order never depends on the order candidates were met. A strategy that can neither rank nor
+// be moved to is costed only until its step is sure to be above what it is compared with
+// (CostModel::Predict with a bound): the result is that of costing all in full.
 //
 // Thread-safety: pure function.
 #pragma once
@@ -55,6 +58,9 @@ struct SearchResult {
 struct SearchReport {
   std::vector<SearchResult> best;  // up to top_k, best first
   int64_t evaluated = 0;           // distinct strategies costed
+  // Of them, those costed only until their step was sure to be too slow to rank or to be chosen
+  // (CostModel::Predict with a bound).
+  int64_t bounded = 0;
 };
 
 // Errors: a profile without parameters, a cluster without ranks, top_k < 1, no bucket cap, a

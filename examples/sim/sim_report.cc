@@ -244,9 +244,9 @@ std::string SearchSummary(const std::vector<Row>& rows, const distributed::Searc
   }
   const double best = search.best[0].prediction.step_s;
   std::string out = absl::StrFormat(
-      "search: %d strategies costed in %.2f s; the best predicts %.2f ms, %.2fx the best builder "
-      "(%s, %.2f ms)\n",
-      search.evaluated, seconds, Ms(best), best_builder->prediction.step_s / best,
+      "search: %d strategies costed (%d only until above a bound) in %.2f s; the best predicts "
+      "%.2f ms, %.2fx the best builder (%s, %.2f ms)\n",
+      search.evaluated, search.bounded, seconds, Ms(best), best_builder->prediction.step_s / best,
       best_builder->label, Ms(best_builder->prediction.step_s));
   for (size_t i = 1; i < search.best.size(); ++i) {
     absl::StrAppendFormat(&out, "  #%d: %.2f ms, %d units\n", i + 1,

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -428,6 +430,41 @@ TEST(CostModelTest, ASparseShardsRoundsQueueBehindTheBytesAheadOnTheirPair) {
     EXPECT_NEAR(shard.end_s, alone ? rounds : dense / bw + rounds, 1e-12) << alone;
     EXPECT_NEAR(pred->step_s, shard.end_s, 1e-12) << alone;
   }
+}
+
+// With a bound, a prediction stops before the queued chains only where its step is above the
+// bound already; else it is the full prediction, bit for bit. Here the queued chain is what
+// ends the step: the sparse shard waits behind the dense allreduce's bytes on its pair.
+TEST(CostModelTest, ABoundStopsOnlyAStepAlreadyAboveIt) {
+  ClusterSpec c = Cluster(2, 1, 1, 50 * kUs, 0);
+  c.duplex = 1.0;
+  ModelProfile profile = Profile({{10000, 100}, {1000, 1000}});
+  profile.params[0].sparse = true;
+  profile.params[0].touched_rows = 500;
+  profile.params[0].union_rows = {{2, 800}};
+  Strategy s = OneEach(profile, 2, AllReduceSync{});
+  s.params[0].sync = ParameterServerSync{{1}, {}, 0};
+  absl::StatusOr<std::unique_ptr<CostModel>> model = CostModel::Create(profile, c);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Prediction> full = (*model)->Predict(s);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_FALSE(full->lower_bound);
+  for (const double bound : {std::numeric_limits<double>::infinity(), full->step_s}) {
+    absl::StatusOr<Prediction> p = (*model)->Predict(s, bound);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_FALSE(p->lower_bound) << bound;
+    EXPECT_EQ(p->step_s, full->step_s) << bound;
+    ASSERT_EQ(p->units.size(), full->units.size());
+    for (size_t u = 0; u < p->units.size(); ++u) EXPECT_EQ(p->units[u].end_s, full->units[u].end_s);
+  }
+  // Below the step without the queued chains (the dense allreduce's 32 ms and more): stopped
+  // there, short of the full step (36.4 ms, the shard's 4.4 ms of rounds after the 32).
+  absl::StatusOr<Prediction> stopped = (*model)->Predict(s, 0.01);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_TRUE(stopped->lower_bound);
+  EXPECT_GT(stopped->step_s, 0.01);
+  EXPECT_GE(stopped->step_s, 0.032);
+  EXPECT_LT(stopped->step_s, full->step_s - 1e-3);
 }
 
 // Gradients ready early overlap the rest of backward; those ready at its end are exposed.

@@ -149,6 +149,34 @@ TEST(StrategySearchTest, TiesGoToFewerUnitsThenTheDirectRoute) {
   EXPECT_GT(ties, 0);
 }
 
+// Costing against bounds changes no result: with a top_k larger than every strategy met, no
+// strategy is ever above the ranking's bound, so every one is costed in full; the first few of
+// that ranking are the small top_k's, predictions and all, from the same strategies met. On the
+// larger clusters the small search did stop some predictions at a bound.
+TEST(StrategySearchTest, BoundedCostsChangeNoResult) {
+  std::vector<ClusterSpec> clusters = Clusters();
+  clusters.push_back(ScaleCluster(Cluster({{1, 1}, {1, 0.25}}), 16, 2));
+  int64_t bounded = 0;
+  for (const ModelProfile& profile : {TreeLstm(), Dense()}) {
+    for (const ClusterSpec& cluster : clusters) {
+      absl::StatusOr<SearchReport> few = SearchStrategies(profile, cluster, {.top_k = 3});
+      absl::StatusOr<SearchReport> all = SearchStrategies(profile, cluster, {.top_k = 100000});
+      ASSERT_TRUE(few.ok() && all.ok());
+      ASSERT_LT(all->evaluated, 100000);
+      EXPECT_EQ(all->bounded, 0);
+      EXPECT_EQ(few->evaluated, all->evaluated) << cluster.name;
+      bounded += few->bounded;
+      ASSERT_EQ(few->best.size(), 3u);
+      for (size_t i = 0; i < few->best.size(); ++i) {
+        EXPECT_EQ(few->best[i].strategy, all->best[i].strategy) << cluster.name << " " << i;
+        EXPECT_EQ(few->best[i].prediction.step_s, all->best[i].prediction.step_s);
+        EXPECT_FALSE(few->best[i].prediction.lower_bound);
+      }
+    }
+  }
+  EXPECT_GT(bounded, 0);
+}
+
 TEST(StrategySearchTest, IsDeterministic) {
   const ModelProfile profile = TreeLstm();
   for (const ClusterSpec& cluster : Clusters()) {
