@@ -70,7 +70,9 @@ class PhaseBuilder {
     for (int r = 0; r < static_cast<int>(bytes_.size()); ++r) {
       if (bytes_[r] > 0.0) phase_.loads.push_back({r, bytes_[r]});
     }
-    for (const auto& [pair, bytes] : pair_bytes_) phase_.pairs.push_back({pair, bytes});
+    std::vector<Load> pairs;
+    for (const auto& [pair, bytes] : pair_bytes_) pairs.push_back({pair, bytes});
+    phase_.pairs = PairLoads(std::move(pairs));
     std::vector<double> cpu(cluster_.hosts.size(), 0.0);
     for (int r = 0; r < static_cast<int>(handled_.size()); ++r) {
       cpu[host_of_[r]] = std::max(cpu[host_of_[r]], handled_[r] * cluster_.message_overhead);
@@ -263,10 +265,22 @@ void RingAllGather(const std::vector<int>& p, PhaseBuilder& b) {
 
 }  // namespace
 
+void PairLoads::Scale(double factor) {
+  if (factors_count_ == static_cast<int>(factors_.size())) *this = PairLoads(Loads());
+  factors_[factors_count_++] = factor;
+}
+
+std::vector<Load> PairLoads::Loads() const {
+  std::vector<Load> out;
+  out.reserve(size());
+  for (size_t i = 0; i < size(); ++i) out.push_back((*this)[i]);
+  return out;
+}
+
 Phase Phase::Scaled(double factor) const {
   Phase out = *this;
   for (Load& l : out.loads) l.bytes *= factor;
-  for (Load& l : out.pairs) l.bytes *= factor;
+  out.pairs.Scale(factor);
   for (Load& l : out.summed) l.bytes *= factor;
   out.root_in *= factor;
   out.root_out *= factor;
@@ -301,7 +315,7 @@ void Phase::Merge(const Phase& other) {
   root_in += other.root_in;
   root_out += other.root_out;
   loads = AddLoads(loads, other.loads);
-  pairs = AddLoads(pairs, other.pairs);
+  pairs = PairLoads(AddLoads(pairs.Loads(), other.pairs.Loads()));
   cpu = AddLoads(cpu, other.cpu);
   summed = AddLoads(summed, other.summed);
 }
@@ -369,7 +383,7 @@ Phase Collectives::Run(Collective op, const std::vector<int>& ranks, int root, d
     phase.latency += (scale - 1) * transfer;
   } else {
     for (Load& l : phase.loads) l.bytes *= scale;
-    for (Load& l : phase.pairs) l.bytes *= scale;
+    phase.pairs.Scale(scale);
   }
   phase.latency += fixed;
   return phase;

@@ -31,8 +31,10 @@
 // Thread-safety: a Collectives caches; one thread at a time.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -46,14 +48,44 @@ struct Load {
   double bytes = 0.0;
 };
 
+// A phase's bytes per ordered pair of hosts (Load::resource is from x hosts + to), ascending:
+// the one-byte collective's list, shared by every phase scaled from it (an allgather over H
+// hosts has H^2 pairs, and a PS with a shard per host H such phases), times the factors
+// applied since, in order, so that each pair's bytes are exactly those of a copy scaled in
+// place. Copies share the list.
+class PairLoads {
+ public:
+  PairLoads() = default;
+  explicit PairLoads(std::vector<Load> loads)
+      : base_(std::make_shared<const std::vector<Load>>(std::move(loads))) {}
+
+  bool empty() const { return size() == 0; }
+  size_t size() const { return base_ == nullptr ? 0 : base_->size(); }
+  // Pair i with its bytes scaled. REQUIRES: i < size().
+  Load operator[](size_t i) const {
+    double bytes = (*base_)[i].bytes;
+    for (int k = 0; k < factors_count_; ++k) bytes *= factors_[k];
+    return {(*base_)[i].resource, bytes};
+  }
+  // Every pair's bytes times `factor`.
+  void Scale(double factor);
+  // Pair by pair, scaled.
+  std::vector<Load> Loads() const;
+
+ private:
+  std::shared_ptr<const std::vector<Load>> base_;
+  std::array<double, 3> factors_{};
+  int factors_count_ = 0;
+};
+
 // One collective (or several run side by side) of a synchronizer unit.
 struct Phase {
   std::vector<Load> cpu;    // s of software time per host (Load::resource is the host)
   double latency = 0.0;     // s
   std::vector<Load> loads;  // bytes per link resource, resource ascending, each at most once
-  // The same inter-host bytes per ordered pair of hosts (Load::resource is from x hosts + to),
-  // ascending: the connections whose bytes go in order (the cost model's queued chains).
-  std::vector<Load> pairs;
+  // The same inter-host bytes per ordered pair of hosts: the connections whose bytes go in
+  // order (the cost model's queued chains).
+  PairLoads pairs;
   double root_in = 0.0;      // bytes the root rank receives (rooted collectives; PS hot spots)
   double root_out = 0.0;     // bytes the root rank sends
   std::vector<Load> summed;  // bytes per host its busiest rank sums, host ascending

@@ -111,7 +111,8 @@ std::vector<double> QueuedChainEnds(const std::vector<std::vector<Phase>>& phase
       for (const Load& c : ph.cpu) software = std::max(software, c.bytes);
       const double ready = t + software;
       double done = ready + ph.latency + TransferSeconds(ph, res);
-      for (const Load& p : ph.pairs) {
+      for (size_t i = 0; i < ph.pairs.size(); ++i) {
+        const Load p = ph.pairs[i];
         const double alone = p.bytes / rate(p.resource);
         if (const double own = rest(p.resource, start); own > 0.0 && free_for[p.resource] != u) {
           const int a = p.resource / hosts, b = p.resource % hosts;
@@ -130,7 +131,8 @@ std::vector<double> QueuedChainEnds(const std::vector<std::vector<Phase>>& phase
     ends[u] = t;
     // The backlog the next unit finds: this unit's first crossing phase joins it.
     for (const Phase& ph : phases[u]) {
-      for (const Load& p : ph.pairs) {
+      for (size_t i = 0; i < ph.pairs.size(); ++i) {
+        const Load p = ph.pairs[i];
         double& through = backlog[p.resource];
         if (through == 0.0) {
           from[p.resource / hosts].push_back(p.resource);

@@ -39,7 +39,7 @@ std::vector<double> Reference(const std::vector<std::vector<Phase>>& phases, con
       for (const Load& c : ph.cpu) software = std::max(software, c.bytes);
       const double ready = t + software;
       double done = ready + ph.latency + TransferSeconds(ph, res);
-      for (const Load& p : ph.pairs) {
+      for (const Load& p : ph.pairs.Loads()) {
         done = std::max(
             done, std::max(ready, free(p.resource)) + ph.latency + p.bytes / rate(p.resource));
       }
@@ -47,7 +47,7 @@ std::vector<double> Reference(const std::vector<std::vector<Phase>>& phases, con
     }
     ends.push_back(t);
     for (const Phase& ph : phases[u]) {
-      for (const Load& p : ph.pairs) {
+      for (const Load& p : ph.pairs.Loads()) {
         backlog[p.resource] = std::max(backlog[p.resource], start) + p.bytes / rate(p.resource);
       }
       if (!ph.pairs.empty()) break;
@@ -62,12 +62,14 @@ Phase PhaseOn(const std::vector<std::pair<int, double>>& pairs, int hosts, doubl
               double latency) {
   Phase ph;
   std::vector<double> bytes(4 * hosts, 0.0);
+  std::vector<Load> on;
   for (const auto& [pair, b] : pairs) {
-    ph.pairs.push_back({pair, b});
+    on.push_back({pair, b});
     const int from = pair / hosts, to = pair % hosts;
     bytes[Resources::Out(from)] += b, bytes[Resources::In(to)] += b;
     bytes[Resources::Duplex(from)] += b, bytes[Resources::Duplex(to)] += b;
   }
+  ph.pairs = PairLoads(std::move(on));
   for (int r = 0; r < 4 * hosts; ++r) {
     if (bytes[r] > 0.0) ph.loads.push_back({r, bytes[r]});
   }
