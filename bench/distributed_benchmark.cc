@@ -28,7 +28,8 @@
 // rank), the bytes each host's network interfaces sent a step (its namespace's /proc/net/dev,
 // loopback excluded: 0 on one machine), units, and the efficiency. With --unit-times, each row
 // is followed by its units: the median over the steps of when each started and when a poll found
-// it complete (ms from BeginStep), the latest rank's: the measured side of cavs-sim's unit table.
+// it complete (ms from BeginStep), the latest rank's: the measured side of cavs-sim's unit table;
+// then when a poll found each of its stages complete (StepStats::unit_stages_done_at), the same.
 //
 // --piece-bytes is CommOptions::piece_bytes (cavs-train's --comm-piece-bytes): the PS shards'
 // pieces; -1, the default, leaves it to the communicator.
@@ -90,6 +91,7 @@ struct Row {
   // Per unit, with --unit-times: name, and the latest rank's median start and completion, ms.
   std::vector<std::string> unit_names;
   std::vector<double> unit_start_ms, unit_done_ms;
+  std::vector<std::vector<double>> unit_stages_ms;  // per unit, each stage's completion
 };
 
 // Bytes this process's network namespace has sent on every interface but loopback
@@ -286,7 +288,8 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
   ro.loss = sync ? scheduler::RunOptions::Loss::kSum : scheduler::RunOptions::Loss::kMean;
   Row row;
   double bytes = 0;
-  std::vector<std::vector<double>> started, done;  // per unit, per measured step: ms
+  std::vector<std::vector<double>> started, done;        // per unit, per measured step: ms
+  std::vector<std::vector<std::vector<double>>> stages;  // per unit, per stage, per step: ms
   if (comm != nullptr && strategy != nullptr) CAVS_RETURN_IF_ERROR(comm->Barrier());
   int64_t wire_start = 0;
   for (int s = 0; s < f.warmup + f.steps; ++s) {
@@ -309,9 +312,13 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
     row.units = t.sync.units;
     started.resize(t.sync.unit_started_at.size());
     done.resize(t.sync.unit_done_at.size());
+    stages.resize(t.sync.unit_stages_done_at.size());
     for (size_t u = 0; u < started.size(); ++u) {
       started[u].push_back(1e3 * t.sync.unit_started_at[u]);
       done[u].push_back(1e3 * t.sync.unit_done_at[u]);
+      const std::vector<double>& at = t.sync.unit_stages_done_at[u];
+      if (stages[u].size() < at.size()) stages[u].resize(at.size());
+      for (size_t k = 0; k < at.size(); ++k) stages[u][k].push_back(1e3 * at[k]);
     }
   }
   if (strategy != nullptr) {
@@ -335,6 +342,15 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
         row.unit_start_ms.push_back(latest);
         CAVS_RETURN_IF_ERROR(MeanMax(*comm, distributed::Median(done[u]), &mean, &latest));
         row.unit_done_ms.push_back(latest);
+        // Its stages: as many as the rank with the most runs (a server runs its own).
+        double most = 0;
+        CAVS_RETURN_IF_ERROR(MeanMax(*comm, static_cast<double>(stages[u].size()), &mean, &most));
+        row.unit_stages_ms.emplace_back();
+        for (size_t k = 0; k < static_cast<size_t>(most); ++k) {
+          const double mine = k < stages[u].size() ? distributed::Median(stages[u][k]) : -1.0;
+          CAVS_RETURN_IF_ERROR(MeanMax(*comm, mine, &mean, &latest));
+          row.unit_stages_ms.back().push_back(latest);
+        }
       }
     }
   }
@@ -405,8 +421,11 @@ absl::Status Main(int argc, char** argv) {
                 1000.0 * w * f.batch / row.step_ms, row.bytes_mean, row.bytes_max,
                 row.wire_per_host, row.units, plain_ms > 0 ? plain_ms / row.step_ms : 0.0);
     for (size_t u = 0; u < row.unit_names.size(); ++u) {
-      std::printf("    %9.2f %9.2f %9.2f  %s\n", row.unit_start_ms[u], row.unit_done_ms[u],
-                  row.unit_done_ms[u] - row.unit_start_ms[u], row.unit_names[u].c_str());
+      std::printf("    %9.2f %9.2f %9.2f  %s; stages done at", row.unit_start_ms[u],
+                  row.unit_done_ms[u], row.unit_done_ms[u] - row.unit_start_ms[u],
+                  row.unit_names[u].c_str());
+      for (double at : row.unit_stages_ms[u]) std::printf(" %.2f", at);
+      std::printf("\n");
     }
     std::fflush(stdout);
   }

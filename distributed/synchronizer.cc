@@ -106,6 +106,7 @@ absl::Status GradientSynchronizer::BeginStep(int64_t local_count) {
   stats_.local_count = local_count;
   stats_.unit_started_at.assign(units_.size(), -1.0);
   stats_.unit_done_at.assign(units_.size(), -1.0);
+  stats_.unit_stages_done_at.assign(units_.size(), {});
   step_start_ = absl::Now();
   stats_at_begin_ = comm_->stats();
   finishing_ = false;
@@ -177,9 +178,14 @@ absl::Status GradientSynchronizer::PollInFlight() {
   CAVS_RETURN_IF_ERROR(count_work_->Test().status());
   for (size_t u = 0; u < next_unit_; ++u) {
     if (unit_done_[u]) continue;
+    const int64_t stages_before = units_[u]->progress();
     CAVS_ASSIGN_OR_RETURN(bool done, units_[u]->Advance());
     unit_done_[u] = done;
-    if (done) stats_.unit_done_at[u] = absl::ToDoubleSeconds(absl::Now() - step_start_);
+    const double now = absl::ToDoubleSeconds(absl::Now() - step_start_);
+    for (int64_t k = stages_before; k < units_[u]->progress(); ++k) {
+      stats_.unit_stages_done_at[u].push_back(now);
+    }
+    if (done) stats_.unit_done_at[u] = now;
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -129,6 +130,16 @@ TEST_F(SynchronizerTest, UnitsStartInReverseCreationOrderAsTheyBecomeReady) {
     EXPECT_GE(stats->unit_started_at[u], 0.0) << u;
     EXPECT_GE(stats->unit_done_at[u], stats->unit_started_at[u]) << u;
     if (u > 0) EXPECT_GE(stats->unit_started_at[u], stats->unit_started_at[u - 1]) << u;
+  }
+  // Each unit's stages, found complete in order between its start and its end: an allreduce
+  // bucket has one, the sparse allgather two (the counts, the rows).
+  ASSERT_EQ(stats->unit_stages_done_at.size(), 5u);
+  for (size_t u = 0; u < 5; ++u) {
+    const std::vector<double>& stages = stats->unit_stages_done_at[u];
+    ASSERT_EQ(stages.size(), u < 4 ? 1u : 2u) << u;
+    EXPECT_GE(stages.front(), stats->unit_started_at[u]) << u;
+    EXPECT_EQ(stages.back(), stats->unit_done_at[u]) << u;
+    EXPECT_TRUE(std::is_sorted(stages.begin(), stages.end())) << u;
   }
 
   ASSERT_TRUE(WriteGradients(sums, store_).ok());
