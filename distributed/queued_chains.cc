@@ -93,17 +93,20 @@ std::vector<double> QueuedChainEnds(const std::vector<std::vector<Phase>>& phase
       }
       return sums[host];
     };
+    // When `own` bytes waiting on `pair` are through, given the waiting bytes beside them on
+    // the pair's out and in links (their sums of min(rest, own), or bounds of those sums).
+    auto through_at = [&](int pair, double own, double beside_out, double beside_in) {
+      return start +
+             std::max({own / rate(pair), beside_out / res.capacity(Resources::Out(pair / hosts)),
+                       beside_in / res.capacity(Resources::In(pair % hosts))});
+    };
     auto free = [&](int pair) {
       if (free_for[pair] == u) return free_at[pair];
       free_for[pair] = u;
       const double own = rest(pair, start);
       if (own <= 0.0) return free_at[pair] = start;
-      const int a = pair / hosts, b = pair % hosts;
-      return free_at[pair] =
-                 start +
-                 std::max({own / rate(pair),
-                           link(out, out_for, from, a).Of(own) / res.capacity(Resources::Out(a)),
-                           link(in, in_for, to, b).Of(own) / res.capacity(Resources::In(b))});
+      return free_at[pair] = through_at(pair, own, link(out, out_for, from, pair / hosts).Of(own),
+                                        link(in, in_for, to, pair % hosts).Of(own));
     };
     double t = start;
     for (const Phase& ph : phases[u]) {
@@ -117,10 +120,8 @@ std::vector<double> QueuedChainEnds(const std::vector<std::vector<Phase>>& phase
         if (const double own = rest(p.resource, start); own > 0.0 && free_for[p.resource] != u) {
           const int a = p.resource / hosts, b = p.resource % hosts;
           const double bound =
-              start +
-              std::max({own / rate(p.resource),
-                        std::min(out_rest[a], out_count[a] * own) / res.capacity(Resources::Out(a)),
-                        std::min(in_rest[b], in_count[b] * own) / res.capacity(Resources::In(b))});
+              through_at(p.resource, own, std::min(out_rest[a], out_count[a] * own),
+                         std::min(in_rest[b], in_count[b] * own));
           // (1 + 1e-9): over the rounding of the sums, so a pair skipped ends before `done`.
           if ((std::max(ready, bound) + ph.latency + alone) * (1 + 1e-9) <= done) continue;
         }

@@ -181,10 +181,10 @@ absl::Status GradientSynchronizer::PollInFlight() {
     const int64_t stages_before = units_[u]->progress();
     CAVS_ASSIGN_OR_RETURN(bool done, units_[u]->Advance());
     unit_done_[u] = done;
+    if (units_[u]->progress() == stages_before && !done) continue;  // the clock only on news
     const double now = absl::ToDoubleSeconds(absl::Now() - step_start_);
-    for (int64_t k = stages_before; k < units_[u]->progress(); ++k) {
-      stats_.unit_stages_done_at[u].push_back(now);
-    }
+    stats_.unit_stages_done_at[u].insert(stats_.unit_stages_done_at[u].end(),
+                                         units_[u]->progress() - stages_before, now);
     if (done) stats_.unit_done_at[u] = now;
   }
   return absl::OkStatus();
