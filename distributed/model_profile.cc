@@ -67,6 +67,36 @@ absl::StatusOr<std::vector<std::pair<int, double>>> ParseUnion(absl::string_view
   return points;
 }
 
+// "row:touched:union,...": rows strictly increasing in (0, rows), fractions nondecreasing in
+// [0, 1].
+absl::StatusOr<std::vector<ParamProfile::SpreadPoint>> ParseSpread(absl::string_view value,
+                                                                   int64_t rows) {
+  std::vector<ParamProfile::SpreadPoint> points;
+  for (absl::string_view item : absl::StrSplit(value, ',')) {
+    std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
+    absl::StatusOr<int64_t> row =
+        parts.size() == 3 ? ParseInteger(parts[0], 1, rows - 1) : absl::InvalidArgumentError("");
+    absl::StatusOr<double> touched =
+        parts.size() == 3 ? ParseNumber(parts[1], {0.0, false, 1.0}) : 0.0;
+    absl::StatusOr<double> unions =
+        parts.size() == 3 ? ParseNumber(parts[2], {0.0, false, 1.0}) : 0.0;
+    if (!row.ok() || !touched.ok() || !unions.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad point '", item, "' (expected row:touched:union with 0 < row < ", rows,
+                       " and fractions in [0, 1], e.g. 100:0.6:0.4)"));
+    }
+    if (!points.empty() && (*row <= points.back().row || *touched < points.back().touched ||
+                            *unions < points.back().unions)) {
+      const ParamProfile::SpreadPoint& b = points.back();
+      return absl::InvalidArgumentError(
+          absl::StrCat("point '", item, "' after ", b.row, ":", Num(b.touched), ":", Num(b.unions),
+                       " (rows must increase and fractions must not decrease)"));
+    }
+    points.push_back({*row, *touched, *unions});
+  }
+  return points;
+}
+
 struct ParseState {
   ModelProfile profile;
   bool have_version = false;
@@ -76,13 +106,15 @@ struct ParseState {
 
 // One `param` line's fields after the name.
 absl::StatusOr<ParamProfile> ParseParam(const std::vector<std::string>& tokens) {
-  CAVS_ASSIGN_OR_RETURN(std::vector<LineOption> options,
-                        internal::ParseLineOptions(
-                            tokens, 2, {"shape", "grad", "touched", "dup", "union", "ready_ms"}));
+  CAVS_ASSIGN_OR_RETURN(
+      std::vector<LineOption> options,
+      internal::ParseLineOptions(
+          tokens, 2, {"shape", "grad", "touched", "dup", "union", "spread", "ready_ms"}));
   ParamProfile p;
   p.name = tokens[1];
   std::optional<double> dup;
   bool have_shape = false, have_union = false, have_touched = false;
+  std::optional<std::string> spread;  // parsed once the shape is known
   for (const LineOption& o : options) {
     absl::Status s;
     if (o.key == "shape") {
@@ -107,6 +139,8 @@ absl::StatusOr<ParamProfile> ParseParam(const std::vector<std::string>& tokens) 
       absl::StatusOr<std::vector<std::pair<int, double>>> u = ParseUnion(o.value);
       if (u.ok()) p.union_rows = *std::move(u), have_union = true;
       s = u.status();
+    } else if (o.key == "spread") {
+      spread = o.value;
     } else if (o.key == "ready_ms") {
       absl::StatusOr<double> v = ParseNumber(o.value, kNonNegative);
       if (v.ok()) p.ready_ms = *v;
@@ -123,6 +157,12 @@ absl::StatusOr<ParamProfile> ParseParam(const std::vector<std::string>& tokens) 
   CAVS_RETURN_IF_ERROR(dense_only("touched", have_touched));
   CAVS_RETURN_IF_ERROR(dense_only("dup", dup.has_value()));
   CAVS_RETURN_IF_ERROR(dense_only("union", have_union));
+  CAVS_RETURN_IF_ERROR(dense_only("spread", spread.has_value()));
+  if (spread.has_value()) {
+    absl::StatusOr<std::vector<ParamProfile::SpreadPoint>> points = ParseSpread(*spread, p.rows());
+    if (!points.ok()) return FieldError("spread", points.status());
+    p.spread = *std::move(points);
+  }
   if (p.sparse && !have_touched) {
     return FieldError("touched", absl::InvalidArgumentError("missing for grad=sparse"));
   }
@@ -225,11 +265,69 @@ double ParamProfile::UnionRows(int ranks) const {
   return std::clamp(u, std::min(t, cap), cap);
 }
 
+int ParamProfile::SpreadRanks() const { return union_rows.empty() ? 2 : union_rows.back().first; }
+
+namespace {
+
+// The spread's fraction (touched, or union) of the rows in [0, row), linear between points.
+double SpreadFraction(const ParamProfile& p, int64_t row, bool unions) {
+  const int64_t rows = p.rows();
+  if (row <= 0) return 0.0;
+  if (row >= rows) return 1.0;
+  if (p.spread.empty()) return static_cast<double>(row) / static_cast<double>(rows);
+  int64_t r0 = 0;
+  double f0 = 0.0;
+  for (const ParamProfile::SpreadPoint& s : p.spread) {
+    const double f = unions ? s.unions : s.touched;
+    if (row <= s.row) {
+      return f0 + (f - f0) * static_cast<double>(row - r0) / static_cast<double>(s.row - r0);
+    }
+    r0 = s.row;
+    f0 = f;
+  }
+  return f0 + (1.0 - f0) * static_cast<double>(row - r0) / static_cast<double>(rows - r0);
+}
+
+// The spread's fraction of the rows in [begin, end): (end - begin) / rows() exactly without
+// a spread.
+double SpreadShare(const ParamProfile& p, int64_t begin, int64_t end, bool unions) {
+  if (p.spread.empty()) return static_cast<double>(end - begin) / static_cast<double>(p.rows());
+  return SpreadFraction(p, end, unions) - SpreadFraction(p, begin, unions);
+}
+
+}  // namespace
+
+double ParamProfile::TouchedIn(int64_t begin, int64_t end) const {
+  if (!sparse) return 0.0;
+  return touched_rows * SpreadShare(*this, begin, end, false);
+}
+
+double ParamProfile::UnionIn(int ranks, int64_t begin, int64_t end) const {
+  if (!sparse || ranks <= 0) return 0.0;
+  const double one = SpreadShare(*this, begin, end, false);
+  const double at = SpreadShare(*this, begin, end, true);
+  const int k = SpreadRanks();
+  const double w = ranks >= k ? 1.0 : std::log(static_cast<double>(ranks)) / std::log(k);
+  return UnionRows(ranks) * (one + (at - one) * w);
+}
+
 const ParamProfile* ModelProfile::Find(absl::string_view name) const {
   for (const ParamProfile& p : params) {
     if (p.name == name) return &p;
   }
   return nullptr;
+}
+
+std::vector<int64_t> SpreadEdges(int64_t rows) {
+  std::vector<int64_t> edges;
+  for (int k = 1; k <= 12; ++k) edges.push_back(rows >> k);
+  for (int i = 1; i < 8; ++i) edges.push_back(rows * i / 8);
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  edges.erase(
+      std::remove_if(edges.begin(), edges.end(), [&](int64_t e) { return e <= 0 || e >= rows; }),
+      edges.end());
+  return edges;
 }
 
 std::string SerializeModelProfile(const ModelProfile& profile) {
@@ -248,6 +346,12 @@ std::string SerializeModelProfile(const ModelProfile& profile) {
             &out, " union=", absl::StrJoin(p.union_rows, ",", [](std::string* o, const auto& kv) {
               absl::StrAppend(o, kv.first, ":", Num(kv.second));
             }));
+      }
+      if (!p.spread.empty()) {
+        absl::StrAppend(&out,
+                        " spread=", absl::StrJoin(p.spread, ",", [](std::string* o, const auto& s) {
+                          absl::StrAppend(o, s.row, ":", Num(s.touched), ":", Num(s.unions));
+                        }));
       }
     }
     if (p.ready_ms.has_value()) absl::StrAppend(&out, " ready_ms=", Num(*p.ready_ms));

@@ -44,6 +44,18 @@ struct ParamProfile {
   // or estimated, as (k, rows) points with 2 <= k strictly increasing; (1, touched_rows) is
   // implied. Empty: no overlap (k ranks touch k * touched_rows rows, at most the table).
   std::vector<std::pair<int, double>> union_rows;
+  // Row-sparse only: where in the table the rows fall (a vocabulary sorted by frequency puts
+  // most of them in its first rows), as points with 0 < row < rows() strictly increasing: the
+  // fraction of one rank's touched rows in rows [0, row), and of the union of
+  // SpreadRanks() ranks' rows there, each nondecreasing in [0, 1]; (0, 0, 0) and
+  // (rows(), 1, 1) are implied, linear between. Empty: spread evenly over the rows.
+  struct SpreadPoint {
+    int64_t row = 0;
+    double touched = 0.0;
+    double unions = 0.0;
+    friend bool operator==(const SpreadPoint&, const SpreadPoint&) = default;
+  };
+  std::vector<SpreadPoint> spread;
   // When the gradient is final, in ms from the start of backward (the on_gradient_ready hook's
   // offset). Unset: at the end of backward (as on a GPU, where the hooks fire after the batch).
   std::optional<double> ready_ms;
@@ -55,6 +67,16 @@ struct ParamProfile {
   // extended past the last one along the last segment's power law, never more than the table or
   // than `ranks` * touched_rows, never fewer than touched_rows. 0 for a dense parameter.
   double UnionRows(int ranks) const;
+  // The ranks whose union the spread's `unions` fractions describe: the last union_rows point's
+  // (the profiled world size), 2 where there is none.
+  int SpreadRanks() const;
+  // The rows one rank's step touches in rows [begin, end) (touched_rows times the spread's
+  // fraction there). REQUIRES: 0 <= begin <= end <= rows().
+  double TouchedIn(int64_t begin, int64_t end) const;
+  // The union of `ranks` ranks' rows in [begin, end): UnionRows(ranks) times the union's
+  // fraction there, which moves from the touched rows' (one rank) to the spread's union (at
+  // SpreadRanks()) linearly in log(ranks), and stays there for more ranks.
+  double UnionIn(int ranks, int64_t begin, int64_t end) const;
 
   friend bool operator==(const ParamProfile&, const ParamProfile&) = default;
 };
@@ -72,6 +94,11 @@ struct ModelProfile {
 
   friend bool operator==(const ModelProfile&, const ModelProfile&) = default;
 };
+
+// The rows at which a profiler measures a spread for a table of `rows` rows: rows / 2^k
+// (k = 1..12, finer where a frequency-sorted vocabulary's touched rows crowd) and every eighth
+// of the table, ascending, each in (0, rows).
+std::vector<int64_t> SpreadEdges(int64_t rows);
 
 // The text form (union_rows written as `union=`); ParseModelProfile(Serialize(p)) == p.
 std::string SerializeModelProfile(const ModelProfile& profile);

@@ -7,8 +7,10 @@
 // report it: at the end of backward, as on a GPU); a row-sparse parameter's touched rows are
 // this rank's, and the union over ranks (the synchronized gradient's rows) gives the
 // union_rows point at the world size. Each figure is the median over steps; over ranks, the
-// slowest rank's times and the mean of the row counts. The first step is skipped where there
-// are several (its memory is fresh).
+// slowest rank's times and the mean of the row counts. The spread (where in the table the rows
+// fall) pools every step and rank: at each of SpreadEdges(rows), the rows below it over all
+// rows, touched and union. The first step is skipped where there are several (its memory is
+// fresh).
 //
 // Collective where `comm` is not null (every rank calls it with its own steps).
 #pragma once

@@ -1,10 +1,12 @@
 #include "distributed/step.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
+#include "distributed/model_profile.h"
 
 namespace cavs::distributed {
 
@@ -30,12 +32,28 @@ absl::StatusOr<StepTimes> DataParallelStep::Run(
     times.ready_at.assign(n, -1.0);
     times.touched_rows.assign(n, 0);
     times.union_rows.assign(n, 0);
+    times.touched_below.assign(n, {});
+    times.union_below.assign(n, {});
   }
+  // The rows of p's gradient below each spread edge.
+  auto below = [](const core::Parameter& p) {
+    const std::vector<int64_t> edges = SpreadEdges(p.value.rows());
+    std::vector<int64_t> count(edges.size(), 0);
+    for (int64_t r : p.grad_rows) {
+      for (size_t e = std::upper_bound(edges.begin(), edges.end(), r) - edges.begin();
+           e < edges.size(); ++e) {
+        ++count[e];
+      }
+    }
+    return count;
+  };
   // The rows this rank touched, read when its gradient is final (before Finish replaces it).
   auto touched = [&](int i) {
     const core::Parameter& p = *store_->parameters()[i];
-    if (profiling_ && p.sparse_grad)
+    if (profiling_ && p.sparse_grad) {
       times.touched_rows[i] = static_cast<int64_t>(p.grad_rows.size());
+      times.touched_below[i] = below(p);
+    }
   };
   CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
   // The global count's allreduce starts now and runs during forward and backward.
@@ -80,7 +98,10 @@ absl::StatusOr<StepTimes> DataParallelStep::Run(
   if (profiling_) {
     for (int i = 0; i < n; ++i) {
       const core::Parameter& p = *store_->parameters()[i];
-      if (p.sparse_grad) times.union_rows[i] = static_cast<int64_t>(p.grad_rows.size());
+      if (p.sparse_grad) {
+        times.union_rows[i] = static_cast<int64_t>(p.grad_rows.size());
+        times.union_below[i] = below(p);
+      }
     }
   }
 

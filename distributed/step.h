@@ -53,6 +53,9 @@ struct StepTimes {
   // row-sparse gradients only (0 for dense): the rows this rank's step touched, and the rows of
   // the synchronized gradient (the union over ranks).
   std::vector<int64_t> touched_rows, union_rows;
+  // row-sparse only (empty for dense): the same rows counted below each of SpreadEdges(rows)
+  // (entry e: the rows < edges[e]), for the profile's spread.
+  std::vector<std::vector<int64_t>> touched_below, union_below;
 };
 
 class DataParallelStep {

@@ -40,11 +40,12 @@ struct Plan {
 
 double RowBytes(const ParamProfile& p) { return 8.0 + 4.0 * p.cols(); }
 
-// The traffic one PS shard of `rows` rows brings to its server, for balancing.
-double ShardTraffic(const ParamProfile& p, int64_t rows, int world) {
-  const double fraction = static_cast<double>(rows) / p.rows();
+// The traffic a PS shard of rows [begin, end) brings to its server, for balancing.
+double ShardTraffic(const ParamProfile& p, int64_t begin, int64_t end, int world) {
+  const double fraction = static_cast<double>(end - begin) / p.rows();
   if (!p.sparse) return fraction * p.bytes();
-  return fraction * (p.touched_rows + p.UnionRows(world)) * RowBytes(p);
+  if (p.spread.empty()) return fraction * (p.touched_rows + p.UnionRows(world)) * RowBytes(p);
+  return (p.TouchedIn(begin, end) + p.UnionIn(world, begin, end)) * RowBytes(p);
 }
 
 // `rows` split in proportion to `weights`: each share rounded down, the rows left over to the
@@ -71,6 +72,37 @@ std::vector<int64_t> ProportionalSplits(int64_t rows, const std::vector<double>&
   }
   std::vector<int64_t> splits = {0};
   for (int64_t c : count) splits.push_back(splits.back() + c);
+  return splits;
+}
+
+// p's rows split so that each shard's traffic (ShardTraffic) is in proportion to `weights`:
+// ProportionalSplits where the rows carry traffic evenly (a dense tensor, or a row-sparse one
+// without a spread); else each boundary the first row at which the traffic below it reaches
+// its share, every shard keeping at least one row. REQUIRES: as ProportionalSplits.
+std::vector<int64_t> TrafficSplits(const ParamProfile& p, int world,
+                                   const std::vector<double>& weights) {
+  const int64_t rows = p.rows();
+  if (!p.sparse || p.spread.empty()) return ProportionalSplits(rows, weights);
+  const int n = static_cast<int>(weights.size());
+  const double total_weight = std::accumulate(weights.begin(), weights.end(), 0.0);
+  const double total = ShardTraffic(p, 0, rows, world);
+  std::vector<int64_t> splits = {0};
+  double cumulative = 0.0;
+  for (int s = 0; s + 1 < n; ++s) {
+    cumulative += weights[s];
+    const double target = total * cumulative / total_weight;
+    int64_t lo = splits.back() + 1, hi = rows - (n - 1 - s);  // keep a row for each shard left
+    while (lo < hi) {  // the first row r in [lo, hi] with traffic below r >= target
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (ShardTraffic(p, 0, mid, world) >= target) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    splits.push_back(lo);
+  }
+  splits.push_back(rows);
   return splits;
 }
 
@@ -109,9 +141,9 @@ class Placer {
       weights.push_back(cluster_.hosts[host].bandwidth);
       host_of_shard.push_back(host);
     }
-    std::vector<int64_t> splits = ProportionalSplits(p.rows(), weights);
+    std::vector<int64_t> splits = TrafficSplits(p, world, weights);
     for (int s = 0; s < shards; ++s) {
-      host_load_[host_of_shard[s]] += ShardTraffic(p, splits[s + 1] - splits[s], world);
+      host_load_[host_of_shard[s]] += ShardTraffic(p, splits[s], splits[s + 1], world);
     }
     if (splits != ShardRowSplits(ps, p.rows())) ps.row_splits = std::move(splits);
     return ps;

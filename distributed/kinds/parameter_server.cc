@@ -526,12 +526,12 @@ class ParameterServer final : public SyncKindFor<ParameterServerSync> {
                      c.Run(Collective::kBroadcast, all, unit.server, bytes, direct)};
       return cost;
     }
-    // Row-sparse: each row travels as an int64 id and cols floats; a shard holds its share of
-    // the touched rows in proportion to its rows.
+    // Row-sparse: each row travels as an int64 id and cols floats; a shard holds the touched
+    // rows and the union that the profile's spread puts in its rows (without one, a share in
+    // proportion to its rows).
     const double row_bytes = 8.0 + 4.0 * p.cols();
-    const double fraction = shard_rows / static_cast<double>(p.rows());
-    const double touched = p.touched_rows * fraction;
-    const double unique = p.UnionRows(static_cast<int>(all.size())) * fraction;
+    const double touched = p.TouchedIn(unit.begin, unit.end);
+    const double unique = p.UnionIn(static_cast<int>(all.size()), unit.begin, unit.end);
     UnitCost cost;
     cost.payload_bytes = static_cast<int64_t>(touched * row_bytes);
     cost.phases = {c.Run(Collective::kAllGather, all, 0, 8.0),  // the row counts

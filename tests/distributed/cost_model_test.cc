@@ -401,6 +401,36 @@ TEST(CostModelTest, SparseAllgatherSendsTouchedRowsToEveryRank) {
   EXPECT_DOUBLE_EQ(ps->busiest_server.bytes_out, (w - 1) * (8 + unique));
 }
 
+// A row-sparse PS shard carries the rows the profile's spread puts in its range: with 80% of
+// one rank's rows and 60% of the union in the table's first tenth, the shard of the first half
+// gathers 500 (0.8 + 0.2 * 4/9) rows a rank and sends back 800 (0.6 + 0.4 * 4/9), not half of
+// each, and its server is the busiest.
+TEST(CostModelTest, ASparseShardCarriesTheRowsItsRangeHolds) {
+  ModelProfile profile = Profile({{10000, 100}});
+  ParamProfile& e = profile.params[0];
+  e.sparse = true;
+  e.touched_rows = 500;
+  e.union_rows = {{2, 800}};
+  const Strategy s = OneEach(profile, 2, ParameterServerSync{{0, 1}, {0, 5000, 10000}, 0});
+  const ClusterSpec c = Cluster(2, 1, 1, 50 * kUs, 10 * kUs);
+  const double row_bytes = 8 + 4 * 100.0;
+  absl::StatusOr<Prediction> even = PredictStepTime(s, profile, c);
+  ASSERT_TRUE(even.ok()) << even.status();
+  ASSERT_EQ(even->units.size(), 2u);
+  EXPECT_EQ(even->units[0].payload_bytes, static_cast<int64_t>(250 * row_bytes));
+  EXPECT_EQ(even->units[1].payload_bytes, static_cast<int64_t>(250 * row_bytes));
+  e.spread = {{1000, 0.8, 0.6}};
+  absl::StatusOr<Prediction> skewed = PredictStepTime(s, profile, c);
+  ASSERT_TRUE(skewed.ok()) << skewed.status();
+  const double touched = 500 * (0.8 + 0.2 * 4000 / 9000), unique = 800 * (0.6 + 0.4 * 4000 / 9000);
+  EXPECT_EQ(skewed->units[0].name, "ps 'p0' rows [0, 5000) on server 0");
+  EXPECT_EQ(skewed->units[0].payload_bytes, static_cast<int64_t>(touched * row_bytes));
+  EXPECT_EQ(skewed->units[1].payload_bytes, static_cast<int64_t>((500 - touched) * row_bytes));
+  EXPECT_EQ(skewed->busiest_server.rank, 0);
+  EXPECT_DOUBLE_EQ(skewed->busiest_server.bytes_out, 8 + unique * row_bytes);
+  EXPECT_GT(skewed->step_s, even->step_s);
+}
+
 // A connection sends its bytes in order: a sparse PS shard started after a dense allreduce on
 // the same pair of hosts sends its counts once the allreduce's D bytes are through (D / bw),
 // then runs its four rounds, 4 alpha and its own bytes (8 + G + 8 + U, each way one at a

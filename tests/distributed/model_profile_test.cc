@@ -77,10 +77,51 @@ TEST(ModelProfileTest, UnionRowsInterpolatesInLogLogAndIsCapped) {
   EXPECT_DOUBLE_EQ(plain.UnionRows(64), 1000.0);
 }
 
+// A table whose first tenth holds half of one rank's touched rows and a quarter of the union
+// of 4 ranks' rows (a vocabulary sorted by frequency: the frequent rows repeat across ranks).
+TEST(ModelProfileTest, SpreadPutsTheRowsWhereTheProfileSays) {
+  absl::StatusOr<ModelProfile> p = ParseModelProfile(
+      "version 1\nforward_ms 1\nbackward_ms 2\n"
+      "param e shape=1000,30 grad=sparse touched=100 union=4:300 "
+      "spread=100:0.5:0.25,500:0.9:0.75\n",
+      "s.txt");
+  ASSERT_TRUE(p.ok()) << p.status();
+  const ParamProfile& e = p->params[0];
+  ASSERT_EQ(e.spread.size(), 2u);
+  EXPECT_EQ(e.SpreadRanks(), 4);
+  EXPECT_DOUBLE_EQ(e.TouchedIn(0, 100), 50.0);
+  EXPECT_DOUBLE_EQ(e.TouchedIn(100, 500), 40.0);
+  EXPECT_DOUBLE_EQ(e.TouchedIn(500, 1000), 10.0);
+  EXPECT_DOUBLE_EQ(e.TouchedIn(0, 50), 25.0);       // linear between the points
+  EXPECT_NEAR(e.TouchedIn(750, 1000), 5.0, 1e-12);  // and up to (rows, 1)
+  EXPECT_DOUBLE_EQ(e.TouchedIn(0, 1000), 100.0);
+  // The union's fraction: at 4 ranks the spread's, at 1 the touched rows', between them in
+  // log(ranks) (2 ranks: half way), and past 4 the spread's.
+  EXPECT_DOUBLE_EQ(e.UnionIn(4, 0, 100), 300.0 * 0.25);
+  EXPECT_DOUBLE_EQ(e.UnionIn(1, 0, 100), 100.0 * 0.5);
+  EXPECT_DOUBLE_EQ(e.UnionIn(2, 0, 100), e.UnionRows(2) * 0.375);
+  EXPECT_DOUBLE_EQ(e.UnionIn(64, 0, 100), e.UnionRows(64) * 0.25);
+  for (int k : {1, 2, 3, 4, 16}) {
+    EXPECT_NEAR(e.UnionIn(k, 0, 100) + e.UnionIn(k, 100, 777) + e.UnionIn(k, 777, 1000),
+                e.UnionRows(k), 1e-9)
+        << k;
+  }
+  // Without a spread, in proportion to the rows.
+  ParamProfile even = e;
+  even.spread.clear();
+  EXPECT_DOUBLE_EQ(even.TouchedIn(0, 250), 25.0);
+  EXPECT_DOUBLE_EQ(even.UnionIn(4, 0, 250), 75.0);
+  // A profiler's edges: halvings and eighths of the table, ascending, inside it.
+  EXPECT_EQ(SpreadEdges(1000),
+            (std::vector<int64_t>{1, 3, 7, 15, 31, 62, 125, 250, 375, 500, 625, 750, 875}));
+  EXPECT_EQ(SpreadEdges(1), std::vector<int64_t>{});
+}
+
 TEST(ModelProfileTest, RoundTripsThroughTheText) {
   absl::StatusOr<ModelProfile> p = ParseModelProfile(kProfile, "tiny.txt");
   ASSERT_TRUE(p.ok()) << p.status();
   p->params[1].ready_ms = 1.0 / 3.0;  // needs every digit
+  p->params[3].spread = {{10, 0.1, 1.0 / 3.0}, {250, 0.9, 0.9}};
   const std::string text = SerializeModelProfile(*p);
   absl::StatusOr<ModelProfile> again = ParseModelProfile(text, "again.txt");
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << text;
@@ -136,7 +177,7 @@ TEST(ModelProfileTest, ErrorsNameTheFileLineAndField) {
        "p.txt line 4: field 'shape': bad dimension '0' in '0' (expected positive integers)"},
       {head + "param a shape=2 rows=3\n",
        "p.txt line 4: unknown field 'rows=3' (expected shape=, grad=, touched=, dup=, union=, "
-       "ready_ms=)"},
+       "spread=, ready_ms=)"},
       {head + "param a shape=2 shape=3\n", "p.txt line 4: field 'shape' given twice"},
       {head + "param a shape=2 grad=row\n",
        "p.txt line 4: field 'grad': bad value 'row' (expected dense or sparse)"},
@@ -161,6 +202,23 @@ TEST(ModelProfileTest, ErrorsNameTheFileLineAndField) {
       {head + "param a shape=10,2 grad=sparse touched=4 union=2:9\n",
        "p.txt line 4: field 'union': 2 ranks touch 9 rows: expected at least touched (4) and at "
        "most min(table rows 10, 2 x touched)"},
+      {head + "param a shape=10,2 spread=5:0.5:0.5\n",
+       "p.txt line 4: field 'spread': only a row-sparse parameter (grad=sparse) touches rows"},
+      {head + "param a shape=10,2 grad=sparse touched=4 spread=5:0.5\n",
+       "p.txt line 4: field 'spread': bad point '5:0.5' (expected row:touched:union with 0 < row "
+       "< 10 and fractions in [0, 1], e.g. 100:0.6:0.4)"},
+      {head + "param a shape=10,2 grad=sparse touched=4 spread=10:0.5:0.5\n",
+       "p.txt line 4: field 'spread': bad point '10:0.5:0.5' (expected row:touched:union with 0 "
+       "< row < 10 and fractions in [0, 1], e.g. 100:0.6:0.4)"},
+      {head + "param a shape=10,2 grad=sparse touched=4 spread=2:0.5:1.5\n",
+       "p.txt line 4: field 'spread': bad point '2:0.5:1.5' (expected row:touched:union with 0 "
+       "< row < 10 and fractions in [0, 1], e.g. 100:0.6:0.4)"},
+      {head + "param a shape=10,2 grad=sparse touched=4 spread=2:0.5:0.4,3:0.4:0.5\n",
+       "p.txt line 4: field 'spread': point '3:0.4:0.5' after 2:0.5:0.4 (rows must increase and "
+       "fractions must not decrease)"},
+      {head + "param a shape=10,2 grad=sparse touched=4 spread=3:0.5:0.4,3:0.6:0.5\n",
+       "p.txt line 4: field 'spread': point '3:0.6:0.5' after 3:0.5:0.4 (rows must increase and "
+       "fractions must not decrease)"},
       {head + "param a shape=2 ready_ms=3\n",
        "p.txt line 4: field 'ready_ms': 3 is after the end of backward (backward_ms 2 on line 3)"},
       {head + "param \"a\n", "p.txt line 4: unterminated quoted name"},

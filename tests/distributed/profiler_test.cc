@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/initializer.h"
@@ -29,6 +30,13 @@ TEST(BuildModelProfileTest, TimesAndRowsFromProfiledSteps) {
   step.ready_at = {0.009, 0.004, -1};  // b not reported
   step.touched_rows = {30, 0, 0};
   step.union_rows = {30, 0, 0};
+  // The spread: the 30 rows are 0..29, counted below each of SpreadEdges(100).
+  const std::vector<int64_t> edges = SpreadEdges(100);
+  ASSERT_EQ(edges, (std::vector<int64_t>{1, 3, 6, 12, 25, 37, 50, 62, 75, 87}));
+  std::vector<int64_t> below;
+  for (int64_t e : edges) below.push_back(std::min<int64_t>(e, 30));
+  step.touched_below = {below, {}, {}};
+  step.union_below = {below, {}, {}};
   absl::StatusOr<ModelProfile> p = BuildModelProfile(nullptr, store, {warm, step}, 25, "m");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->name, "m");
@@ -41,6 +49,11 @@ TEST(BuildModelProfileTest, TimesAndRowsFromProfiledSteps) {
   EXPECT_EQ(p->params[0].shape, std::vector<int64_t>({100, 8}));
   EXPECT_DOUBLE_EQ(p->params[0].touched_rows, 30);
   EXPECT_TRUE(p->params[0].union_rows.empty());  // one rank: no overlap to measure
+  ASSERT_EQ(p->params[0].spread.size(), edges.size());
+  EXPECT_EQ(p->params[0].spread[4], (ParamProfile::SpreadPoint{25, 25.0 / 30, 25.0 / 30}));
+  EXPECT_EQ(p->params[0].spread[5], (ParamProfile::SpreadPoint{37, 1.0, 1.0}));
+  EXPECT_DOUBLE_EQ(p->params[0].TouchedIn(0, 37), 30.0);
+  EXPECT_TRUE(p->params[1].spread.empty());
   ASSERT_TRUE(p->params[0].ready_ms.has_value());
   EXPECT_NEAR(*p->params[0].ready_ms, 5.0, 1e-9);
   EXPECT_NEAR(*p->params[1].ready_ms, 0.0, 1e-9);

@@ -270,6 +270,37 @@ TEST(StrategySearchTest, SplitsRowsByBandwidthAndFusesTinyTensors) {
   EXPECT_TRUE(saw_uneven);
 }
 
+// A table whose touched rows crowd into its first rows (a vocabulary sorted by frequency) is
+// split for its servers by traffic, not by rows: each shard brings its server the same touched
+// and union rows (to within a row's), so the first shard holds few rows.
+TEST(StrategySearchTest, SplitsASkewedTableByItsTraffic) {
+  ModelProfile profile = TreeLstm();
+  ParamProfile& e = profile.params[0];
+  e.spread = {{20, 0.3, 0.15}, {200, 0.6, 0.4}, {2000, 0.85, 0.75}};
+  const ClusterSpec cluster = Cluster({{1, 1}, {1, 1}, {1, 1}, {1, 1}});
+  absl::StatusOr<SearchReport> r = SearchStrategies(profile, cluster, {.top_k = 1000});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int world = cluster.world_size();
+  auto traffic = [&](int64_t a, int64_t b) { return e.TouchedIn(a, b) + e.UnionIn(world, a, b); };
+  int saw = 0;
+  for (const SearchResult& result : r->best) {
+    const auto* ps = std::get_if<ParameterServerSync>(&result.strategy.Find("embedding")->sync);
+    if (ps == nullptr || ps->placement.size() < 2) continue;
+    const std::vector<int64_t>& splits = ps->row_splits;
+    const int n = static_cast<int>(ps->placement.size());
+    ASSERT_EQ(splits.size(), static_cast<size_t>(n + 1)) << SerializeStrategy(result.strategy);
+    EXPECT_LT(splits[1], e.rows() / n / 4);
+    const double share = traffic(0, e.rows()) / n;
+    for (int s = 0; s < n; ++s) {
+      // A shard's boundary is the first row where the traffic below it reaches its share.
+      EXPECT_GE(traffic(0, splits[s + 1]), share * (s + 1) * (1 - 1e-12)) << s;
+      if (s + 1 < n) EXPECT_LT(traffic(0, splits[s + 1] - 1), share * (s + 1)) << s;
+    }
+    ++saw;
+  }
+  EXPECT_GT(saw, 0);
+}
+
 // One slow host among four under libnbc's binomial trees: the best strategy keeps the large
 // layer off the trees (the direct route), and beats every builder in the model, since a ring
 // or Rabenseifner allreduce puts 1.5 B through the slow link and the trees route other ranks'
