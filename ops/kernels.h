@@ -170,6 +170,9 @@ class Kernels {
     (void)n;
     return 0;
   }
+  // Whether the packed GEMM is worth taking for speed (else only where a caller needs each
+  // row computed alike: RunOptions::batch_invariant). Default: wherever it exists.
+  virtual bool PackedGemmFast() const { return PackedGemmBytes(1, 1) > 0; }
   [[nodiscard]] virtual absl::Status PackGemmB(bool trans_b, int64_t k, int64_t n, const float* b,
                                                int64_t ldb, float* packed) {
     (void)trans_b, (void)k, (void)n, (void)b, (void)ldb, (void)packed;

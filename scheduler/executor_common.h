@@ -29,9 +29,11 @@ struct RunOptions {
   // Every GEMM by a weight takes the device's packed GEMM (ops::Kernels::GemmPackedB) however
   // few rows the batch has, so that a vertex's results do not depend on the other samples of
   // its batch: OpenBLAS's sgemm, taken below 128 rows, rounds a row differently with the
-  // number of rows (its small-matrix path). The packed kernel computes each row alike wherever
-  // it lies. Only where the device has a packed GEMM (the CPU with AVX-512F); a small batch
-  // then pays the pack. Serving sets it, and cavs-train's evaluation, so that the two agree.
+  // number of rows (its small-matrix path), and its Haswell/Zen kernels by a row's place in the
+  // call. The packed kernel computes each row alike wherever it lies. Only where the device has
+  // a packed GEMM (the CPU with AVX-512F, or AVX2 and FMA, where it is taken for this alone); a
+  // small batch then pays the pack. Serving sets it, and cavs-train's evaluation, so that the two
+  // agree.
   bool batch_invariant = false;
   // Hooks for overlapping communication with backward (the distributed trainer). On the CPU,
   // on_gradient_ready(name) runs as soon as the parameter's gradient for this batch is final —

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "core/device.h"
+#include "ops/cpu/cpu_packed_gemm.h"
 #include "ops/cpu/cpu_parallel.h"
 #include "ops/ew_plan.h"
 #include "ops/kernels.h"
@@ -47,8 +48,10 @@ class CpuKernels final : public Kernels {
   bool GemmAddsBias() const override { return gemm_adds_bias_; }
   void SetGemmAddsBias(bool on) { gemm_adds_bias_ = on; }
   absl::Status GemmBias(const GemmCall& g) override;
-  // Packed weights: ops/cpu/cpu_packed_gemm.h (AVX-512 CPUs; 0 bytes elsewhere).
+  // Packed weights: ops/cpu/cpu_packed_gemm.h (AVX-512 or AVX2 + FMA CPUs; 0 bytes elsewhere;
+  // fast, and so taken for speed, with AVX-512 only).
   int64_t PackedGemmBytes(int64_t k, int64_t n) const override;
+  bool PackedGemmFast() const override { return cpu::PackedGemmFast(); }
   absl::Status PackGemmB(bool trans_b, int64_t k, int64_t n, const float* b, int64_t ldb,
                          float* packed) override;
   absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,

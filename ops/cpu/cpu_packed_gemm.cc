@@ -15,20 +15,22 @@
 namespace cavs::ops::cpu {
 namespace {
 
-constexpr int kRows = 12;  // rows of c per micro-kernel call
+constexpr int kMaxRows = 12;  // rows of c per micro-kernel call, at most (AVX-512's)
 // Below this many multiply-adds a packed GEMM runs on the calling thread.
 constexpr int64_t kParallelMinMacs = int64_t{1} << 18;
 
-bool CpuHasAvx512() {
+enum class Isa { kNone, kAvx2Fma, kAvx512 };
+
+Isa CpuIsa() {
 #if defined(CAVS_PACKED_GEMM_X86)
-  return __builtin_cpu_supports("avx512f");
-#else
-  return false;
+  if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2Fma;
 #endif
+  return Isa::kNone;
 }
 
 std::atomic<bool>& Enabled() {
-  static std::atomic<bool> enabled = [] { return CpuHasAvx512(); }();
+  static std::atomic<bool> enabled = [] { return CpuIsa() != Isa::kNone; }();
   return enabled;
 }
 
@@ -78,24 +80,71 @@ __attribute__((target("avx512f"))) void MicroKernel(int64_t k, const float* a, i
   }
 }
 
+// The same with AVX2 and FMA: a panel row is 4 registers of 8, so 3 rows of c (12
+// accumulators) fit the 16 registers. Each element of c is the same chain of FMAs in k order as
+// in the AVX-512 kernel, so both give the same bits, whatever rows share a call.
+template <int R>
+__attribute__((target("avx2,fma"))) void MicroKernel2(int64_t k, const float* a, int64_t lda,
+                                                      const float* panel, const float* bias,
+                                                      float beta, float* c, int64_t ldc,
+                                                      int64_t cols) {
+  alignas(32) float tmp[kPackedPanel] = {};
+  __m256 acc[R][4];
+  __m256 b0[4];
+  if (bias != nullptr) std::memcpy(tmp, bias, cols * sizeof(float));
+  for (int q = 0; q < 4; ++q) b0[q] = _mm256_load_ps(tmp + 8 * q);
+  for (int r = 0; r < R; ++r) {
+    for (int q = 0; q < 4; ++q) acc[r][q] = b0[q];
+  }
+  for (int64_t p = 0; p < k; ++p) {
+    const float* row = panel + p * kPackedPanel;
+    const __m256 w0 = _mm256_loadu_ps(row), w1 = _mm256_loadu_ps(row + 8);
+    const __m256 w2 = _mm256_loadu_ps(row + 16), w3 = _mm256_loadu_ps(row + 24);
+    for (int r = 0; r < R; ++r) {
+      const __m256 x = _mm256_set1_ps(a[r * lda + p]);
+      acc[r][0] = _mm256_fmadd_ps(x, w0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(x, w1, acc[r][1]);
+      acc[r][2] = _mm256_fmadd_ps(x, w2, acc[r][2]);
+      acc[r][3] = _mm256_fmadd_ps(x, w3, acc[r][3]);
+    }
+  }
+  const __m256 vb = _mm256_set1_ps(beta);
+  for (int r = 0; r < R; ++r) {
+    float* out = c + r * ldc;
+    std::fill(tmp, tmp + kPackedPanel, 0.0f);
+    if (beta != 0.0f) std::memcpy(tmp, out, cols * sizeof(float));
+    for (int q = 0; q < 4; ++q) {
+      __m256 v = acc[r][q];
+      if (beta != 0.0f) v = _mm256_fmadd_ps(vb, _mm256_load_ps(tmp + 8 * q), v);
+      _mm256_store_ps(tmp + 8 * q, v);
+    }
+    std::memcpy(out, tmp, cols * sizeof(float));
+  }
+}
+
 using MicroKernelFn = void (*)(int64_t, const float*, int64_t, const float*, const float*, float,
                                float*, int64_t, int64_t);
 
-MicroKernelFn KernelFor(int rows) {
-  static constexpr MicroKernelFn kKernels[kRows] = {
+// The ISA's rows per call, and its kernel for `rows` of them (1 <= rows <= RowsPerCall).
+int RowsPerCall(Isa isa) { return isa == Isa::kAvx512 ? 12 : 3; }
+
+MicroKernelFn KernelFor(Isa isa, int rows) {
+  static constexpr MicroKernelFn kKernels[kMaxRows] = {
       MicroKernel<1>, MicroKernel<2>,  MicroKernel<3>,  MicroKernel<4>,
       MicroKernel<5>, MicroKernel<6>,  MicroKernel<7>,  MicroKernel<8>,
       MicroKernel<9>, MicroKernel<10>, MicroKernel<11>, MicroKernel<12>};
-  return kKernels[rows - 1];
+  static constexpr MicroKernelFn kKernels2[3] = {MicroKernel2<1>, MicroKernel2<2>, MicroKernel2<3>};
+  return isa == Isa::kAvx512 ? kKernels[rows - 1] : kKernels2[rows - 1];
 }
 
 // Row blocks [rb0, rb1) x panels [p0, p1) of c.
 // Row blocks [rb0, rb1) x panels [p0, p1) of c. The panels go in groups that fit in L2 with
 // room to spare, each group streamed once per row block: a weight larger than L2 (hidden 256:
 // U packed is 2.6 MB) is then read from L2, not from L3, for every 12 rows.
-void Block(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* packed,
-           const float* bias, float beta, float* c, int64_t ldc, int64_t rb0, int64_t rb1,
-           int64_t p0, int64_t p1) {
+void Block(Isa isa, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* packed, const float* bias, float beta, float* c, int64_t ldc, int64_t rb0,
+           int64_t rb1, int64_t p0, int64_t p1) {
+  const int kRows = RowsPerCall(isa);
   constexpr int64_t kGroupBytes = 512 * 1024;
   const int64_t group =
       std::max<int64_t>(1, kGroupBytes / (k * kPackedPanel * static_cast<int64_t>(sizeof(float))));
@@ -104,7 +153,7 @@ void Block(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const f
     for (int64_t rb = rb0; rb < rb1; ++rb) {
       const int64_t r0 = rb * kRows;
       const int rows = static_cast<int>(std::min<int64_t>(kRows, m - r0));
-      const MicroKernelFn kernel = KernelFor(rows);
+      const MicroKernelFn kernel = KernelFor(isa, rows);
       for (int64_t p = g0; p < g1; ++p) {
         const int64_t c0 = p * kPackedPanel;
         kernel(k, a + r0 * lda, lda, packed + p * k * kPackedPanel,
@@ -119,7 +168,9 @@ void Block(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const f
 
 }  // namespace
 
-void SetPackedGemmEnabled(bool enabled) { Enabled().store(enabled && CpuHasAvx512()); }
+void SetPackedGemmEnabled(bool enabled) { Enabled().store(enabled && CpuIsa() != Isa::kNone); }
+
+bool PackedGemmFast() { return Enabled().load() && CpuIsa() == Isa::kAvx512; }
 
 int64_t PackedGemmBytes(int64_t k, int64_t n) {
   if (!Enabled().load() || k <= 0 || n <= 0) return 0;
@@ -167,12 +218,13 @@ absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_
   }
   if (m == 0) return absl::OkStatus();
 #if defined(CAVS_PACKED_GEMM_X86)
-  if (!CpuHasAvx512()) return absl::FailedPreconditionError("GemmPackedB: no AVX-512F");
-  const int64_t row_blocks = (m + kRows - 1) / kRows;
+  const Isa isa = CpuIsa();
+  if (isa == Isa::kNone) return absl::FailedPreconditionError("GemmPackedB: no AVX2/FMA");
+  const int64_t row_blocks = (m + RowsPerCall(isa) - 1) / RowsPerCall(isa);
   const int64_t panels = Panels(n);
   const int threads = CpuThreads();
   if (threads == 1 || m * n * k < kParallelMinMacs) {
-    Block(m, n, k, a, lda, packed, bias, beta, c, ldc, 0, row_blocks, 0, panels);
+    Block(isa, m, n, k, a, lda, packed, bias, beta, c, ldc, 0, row_blocks, 0, panels);
     return absl::OkStatus();
   }
   // Enough row blocks: split the rows (each task streams every panel); else split the panels
@@ -180,13 +232,13 @@ absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_
   if (row_blocks >= 2 * threads) {
     const int64_t tasks = std::min<int64_t>(row_blocks, 4 * threads);
     RunTasks(tasks, [&](int64_t t) {
-      Block(m, n, k, a, lda, packed, bias, beta, c, ldc, row_blocks * t / tasks,
+      Block(isa, m, n, k, a, lda, packed, bias, beta, c, ldc, row_blocks * t / tasks,
             row_blocks * (t + 1) / tasks, 0, panels);
     });
   } else {
     const int64_t tasks = std::min<int64_t>(panels, 2 * threads);
     RunTasks(tasks, [&](int64_t t) {
-      Block(m, n, k, a, lda, packed, bias, beta, c, ldc, 0, row_blocks, panels * t / tasks,
+      Block(isa, m, n, k, a, lda, packed, bias, beta, c, ldc, 0, row_blocks, panels * t / tasks,
             panels * (t + 1) / tasks);
     });
   }

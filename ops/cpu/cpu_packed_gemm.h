@@ -14,9 +14,14 @@
 // packed against 140-240 with OpenBLAS (m = 16 to 511); in isolation with everything hot
 // (BM_RoundGemm) the gap is smaller: 245 vs 193 at m = 8, 301 vs 196 at 32, even at 128.
 //
-// Available on x86-64 CPUs with AVX-512F (checked at run time); elsewhere PackedGemmBytes is 0
-// and callers use Gemm. KernelOptions::cpu.packed_gemm = false (ops/kernel_options.h), or
-// SetPackedGemmEnabled(false), turns it off (for comparisons).
+// Available on x86-64 CPUs with AVX-512F, or AVX2 and FMA (3 x 32 blocks of c in 12 registers),
+// checked at run time; elsewhere PackedGemmBytes is 0 and callers use Gemm. Both kernels compute
+// each element of c as the same chain of FMAs in k order, so a row's result never depends on
+// the rows beside it (OpenBLAS's Haswell/Zen sgemm rounds a row by its place in the call:
+// batch invariance, scheduler/executor_common.h). The AVX2 kernel is not measured to be faster
+// than OpenBLAS: PackedGemmFast() says whether to prefer it for speed.
+// KernelOptions::cpu.packed_gemm = false (ops/kernel_options.h), or SetPackedGemmEnabled(false),
+// turns it off (for comparisons).
 #pragma once
 
 #include <cstdint>
@@ -41,7 +46,10 @@ int64_t PackedGemmBytes(int64_t k, int64_t n);
                                        const float* packed, const float* bias, float beta, float* c,
                                        int64_t ldc);
 
-// Turns the packed GEMM on or off for the process (it starts on where the CPU has AVX-512F).
+// Turns the packed GEMM on or off for the process (it starts on where the CPU has it).
 void SetPackedGemmEnabled(bool enabled);
+
+// Whether the packed GEMM is on and measured faster than OpenBLAS (the AVX-512 kernel).
+bool PackedGemmFast();
 
 }  // namespace cavs::ops::cpu
