@@ -46,25 +46,30 @@ absl::StatusOr<ModelProfile> BuildModelProfile(Communicator* comm,
   // Then per row-sparse parameter, summed over the steps: the touched and union rows, and the
   // same below each spread edge (for the spread, pooled over steps and ranks).
   std::vector<int> spread_at(n, -1);
+  std::vector<std::vector<int64_t>> edges(n);
   int width = 3 + 3 * n;
   for (int i = 0; i < n; ++i) {
     const core::Parameter& p = *store.parameters()[i];
     if (!p.sparse_grad) continue;
+    edges[i] = SpreadEdges(p.value.rows());
     spread_at[i] = width;
-    width += 2 + 2 * static_cast<int>(SpreadEdges(p.value.rows()).size());
+    width += 2 + 2 * static_cast<int>(edges[i].size());
   }
   std::vector<double> mine(width);
+  // Adds `counts` (one per edge; a step that counted none adds nothing) at `at`.
+  auto add = [](const std::vector<int64_t>& counts, size_t e, double* at) {
+    if (counts.size() != e) return;
+    for (size_t k = 0; k < e; ++k) at[k] += static_cast<double>(counts[k]);
+  };
   for (const StepTimes* t : steps) {
     for (int i = 0; i < n; ++i) {
       if (spread_at[i] < 0) continue;
-      const int e = static_cast<int>(SpreadEdges(store.parameters()[i]->value.rows()).size());
+      const size_t e = edges[i].size();
       double* at = mine.data() + spread_at[i];
       at[0] += static_cast<double>(t->touched_rows[i]);
       at[1] += static_cast<double>(t->union_rows[i]);
-      for (int k = 0; k < e; ++k) {
-        if (static_cast<int>(t->touched_below[i].size()) == e) at[2 + k] += t->touched_below[i][k];
-        if (static_cast<int>(t->union_below[i].size()) == e) at[2 + e + k] += t->union_below[i][k];
-      }
+      add(t->touched_below[i], e, at + 2);
+      add(t->union_below[i], e, at + 2 + e);
     }
   }
   mine[0] = UpperMedian(forward);
@@ -119,8 +124,7 @@ absl::StatusOr<ModelProfile> BuildModelProfile(Communicator* comm,
       pp.touched_rows = mean_over_ranks(4 + 3 * i);
       const double union_rows = mean_over_ranks(5 + 3 * i);
       if (w > 1 && union_rows > 0) pp.union_rows.push_back({w, union_rows});
-      const std::vector<int64_t> edges = SpreadEdges(pp.rows());
-      const int e = static_cast<int>(edges.size());
+      const int e = static_cast<int>(edges[i].size());
       double touched_sum = 0, union_sum = 0;
       std::vector<double> touched_below(e, 0.0), union_below(e, 0.0);
       for (int q = 0; q < w; ++q) {
@@ -133,7 +137,7 @@ absl::StatusOr<ModelProfile> BuildModelProfile(Communicator* comm,
       }
       if (touched_sum > 0 && union_sum > 0) {
         for (int k = 0; k < e; ++k) {
-          pp.spread.push_back({edges[k], std::min(1.0, touched_below[k] / touched_sum),
+          pp.spread.push_back({edges[i][k], std::min(1.0, touched_below[k] / touched_sum),
                                std::min(1.0, union_below[k] / union_sum)});
         }
       }

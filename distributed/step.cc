@@ -35,16 +35,15 @@ absl::StatusOr<StepTimes> DataParallelStep::Run(
     times.touched_below.assign(n, {});
     times.union_below.assign(n, {});
   }
-  // The rows of p's gradient below each spread edge.
+  // The rows of p's gradient below each spread edge: each row counted at the first edge above
+  // it, then summed up the edges.
   auto below = [](const core::Parameter& p) {
     const std::vector<int64_t> edges = SpreadEdges(p.value.rows());
-    std::vector<int64_t> count(edges.size(), 0);
-    for (int64_t r : p.grad_rows) {
-      for (size_t e = std::upper_bound(edges.begin(), edges.end(), r) - edges.begin();
-           e < edges.size(); ++e) {
-        ++count[e];
-      }
-    }
+    std::vector<int64_t> count(edges.size() + 1, 0);
+    for (int64_t r : p.grad_rows)
+      ++count[std::upper_bound(edges.begin(), edges.end(), r) - edges.begin()];
+    for (size_t e = 1; e < edges.size(); ++e) count[e] += count[e - 1];
+    count.pop_back();  // the rows above the last edge
     return count;
   };
   // The rows this rank touched, read when its gradient is final (before Finish replaces it).

@@ -44,6 +44,8 @@ double RowBytes(const ParamProfile& p) { return 8.0 + 4.0 * p.cols(); }
 double ShardTraffic(const ParamProfile& p, int64_t begin, int64_t end, int world) {
   const double fraction = static_cast<double>(end - begin) / p.rows();
   if (!p.sparse) return fraction * p.bytes();
+  // Without a spread TouchedIn and UnionIn are this, rounded otherwise: kept, so that the
+  // placements' ties fall as they did.
   if (p.spread.empty()) return fraction * (p.touched_rows + p.UnionRows(world)) * RowBytes(p);
   return (p.TouchedIn(begin, end) + p.UnionIn(world, begin, end)) * RowBytes(p);
 }

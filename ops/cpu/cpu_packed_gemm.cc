@@ -21,12 +21,16 @@ constexpr int64_t kParallelMinMacs = int64_t{1} << 18;
 
 enum class Isa { kNone, kAvx2Fma, kAvx512 };
 
+// The CPU's, read once.
 Isa CpuIsa() {
+  static const Isa isa = [] {
 #if defined(CAVS_PACKED_GEMM_X86)
-  if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2Fma;
+    if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2Fma;
 #endif
-  return Isa::kNone;
+    return Isa::kNone;
+  }();
+  return isa;
 }
 
 std::atomic<bool>& Enabled() {
@@ -88,13 +92,17 @@ __attribute__((target("avx2,fma"))) void MicroKernel2(int64_t k, const float* a,
                                                       const float* panel, const float* bias,
                                                       float beta, float* c, int64_t ldc,
                                                       int64_t cols) {
-  alignas(32) float tmp[kPackedPanel] = {};
+  // Lane i of register q is column 8 q + i: on where that is below `cols`.
+  __m256i mask[4];
+  for (int q = 0; q < 4; ++q) {
+    mask[q] = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols) - 8 * q),
+                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
   __m256 acc[R][4];
-  __m256 b0[4];
-  if (bias != nullptr) std::memcpy(tmp, bias, cols * sizeof(float));
-  for (int q = 0; q < 4; ++q) b0[q] = _mm256_load_ps(tmp + 8 * q);
-  for (int r = 0; r < R; ++r) {
-    for (int q = 0; q < 4; ++q) acc[r][q] = b0[q];
+  for (int q = 0; q < 4; ++q) {
+    const __m256 b =
+        bias != nullptr ? _mm256_maskload_ps(bias + 8 * q, mask[q]) : _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[r][q] = b;
   }
   for (int64_t p = 0; p < k; ++p) {
     const float* row = panel + p * kPackedPanel;
@@ -111,14 +119,11 @@ __attribute__((target("avx2,fma"))) void MicroKernel2(int64_t k, const float* a,
   const __m256 vb = _mm256_set1_ps(beta);
   for (int r = 0; r < R; ++r) {
     float* out = c + r * ldc;
-    std::fill(tmp, tmp + kPackedPanel, 0.0f);
-    if (beta != 0.0f) std::memcpy(tmp, out, cols * sizeof(float));
     for (int q = 0; q < 4; ++q) {
       __m256 v = acc[r][q];
-      if (beta != 0.0f) v = _mm256_fmadd_ps(vb, _mm256_load_ps(tmp + 8 * q), v);
-      _mm256_store_ps(tmp + 8 * q, v);
+      if (beta != 0.0f) v = _mm256_fmadd_ps(vb, _mm256_maskload_ps(out + 8 * q, mask[q]), v);
+      _mm256_maskstore_ps(out + 8 * q, mask[q], v);
     }
-    std::memcpy(out, tmp, cols * sizeof(float));
   }
 }
 

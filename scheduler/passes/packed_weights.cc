@@ -11,10 +11,10 @@ absl::StatusOr<const float*> Recorder::PackedWeight(const float* w, bool trans, 
   // (a tree or two) has too few rows to win it back.
   constexpr int64_t kMinRowsToPack = 128;
   const int64_t bytes = k_.PackedGemmBytes(k, n);
-  const bool invariant = b_.in.options->batch_invariant;
-  const int64_t min_rows = invariant ? 0 : kMinRowsToPack;
-  if (bytes <= 0 || b_.in.plan->num_rows < min_rows) return nullptr;
-  if (!invariant && !k_.PackedGemmFast()) return nullptr;
+  // Batch invariance takes it always; speed where it is fast and the batch has the rows.
+  const bool take = b_.in.options->batch_invariant ||
+                    (k_.PackedGemmFast() && b_.in.plan->num_rows >= kMinRowsToPack);
+  if (bytes <= 0 || !take) return nullptr;
   auto it = b_.rec.packed.find({w, trans});
   if (it != b_.rec.packed.end()) return it->second;
   CAVS_ASSIGN_OR_RETURN(core::Tensor t, core::Tensor::Empty(core::Shape({(bytes + 3) / 4}),
