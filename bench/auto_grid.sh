@@ -6,13 +6,15 @@
 # build/default:
 #
 #   bench/auto_grid.sh [OUT_DIR] [SST train file] [CONFIG_PATTERN] [MODEL_PATTERN] [STEPS] [ROUNDS]
+#                      [EPOCHS]
 #
 # CONFIG_PATTERN (an extended regular expression, default all) keeps the configurations whose
 # line below matches, e.g. '^250mbit - 0 ' for the even 250 Mbit/s ones without latency;
 # MODEL_PATTERN (default all) the models whose name matches, e.g. '^tree-lstm$'. STEPS: the
 # counted steps of each trial (cavs-train --auto-steps, default 3; more to measure each
 # strategy with less noise). ROUNDS: cavs-train --auto-rounds (default 1), the visits the counted
-# steps are split into.
+# steps are split into. EPOCHS: cavs-train --epochs (default 1); trials run on into later epochs,
+# so more epochs let more counted steps a strategy finish (a run that ends first says so).
 # One log per configuration and model under OUT_DIR (default bench-out/auto-<date>), with the
 # probed cluster and the profile beside it, and each run's table of predicted beside measured
 # step times printed as it ends.
@@ -24,6 +26,7 @@ pattern="${3:-.}"
 model_pattern="${4:-.}"
 steps="${5:-3}"
 rounds="${6:-1}"
+epochs="${7:-1}"
 mkdir -p "$out"
 train=build/default/examples/trainer/cavs-train
 # The cost model the grid's searches run, for bench/auto_grid_repredict.sh's --then-sim.
@@ -64,7 +67,7 @@ for c in "${configs[@]}"; do
       echo "== $tag"
       uptime
     } >"$log"
-    "$cluster" run --name=$name --timeout=1500 -- "$train" "${flags[@]}" --epochs=1 \
+    "$cluster" run --name=$name --timeout=1500 -- "$train" "${flags[@]}" --epochs="$epochs" \
       --strategy=auto --auto-steps="$steps" --auto-rounds="$rounds" --auto-candidates=3 --quiet \
       --profile-out="$out/$tag.profile" --cluster-out="$out/$tag.cluster" >>"$log" 2>&1
     echo "== $tag: exit $?"
