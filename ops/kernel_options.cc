@@ -55,7 +55,8 @@ std::string KernelOptionsString(const KernelOptions& o) {
   const CudaKernelOptions& c = o.cuda;
   return absl::StrCat(
       "cpu{threads=", o.cpu.threads, " packed_gemm=", o.cpu.packed_gemm,
-      " ew_as_planned=", o.cpu.ew_as_planned, " ew_row_offset=", o.cpu.ew_row_offset,
+      " packed_gemm_avx2=", o.cpu.packed_gemm_avx2, " ew_as_planned=", o.cpu.ew_as_planned,
+      " ew_row_offset=", o.cpu.ew_row_offset,
       "} cuda{generated_elementwise=", c.generated_elementwise, " cublas_lt=", c.cublas_lt,
       " gemm_autotune=", c.gemm_autotune, " small_gemm=", UseName(c.small_gemm), " kernel_cache=",
       !c.kernel_cache              ? "off"
@@ -76,6 +77,7 @@ EnvironmentOverride KernelOptionsFromEnvironment(const KernelOptions& base) {
     return true;
   });
   r.Flag("CAVS_PACKED_GEMM", &o.cpu.packed_gemm);
+  r.Flag("CAVS_PACKED_GEMM_AVX2", &o.cpu.packed_gemm_avx2);
   r.Flag("CAVS_CPU_EW_AS_PLANNED", &o.cpu.ew_as_planned);
   r.Flag("CAVS_CPU_EW_ROW_OFFSET", &o.cpu.ew_row_offset);
   r.Flag("CAVS_CUDA_FUSED", &o.cuda.generated_elementwise);

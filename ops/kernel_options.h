@@ -13,6 +13,7 @@
 //
 //   CAVS_NUM_THREADS=N          cpu.threads
 //   CAVS_PACKED_GEMM=0|1        cpu.packed_gemm
+//   CAVS_PACKED_GEMM_AVX2=0|1   cpu.packed_gemm_avx2
 //   CAVS_CPU_EW_AS_PLANNED=0|1  cpu.ew_as_planned
 //   CAVS_CPU_EW_ROW_OFFSET=0|1  cpu.ew_row_offset
 //   CAVS_CUDA_FUSED=0|1         cuda.generated_elementwise
@@ -40,6 +41,11 @@ struct CpuKernelOptions {
   // where the CPU has AVX-512F. Off: OpenBLAS for every GEMM, the path of other CPUs (the tests
   // run both).
   bool packed_gemm = true;
+  // Where the CPU has AVX-512F, the packed GEMM's AVX2 + FMA kernel instead of its AVX-512 one,
+  // and the choices of a CPU without AVX-512 with it (OpenBLAS for speed, the packed kernel for
+  // batch invariance alone): to run on one machine what AMD Zen and older Intel CPUs run, for
+  // tests and comparisons. Both kernels compute the same bits.
+  bool packed_gemm_avx2 = false;
   // Each fused program run as the generated CUDA kernel would run its plan (RunEwPlanOnHost in
   // ops/ew_plan.h): slow, for checking the plans of real programs without a GPU.
   bool ew_as_planned = false;

@@ -94,8 +94,10 @@ has_cpu_flags() {
 # The kernel suites under other OpenBLAS kernels than this CPU's own and with the packed GEMM
 # off, so that a tolerance that holds only for one kernel's summation order fails here rather
 # than on a user's machine: Haswell's with a 512 KB L2 (AVX2; what AMD Zen machines are set up
-# with), Nehalem's (SSE only, other blocking), and CAVS_PACKED_GEMM=0 (OpenBLAS for every GEMM,
-# the path of CPUs without AVX-512).
+# with), Nehalem's (SSE only, other blocking), and CAVS_PACKED_GEMM=0 (OpenBLAS for every GEMM).
+# On a CPU with AVX-512F, also what a CPU without it runs (an AMD Zen: Haswell's OpenBLAS, the
+# packed GEMM's AVX2 kernel for batch invariance alone, CAVS_PACKED_GEMM_AVX2=1), with the
+# serving suite, whose bit-for-bit checks across batches fail on that path without the kernel.
 # portability_runs <configuration>: in build/<configuration>.
 portability_runs() {
   local config="$1"
@@ -106,6 +108,11 @@ portability_runs() {
   if has_cpu_flags avx2 fma; then
     step "$config: kernel suites, OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512"
     OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512 run_ctest "build/$config" -R "$KERNEL_SUITES"
+    if has_cpu_flags avx512f; then
+      step "$config: kernel and serving suites as a CPU without AVX-512 (CAVS_PACKED_GEMM_AVX2=1)"
+      CAVS_PACKED_GEMM_AVX2=1 OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=512 \
+        run_ctest "build/$config" -R "$KERNEL_SUITES|^serve_test[.]"
+    fi
   else
     echo "portability: this CPU has no AVX2/FMA; Haswell kernels skipped"
   fi

@@ -245,9 +245,14 @@ const std::vector<FlagSpec>& Flags() {
       {"threads", "N", "CPU threads (default 0: the runtime's default)",
        Int(kThreadsRange, &C::threads)},
       {"packed-gemm", "BOOL",
-       "cpu: the packed-weight AVX-512 GEMM for the rounds, where the CPU has it (default 1; 0: "
-       "OpenBLAS for every GEMM)",
+       "cpu: the packed-weight GEMM for the rounds, where the CPU has AVX-512F or AVX2 (default "
+       "1; 0: OpenBLAS for every GEMM)",
        KernelBool("packed-gemm", [](ops::KernelOptions& k) { return &k.cpu.packed_gemm; })},
+      {"packed-gemm-avx2", "BOOL",
+       "cpu: where the CPU has AVX-512F, run as a CPU without it would: the packed GEMM's AVX2 "
+       "kernel, OpenBLAS for speed (default 0)",
+       KernelBool("packed-gemm-avx2",
+                  [](ops::KernelOptions& k) { return &k.cpu.packed_gemm_avx2; })},
       {"generated-kernels", "BOOL",
        "cuda: element-wise programs through kernels generated per program shape (default 1; 0: "
        "the interpreter)",

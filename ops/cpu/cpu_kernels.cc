@@ -21,6 +21,7 @@ CpuKernels::CpuKernels() {
 absl::Status CpuKernels::Configure(const KernelOptions& options) {
   SetCpuThreads(options.cpu.threads);
   cpu::SetPackedGemmEnabled(options.cpu.packed_gemm);
+  cpu::SetPackedGemmAvx2(options.cpu.packed_gemm_avx2);
   if (!options.verify_ew_shapes) {
     shape_checker_.reset();
   } else if (shape_checker_ == nullptr) {

@@ -38,6 +38,27 @@ std::atomic<bool>& Enabled() {
   return enabled;
 }
 
+// SetPackedGemmAvx2: the AVX2 kernel where the CPU has AVX-512F too.
+std::atomic<bool>& Avx2Only() {
+  static std::atomic<bool> avx2_only{false};
+  return avx2_only;
+}
+
+// The kernel the calls run: the CPU's best, or AVX2's where asked and the CPU has it.
+Isa KernelIsa() {
+  static const bool has_avx2 = [] {
+#if defined(CAVS_PACKED_GEMM_X86)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+  }();
+  const Isa isa = CpuIsa();
+  return isa == Isa::kAvx512 && has_avx2 && Avx2Only().load(std::memory_order_relaxed)
+             ? Isa::kAvx2Fma
+             : isa;
+}
+
 int64_t Panels(int64_t n) { return (n + kPackedPanel - 1) / kPackedPanel; }
 
 #if defined(CAVS_PACKED_GEMM_X86)
@@ -175,7 +196,9 @@ void Block(Isa isa, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda
 
 void SetPackedGemmEnabled(bool enabled) { Enabled().store(enabled && CpuIsa() != Isa::kNone); }
 
-bool PackedGemmFast() { return Enabled().load() && CpuIsa() == Isa::kAvx512; }
+void SetPackedGemmAvx2(bool avx2) { Avx2Only().store(avx2); }
+
+bool PackedGemmFast() { return Enabled().load() && KernelIsa() == Isa::kAvx512; }
 
 int64_t PackedGemmBytes(int64_t k, int64_t n) {
   if (!Enabled().load() || k <= 0 || n <= 0) return 0;
@@ -223,7 +246,7 @@ absl::Status GemmPackedB(int64_t m, int64_t n, int64_t k, const float* a, int64_
   }
   if (m == 0) return absl::OkStatus();
 #if defined(CAVS_PACKED_GEMM_X86)
-  const Isa isa = CpuIsa();
+  const Isa isa = KernelIsa();
   if (isa == Isa::kNone) return absl::FailedPreconditionError("GemmPackedB: no AVX2/FMA");
   const int64_t row_blocks = (m + RowsPerCall(isa) - 1) / RowsPerCall(isa);
   const int64_t panels = Panels(n);

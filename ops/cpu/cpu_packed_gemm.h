@@ -18,8 +18,11 @@
 // checked at run time; elsewhere PackedGemmBytes is 0 and callers use Gemm. Both kernels compute
 // each element of c as the same chain of FMAs in k order, so a row's result never depends on
 // the rows beside it (OpenBLAS's Haswell/Zen sgemm rounds a row by its place in the call:
-// batch invariance, scheduler/executor_common.h). The AVX2 kernel is not measured to be faster
-// than OpenBLAS: PackedGemmFast() says whether to prefer it for speed.
+// batch invariance, scheduler/executor_common.h). The AVX2 kernel is slower than OpenBLAS's
+// Haswell sgemm but at the fewest rows (BM_RoundGemm at [m, 300] x [300, 750] on an AVX-512
+// Xeon, SetPackedGemmAvx2: 155 against 115 GFLOP/s at m = 8, 145-197 against 177-211 at 32 to
+// 512), so it is taken for batch invariance alone: PackedGemmFast() says whether to prefer the
+// packed GEMM for speed.
 // KernelOptions::cpu.packed_gemm = false (ops/kernel_options.h), or SetPackedGemmEnabled(false),
 // turns it off (for comparisons).
 #pragma once
@@ -49,7 +52,13 @@ int64_t PackedGemmBytes(int64_t k, int64_t n);
 // Turns the packed GEMM on or off for the process (it starts on where the CPU has it).
 void SetPackedGemmEnabled(bool enabled);
 
-// Whether the packed GEMM is on and measured faster than OpenBLAS (the AVX-512 kernel).
+// Where the CPU has AVX-512F: whether the calls run the AVX2 + FMA kernel instead (off at
+// start), so that one machine runs what CPUs without AVX-512 run (the tests, the benchmarks'
+// comparison). Elsewhere it changes nothing. The packed layout is the same for both kernels.
+void SetPackedGemmAvx2(bool avx2);
+
+// Whether the packed GEMM is on and measured faster than OpenBLAS (the AVX-512 kernel, not
+// chosen away by SetPackedGemmAvx2).
 bool PackedGemmFast();
 
 }  // namespace cavs::ops::cpu

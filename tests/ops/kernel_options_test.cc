@@ -47,10 +47,12 @@ TEST(KernelOptionsTest, EveryVariableSetsItsField) {
                            {"CAVS_CUBLASLT", "0"},          {"CAVS_GEMM_AUTOTUNE", "1"},
                            {"CAVS_SMALL_GEMM", "1"},        {"CAVS_KERNEL_CACHE", "/tmp/kc"},
                            {"CAVS_CUDA_GRAPHS", "0"},       {"CAVS_VERIFY_EW_SHAPES", "1"},
-                           {"CAVS_CPU_EW_ROW_OFFSET", "0"}, {"CAVS_CUDA_EW_ROW_OFFSET", "0"}};
+                           {"CAVS_CPU_EW_ROW_OFFSET", "0"}, {"CAVS_CUDA_EW_ROW_OFFSET", "0"},
+                           {"CAVS_PACKED_GEMM_AVX2", "1"}};
   const EnvironmentOverride o = KernelOptionsFromEnvironment();
   EXPECT_EQ(o.options.cpu.threads, 3);
   EXPECT_FALSE(o.options.cpu.packed_gemm);
+  EXPECT_TRUE(o.options.cpu.packed_gemm_avx2);
   EXPECT_TRUE(o.options.cpu.ew_as_planned);
   EXPECT_FALSE(o.options.cpu.ew_row_offset);
   EXPECT_FALSE(o.options.cuda.generated_elementwise);
@@ -62,7 +64,7 @@ TEST(KernelOptionsTest, EveryVariableSetsItsField) {
   EXPECT_FALSE(o.options.cuda.graphs);
   EXPECT_FALSE(o.options.cuda.ew_row_offset);
   EXPECT_TRUE(o.options.verify_ew_shapes);
-  EXPECT_EQ(o.read.size(), 12u);
+  EXPECT_EQ(o.read.size(), 13u);
   EXPECT_EQ(o.read[0], "CAVS_NUM_THREADS=3");
 }
 
@@ -91,11 +93,11 @@ TEST(KernelOptionsTest, StringNamesEverySetting) {
   KernelOptions o;
   o.cuda.small_gemm = SmallGemmUse::kOff;
   o.cuda.kernel_cache = false;
-  EXPECT_EQ(
-      KernelOptionsString(o),
-      "cpu{threads=0 packed_gemm=1 ew_as_planned=0 ew_row_offset=1} cuda{generated_elementwise=1 "
-      "cublas_lt=1 gemm_autotune=0 small_gemm=off kernel_cache=off graphs=1 ew_row_offset=1} "
-      "verify_ew_shapes=0");
+  EXPECT_EQ(KernelOptionsString(o),
+            "cpu{threads=0 packed_gemm=1 packed_gemm_avx2=0 ew_as_planned=0 ew_row_offset=1} "
+            "cuda{generated_elementwise=1 cublas_lt=1 gemm_autotune=0 small_gemm=off "
+            "kernel_cache=off graphs=1 ew_row_offset=1} "
+            "verify_ew_shapes=0");
 }
 
 // SetKernelOptions reaches the CPU kernels (threads) and is what GetKernelOptions returns.

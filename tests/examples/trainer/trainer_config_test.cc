@@ -151,11 +151,12 @@ TEST(TrainerFlagsTest, KernelFlagsSetTheKernelOptions) {
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_FALSE(none->kernels.has_value());
   absl::StatusOr<TrainerConfig> c =
-      Parse({"--packed-gemm=0", "--cublas-lt", "false", "--gemm-autotune=1",
+      Parse({"--packed-gemm=0", "--packed-gemm-avx2=1", "--cublas-lt", "false", "--gemm-autotune=1",
              "--small-gemm=everywhere", "--generated-kernels=0", "--kernel-cache=/tmp/k"});
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE(c->kernels.has_value());
   EXPECT_FALSE(c->kernels->cpu.packed_gemm);
+  EXPECT_TRUE(c->kernels->cpu.packed_gemm_avx2);
   EXPECT_FALSE(c->kernels->cuda.cublas_lt);
   EXPECT_TRUE(c->kernels->cuda.gemm_autotune);
   EXPECT_EQ(c->kernels->cuda.small_gemm, ops::SmallGemmUse::kEverywhere);

@@ -4,6 +4,7 @@
 // for any kernel OpenBLAS picks (OPENBLAS_CORETYPE), any thread split and the packed GEMM.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <tuple>
 #include <vector>
@@ -254,6 +255,47 @@ TEST(CpuPackedGemmTest, BetaZeroOverwritesNaNAndLeavesPaddingAlone) {
             absl::StatusCode::kInvalidArgument);  // lda < k
   EXPECT_EQ(k->PackGemmB(true, 4, 4, d.b.data(), 3, packed.data()).code(),
             absl::StatusCode::kInvalidArgument);  // ldb < k for a transposed b
+}
+
+// Where the CPU has AVX-512F, its AVX2 kernel (what AMD Zen and older Intel CPUs run) computes
+// the same bits as the AVX-512 one: both are one FMA chain per element in k order. The cases of
+// MatchesNaive, and the row counts past each kernel's block (3 and 12 rows).
+TEST(CpuPackedGemmTest, TheAvx2KernelComputesTheAvx512Bits) {
+  Kernels* k = CpuKernels::Get();
+  if (!PackedGemmFast()) GTEST_SKIP() << "no AVX-512F on this CPU: one kernel";
+  for (int threads : {1, 2}) {
+    SetCpuThreads(threads);
+    for (bool tb : {false, true}) {
+      for (int64_t m : {1, 2, 3, 4, 7, 12, 13, 40, 301}) {
+        for (auto [n, kk] : {std::pair<int64_t, int64_t>{5, 150}, {33, 7}, {97, 64}, {750, 300}}) {
+          for (auto [beta, with_bias] : {std::pair{0.0f, false}, {-0.5f, false}, {1.0f, true}}) {
+            GemmCase g{false, tb, m, n, kk, kk + 3, (tb ? kk : n) + 2, n + 5, 1.0f, beta};
+            GemmData d = MakeData(g, 29);
+            const std::vector<float> bias = RandomFloats(static_cast<size_t>(n), 31);
+            std::vector<float> packed(k->PackedGemmBytes(g.k, g.n) / sizeof(float));
+            ASSERT_TRUE(k->PackGemmB(tb, g.k, g.n, d.b.data(), g.ldb, packed.data()).ok());
+            std::vector<float> c512 = d.c, c2 = d.c;
+            ASSERT_TRUE(k->GemmPackedB(g.m, g.n, g.k, d.a.data(), g.lda, packed.data(),
+                                       with_bias ? bias.data() : nullptr, g.beta, c512.data(),
+                                       g.ldc)
+                            .ok());
+            SetPackedGemmAvx2(true);
+            EXPECT_FALSE(PackedGemmFast());
+            const absl::Status s =
+                k->GemmPackedB(g.m, g.n, g.k, d.a.data(), g.lda, packed.data(),
+                               with_bias ? bias.data() : nullptr, g.beta, c2.data(), g.ldc);
+            SetPackedGemmAvx2(false);
+            ASSERT_TRUE(s.ok()) << s;
+            ASSERT_EQ(std::memcmp(c512.data(), c2.data(), c2.size() * sizeof(float)), 0)
+                << "threads " << threads << " trans_b " << tb << " m " << m << " n " << n << " k "
+                << kk << " beta " << beta << " bias " << with_bias;
+          }
+        }
+      }
+    }
+  }
+  SetCpuThreads(0);
+  EXPECT_TRUE(PackedGemmFast());
 }
 
 TEST(CpuPackedGemmTest, CanBeTurnedOff) {
