@@ -38,26 +38,14 @@ std::atomic<bool>& Enabled() {
   return enabled;
 }
 
-// SetPackedGemmAvx2: the AVX2 kernel where the CPU has AVX-512F too.
-std::atomic<bool>& Avx2Only() {
-  static std::atomic<bool> avx2_only{false};
-  return avx2_only;
+// The kernel the calls run: the CPU's best, or AVX2's where SetPackedGemmAvx2 asked for it and
+// the CPU has both (resolved when set, so that a call reads one word).
+std::atomic<Isa>& KernelIsaSlot() {
+  static std::atomic<Isa> isa{CpuIsa()};
+  return isa;
 }
 
-// The kernel the calls run: the CPU's best, or AVX2's where asked and the CPU has it.
-Isa KernelIsa() {
-  static const bool has_avx2 = [] {
-#if defined(CAVS_PACKED_GEMM_X86)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    return false;
-#endif
-  }();
-  const Isa isa = CpuIsa();
-  return isa == Isa::kAvx512 && has_avx2 && Avx2Only().load(std::memory_order_relaxed)
-             ? Isa::kAvx2Fma
-             : isa;
-}
+Isa KernelIsa() { return KernelIsaSlot().load(std::memory_order_relaxed); }
 
 int64_t Panels(int64_t n) { return (n + kPackedPanel - 1) / kPackedPanel; }
 
@@ -196,7 +184,14 @@ void Block(Isa isa, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda
 
 void SetPackedGemmEnabled(bool enabled) { Enabled().store(enabled && CpuIsa() != Isa::kNone); }
 
-void SetPackedGemmAvx2(bool avx2) { Avx2Only().store(avx2); }
+void SetPackedGemmAvx2(bool avx2) {
+  bool has_avx2 = false;
+#if defined(CAVS_PACKED_GEMM_X86)
+  has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+  const Isa best = CpuIsa();
+  KernelIsaSlot().store(avx2 && best == Isa::kAvx512 && has_avx2 ? Isa::kAvx2Fma : best);
+}
 
 bool PackedGemmFast() { return Enabled().load() && KernelIsa() == Isa::kAvx512; }
 

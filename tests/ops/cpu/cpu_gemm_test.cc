@@ -258,8 +258,8 @@ TEST(CpuPackedGemmTest, BetaZeroOverwritesNaNAndLeavesPaddingAlone) {
 }
 
 // Where the CPU has AVX-512F, its AVX2 kernel (what AMD Zen and older Intel CPUs run) computes
-// the same bits as the AVX-512 one: both are one FMA chain per element in k order. The cases of
-// MatchesNaive, and the row counts past each kernel's block (3 and 12 rows).
+// the same bits as the AVX-512 one: both are one FMA chain per element in k order. Row counts
+// on both sides of each kernel's block (3 and 12 rows), both layouts of b, beta and bias.
 TEST(CpuPackedGemmTest, TheAvx2KernelComputesTheAvx512Bits) {
   Kernels* k = CpuKernels::Get();
   if (!PackedGemmFast()) GTEST_SKIP() << "no AVX-512F on this CPU: one kernel";
