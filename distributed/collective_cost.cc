@@ -349,6 +349,9 @@ Collectives::Collectives(const ClusterSpec& cluster)
 
 Phase Collectives::Run(Collective op, const std::vector<int>& ranks, int root, double bytes,
                        bool direct) {
+  // A collective over one rank is no call at all (the units skip it: a hierarchical bucket's
+  // reduce and broadcast on a host of one rank), so none of the calibration's fixed time.
+  if (ranks.size() <= 1) return OneByte(op, ranks, root, direct);
   auto [it, added] = set_ids_.try_emplace(ranks, static_cast<int>(set_ids_.size()));
   const std::tuple<int, int, int, bool> key(static_cast<int>(op), it->second, root, direct);
   auto cached = cache_.find(key);

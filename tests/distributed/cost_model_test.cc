@@ -369,6 +369,35 @@ TEST(CostModelTest, HierarchicalAllReduceIsReduceRingBroadcast) {
   EXPECT_NEAR(Step(OneEach(profile, w, AllReduceSync{}), profile, c), flat, 1e-12);
 }
 
+// With one rank a host a hierarchical bucket is the leaders' allreduce alone: the units skip
+// the reduce and broadcast over one rank, so the calibration's fixed time of a reduce and a
+// broadcast is not charged for them.
+TEST(CostModelTest, HierarchicalWithOneRankAHostIsTheFlatAllReduce) {
+  ClusterSpec c = Cluster(4, 1, 1, 50 * kUs, 10 * kUs);
+  for (Collective op : {Collective::kAllReduce, Collective::kReduce, Collective::kBroadcast}) {
+    c.factor[static_cast<int>(op)] = 1.25;
+    c.extra[static_cast<int>(op)] = 7e-3;
+  }
+  const ModelProfile profile = Profile({{1000, 1000}});
+  AllReduceSync hier;
+  hier.topology = AllReduceTopology::kHierarchical;
+  EXPECT_DOUBLE_EQ(Step(OneEach(profile, 4, hier), profile, c),
+                   Step(OneEach(profile, 4, AllReduceSync{}), profile, c));
+  // On two ranks a host the reduce and the broadcast are calls, each with its fixed time.
+  const ClusterSpec two = [&] {
+    ClusterSpec t = Cluster(2, 2, 1, 50 * kUs, 10 * kUs);
+    t.factor = c.factor;
+    t.extra = c.extra;
+    return t;
+  }();
+  absl::StatusOr<Prediction> pred = PredictStepTime(OneEach(profile, 4, hier), profile, two);
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  ClusterSpec plain = two;
+  plain.extra[static_cast<int>(Collective::kReduce)] = 0;
+  plain.extra[static_cast<int>(Collective::kBroadcast)] = 0;
+  EXPECT_NEAR(pred->step_s - Step(OneEach(profile, 4, hier), profile, plain), 2 * 7e-3, 1e-12);
+}
+
 // Sparse allgather: every rank's touched rows (8 + 4 cols bytes each) to every other rank,
 // after an allgather of the counts.
 TEST(CostModelTest, SparseAllgatherSendsTouchedRowsToEveryRank) {
