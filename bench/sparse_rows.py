@@ -16,10 +16,16 @@ id 0 "<unk>", then the words by descending count, ties by byte order, over every
 --batch samples of a shuffled epoch (--seed), as the trainer does; the counts are the means over
 --steps steps. Spread points are at the profiler's edges (distributed/model_profile.cc,
 SpreadEdges): rows / 2^k for k = 1..12 and the eighths; U is the union of the largest --ranks.
+
+--past=K checks how the cost model carries a spread past the ranks it was profiled at
+(ParamProfile::UnionIn, distributed/model_profile.cc): from the counts at K ranks alone it
+predicts the union's fraction at the largest --ranks in each of --shards even row ranges, held
+at K's spread and by the per-segment power law the model uses, and prints both beside the count.
 """
 
 import argparse
 import collections
+import math
 import random
 import re
 import sys
@@ -50,6 +56,45 @@ def spread_edges(rows):
     return sorted(e for e in edges if 0 < e < rows)
 
 
+def union_fractions_past(rows, edges, t, u_k, k, touched_f, union_f, ranks):
+    """The union's fraction of rows [0, edge) at `ranks` > k, as UnionFractionPast in
+    distributed/model_profile.cc computes it (the two are kept alike)."""
+    whole = math.log(u_k / t) / math.log(k) if t > 0 and u_k > t else 0.0
+    grow = ranks / k
+    bounds = list(edges) + [rows]
+    ft = list(touched_f) + [1.0]
+    fu = list(union_f) + [1.0]
+    seg, lo, pt, pu = [], 0, 0.0, 0.0
+    for hi, a, b in zip(bounds, ft, fu):
+        tb, ub = t * (a - pt), u_k * (b - pu)
+        s = (math.log(ub / tb) / math.log(k) if ub > tb else 0.0) if tb > 0 else whole
+        seg.append(min(hi - lo, ub * grow ** s))
+        lo, pt, pu = hi, a, b
+    total = sum(seg)
+
+    def below(row):
+        acc, lo = 0.0, 0
+        for hi, b in zip(bounds, seg):
+            if row >= hi:
+                acc += b
+            elif row > lo:
+                acc += b * (row - lo) / (hi - lo)
+            lo = hi
+        return acc / total
+
+    return below
+
+
+def fraction_below(rows, edges, fractions, row):
+    """A spread's fraction of rows [0, row), linear between its points."""
+    r0, f0 = 0, 0.0
+    for e, f in zip(list(edges) + [rows], list(fractions) + [1.0]):
+        if row <= e:
+            return f0 + (f - f0) * (row - r0) / (e - r0)
+        r0, f0 = e, f
+    return 1.0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("train", nargs="+", help="the files trained on")
@@ -60,6 +105,9 @@ def main():
     p.add_argument("--ranks", default="2,4,8,16,32,64,128", help="the union's points")
     p.add_argument("--steps", type=int, default=200, help="steps averaged over")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--past", type=int, default=0,
+                   help="also predict the largest --ranks' spread from this many ranks' counts")
+    p.add_argument("--shards", type=int, default=8, help="even row ranges --past compares")
     a = p.parse_args()
 
     train = [s for path in a.train for s in read_samples(path, a.format)]
@@ -69,6 +117,7 @@ def main():
     words = sorted((w for w in counts if w != "<unk>"),
                    key=lambda w: (-counts[w], w.encode("utf-8")))
     ids = {w: i + 1 for i, w in enumerate(words)}
+    ids["<unk>"] = 0  # a text's own unknown-word token is the vocabulary's id 0
     rows = a.rows or len(ids) + 1
     if rows < len(ids) + 1:
         sys.exit(f"--rows={rows} is fewer than the vocabulary's {len(ids) + 1} words")
@@ -80,6 +129,8 @@ def main():
     if per_step > len(train):
         sys.exit(f"{top} ranks x {a.batch} samples is more than the {len(train)} samples")
 
+    if a.past and (a.past not in ranks or a.past == top):
+        sys.exit(f"--past={a.past}: one of --ranks other than the largest, {top}")
     rng = random.Random(a.seed)
     order = []
     edges = spread_edges(rows)
@@ -87,6 +138,8 @@ def main():
     unions = collections.defaultdict(float)
     touched_below = [0.0] * len(edges)
     union_below = [0.0] * len(edges)
+    past_below = [0.0] * len(edges)  # the union of --past ranks' rows below each edge
+    shard_union = [0.0] * a.shards   # the largest --ranks' union's fraction in each range
     for _ in range(a.steps):
         if len(order) < per_step:  # a new epoch
             order = list(range(len(train)))
@@ -103,6 +156,14 @@ def main():
         for e, edge in enumerate(edges):
             touched_below[e] += sum(sum(1 for r in s if r < edge) for s in rank_rows) / top
             union_below[e] += sum(1 for r in union if r < edge)
+        if a.past:
+            groups = [set().union(*rank_rows[g:g + a.past]) for g in range(0, top - a.past + 1,
+                                                                            a.past)]
+            for e, edge in enumerate(edges):
+                past_below[e] += sum(sum(1 for r in u if r < edge) for u in groups) / len(groups)
+            cut = [rows * i // a.shards for i in range(a.shards + 1)]
+            for i in range(a.shards):
+                shard_union[i] += sum(1 for r in union if cut[i] <= r < cut[i + 1]) / len(union)
     n = a.steps
     t = touched / n
     spread = [(edge, touched_below[e] / n / t, union_below[e] / n / (unions[top] / n))
@@ -112,6 +173,26 @@ def main():
     print(f"shape={rows},D grad=sparse touched={t:.0f} union="
           + ",".join(f"{k}:{unions[k] / n:.0f}" for k in ranks)
           + " spread=" + ",".join(f"{r}:{ti:.4f}:{ui:.4f}" for r, ti, ui in spread))
+    if a.past:
+        k, u_k = a.past, unions[a.past] / n
+        touched_f = [touched_below[e] / n / t for e in range(len(edges))]
+        past_f = [past_below[e] / n / u_k for e in range(len(edges))]
+        model = union_fractions_past(rows, edges, t, u_k, k, touched_f, past_f, top)
+        cut = [rows * i // a.shards for i in range(a.shards + 1)]
+        print(f"# the union's fraction at {top} ranks in {a.shards} even row ranges: counted, "
+              f"held at {k} ranks' spread, and carried past {k} by segment (the cost model's)")
+        print("rows              counted     held  by segment")
+        err_held = err_model = 0.0
+        for i in range(a.shards):
+            held = (fraction_below(rows, edges, past_f, cut[i + 1])
+                    - fraction_below(rows, edges, past_f, cut[i]))
+            seg = model(cut[i + 1]) - model(cut[i])
+            counted = shard_union[i] / n
+            err_held = max(err_held, abs(held - counted))
+            err_model = max(err_model, abs(seg - counted))
+            print(f"[{cut[i]}, {cut[i + 1]}){'':<{max(0, 14 - len(str(cut[i])) - len(str(cut[i + 1])))}}"
+                  f"{counted:8.4f} {held:8.4f} {seg:11.4f}")
+        print(f"largest difference from the count: held {err_held:.4f}, by segment {err_model:.4f}")
 
 
 if __name__ == "__main__":

@@ -302,11 +302,55 @@ double ParamProfile::TouchedIn(int64_t begin, int64_t end) const {
   return touched_rows * SpreadShare(*this, begin, end, false);
 }
 
+namespace {
+
+// Past the spread's ranks k, the union's fraction of rows [0, row) at `ranks`: each of the
+// spread's segments [lo, hi) grows from its union at k along its own power law, through its
+// rows touched by one rank (T_b) and by k (U_b), and never past its own rows: B_b = min(hi - lo,
+// U_b (ranks / k)^s_b), s_b = log(U_b / T_b) / log k. A frequent head fills first, so its share
+// falls as the tail's grows; at k the fractions are the spread's. Linear within a segment.
+// A segment no single rank touches grows as the whole table's union does; one whose union at
+// k is no more than its touched rows keeps its union. -1 where no segment holds any union.
+double UnionFractionPast(const ParamProfile& p, int ranks, int64_t row) {
+  const int k = p.SpreadRanks();
+  const double t = p.touched_rows, u = p.UnionRows(k);
+  const double whole = t > 0 && u > t ? std::log(u / t) / std::log(k) : 0.0;
+  const double grow = static_cast<double>(ranks) / k;
+  double below = 0.0, sum = 0.0;
+  int64_t lo = 0;
+  double f_touched = 0.0, f_unions = 0.0;
+  for (size_t i = 0; i <= p.spread.size(); ++i) {
+    const bool last = i == p.spread.size();
+    const int64_t hi = last ? p.rows() : p.spread[i].row;
+    const double ft = last ? 1.0 : p.spread[i].touched, fu = last ? 1.0 : p.spread[i].unions;
+    const double tb = t * (ft - f_touched), ub = u * (fu - f_unions);
+    const double s = tb > 0 ? (ub > tb ? std::log(ub / tb) / std::log(k) : 0.0) : whole;
+    const double b = std::min(static_cast<double>(hi - lo), ub * std::pow(grow, s));
+    if (row >= hi) {
+      below += b;
+    } else if (row > lo) {
+      below += b * static_cast<double>(row - lo) / static_cast<double>(hi - lo);
+    }
+    sum += b;
+    lo = hi;
+    f_touched = ft;
+    f_unions = fu;
+  }
+  return sum > 0 ? below / sum : -1.0;
+}
+
+}  // namespace
+
 double ParamProfile::UnionIn(int ranks, int64_t begin, int64_t end) const {
   if (!sparse || ranks <= 0) return 0.0;
+  const int k = SpreadRanks();
+  if (ranks > k && !spread.empty()) {
+    const double b = UnionFractionPast(*this, ranks, begin);
+    const double e = UnionFractionPast(*this, ranks, end);
+    if (b >= 0 && e >= 0) return UnionRows(ranks) * (e - b);
+  }
   const double one = SpreadShare(*this, begin, end, false);
   const double at = SpreadShare(*this, begin, end, true);
-  const int k = SpreadRanks();
   const double w = ranks >= k ? 1.0 : std::log(static_cast<double>(ranks)) / std::log(k);
   return UnionRows(ranks) * (one + (at - one) * w);
 }

@@ -75,7 +75,9 @@ struct ParamProfile {
   double TouchedIn(int64_t begin, int64_t end) const;
   // The union of `ranks` ranks' rows in [begin, end): UnionRows(ranks) times the union's
   // fraction there, which moves from the touched rows' (one rank) to the spread's union (at
-  // SpreadRanks()) linearly in log(ranks), and stays there for more ranks.
+  // SpreadRanks()) linearly in log(ranks). Past SpreadRanks() each segment between the
+  // spread's points grows along its own power law from one rank to SpreadRanks(), capped at its
+  // rows (a frequent head fills, the tail takes the rest), and the fraction is its share.
   double UnionIn(int ranks, int64_t begin, int64_t end) const;
 
   friend bool operator==(const ParamProfile&, const ParamProfile&) = default;

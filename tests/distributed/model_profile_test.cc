@@ -96,12 +96,21 @@ TEST(ModelProfileTest, SpreadPutsTheRowsWhereTheProfileSays) {
   EXPECT_NEAR(e.TouchedIn(750, 1000), 5.0, 1e-12);  // and up to (rows, 1)
   EXPECT_DOUBLE_EQ(e.TouchedIn(0, 1000), 100.0);
   // The union's fraction: at 4 ranks the spread's, at 1 the touched rows', between them in
-  // log(ranks) (2 ranks: half way), and past 4 the spread's.
+  // log(ranks) (2 ranks: half way).
   EXPECT_DOUBLE_EQ(e.UnionIn(4, 0, 100), 300.0 * 0.25);
   EXPECT_DOUBLE_EQ(e.UnionIn(1, 0, 100), 100.0 * 0.5);
   EXPECT_DOUBLE_EQ(e.UnionIn(2, 0, 100), e.UnionRows(2) * 0.375);
-  EXPECT_DOUBLE_EQ(e.UnionIn(64, 0, 100), e.UnionRows(64) * 0.25);
-  for (int k : {1, 2, 3, 4, 16}) {
+  // Past 4 ranks each segment grows along its own power law from 1 to 4 ranks (touched 50, 40,
+  // 10; union 75, 150, 75): at 8 ranks by (U_b / T_b)^(1/2). The spread's 0.25 held there
+  // would put 130 of U(8) = 520 rows in the first 100.
+  const double head = 75 * std::sqrt(1.5), mid = 150 * std::sqrt(3.75), tail = 75 * std::sqrt(7.5);
+  EXPECT_NEAR(e.UnionIn(8, 0, 100), e.UnionRows(8) * head / (head + mid + tail), 1e-9);
+  EXPECT_NEAR(e.UnionIn(8, 500, 1000), e.UnionRows(8) * tail / (head + mid + tail), 1e-9);
+  // A segment never holds more than its rows: at 64 ranks every segment is full.
+  for (int k : {5, 8, 16, 64, 1 << 20}) EXPECT_LE(e.UnionIn(k, 0, 100), 100.0 + 1e-9) << k;
+  EXPECT_NEAR(e.UnionIn(64, 0, 100), 100.0, 1e-9);
+  EXPECT_NEAR(e.UnionIn(64, 100, 500), 400.0, 1e-9);
+  for (int k : {1, 2, 3, 4, 5, 16, 64}) {
     EXPECT_NEAR(e.UnionIn(k, 0, 100) + e.UnionIn(k, 100, 777) + e.UnionIn(k, 777, 1000),
                 e.UnionRows(k), 1e-9)
         << k;
