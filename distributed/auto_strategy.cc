@@ -50,7 +50,10 @@ bool SameSync(const Strategy& a, const Strategy& b) {
 
 AutoStrategy::AutoStrategy(Communicator* comm, core::ParameterStore* store,
                            core::Optimizer* optimizer, AutoOptions options)
-    : comm_(comm), store_(store), optimizer_(optimizer), options_(std::move(options)) {}
+    : comm_(comm), store_(store), optimizer_(optimizer), options_(std::move(options)) {
+  trial_steps_ = options_.trial_steps;
+  trial_rounds_ = options_.trial_rounds;
+}
 
 AutoStrategy::~AutoStrategy() = default;
 
@@ -62,13 +65,14 @@ absl::StatusOr<std::unique_ptr<AutoStrategy>> AutoStrategy::Create(Communicator*
     return absl::InvalidArgumentError("AutoStrategy needs a communicator, a store, an optimizer");
   }
   if (options.profile_steps < 1 || options.trial_steps < 1 || options.trial_rounds < 1 ||
-      options.candidates < 0 || options.reserve < 0 || !(options.noise >= 0 && options.noise < 1) ||
-      !(options.cutoff == 0 || options.cutoff >= 1)) {
+      !(options.trial_seconds >= 0) || options.candidates < 0 || options.reserve < 0 ||
+      !(options.noise >= 0 && options.noise < 1) || !(options.cutoff == 0 || options.cutoff >= 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "auto strategy: profile_steps (", options.profile_steps, "), trial_steps (",
         options.trial_steps, ") and trial_rounds (", options.trial_rounds,
-        ") must be >= 1, candidates (", options.candidates, ") and reserve (", options.reserve,
-        ") >= 0, noise (", options.noise, ") in [0, 1), cutoff (", options.cutoff, ") 0 or >= 1"));
+        ") must be >= 1, trial_seconds (", options.trial_seconds, ") >= 0, candidates (",
+        options.candidates, ") and reserve (", options.reserve, ") >= 0, noise (", options.noise,
+        ") in [0, 1), cutoff (", options.cutoff, ") 0 or >= 1"));
   }
   std::unique_ptr<AutoStrategy> a(new AutoStrategy(comm, store, optimizer, std::move(options)));
   const double t0 = Now();
@@ -140,6 +144,7 @@ absl::Status AutoStrategy::RankCandidates() {
     candidates_.push_back(std::move(c));
   }
   search_seconds_ = Now() - t0;
+  SizeTrials();
   return absl::OkStatus();
 }
 
@@ -148,11 +153,31 @@ bool AutoStrategy::Pending(size_t i) const {
   return c.measured_s < 0 && !c.reserve && (options_.try_builders || c.searched);
 }
 
-int AutoStrategy::WarmUpSteps() const { return options_.trial_steps > 1 ? 1 : 0; }
+void AutoStrategy::SizeTrials() {
+  trial_steps_ = options_.trial_steps;
+  trial_rounds_ = options_.trial_rounds;
+  if (options_.trial_seconds <= 0) return;
+  // Every rank predicts the same (the same profile, cluster and search), so every rank sizes
+  // the trials the same.
+  double fastest = 0;
+  for (const AutoCandidate& c : candidates_) {
+    const double t = c.prediction.step_s;
+    if (t > 0 && (fastest == 0 || t < fastest)) fastest = t;
+  }
+  if (fastest <= 0) return;
+  const int counted = static_cast<int>(
+      std::min<double>(kMaxBudgetSteps, std::ceil(options_.trial_seconds / fastest)));
+  if (counted <= CountedSteps()) return;
+  budget_step_s_ = fastest;
+  trial_steps_ = counted + 1;  // and a step to warm up
+  trial_rounds_ = std::max(trial_rounds_, (counted + kBudgetVisitSteps - 1) / kBudgetVisitSteps);
+}
 
-int AutoStrategy::CountedSteps() const { return options_.trial_steps - WarmUpSteps(); }
+int AutoStrategy::WarmUpSteps() const { return trial_steps_ > 1 ? 1 : 0; }
 
-int AutoStrategy::Rounds() const { return std::min(options_.trial_rounds, CountedSteps()); }
+int AutoStrategy::CountedSteps() const { return trial_steps_ - WarmUpSteps(); }
+
+int AutoStrategy::Rounds() const { return std::min(trial_rounds_, CountedSteps()); }
 
 int AutoStrategy::VisitSteps(const AutoCandidate& c) const {
   const int counted = CountedSteps(), rounds = Rounds();
@@ -454,9 +479,14 @@ std::string AutoStrategy::Report() const {
                             c.name, ms(c.first_measured_s),
                             c.counted_s.size() > c.second_from ? ms(c.measured_s) : "-");
     }
-    absl::StrAppendFormat(&out, "  trials: %d counted steps a strategy in %d round%s%s\n",
+    absl::StrAppendFormat(&out, "  trials: %d counted steps a strategy in %d round%s%s",
                           CountedSteps(), Rounds(), Rounds() > 1 ? "s" : "",
                           WarmUpSteps() > 0 ? ", after a step to warm up in each" : "");
+    if (budget_step_s_ > 0) {
+      absl::StrAppendFormat(&out, " (%.3g s a strategy at the fastest predicted step, %s ms)",
+                            options_.trial_seconds, ms(budget_step_s_));
+    }
+    absl::StrAppend(&out, "\n");
     if (cut_short_) {
       int tried = 0;
       for (const AutoCandidate& c : candidates_) tried += c.measured_s >= 0 ? 1 : 0;

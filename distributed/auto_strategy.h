@@ -65,15 +65,25 @@
 
 namespace cavs::distributed {
 
+// The most counted steps a trial_seconds budget gives a trial, and the counted steps of each of
+// its visits (its rounds: the candidates visited in turn).
+inline constexpr int kMaxBudgetSteps = 60;
+inline constexpr int kBudgetVisitSteps = 6;
+
 struct AutoOptions {
   std::string start = "hybrid";  // the builder the profiled steps run under
   int profile_steps = 4;         // steps profiled (the first is not counted)
   int trial_steps = 3;           // steps per candidate (the first is not counted where > 1)
   int trial_rounds = 1;          // visits the counted steps are split into (at most as many)
-  int candidates = 3;            // searched strategies tried
-  int reserve = 6;               // searched strategies after those, tried only if corrected
-  bool try_builders = true;      // also try every builder (the report's comparison)
-  double cutoff = 1.5;           // a builder this much slower in two counted steps stops (0: never)
+  // > 0: where the fastest predicted step is short, more counted steps than trial_steps has,
+  // so that a candidate's take about this many seconds (at most kMaxBudgetSteps), in rounds of
+  // about kBudgetVisitSteps (at least trial_rounds): a trial of 2 steps of a 65 ms step is
+  // noise, one of 2 steps of a 2 s step is not. 0: trial_steps and trial_rounds as they are.
+  double trial_seconds = 0;
+  int candidates = 3;        // searched strategies tried
+  int reserve = 6;           // searched strategies after those, tried only if corrected
+  bool try_builders = true;  // also try every builder (the report's comparison)
+  double cutoff = 1.5;       // a builder this much slower in two counted steps stops (0: never)
   bool allow_compression = false;
   double noise = 0.03;
   int64_t batch_per_rank = 0;  // recorded in the profile
@@ -180,8 +190,10 @@ class AutoStrategy {
   // Whether candidates_[i] is still to be tried (or its trial to be finished).
   bool Pending(size_t i) const;
   // The counted steps of each trial, its visits (trial_rounds, at most one a counted step), and
-  // the steps of candidate c's next visit (its warm-up step included).
-  int WarmUpSteps() const;  // a visit's first, not counted (where trial_steps > 1)
+  // the steps of candidate c's next visit (its warm-up step included): trial_steps_ and
+  // trial_rounds_, the options' or, with trial_seconds, what the budget gives (SizeTrials).
+  void SizeTrials();
+  int WarmUpSteps() const;  // a visit's first, not counted (where trial_steps_ > 1)
   int CountedSteps() const;
   int Rounds() const;
   int VisitSteps(const AutoCandidate& c) const;
@@ -231,6 +243,8 @@ class AutoStrategy {
   bool second_round_ = false;     // ... and tried in a second round (AutoCandidate::second)
   bool cut_short_ = false;
   int trial_steps_run_ = 0, trial_steps_planned_ = 0;
+  int trial_steps_ = 0, trial_rounds_ = 0;  // as the trials run (SizeTrials)
+  double budget_step_s_ = 0;                // the fastest predicted step, where it sized them
   double probe_seconds_ = 0, search_seconds_ = 0;
   SearchCost search_cost_, comparison_cost_;
   // Slowest-rank step times of the profile, before the decision.

@@ -315,6 +315,11 @@ const std::vector<FlagSpec>& Flags() {
        "--strategy=auto: visits each strategy's counted steps are split into, the strategies "
        "visited in turn, every other round in reverse order (default 1)",
        Int(kAutoRoundsRange, &C::auto_rounds)},
+      {"auto-trial-seconds", "S",
+       "--strategy=auto: where the fastest predicted step is short, more counted steps a "
+       "strategy than --auto-steps, to about S seconds (at most 60, in rounds of about 6; 0: "
+       "--auto-steps and --auto-rounds as given; default 1)",
+       Real("auto-trial-seconds", &C::auto_trial_seconds)},
       {"auto-profile-steps", "N",
        "--strategy=auto: steps profiled under hybrid before the search, counted after one to "
        "warm up (default 3)",
@@ -436,6 +441,10 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   if (!(c.lr > 0)) return bad("--lr must be positive");
   if (!(c.auto_cutoff == 0 || (c.auto_cutoff >= 1 && std::isfinite(c.auto_cutoff)))) {
     return bad(absl::StrCat("--auto-cutoff: ", c.auto_cutoff, " is neither 0 nor >= 1"));
+  }
+  if (!(c.auto_trial_seconds >= 0 && c.auto_trial_seconds <= 3600)) {
+    return bad(absl::StrCat("--auto-trial-seconds: ", c.auto_trial_seconds,
+                            " is out of range (0 to 3600)"));
   }
   if (c.weight_decay < 0 || c.clip < 0) return bad("--weight-decay and --clip must be >= 0");
   // As a float (what the model gets): 0.99999999999 rounds to 1, which drops everything.

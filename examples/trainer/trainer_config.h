@@ -64,13 +64,15 @@ struct TrainerConfig {
   std::string strategy;
   std::string strategy_file;
   // --strategy=auto (distributed/auto_strategy.h): searched strategies tried, and kept in
-  // reserve for the corrected model, steps per strategy tried and profiled, whether the builders
+  // reserve for the corrected model, steps per strategy tried and profiled (and the seconds a
+  // trial of short steps is stretched to), whether the builders
   // are tried too and how much slower one may be before its trial stops, whether fp16 is allowed,
   // and where the profile and the probed cluster are written (empty: not written).
   int auto_candidates = 3;
   int auto_reserve = 6;
   int auto_steps = 3;
   int auto_rounds = 1;
+  double auto_trial_seconds = 1.0;
   int auto_profile_steps = 3;
   int auto_builders = 1;
   double auto_cutoff = 1.5;

@@ -98,6 +98,7 @@ absl::Status Trainer::SetUpDistributed() {
         settings.end(),
         {{"auto_steps", absl::StrCat(c.auto_steps), "--auto-steps"},
          {"auto_rounds", absl::StrCat(c.auto_rounds), "--auto-rounds"},
+         {"auto_trial_seconds", absl::StrCat(c.auto_trial_seconds), "--auto-trial-seconds"},
          {"auto_profile_steps", absl::StrCat(c.auto_profile_steps), "--auto-profile-steps"},
          {"auto_candidates", absl::StrCat(c.auto_candidates), "--auto-candidates"},
          {"auto_reserve", absl::StrCat(c.auto_reserve), "--auto-reserve"},
@@ -111,6 +112,7 @@ absl::Status Trainer::SetUpDistributed() {
     ao.profile_steps = config_.auto_profile_steps + 1;  // the first is not counted
     ao.trial_steps = config_.auto_steps + (config_.auto_steps > 1 ? 1 : 0);
     ao.trial_rounds = config_.auto_rounds;
+    ao.trial_seconds = config_.auto_trial_seconds;
     ao.candidates = config_.auto_candidates;
     ao.reserve = config_.auto_reserve;
     ao.try_builders = config_.auto_builders == 1;

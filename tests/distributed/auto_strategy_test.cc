@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -337,19 +339,64 @@ TEST(AutoStrategyTest, SecondRoundReserveFasterThanTheFirstsBestAgainWins) {
   SecondRound(/*again=*/25, /*first_wins=*/false);
 }
 
-TEST(AutoStrategyTest, RefusesZeroRounds) {
+// With trial_seconds, a trial of short steps counts about that many seconds of them: steps
+// sleeping 2 ms, predicted near that, get ceil(trial_seconds / the fastest predicted step)
+// counted steps (at most kMaxBudgetSteps) in rounds of at most kBudgetVisitSteps, where
+// trial_steps alone would count one.
+TEST(AutoStrategyTest, TrialSecondsStretchTrialsOfShortSteps) {
   AutoOptions options;
-  options.trial_rounds = 0;
+  options.profile_steps = 2;
+  options.trial_steps = 2;  // a warm-up step and 1 counted
+  options.trial_seconds = 0.03;
+  options.cutoff = 0;
+  std::unique_ptr<Controlled> c = MakeControlled(options);
+  ASSERT_NE(c, nullptr);
+  AutoStrategy& controller = *c->controller;
+  const int steps = RunUntilDecided(*c, [](const std::string&) { return 2; });
+  ASSERT_TRUE(controller.decided());
+  double fastest = 0;
+  for (const AutoCandidate& a : controller.candidates()) {
+    if (fastest == 0 || a.prediction.step_s < fastest) fastest = a.prediction.step_s;
+  }
+  ASSERT_GT(fastest, 0.0);
+  const int counted =
+      std::max(1, std::min(kMaxBudgetSteps, static_cast<int>(std::ceil(0.03 / fastest))));
+  const int rounds = counted > 1 ? (counted + kBudgetVisitSteps - 1) / kBudgetVisitSteps : 1;
+  EXPECT_GT(counted, 1) << "predicted " << fastest << " s";
+  int tried = 0;
+  for (const AutoCandidate& a : controller.candidates()) {
+    if (a.measured_s < 0) continue;
+    ++tried;
+    EXPECT_EQ(a.measured_steps, counted) << a.name << "\n" << controller.Report();
+  }
+  EXPECT_EQ(steps, options.profile_steps + tried * (counted + (counted > 1 ? rounds : 0)));
+  EXPECT_TRUE(absl::StrContains(
+      controller.Report(),
+      absl::StrCat("trials: ", counted, " counted steps a strategy in ", rounds, " round")))
+      << controller.Report();
+  EXPECT_TRUE(absl::StrContains(controller.Report(), "0.03 s a strategy at the fastest predicted"))
+      << controller.Report();
+}
+
+// Bad counts are refused, naming the option.
+TEST(AutoStrategyTest, RefusesZeroRoundsAndNegativeSeconds) {
   absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeSingleCommunicator();
   ASSERT_TRUE(comm.ok());
   core::ParameterStore store{5};
   ASSERT_TRUE(testing::BuildModel(store).ok());
   std::unique_ptr<core::Optimizer> sgd =
       *core::MakeOptimizer({.kind = core::OptimizerKind::kSgd, .lr = 0.5f});
+  AutoOptions options;
+  options.trial_rounds = 0;
   absl::StatusOr<std::unique_ptr<AutoStrategy>> a =
       AutoStrategy::Create(comm->get(), &store, sgd.get(), options);
   ASSERT_FALSE(a.ok());
   EXPECT_TRUE(absl::StrContains(a.status().message(), "trial_rounds (0)")) << a.status();
+  options = AutoOptions{};
+  options.trial_seconds = -1;
+  a = AutoStrategy::Create(comm->get(), &store, sgd.get(), options);
+  ASSERT_FALSE(a.ok());
+  EXPECT_TRUE(absl::StrContains(a.status().message(), "trial_seconds (-1)")) << a.status();
 }
 
 }  // namespace
