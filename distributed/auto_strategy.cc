@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -351,7 +352,22 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
   parts_[run_part_].steps_s += t.total();
   if (phase_ == Phase::kProfile) {
     profiled_.push_back(t);
-    if (static_cast<int>(profiled_.size()) < options_.profile_steps) return t;
+    if (profiled_.size() == 1) {
+      // With a trial budget the profile is sized by it too, from its first step (the slowest
+      // rank's, so every rank counts the same): short steps are profiled for about
+      // trial_seconds, their medians then less the noise of a few steps.
+      profile_target_ = options_.profile_steps;
+      if (options_.trial_seconds > 0) {
+        CAVS_ASSIGN_OR_RETURN(const std::vector<double> first,
+                              MaxOverRanks(*comm_, std::vector<double>{t.total()}));
+        if (first[0] > 0) {
+          const double want = std::ceil(options_.trial_seconds / first[0]);
+          profile_target_ = std::max(profile_target_,
+                                     1 + static_cast<int>(std::min<double>(kMaxBudgetSteps, want)));
+        }
+      }
+    }
+    if (static_cast<int>(profiled_.size()) < profile_target_) return t;
     CAVS_ASSIGN_OR_RETURN(
         profile_,
         BuildModelProfile(comm_, *store_, profiled_, options_.batch_per_rank, options_.model_name));
@@ -494,7 +510,8 @@ std::string AutoStrategy::Report() const {
           &out,
           "  the run ended before the trials did (%d of the %d trial steps planned): chosen "
           "from the %d candidates with a counted step, measured on the steps they had; more "
-          "steps (--epochs) or shorter trials (--auto-steps, --auto-rounds, --auto-builders=0) "
+          "steps (--epochs) or shorter trials (--auto-steps, --auto-rounds, --auto-trial-seconds, "
+          "--auto-builders=0) "
           "let them finish\n",
           trial_steps_run_, trial_steps_planned_, tried);
     }

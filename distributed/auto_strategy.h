@@ -78,7 +78,8 @@ struct AutoOptions {
   // > 0: where the fastest predicted step is short, more counted steps than trial_steps has,
   // so that a candidate's take about this many seconds (at most kMaxBudgetSteps), in rounds of
   // about kBudgetVisitSteps (at least trial_rounds): a trial of 2 steps of a 65 ms step is
-  // noise, one of 2 steps of a 2 s step is not. 0: trial_steps and trial_rounds as they are.
+  // noise, one of 2 steps of a 2 s step is not. The profile the same, from its first step's
+  // time (at least profile_steps). 0: the counts as they are.
   double trial_seconds = 0;
   int candidates = 3;        // searched strategies tried
   int reserve = 6;           // searched strategies after those, tried only if corrected
@@ -140,6 +141,8 @@ class AutoStrategy {
   // first round of trials planned: every pending candidate's, warm-up steps included).
   int profiled_steps() const { return static_cast<int>(profiled_.size()); }
   int trial_steps_run() const { return trial_steps_run_; }
+  // The steps profiled so far (profile_steps, or what trial_seconds gives, once decided).
+  int profile_steps_run() const { return static_cast<int>(profiled_.size()); }
   int trial_steps_planned() const { return trial_steps_planned_; }
   // The synchronizer of the current step's strategy.
   GradientSynchronizer* synchronizer() const { return sync_.get(); }
@@ -244,6 +247,7 @@ class AutoStrategy {
   bool cut_short_ = false;
   int trial_steps_run_ = 0, trial_steps_planned_ = 0;
   int trial_steps_ = 0, trial_rounds_ = 0;  // as the trials run (SizeTrials)
+  int profile_target_ = 0;                  // the steps to profile (from its first step)
   double budget_step_s_ = 0;                // the fastest predicted step, where it sized them
   double probe_seconds_ = 0, search_seconds_ = 0;
   SearchCost search_cost_, comparison_cost_;

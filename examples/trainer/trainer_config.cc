@@ -316,9 +316,9 @@ const std::vector<FlagSpec>& Flags() {
        "visited in turn, every other round in reverse order (default 1)",
        Int(kAutoRoundsRange, &C::auto_rounds)},
       {"auto-trial-seconds", "S",
-       "--strategy=auto: where the fastest predicted step is short, more counted steps a "
-       "strategy than --auto-steps, to about S seconds (at most 60, in rounds of about 6; 0: "
-       "--auto-steps and --auto-rounds as given; default 1)",
+       "--strategy=auto: where steps are short, more steps profiled and counted a strategy "
+       "than --auto-profile-steps and --auto-steps, to about S seconds each (at most 60, the "
+       "trials in rounds of about 6; 0: the counts as given; default 1)",
        Real("auto-trial-seconds", &C::auto_trial_seconds)},
       {"auto-profile-steps", "N",
        "--strategy=auto: steps profiled under hybrid before the search, counted after one to "

@@ -342,7 +342,7 @@ TEST(AutoStrategyTest, SecondRoundReserveFasterThanTheFirstsBestAgainWins) {
 // With trial_seconds, a trial of short steps counts about that many seconds of them: steps
 // sleeping 2 ms, predicted near that, get ceil(trial_seconds / the fastest predicted step)
 // counted steps (at most kMaxBudgetSteps) in rounds of at most kBudgetVisitSteps, where
-// trial_steps alone would count one.
+// trial_steps alone would count one; the profile is stretched the same from its first step.
 TEST(AutoStrategyTest, TrialSecondsStretchTrialsOfShortSteps) {
   AutoOptions options;
   options.profile_steps = 2;
@@ -369,7 +369,11 @@ TEST(AutoStrategyTest, TrialSecondsStretchTrialsOfShortSteps) {
     ++tried;
     EXPECT_EQ(a.measured_steps, counted) << a.name << "\n" << controller.Report();
   }
-  EXPECT_EQ(steps, options.profile_steps + tried * (counted + (counted > 1 ? rounds : 0)));
+  // The profile too: about 0.03 s of steps of at least 2 ms after its first, more than the
+  // 2 steps asked.
+  EXPECT_GT(controller.profile_steps_run(), options.profile_steps);
+  EXPECT_LE(controller.profile_steps_run(), 1 + 15);
+  EXPECT_EQ(steps, controller.profile_steps_run() + tried * (counted + (counted > 1 ? rounds : 0)));
   EXPECT_TRUE(absl::StrContains(
       controller.Report(),
       absl::StrCat("trials: ", counted, " counted steps a strategy in ", rounds, " round")))
