@@ -8,7 +8,8 @@
 # seconds and the builders' comparison's (logs since the report split them). Last, over every
 # measured cell: the median and largest absolute prediction error, and per kind of strategy; and
 # over the logs, the model's first (of the strategies measured, the one predicted fastest) against
-# the best measured, and in how many it is within 5% of it.
+# the best measured, and in how many it is within 5% of it; and (logs since the report has it)
+# the correction's error out of sample, each trial predicted from the others.
 function abs(x) { return x < 0 ? -x : x }
 FNR == 1 {
   if (file != "") finish()
@@ -20,6 +21,12 @@ FNR == 1 {
 }
 /predicted_ms corrected_ms/ { in_table = 1; steps_col = / steps$/; next }
 /trial correction:|cost of the/ { in_table = 0 }
+/out of sample \(each trial from the others\)/ {
+  # The correction fitted to the other trials (logs since it was reported): per log its median.
+  match($0, /median \|error\| [0-9.]+%/); oos[++noos] = substr($0, RSTART + 15, RLENGTH - 16) / 100
+  match($0, /largest [0-9.]+%/); v = substr($0, RSTART + 8, RLENGTH - 9) / 100
+  if (v > oos_max) oos_max = v
+}
 /cost of the search:/ { match($0, /[0-9.]+ s in all/); search_s = substr($0, RSTART, RLENGTH - 9) }
 /cost of the builders' comparison:/ {
   # Its total where the log has one (switching included), else its steps (older logs).
@@ -82,6 +89,10 @@ END {
   if (nccells > 0) {
     m = 0; for (i = 1; i <= nccells; ++i) if (ccells[i] > m) m = ccells[i]
     printf "corrected by the trials (in-sample): median %.1f%%, max %.1f%%\n", 100 * median(ccells, nccells), 100 * m
+  }
+  if (noos > 0) {
+    printf "corrected, each trial from the others (out of sample): median of the logs' medians %.1f%%, largest %.1f%% (%d logs)\n",
+           100 * median(oos, noos), 100 * oos_max, noos
   }
   if (nfirsts > 0) {
     within = 0; list = ""

@@ -256,6 +256,7 @@ absl::Status AutoStrategy::Decide() {
     if (c.measured_s >= 0) trials.push_back({&c.prediction, c.measured_s});
   }
   correction_ = FitTrialCorrection(trials);
+  out_of_sample_ = LeaveOneOutErrors(trials);
   for (AutoCandidate& c : candidates_) c.corrected_s = correction_.Predict(c.prediction);
   const size_t best = BestMeasured();
   if (best == candidates_.size()) return absl::InternalError("auto strategy: nothing was tried");
@@ -486,7 +487,20 @@ std::string AutoStrategy::Report() const {
                           decided() && i == chosen_ ? "  <- chosen" : "");
   }
   if (decided()) {
-    absl::StrAppend(&out, "  trial correction: ", correction_.Describe(), "\n");
+    absl::StrAppend(&out, "  trial correction: ", correction_.Describe());
+    if (out_of_sample_.size() > 1) {
+      std::vector<double> abs_errors;
+      for (double e : out_of_sample_) abs_errors.push_back(std::abs(e));
+      std::sort(abs_errors.begin(), abs_errors.end());
+      const size_t n = abs_errors.size();
+      const double median =
+          n % 2 ? abs_errors[n / 2] : (abs_errors[n / 2 - 1] + abs_errors[n / 2]) / 2;
+      absl::StrAppendFormat(&out,
+                            "; out of sample (each trial from the others): median |error| %.1f%%, "
+                            "largest %.1f%%",
+                            100 * median, 100 * abs_errors.back());
+    }
+    absl::StrAppend(&out, "\n");
     for (const AutoCandidate& c : candidates_) {
       if (c.first_measured_s < 0) continue;
       absl::StrAppendFormat(&out,

@@ -9,18 +9,18 @@
 //      gradient is ready; the step's compute (BuildModelProfile);
 //   3. search: the cost model ranks the builders' strategies and searched per-parameter ones
 //      (SearchStrategies) for that profile and cluster;
-//   4. trials: the best `candidates` searched strategies, and every builder where
-//      `try_builders`, each for `trial_steps` real steps (every strategy computes the same mean
+//   4. trials: the best `candidates` searched strategies, and every builder where `try_builders`,
+//      each for `trial_steps` real steps, or more where `trial_seconds` asks (as the profile's
+//      steps: short steps measured for about that long; every strategy computes the same mean
 //      gradient, so these are ordinary training steps); the measured step time of each is the
 //      median over its counted steps of the slowest rank's time. With `trial_rounds` R > 1 the
 //      counted steps are split into R visits, the candidates visited in turn, each round in the
 //      order opposite the round before's (a drift over the trials, or whatever the first trial
-//      after the profile pays, is shared instead of falling on one candidate); each visit's
-//      first step warms the strategy up and is not counted (where trial_steps > 1). A
-//      builder's trial ends after its first two counted steps where both are over `cutoff`
-//      times the best measured so far (it is only there for the report's comparison, and a
-//      slow builder's steps are the search's largest cost; two, so that one slow step does not
-//      end it);
+//      after the profile pays, is shared instead of falling on one candidate); each visit's first
+//      step warms the strategy up and is not counted (where trial_steps > 1). A builder's trial
+//      ends after its first two counted steps where both are over `cutoff` times the best measured
+//      so far (it is only there for the report's comparison, and a slow builder's steps are the
+//      search's largest cost; two, so that one slow step does not end it);
 //   5. correction: the trials' measured times fit the cost model's breakdown
 //      (FitTrialCorrection: an offset, a factor per unit kind); with it the `reserve` searched
 //      strategies ranked after the tried ones are predicted again, and those now predicted
@@ -242,8 +242,9 @@ class AutoStrategy {
   size_t next_in_order_ = 0;
   size_t chosen_ = 0;
   TrialCorrection correction_;
-  bool corrected_round_ = false;  // the reserve candidates the correction picked were queued
-  bool second_round_ = false;     // ... and tried in a second round (AutoCandidate::second)
+  std::vector<double> out_of_sample_;  // LeaveOneOutErrors of the trials the correction fitted
+  bool corrected_round_ = false;       // the reserve candidates the correction picked were queued
+  bool second_round_ = false;          // ... and tried in a second round (AutoCandidate::second)
   bool cut_short_ = false;
   int trial_steps_run_ = 0, trial_steps_planned_ = 0;
   int trial_steps_ = 0, trial_rounds_ = 0;  // as the trials run (SizeTrials)

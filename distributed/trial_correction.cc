@@ -139,4 +139,18 @@ TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prio
   return fit;
 }
 
+std::vector<double> LeaveOneOutErrors(const std::vector<Trial>& trials, double prior) {
+  std::vector<double> errors;
+  std::vector<Trial> others;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    others.clear();
+    for (size_t j = 0; j < trials.size(); ++j) {
+      if (j != i) others.push_back(trials[j]);
+    }
+    const double predicted = FitTrialCorrection(others, prior).Predict(*trials[i].prediction);
+    errors.push_back((predicted - trials[i].measured_s) / trials[i].measured_s);
+  }
+  return errors;
+}
+
 }  // namespace cavs::distributed

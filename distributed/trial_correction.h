@@ -50,4 +50,10 @@ struct Trial {
 // The fit; no trials: the identity correction. `prior` >= 0.
 TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prior = 0.5);
 
+// The fit checked out of sample: for each trial, (corrected - measured) / measured with the
+// correction fitted to the other trials alone (one trial: the model's own error). The in-sample
+// error of a fit with as many unknowns as trials says nothing; this says how far the corrected
+// model is off for a strategy it did not see, as it is used for the untried ones.
+std::vector<double> LeaveOneOutErrors(const std::vector<Trial>& trials, double prior = 0.5);
+
 }  // namespace cavs::distributed

@@ -380,6 +380,11 @@ TEST(AutoStrategyTest, TrialSecondsStretchTrialsOfShortSteps) {
       << controller.Report();
   EXPECT_TRUE(absl::StrContains(controller.Report(), "0.03 s a strategy at the fastest predicted"))
       << controller.Report();
+  if (tried > 1) {
+    EXPECT_TRUE(absl::StrContains(controller.Report(),
+                                  "out of sample (each trial from the others): median |error| "))
+        << controller.Report();
+  }
 }
 
 // Bad counts are refused, naming the option.

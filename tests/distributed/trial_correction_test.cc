@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -60,6 +61,28 @@ TEST(TrialCorrectionTest, RecoversTheOffsetAndEachKindsFactor) {
   EXPECT_EQ(fit.factor[static_cast<int>(UnitKind::kPsSparseShard)], 1.0);
   for (const Trial& t : bench.trials) EXPECT_NEAR(fit.Predict(*t.prediction), t.measured_s, 1e-6);
   EXPECT_TRUE(absl::StrContains(fit.Describe(), "ps x1.60")) << fit.Describe();
+}
+
+// Out of sample: where the measurements follow the correction's form, a trial is predicted
+// from the others as well as in sample; one that does not (a step 30 ms slower than the form
+// says) is off by that much, and the others by less than it.
+TEST(TrialCorrectionTest, LeaveOneOutPredictsEachTrialFromTheOthers) {
+  Bench bench;
+  std::vector<double> errors = LeaveOneOutErrors(bench.trials, /*prior=*/1e-9);
+  ASSERT_EQ(errors.size(), bench.trials.size());
+  for (double e : errors) EXPECT_NEAR(e, 0.0, 1e-5);
+  bench.trials[5].measured_s += 0.03;
+  errors = LeaveOneOutErrors(bench.trials, /*prior=*/1e-9);
+  const double off = -0.03 / bench.trials[5].measured_s;
+  EXPECT_LT(errors[5], off * 0.9);  // it is predicted faster than measured, by at least 90%
+  for (size_t i = 0; i < errors.size(); ++i) {
+    if (i != 5) EXPECT_LT(std::abs(errors[i]), std::abs(errors[5])) << i;
+  }
+  // One trial: nothing else to fit, so the model's own error.
+  const Prediction p = Made(0.1, 0.1);
+  const std::vector<double> one = LeaveOneOutErrors({{&p, p.step_s * 1.25}});
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_NEAR(one[0], 1 / 1.25 - 1, 1e-12);
 }
 
 TEST(TrialCorrectionTest, ThePriorShrinksTowardsTheModelNotPastIt) {
