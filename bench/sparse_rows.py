@@ -57,32 +57,18 @@ def spread_edges(rows):
 
 
 def union_fractions_past(rows, edges, t, u_k, k, touched_f, union_f, ranks):
-    """The union's fraction of rows [0, edge) at `ranks` > k, as UnionFractionPast in
-    distributed/model_profile.cc computes it (the two are kept alike)."""
+    """The union's fraction of rows [0, edge) at `ranks` > k at each of the edges, as
+    UnionSharePast in distributed/model_profile.cc computes it (the two are kept alike)."""
     whole = math.log(u_k / t) / math.log(k) if t > 0 and u_k > t else 0.0
     grow = ranks / k
-    bounds = list(edges) + [rows]
-    ft = list(touched_f) + [1.0]
-    fu = list(union_f) + [1.0]
     seg, lo, pt, pu = [], 0, 0.0, 0.0
-    for hi, a, b in zip(bounds, ft, fu):
+    for hi, a, b in zip(list(edges) + [rows], list(touched_f) + [1.0], list(union_f) + [1.0]):
         tb, ub = t * (a - pt), u_k * (b - pu)
         s = (math.log(ub / tb) / math.log(k) if ub > tb else 0.0) if tb > 0 else whole
         seg.append(min(hi - lo, ub * grow ** s))
         lo, pt, pu = hi, a, b
     total = sum(seg)
-
-    def below(row):
-        acc, lo = 0.0, 0
-        for hi, b in zip(bounds, seg):
-            if row >= hi:
-                acc += b
-            elif row > lo:
-                acc += b * (row - lo) / (hi - lo)
-            lo = hi
-        return acc / total
-
-    return below
+    return [sum(seg[:e + 1]) / total for e in range(len(edges))]
 
 
 def fraction_below(rows, edges, fractions, row):
@@ -177,7 +163,7 @@ def main():
         k, u_k = a.past, unions[a.past] / n
         touched_f = [touched_below[e] / n / t for e in range(len(edges))]
         past_f = [past_below[e] / n / u_k for e in range(len(edges))]
-        model = union_fractions_past(rows, edges, t, u_k, k, touched_f, past_f, top)
+        model_f = union_fractions_past(rows, edges, t, u_k, k, touched_f, past_f, top)
         cut = [rows * i // a.shards for i in range(a.shards + 1)]
         print(f"# the union's fraction at {top} ranks in {a.shards} even row ranges: counted, "
               f"held at {k} ranks' spread, and carried past {k} by segment (the cost model's)")
@@ -186,7 +172,8 @@ def main():
         for i in range(a.shards):
             held = (fraction_below(rows, edges, past_f, cut[i + 1])
                     - fraction_below(rows, edges, past_f, cut[i]))
-            seg = model(cut[i + 1]) - model(cut[i])
+            seg = (fraction_below(rows, edges, model_f, cut[i + 1])
+                   - fraction_below(rows, edges, model_f, cut[i]))
             counted = shard_union[i] / n
             err_held = max(err_held, abs(held - counted))
             err_model = max(err_model, abs(seg - counted))

@@ -154,10 +154,20 @@ bool AutoStrategy::Pending(size_t i) const {
   return c.measured_s < 0 && !c.reserve && (options_.try_builders || c.searched);
 }
 
+namespace {
+
+// The steps a trial_seconds budget asks of steps of `step_s` (at most kMaxBudgetSteps); 0 where
+// there is no budget or no step time.
+int BudgetSteps(double seconds, double step_s) {
+  if (seconds <= 0 || step_s <= 0) return 0;
+  return static_cast<int>(std::min<double>(kMaxBudgetSteps, std::ceil(seconds / step_s)));
+}
+
+}  // namespace
+
 void AutoStrategy::SizeTrials() {
   trial_steps_ = options_.trial_steps;
   trial_rounds_ = options_.trial_rounds;
-  if (options_.trial_seconds <= 0) return;
   // Every rank predicts the same (the same profile, cluster and search), so every rank sizes
   // the trials the same.
   double fastest = 0;
@@ -165,9 +175,7 @@ void AutoStrategy::SizeTrials() {
     const double t = c.prediction.step_s;
     if (t > 0 && (fastest == 0 || t < fastest)) fastest = t;
   }
-  if (fastest <= 0) return;
-  const int counted = static_cast<int>(
-      std::min<double>(kMaxBudgetSteps, std::ceil(options_.trial_seconds / fastest)));
+  const int counted = BudgetSteps(options_.trial_seconds, fastest);
   if (counted <= CountedSteps()) return;
   budget_step_s_ = fastest;
   trial_steps_ = counted + 1;  // and a step to warm up
@@ -361,11 +369,8 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
       if (options_.trial_seconds > 0) {
         CAVS_ASSIGN_OR_RETURN(const std::vector<double> first,
                               MaxOverRanks(*comm_, std::vector<double>{t.total()}));
-        if (first[0] > 0) {
-          const double want = std::ceil(options_.trial_seconds / first[0]);
-          profile_target_ = std::max(profile_target_,
-                                     1 + static_cast<int>(std::min<double>(kMaxBudgetSteps, want)));
-        }
+        const int counted = BudgetSteps(options_.trial_seconds, first[0]);
+        profile_target_ = std::max(profile_target_, 1 + counted);  // and the first, not counted
       }
     }
     if (static_cast<int>(profiled_.size()) < profile_target_) return t;
@@ -491,14 +496,11 @@ std::string AutoStrategy::Report() const {
     if (out_of_sample_.size() > 1) {
       std::vector<double> abs_errors;
       for (double e : out_of_sample_) abs_errors.push_back(std::abs(e));
-      std::sort(abs_errors.begin(), abs_errors.end());
-      const size_t n = abs_errors.size();
-      const double median =
-          n % 2 ? abs_errors[n / 2] : (abs_errors[n / 2 - 1] + abs_errors[n / 2]) / 2;
       absl::StrAppendFormat(&out,
                             "; out of sample (each trial from the others): median |error| %.1f%%, "
                             "largest %.1f%%",
-                            100 * median, 100 * abs_errors.back());
+                            100 * Median(abs_errors),
+                            100 * *std::max_element(abs_errors.begin(), abs_errors.end()));
     }
     absl::StrAppend(&out, "\n");
     for (const AutoCandidate& c : candidates_) {
@@ -525,8 +527,7 @@ std::string AutoStrategy::Report() const {
           "  the run ended before the trials did (%d of the %d trial steps planned): chosen "
           "from the %d candidates with a counted step, measured on the steps they had; more "
           "steps (--epochs) or shorter trials (--auto-steps, --auto-rounds, --auto-trial-seconds, "
-          "--auto-builders=0) "
-          "let them finish\n",
+          "--auto-builders=0) let them finish\n",
           trial_steps_run_, trial_steps_planned_, tried);
     }
     std::string profiled;

@@ -141,8 +141,6 @@ class AutoStrategy {
   // first round of trials planned: every pending candidate's, warm-up steps included).
   int profiled_steps() const { return static_cast<int>(profiled_.size()); }
   int trial_steps_run() const { return trial_steps_run_; }
-  // The steps profiled so far (profile_steps, or what trial_seconds gives, once decided).
-  int profile_steps_run() const { return static_cast<int>(profiled_.size()); }
   int trial_steps_planned() const { return trial_steps_planned_; }
   // The synchronizer of the current step's strategy.
   GradientSynchronizer* synchronizer() const { return sync_.get(); }

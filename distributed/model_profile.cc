@@ -304,19 +304,23 @@ double ParamProfile::TouchedIn(int64_t begin, int64_t end) const {
 
 namespace {
 
-// Past the spread's ranks k, the union's fraction of rows [0, row) at `ranks`: each of the
+// Past the spread's ranks k, the union's share of rows [begin, end) at `ranks`: each of the
 // spread's segments [lo, hi) grows from its union at k along its own power law, through its
 // rows touched by one rank (T_b) and by k (U_b), and never past its own rows: B_b = min(hi - lo,
 // U_b (ranks / k)^s_b), s_b = log(U_b / T_b) / log k. A frequent head fills first, so its share
-// falls as the tail's grows; at k the fractions are the spread's. Linear within a segment.
+// falls as the tail's grows; at k the shares are the spread's. Linear within a segment.
 // A segment no single rank touches grows as the whole table's union does; one whose union at
 // k is no more than its touched rows keeps its union. -1 where no segment holds any union.
-double UnionFractionPast(const ParamProfile& p, int ranks, int64_t row) {
+double UnionSharePast(const ParamProfile& p, int ranks, int64_t begin, int64_t end) {
   const int k = p.SpreadRanks();
   const double t = p.touched_rows, u = p.UnionRows(k);
   const double whole = t > 0 && u > t ? std::log(u / t) / std::log(k) : 0.0;
   const double grow = static_cast<double>(ranks) / k;
-  double below = 0.0, sum = 0.0;
+  // The part of segment [lo, hi) below `row`.
+  auto below = [](int64_t row, int64_t lo, int64_t hi) {
+    return std::clamp(static_cast<double>(row - lo) / static_cast<double>(hi - lo), 0.0, 1.0);
+  };
+  double in = 0.0, sum = 0.0;
   int64_t lo = 0;
   double f_touched = 0.0, f_unions = 0.0;
   for (size_t i = 0; i <= p.spread.size(); ++i) {
@@ -326,17 +330,13 @@ double UnionFractionPast(const ParamProfile& p, int ranks, int64_t row) {
     const double tb = t * (ft - f_touched), ub = u * (fu - f_unions);
     const double s = tb > 0 ? (ub > tb ? std::log(ub / tb) / std::log(k) : 0.0) : whole;
     const double b = std::min(static_cast<double>(hi - lo), ub * std::pow(grow, s));
-    if (row >= hi) {
-      below += b;
-    } else if (row > lo) {
-      below += b * static_cast<double>(row - lo) / static_cast<double>(hi - lo);
-    }
+    in += b * (below(end, lo, hi) - below(begin, lo, hi));
     sum += b;
     lo = hi;
     f_touched = ft;
     f_unions = fu;
   }
-  return sum > 0 ? below / sum : -1.0;
+  return sum > 0 ? in / sum : -1.0;
 }
 
 }  // namespace
@@ -345,9 +345,9 @@ double ParamProfile::UnionIn(int ranks, int64_t begin, int64_t end) const {
   if (!sparse || ranks <= 0) return 0.0;
   const int k = SpreadRanks();
   if (ranks > k && !spread.empty()) {
-    const double b = UnionFractionPast(*this, ranks, begin);
-    const double e = UnionFractionPast(*this, ranks, end);
-    if (b >= 0 && e >= 0) return UnionRows(ranks) * (e - b);
+    if (const double share = UnionSharePast(*this, ranks, begin, end); share >= 0) {
+      return UnionRows(ranks) * share;
+    }
   }
   const double one = SpreadShare(*this, begin, end, false);
   const double at = SpreadShare(*this, begin, end, true);

@@ -371,9 +371,9 @@ TEST(AutoStrategyTest, TrialSecondsStretchTrialsOfShortSteps) {
   }
   // The profile too: about 0.03 s of steps of at least 2 ms after its first, more than the
   // 2 steps asked.
-  EXPECT_GT(controller.profile_steps_run(), options.profile_steps);
-  EXPECT_LE(controller.profile_steps_run(), 1 + 15);
-  EXPECT_EQ(steps, controller.profile_steps_run() + tried * (counted + (counted > 1 ? rounds : 0)));
+  EXPECT_GT(controller.profiled_steps(), options.profile_steps);
+  EXPECT_LE(controller.profiled_steps(), 1 + 15);
+  EXPECT_EQ(steps, controller.profiled_steps() + tried * (counted + (counted > 1 ? rounds : 0)));
   EXPECT_TRUE(absl::StrContains(
       controller.Report(),
       absl::StrCat("trials: ", counted, " counted steps a strategy in ", rounds, " round")))
