@@ -90,8 +90,7 @@ for cell in "${cells[@]}"; do
     --top=20 --strategy-out="$tmp/auto" "${sim_flags[@]}" >/dev/null || exit 1
   strategy_flag() {  # NAME: cavs-train's flag for it
     if [[ "$1" == auto#* ]]; then
-      local k="${1#auto#}" f="$tmp/auto"
-      [[ "$k" == 1 ]] || f="$tmp/auto.$k"
+      local f="$tmp/auto.${1#auto#}"
       [[ -f "$f" ]] || { echo "auto_grid_recheck.sh: $cell: cavs-sim made no $1" >&2; return 1; }
       cp "$f" "$tmp/$cell-$1.strategy"
       echo "--strategy-file=$tmp/$cell-$1.strategy"

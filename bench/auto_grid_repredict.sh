@@ -65,8 +65,9 @@ for dir in "$@"; do
         t && NF >= 8 && $2 ~ /^[0-9.]+$/ && $1 != "auto" { print "P", cell, $1, $2, $6, ($1 ~ /ps/ ? $6 : 0) }
         t && NF == 0 { t = 0 }'
       for ((i = 1; i <= 20; ++i)); do
-        file="$tmp/auto"
-        ((i > 1)) && file+=".$i"
+        # auto#N in FILE.N; a cavs-sim before that wrote the seeded best to FILE, #2 to FILE.2...
+        file="$tmp/auto.$i"
+        [[ -f "$tmp/auto.1" ]] || { file="$tmp/auto"; ((i > 1)) && file+=".$i"; }
         [[ -f "$file" ]] || break
         # Its PS shards on MPI's trees, for the search's tie-break.
         trees=$(awk '$1 == "param" && $3 == "ps" && !/route=direct/ {

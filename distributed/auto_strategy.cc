@@ -265,7 +265,7 @@ absl::Status AutoStrategy::Decide() {
   }
   correction_ = FitTrialCorrection(trials);
   out_of_sample_ = LeaveOneOutErrors(trials);
-  for (AutoCandidate& c : candidates_) c.corrected_s = correction_.Predict(c.prediction);
+  for (AutoCandidate& c : candidates_) c.corrected_s = CorrectedStep(trials, c.prediction);
   const size_t best = BestMeasured();
   if (best == candidates_.size()) return absl::InternalError("auto strategy: nothing was tried");
   if (!corrected_round_) {

@@ -64,7 +64,8 @@ std::string TrialCorrection::Describe() const {
   return out;
 }
 
-TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prior) {
+TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prior,
+                                   const Prediction* strategy) {
   TrialCorrection fit;
   if (trials.empty()) return fit;
   fit.trials = static_cast<int>(trials.size());
@@ -84,12 +85,17 @@ TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prio
       scale[i] += row[i] * row[i] / static_cast<double>(trials.size());
     }
   }
+  std::array<double, kUnknowns> ridge = scale;
+  if (strategy != nullptr) {
+    const std::array<double, kKinds> x = ExposedByKind(*strategy);
+    for (int k = 0; k < kKinds; ++k) ridge[k + 1] = std::max(ridge[k + 1], x[k] * x[k]);
+  }
   // Least squares with the ridge: `prior` trials' worth of evidence that the model is right
-  // (offset 0, factors 1), per unknown on its own column's scale; a column no trial has (a kind
-  // none of them used) stays at the model's value. Factors are bounded: one the unbounded
-  // solution puts outside [kMinFactor, kMaxFactor] is fixed at the bound and the others are
-  // solved again (an active set; at most one pass per kind), so that no other unknown is left
-  // compensating for a value the bound took away.
+  // (offset 0, factors 1), per unknown on its own column's scale (or the strategy's, where
+  // larger); a column no trial has (a kind none of them used) stays at the model's value. Factors
+  // are bounded: one the unbounded solution puts outside [kMinFactor, kMaxFactor] is fixed at the
+  // bound and the others are solved again (an active set; at most one pass per kind), so that no
+  // other unknown is left compensating for a value the bound took away.
   std::array<double, kUnknowns> target;
   target.fill(1.0);
   target[0] = 0.0;
@@ -118,7 +124,7 @@ TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prio
         atb[i] = value[i];
         continue;
       }
-      const double w = prior * scale[i];
+      const double w = prior * ridge[i];
       ata[i][i] += w;
       atb[i] += w * target[i];
     }
@@ -139,7 +145,11 @@ TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prio
   return fit;
 }
 
-std::vector<double> LeaveOneOutErrors(const std::vector<Trial>& trials, double prior) {
+double CorrectedStep(const std::vector<Trial>& trials, const Prediction& target, double prior) {
+  return FitTrialCorrection(trials, prior, &target).Predict(target);
+}
+
+std::vector<double> LeaveOneOutErrors(const std::vector<Trial>& trials, double prior, Ridge ridge) {
   std::vector<double> errors;
   std::vector<Trial> others;
   for (size_t i = 0; i < trials.size(); ++i) {
@@ -147,7 +157,9 @@ std::vector<double> LeaveOneOutErrors(const std::vector<Trial>& trials, double p
     for (size_t j = 0; j < trials.size(); ++j) {
       if (j != i) others.push_back(trials[j]);
     }
-    const double predicted = FitTrialCorrection(others, prior).Predict(*trials[i].prediction);
+    const Prediction& p = *trials[i].prediction;
+    const double predicted = ridge == Ridge::kTarget ? CorrectedStep(others, p, prior)
+                                                     : FitTrialCorrection(others, prior).Predict(p);
     errors.push_back((predicted - trials[i].measured_s) / trials[i].measured_s);
   }
   return errors;

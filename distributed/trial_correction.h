@@ -15,6 +15,14 @@
 // the model itself (offset 0, factors 1) weighted by `prior` trials' worth, so that a kind seen
 // in one trial moves only as far as the evidence allows; factors clamped to [1/8, 8].
 //
+// The ridge's scale per unknown is its column's mean square over the trials, or, for the fit
+// that predicts a given strategy (`target`), that strategy's own square where it is larger: a
+// kind the trials barely exposed (a few ms of sparse allgather) is weakly held by a ridge on
+// their scale, and its factor can wander to the clamp at no cost to the fit, then multiply the
+// 50 ms a sparse-heavy strategy exposes. On the target's scale the prior is `prior` trials'
+// worth of what that strategy exposes: the factor moves only as far as the trials show for
+// time of that size.
+//
 // Thread-safety: pure functions.
 #pragma once
 
@@ -47,13 +55,25 @@ struct Trial {
   double measured_s = 0.0;
 };
 
-// The fit; no trials: the identity correction. `prior` >= 0.
-TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prior = 0.5);
+// The fit; no trials: the identity correction. `prior` >= 0. With `target`, the fit used to
+// predict that strategy (the ridge at least on its scale, above).
+TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prior = 0.5,
+                                   const Prediction* target = nullptr);
+
+// The target's step corrected by the fit for it: FitTrialCorrection(trials, prior, &target)
+// .Predict(target).
+double CorrectedStep(const std::vector<Trial>& trials, const Prediction& target,
+                     double prior = 0.5);
 
 // The fit checked out of sample: for each trial, (corrected - measured) / measured with the
 // correction fitted to the other trials alone (one trial: the model's own error). The in-sample
 // error of a fit with as many unknowns as trials says nothing; this says how far the corrected
 // model is off for a strategy it did not see, as it is used for the untried ones.
-std::vector<double> LeaveOneOutErrors(const std::vector<Trial>& trials, double prior = 0.5);
+// Ridge::kTarget: each trial predicted by the fit for it (CorrectedStep), as the untried ones
+// are; kTrials: by the fit without a target, the ridge on the trials' scale alone (to compare
+// the two, as cavs-sim --measured does).
+enum class Ridge { kTarget, kTrials };
+std::vector<double> LeaveOneOutErrors(const std::vector<Trial>& trials, double prior = 0.5,
+                                      Ridge ridge = Ridge::kTarget);
 
 }  // namespace cavs::distributed

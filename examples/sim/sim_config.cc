@@ -85,6 +85,10 @@ const std::vector<FlagSpec>& Flags() {
       {"strategy-out", "FILE",
        "write the best searched strategy to FILE, the others --top lists to FILE.2, ...",
        Path("strategy-out", &C::strategy_out)},
+      {"measured", "FILE",
+       "measured step times, lines 'STRATEGY MS' (a builder, file, auto#N of --top): the "
+       "model corrected by them as --strategy=auto's trials correct it, checked out of sample",
+       Path("measured", &C::measured_path)},
       {"allow-compression", "", "let the search use fp16 buckets (it changes the gradients)",
        Bool("allow-compression", &C::allow_compression)},
       {"scaling", "H1,H2,..", "host counts of the scaling table, or none (default 1,2,4,...,256)",

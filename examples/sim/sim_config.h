@@ -18,6 +18,7 @@ struct SimConfig {
   std::string cluster_path;   // --cluster: the cluster description (required)
   std::string strategy_path;  // --strategy-file: also predict this strategy
   std::string strategy_out;   // --strategy-out: write the searched strategy here
+  std::string measured_path;  // --measured: measured step times to correct the model by
   bool allow_compression = false;
   // Host counts of the scaling table; empty: no table.
   std::vector<int> scaling = {1, 2, 4, 8, 16, 32, 64, 128, 256};

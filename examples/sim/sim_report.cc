@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,11 +12,17 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/status.h"
 #include "distributed/builders.h"
+#include "distributed/stats.h"
 #include "distributed/strategy_search.h"
+#include "distributed/trial_correction.h"
 #include "examples/data/gnuplot.h"
 #include "examples/data/text_file.h"
 
@@ -235,9 +242,10 @@ absl::Status Plot(const SimConfig& config, const std::vector<ScalingRow>& rows,
   return absl::OkStatus();
 }
 
-// What the search found against the builders (rows: the builders first).
+// What the search found against the builders (rows: the builders first), and the searched
+// strategies as --strategy=auto numbers them (`ranked`).
 std::string SearchSummary(const std::vector<Row>& rows, const distributed::SearchReport& search,
-                          double seconds) {
+                          const distributed::SearchReport& ranked, double seconds) {
   const Row* best_builder = &rows[0];
   for (size_t i = 0; i < distributed::StrategyBuilderNames().size(); ++i) {
     if (rows[i].prediction.step_s < best_builder->prediction.step_s) best_builder = &rows[i];
@@ -248,11 +256,112 @@ std::string SearchSummary(const std::vector<Row>& rows, const distributed::Searc
       "%.2f ms, %.2fx the best builder (%s, %.2f ms)\n",
       search.evaluated, search.bounded, seconds, Ms(best), best_builder->prediction.step_s / best,
       best_builder->label, Ms(best_builder->prediction.step_s));
-  for (size_t i = 1; i < search.best.size(); ++i) {
-    absl::StrAppendFormat(&out, "  #%d: %.2f ms, %d units\n", i + 1,
-                          Ms(search.best[i].prediction.step_s),
-                          search.best[i].prediction.units.size());
+  for (size_t i = 0; i < ranked.best.size(); ++i) {
+    absl::StrAppendFormat(&out, "  auto#%d: %.2f ms, %d units\n", i + 1,
+                          Ms(ranked.best[i].prediction.step_s),
+                          ranked.best[i].prediction.units.size());
   }
+  return out;
+}
+
+// --measured: one strategy's measured step time a line, "LABEL MS" (a builder, "file", or
+// "auto#N", N up to --top, as --strategy=auto numbers the searched ones); a field starting with '#'
+// starts a comment. Errors name the file, the line and the field.
+absl::StatusOr<std::vector<std::pair<size_t, double>>> ParseMeasured(
+    const std::string& text, const std::string& path, const std::vector<std::string>& labels) {
+  std::vector<std::pair<size_t, double>> measured;  // index into labels, seconds
+  std::vector<int> line_of(labels.size(), 0);
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+    // A field starting with '#' starts a comment ("auto#2" is a label).
+    f.erase(std::find_if(f.begin(), f.end(),
+                         [](absl::string_view x) { return absl::StartsWith(x, "#"); }),
+            f.end());
+    if (f.empty()) continue;
+    auto bad = [&](absl::string_view field, absl::string_view message) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " line ", line_no, ": field '", field, "': ", message));
+    };
+    const std::string label(f[0]);
+    const auto it = std::find(labels.begin(), labels.end(), label);
+    if (it == labels.end()) {
+      return bad("strategy", absl::StrCat("unknown '", f[0], "' (expected one of ",
+                                          absl::StrJoin(labels, ", "), ")"));
+    }
+    const size_t index = static_cast<size_t>(it - labels.begin());
+    if (line_of[index] != 0) {
+      return bad("strategy",
+                 absl::StrCat("'", label, "' is measured on line ", line_of[index], " already"));
+    }
+    if (f.size() < 2) return bad("ms", "missing (expected LABEL MS)");
+    double ms = 0;
+    if (!absl::SimpleAtod(f[1], &ms) || !(ms > 0) || !std::isfinite(ms)) {
+      return bad("ms", absl::StrCat("bad value '", f[1], "' (expected a positive number)"));
+    }
+    if (f.size() > 2) return bad("ms", absl::StrCat("unexpected '", f[2], "' after it"));
+    line_of[index] = line_no;
+    measured.emplace_back(index, ms / 1e3);
+  }
+  if (measured.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no measured strategy"));
+  }
+  return measured;
+}
+
+// "median |error| 1.3%, largest 5.0%".
+std::string ErrorsText(const std::vector<double>& errors) {
+  std::vector<double> abs_errors;
+  for (double e : errors) abs_errors.push_back(std::abs(e));
+  return absl::StrFormat("median |error| %.1f%%, largest %.1f%%",
+                         100 * distributed::Median(abs_errors),
+                         100 * *std::max_element(abs_errors.begin(), abs_errors.end()));
+}
+
+// The model corrected by the measured rows: the fit, each row predicted, corrected (a measured
+// one from the others: out of sample) and measured, and the errors out of sample beside the
+// model's own.
+std::string FormatCorrection(const std::vector<Row>& rows,
+                             const std::vector<std::pair<size_t, double>>& measured,
+                             const std::string& path) {
+  std::vector<distributed::Trial> trials;
+  std::vector<double> measured_s(rows.size(), -1), model_errors;
+  for (const auto& [i, s] : measured) {
+    trials.push_back({&rows[i].prediction, s});
+    measured_s[i] = s;
+    model_errors.push_back((rows[i].prediction.step_s - s) / s);
+  }
+  const std::vector<double> oos = distributed::LeaveOneOutErrors(trials);
+  const std::vector<double> oos_trials_scale =
+      distributed::LeaveOneOutErrors(trials, 0.5, distributed::Ridge::kTrials);
+  std::string out =
+      absl::StrFormat("corrected by the %d measured (--measured=%s): %s\n", trials.size(), path,
+                      distributed::FitTrialCorrection(trials).Describe());
+  absl::StrAppendFormat(&out, "%-16s %12s %12s %12s %8s\n", "strategy", "predicted_ms",
+                        "corrected_ms", "measured_ms", "error");
+  std::vector<double> corrected(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    corrected[i] = distributed::CorrectedStep(trials, rows[i].prediction);
+  }
+  for (size_t k = 0; k < measured.size(); ++k) {  // out of sample: from the others
+    corrected[measured[k].first] = measured[k].second * (1 + oos[k]);
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (measured_s[i] < 0) {
+      absl::StrAppendFormat(&out, "%-16s %12.2f %12.2f %12s %8s\n", rows[i].label,
+                            Ms(rows[i].prediction.step_s), Ms(corrected[i]), "-", "-");
+    } else {
+      absl::StrAppendFormat(&out, "%-16s %12.2f %12.2f %12.2f %+7.1f%%\n", rows[i].label,
+                            Ms(rows[i].prediction.step_s), Ms(corrected[i]), Ms(measured_s[i]),
+                            100 * (corrected[i] - measured_s[i]) / measured_s[i]);
+    }
+  }
+  absl::StrAppend(
+      &out, "out of sample (each measured one corrected from the others): ", ErrorsText(oos),
+      "; the model alone: ", ErrorsText(model_errors),
+      "; the ridge on the measured ones' scale alone: ", ErrorsText(oos_trials_scale), "\n");
   return out;
 }
 
@@ -261,7 +370,7 @@ absl::Status CheckOutputs(const SimConfig& config) {
   std::vector<std::pair<std::string, std::string>> outputs;
   if (!config.strategy_out.empty()) {
     outputs.emplace_back("--strategy-out", config.strategy_out);
-    for (int i = 2; i <= config.top; ++i) {
+    for (int i = 1; i <= config.top; ++i) {
       outputs.emplace_back("--strategy-out", absl::StrCat(config.strategy_out, ".", i));
     }
   }
@@ -273,7 +382,8 @@ absl::Status CheckOutputs(const SimConfig& config) {
   const std::vector<std::pair<std::string, std::string>> inputs = {
       {"--profile", config.profile_path},
       {"--cluster", config.cluster_path},
-      {"--strategy-file", config.strategy_path}};
+      {"--strategy-file", config.strategy_path},
+      {"--measured", config.measured_path}};
   for (const auto& [out_flag, out_path] : outputs) {
     for (const auto& [in_flag, in_path] : inputs) {
       std::error_code ec;
@@ -298,6 +408,10 @@ absl::Status RunSim(const SimConfig& config, std::ostream& out) {
                         distributed::ParseClusterSpec(cluster_text, config.cluster_path));
   core::ParameterStore store;
   CAVS_RETURN_IF_ERROR(distributed::AddProfileParameters(profile, &store));
+  std::string measured_text;
+  if (!config.measured_path.empty()) {
+    CAVS_ASSIGN_OR_RETURN(measured_text, ReadFile("--measured", config.measured_path));
+  }
   std::optional<Row> file_row;
   if (!config.strategy_path.empty()) {
     CAVS_ASSIGN_OR_RETURN(file_row, StrategyFileRow(config.strategy_path, profile, cluster, store));
@@ -313,7 +427,14 @@ absl::Status RunSim(const SimConfig& config, std::ostream& out) {
   distributed::SearchOptions options;
   options.allow_compression = config.allow_compression;
   options.top_k = config.top;
+  // The searched strategies as --strategy=auto ranks them, auto#1, auto#2, ...: without the
+  // builders as seeds (it tries those apart), so distinct strategies, none a builder's unless
+  // the search found it.
+  CAVS_ASSIGN_OR_RETURN(distributed::SearchReport ranked,
+                        distributed::SearchStrategies(profile, cluster, options));
+  // The best, never predicted slower than a builder: the builders ranked beside.
   for (const Row& r : rows) options.seeds.push_back(r.strategy);
+  options.top_k = 1;
   CAVS_ASSIGN_OR_RETURN(distributed::SearchReport search,
                         distributed::SearchStrategies(profile, cluster, options));
   const double search_s =
@@ -324,27 +445,36 @@ absl::Status RunSim(const SimConfig& config, std::ostream& out) {
   if (config.units) {
     for (const Row& r : rows) out << FormatUnits(r) << "\n";
   }
-  out << SearchSummary(rows, search, search_s);
+  out << SearchSummary(rows, search, ranked, search_s);
+  if (!config.measured_path.empty()) {
+    // The table's rows less "auto", then the searched strategies, as auto#N.
+    std::vector<Row> named(rows.begin(), rows.end() - 1);
+    for (size_t i = 0; i < ranked.best.size(); ++i) {
+      named.push_back(
+          {absl::StrCat("auto#", i + 1), ranked.best[i].strategy, ranked.best[i].prediction});
+    }
+    std::vector<std::string> labels;
+    for (const Row& r : named) labels.push_back(r.label);
+    CAVS_ASSIGN_OR_RETURN(auto measured,
+                          ParseMeasured(measured_text, config.measured_path, labels));
+    out << "\n" << FormatCorrection(named, measured, config.measured_path);
+  }
   const std::string best_text = distributed::SerializeStrategy(search.best[0].strategy);
   out << "\n" << best_text;
   if (!config.strategy_out.empty()) {
-    // The best to FILE, the runners-up --top lists to FILE.2, FILE.3, ...
-    for (size_t i = 0; i < search.best.size(); ++i) {
+    // The best to FILE, auto#N to FILE.N.
+    for (size_t i = 0; i <= ranked.best.size(); ++i) {
       const std::string path =
-          i == 0 ? config.strategy_out : absl::StrCat(config.strategy_out, ".", i + 1);
+          i == 0 ? config.strategy_out : absl::StrCat(config.strategy_out, ".", i);
       const std::string text =
-          i == 0 ? best_text : distributed::SerializeStrategy(search.best[i].strategy);
+          i == 0 ? best_text : distributed::SerializeStrategy(ranked.best[i - 1].strategy);
       if (const auto failed = examples::WriteWholeFile(path, text); failed.has_value()) {
         return absl::InvalidArgumentError(absl::StrCat("--strategy-out: cannot write ", path, ": ",
                                                        std::strerror(failed->error)));
       }
     }
-    out << "(written to " << config.strategy_out;
-    if (search.best.size() > 1) {
-      out << "; #2 to #" << search.best.size() << " to " << config.strategy_out << ".2 to ."
-          << search.best.size();
-    }
-    out << ")\n";
+    out << "(written to " << config.strategy_out << "; auto#1 to #" << ranked.best.size() << " to "
+        << config.strategy_out << ".1 to ." << ranked.best.size() << ")\n";
   }
   if (config.scaling.empty()) return absl::OkStatus();
   std::vector<std::string> labels;

@@ -167,3 +167,41 @@ TEST(TrialCorrectionTest, ABoundFactorDoesNotLeaveTheOthersCompensating) {
 
 }  // namespace
 }  // namespace cavs::distributed
+
+namespace cavs::distributed {
+namespace {
+
+// A kind the trials barely exposed: 10 ms of noise on the one trial with 2 ms of sparse time is
+// taken as a sparse factor of about 6 by a ridge on the trials' scale, which would put a
+// strategy exposing 50 ms of it 0.25 s off. The fit for that strategy holds the ridge on its
+// scale: the factor stays near the model's.
+TEST(TrialCorrectionTest, AKindTheTrialsBarelyExposedIsHeldOnTheTargetsScale) {
+  auto made = [](double allreduce_s, double sparse_s) {
+    Prediction p = Made(allreduce_s, 0.0);
+    p.units[1].kind = UnitKind::kSparse;
+    p.units[1].exposed_s = sparse_s;
+    p.step_s = p.compute_s + p.optimizer_s + allreduce_s + sparse_s;
+    return p;
+  };
+  const std::vector<Prediction> ps = {made(0.2, 0.002), made(0.2, 0.0), made(0.1, 0.0)};
+  const std::vector<Trial> trials = {
+      {&ps[0], ps[0].step_s + 0.010}, {&ps[1], ps[1].step_s}, {&ps[2], ps[2].step_s}};
+  const Prediction target = made(0.05, 0.05);
+  const TrialCorrection on_trials = FitTrialCorrection(trials);
+  EXPECT_GT(on_trials.factor[static_cast<int>(UnitKind::kSparse)], 4.0) << on_trials.Describe();
+  EXPECT_GT(on_trials.Predict(target), target.step_s + 0.15);
+  const double corrected = CorrectedStep(trials, target);
+  EXPECT_NEAR(corrected, target.step_s, 0.05 * target.step_s);
+  EXPECT_DOUBLE_EQ(corrected, FitTrialCorrection(trials, 0.5, &target).Predict(target));
+}
+
+// A target within the trials' scale is predicted by the trials' own fit.
+TEST(TrialCorrectionTest, ATargetWithinTheTrialsScaleGetsTheirFit) {
+  const Bench bench;
+  const Prediction target = Made(0.05, 0.1);
+  EXPECT_DOUBLE_EQ(CorrectedStep(bench.trials, target),
+                   FitTrialCorrection(bench.trials).Predict(target));
+}
+
+}  // namespace
+}  // namespace cavs::distributed

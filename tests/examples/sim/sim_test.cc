@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "distributed/builders.h"
 #include "distributed/cost_model.h"
@@ -163,12 +164,11 @@ TEST(SimReportTest, StrategyFilesAndPlotFiles) {
   config.top = 3;
   const std::string first = Report(config);
   ASSERT_TRUE(std::filesystem::exists(config.strategy_out));
-  // The runners-up the search lists go beside it, in rank order.
+  // The searched strategies as --strategy=auto numbers them go beside it, auto#N to FILE.N.
   const std::string out = config.strategy_out;
-  ASSERT_TRUE(std::filesystem::exists(out + ".2"));
-  ASSERT_TRUE(std::filesystem::exists(out + ".3"));
+  for (const char* n : {".1", ".2", ".3"}) ASSERT_TRUE(std::filesystem::exists(out + n)) << n;
   EXPECT_FALSE(std::filesystem::exists(out + ".4"));
-  EXPECT_NE(first.find("#2 to #3 to " + out + ".2 to .3"), std::string::npos) << first;
+  EXPECT_NE(first.find("auto#1 to #3 to " + out + ".1 to .3"), std::string::npos) << first;
   config.strategy_out.clear();
   config.top = 1;
   config.strategy_path = out;
@@ -230,6 +230,104 @@ TEST(SimReportTest, BadInputsNameTheFileLineAndField) {
   config.strategy_path.clear();
   config.strategy_out = kSst;  // never overwrite an input
   EXPECT_EQ(Report(config, &status), "--strategy-out: " + kSst + " is the input --profile=" + kSst);
+  std::filesystem::remove_all(dir);
+}
+
+// The fields of `label`'s line in the --measured correction's table.
+std::vector<std::string> CorrectionRow(const std::string& report, const std::string& label) {
+  const size_t table = report.find("\ncorrected by the ");
+  if (table == std::string::npos) return {};
+  for (absl::string_view line : absl::StrSplit(report.substr(table), '\n')) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (!f.empty() && f[0] == label) return f;
+  }
+  return {};
+}
+
+// --measured: the model corrected by measured steps, each measured one predicted from the
+// others. Measurements equal to the predictions leave the model as it is; a step 5 ms slower
+// than predicted everywhere is an offset, which the unmeasured strategies get too.
+TEST(SimReportTest, MeasuredStepsCorrectTheModel) {
+  const std::string dir = FreshDir("measured");
+  SimConfig config;
+  config.profile_path = kSst;
+  config.cluster_path = kTestbed;
+  config.scaling.clear();
+  config.units = false;
+  const std::string plain = Report(config);
+  const std::vector<std::string> labels = {"allreduce", "ps", "ps-lb", "partitioned-ps"};
+  auto measured_file = [&](double extra_ms) {
+    std::string text = "# strategy, ms\n";
+    for (const std::string& label : labels) {
+      absl::StrAppend(&text, label, " ", TableStepMs(plain, label) + extra_ms, "\n");
+    }
+    // The search's first, from its line "  auto#1: 80.38 ms, 2 units".
+    absl::StrAppend(&text, "auto#1 ", TableStepMs(plain, "auto#1:") + extra_ms, "\n");
+    const std::string path = dir + "/measured.txt";
+    Write(path, text);
+    return path;
+  };
+  config.measured_path = measured_file(0);
+  std::string report = Report(config);
+  EXPECT_NE(report.find("corrected by the 5 measured (--measured=" + config.measured_path + ")"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("out of sample (each measured one corrected from the others): median "
+                        "|error| 0.0%, largest 0.0%; the model alone: median |error| 0.0%"),
+            std::string::npos)
+      << report;
+  std::vector<std::string> row = CorrectionRow(report, "auto#1");
+  ASSERT_EQ(row.size(), 5u) << report;
+  EXPECT_EQ(row[3], row[1]);                            // measured as predicted
+  EXPECT_EQ(CorrectionRow(report, "auto").size(), 0u);  // the searched are auto#N there
+
+  config.measured_path = measured_file(5.0);
+  report = Report(config);
+  row = CorrectionRow(report, "hybrid");  // not measured
+  ASSERT_EQ(row.size(), 5u) << report;
+  EXPECT_EQ(row[3], "-");
+  double predicted = 0, corrected = 0;
+  ASSERT_TRUE(absl::SimpleAtod(row[1], &predicted) && absl::SimpleAtod(row[2], &corrected));
+  EXPECT_GT(corrected, predicted + 4.0) << report;  // the offset, shrunk by the prior
+  EXPECT_LT(corrected, predicted + 5.01) << report;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SimReportTest, BadMeasuredFilesNameTheFileLineAndField) {
+  const std::string dir = FreshDir("bad_measured");
+  SimConfig config;
+  config.profile_path = kSst;
+  config.cluster_path = kTestbed;
+  config.scaling.clear();
+  config.measured_path = dir + "/measured.txt";
+  const std::string& path = config.measured_path;
+  absl::Status status;
+  auto error = [&](const std::string& text) {
+    Write(path, text);
+    return Report(config, &status);
+  };
+  EXPECT_EQ(error("bogus 3\n")
+                .rfind(path + " line 1: field 'strategy': unknown 'bogus' "
+                              "(expected one of allreduce, ps, ",
+                       0),
+            0u)
+      << error("bogus 3\n");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(error("auto#4 80\n").find("unknown 'auto#4'"), std::string::npos);  // --top 3
+  EXPECT_NE(error("auto 80\n").find("unknown 'auto'"), std::string::npos);      // auto#1, ...
+  EXPECT_EQ(error("ps 80\n\nps 81\n"),
+            path + " line 3: field 'strategy': 'ps' is measured on line 1 already");
+  EXPECT_EQ(error("ps x\n"),
+            path + " line 1: field 'ms': bad value 'x' (expected a positive number)");
+  EXPECT_EQ(error("ps -2\n"),
+            path + " line 1: field 'ms': bad value '-2' (expected a positive number)");
+  EXPECT_EQ(error("ps\n"), path + " line 1: field 'ms': missing (expected LABEL MS)");
+  EXPECT_EQ(error("ps 80 81\n"), path + " line 1: field 'ms': unexpected '81' after it");
+  EXPECT_EQ(error("# nothing\n"), path + ": no measured strategy");
+  config.measured_path = dir + "/missing.txt";
+  EXPECT_EQ(Report(config, &status).rfind("--measured: cannot read " + config.measured_path, 0),
+            0u);
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   std::filesystem::remove_all(dir);
 }
 
