@@ -15,9 +15,9 @@
 # strategy with less noise). ROUNDS: cavs-train --auto-rounds (default 1), the visits the counted
 # steps are split into. EPOCHS: cavs-train --epochs (default 1); trials run on into later epochs,
 # so more epochs let more counted steps a strategy finish (a run that ends first says so).
-# TRIAL_SECONDS: cavs-train --auto-trial-seconds (default 1: trials of short steps stretched to
-# about a second a strategy, so more steps than STEPS and more rounds than ROUNDS where the
-# predicted step is under a third of a second; 0: STEPS and ROUNDS as given).
+# TRIAL_SECONDS: cavs-train --auto-trial-seconds (default 3: trials of short steps stretched to
+# about 3 s a strategy, so more steps than STEPS and more rounds than ROUNDS where the
+# predicted step is under a second; 0: STEPS and ROUNDS as given).
 # One log per configuration and model under OUT_DIR (default bench-out/auto-<date>), with the
 # probed cluster and the profile beside it, and each run's table of predicted beside measured
 # step times printed as it ends.
@@ -30,7 +30,7 @@ model_pattern="${4:-.}"
 steps="${5:-3}"
 rounds="${6:-1}"
 epochs="${7:-1}"
-trial_seconds="${8:-1}"
+trial_seconds="${8:-3}"
 mkdir -p "$out"
 train=build/default/examples/trainer/cavs-train
 # The cost model the grid's searches run, for bench/auto_grid_repredict.sh's --then-sim.

@@ -318,7 +318,7 @@ const std::vector<FlagSpec>& Flags() {
       {"auto-trial-seconds", "S",
        "--strategy=auto: where steps are short, more steps profiled and counted a strategy "
        "than --auto-profile-steps and --auto-steps, to about S seconds each (at most 60, the "
-       "trials in rounds of about 6; 0: the counts as given; default 1)",
+       "trials in rounds of about 6; 0: the counts as given; default 3)",
        Real("auto-trial-seconds", &C::auto_trial_seconds)},
       {"auto-profile-steps", "N",
        "--strategy=auto: steps profiled under hybrid before the search, counted after one to "

@@ -72,7 +72,7 @@ struct TrainerConfig {
   int auto_reserve = 6;
   int auto_steps = 3;
   int auto_rounds = 1;
-  double auto_trial_seconds = 1.0;
+  double auto_trial_seconds = 3.0;
   int auto_profile_steps = 3;
   int auto_builders = 1;
   double auto_cutoff = 1.5;
