@@ -24,14 +24,8 @@ for dir in "$@"; do
     flags=()
     [[ "$base" == *fp16* ]] && flags+=(--allow-compression)
     # The log's table: the first name of each measured row and its measured ms.
-    sed 's/\x1b\[[0-9;]*m//g' "$log" | awk '
-      /predicted_ms corrected_ms/ { t = 1; next }
-      /trial correction:|cost of the/ { t = 0 }
-      t && NF >= 5 {
-        line = $0; sub(/  <- chosen$/, "", line); n = split(line, f, " ")
-        i = 2; while (f[i] ~ /^\(=/) { i += 2 }
-        if (f[i + 3] != "-") print f[1], f[i + 3]
-      }' >"$tmp/measured"
+    sed 's/\x1b\[[0-9;]*m//g' "$log" | awk -f bench/auto_grid_table.awk |
+      awk '{ print $1, $3 }' >"$tmp/measured"
     [[ -s "$tmp/measured" ]] || continue
     line=$("$sim" --profile="$base.profile" --cluster="$base.cluster" --scaling=none \
       --units=false --top=20 --measured="$tmp/measured" "${flags[@]}" |

@@ -45,16 +45,11 @@ while IFS='|' read -r m f; do model_flags[$m]="$f"; done < <(auto_grid_models "$
 # Per log: "first_name first_predicted first_measured best_name best_measured" (names without
 # their "(= builder)" tails; a searched one equal to a builder keeps its auto#N name).
 pick() {
-  sed 's/\x1b\[[0-9;]*m//g' "$1" | awk '
-    /predicted_ms corrected_ms/ { t = 1; next }
-    /trial correction:|cost of the/ { t = 0 }
-    t && NF >= 5 {
-      line = $0; sub(/  <- chosen$/, "", line); n = split(line, f, " ")
-      name = f[1]; i = 2; while (f[i] ~ /^\(=/) { i += 2 }
-      pred = f[i + 1] + 0; meas = f[i + 3]
-      if (meas == "-") next
-      if (fn == "" || pred < fp) { fn = name; fp = pred; fm = meas + 0 }
-      if (bn == "" || meas + 0 < bm) { bn = name; bm = meas + 0 }
+  sed 's/\x1b\[[0-9;]*m//g' "$1" | awk -f bench/auto_grid_table.awk | awk '
+    {
+      name = $1; pred = $2 + 0; meas = $3 + 0
+      if (fn == "" || pred < fp) { fn = name; fp = pred; fm = meas }
+      if (bn == "" || meas < bm) { bn = name; bm = meas }
     }
     END { if (fn != "") print fn, fp, fm, bn, bm }'
 }

@@ -46,14 +46,8 @@ for dir in "$@"; do
     cell="$(basename "$dir")/$(basename "$base")"
     # The log's table (name, predicted, measured), then cavs-sim's predictions, joined by name.
     {
-      sed 's/\x1b\[[0-9;]*m//g' "$log" | awk -v cell="$cell" '
-        /predicted_ms corrected_ms/ { t = 1; next }
-        /trial correction:|cost of the/ { t = 0 }
-        t && NF >= 5 {
-          line = $0; sub(/  <- chosen$/, "", line); n = split(line, f, " ")
-          name = f[1]; i = 2; while (f[i] ~ /^\(=/) { i += 2 }
-          if (f[i + 3] != "-") print "M", cell, name, f[i + 1], f[i + 3]
-        }'
+      sed 's/\x1b\[[0-9;]*m//g' "$log" | awk -f bench/auto_grid_table.awk |
+        awk -v cell="$cell" '{ print "M", cell, $1, $2, $3 }'
       # The searched strategies as the grid's model ranked them (--then-sim), each predicted
       # by this one.
       "$dir_sim" --profile="$base.profile" --cluster="$base.cluster" --scaling=none \

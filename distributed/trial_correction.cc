@@ -65,7 +65,7 @@ std::string TrialCorrection::Describe() const {
 }
 
 TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prior,
-                                   const Prediction* strategy) {
+                                   const Prediction* target) {
   TrialCorrection fit;
   if (trials.empty()) return fit;
   fit.trials = static_cast<int>(trials.size());
@@ -86,21 +86,21 @@ TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prio
     }
   }
   std::array<double, kUnknowns> ridge = scale;
-  if (strategy != nullptr) {
-    const std::array<double, kKinds> x = ExposedByKind(*strategy);
+  if (target != nullptr) {
+    const std::array<double, kKinds> x = ExposedByKind(*target);
     for (int k = 0; k < kKinds; ++k) ridge[k + 1] = std::max(ridge[k + 1], x[k] * x[k]);
   }
   // Least squares with the ridge: `prior` trials' worth of evidence that the model is right
-  // (offset 0, factors 1), per unknown on its own column's scale (or the strategy's, where
+  // (offset 0, factors 1), per unknown on its own column's scale (or the target's, where
   // larger); a column no trial has (a kind none of them used) stays at the model's value. Factors
   // are bounded: one the unbounded solution puts outside [kMinFactor, kMaxFactor] is fixed at the
   // bound and the others are solved again (an active set; at most one pass per kind), so that no
   // other unknown is left compensating for a value the bound took away.
-  std::array<double, kUnknowns> target;
-  target.fill(1.0);
-  target[0] = 0.0;
+  std::array<double, kUnknowns> model;  // the model's own values: offset 0, factors 1
+  model.fill(1.0);
+  model[0] = 0.0;
   std::array<bool, kUnknowns> fixed{};
-  std::array<double, kUnknowns> value = target;
+  std::array<double, kUnknowns> value = model;
   for (int k = 0; k < kKinds; ++k) fixed[k + 1] = scale[k + 1] <= 0;
   for (int pass = 0; pass <= kKinds; ++pass) {
     std::array<std::array<double, kUnknowns>, kUnknowns> ata{};
@@ -126,7 +126,7 @@ TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prio
       }
       const double w = prior * ridge[i];
       ata[i][i] += w;
-      atb[i] += w * target[i];
+      atb[i] += w * model[i];
     }
     if (!Solve(ata, atb)) return fit;
     bool clamped = false;

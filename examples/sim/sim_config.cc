@@ -83,7 +83,8 @@ const std::vector<FlagSpec>& Flags() {
       {"strategy-file", "FILE", "also predict this strategy (the strategy text format)",
        Path("strategy-file", &C::strategy_path)},
       {"strategy-out", "FILE",
-       "write the best searched strategy to FILE, the others --top lists to FILE.2, ...",
+       "write the best strategy to FILE, the searched ones --top lists to FILE.1, FILE.2, ... "
+       "(auto#1, auto#2, ... as --strategy=auto numbers them)",
        Path("strategy-out", &C::strategy_out)},
       {"measured", "FILE",
        "measured step times, lines 'STRATEGY MS' (a builder, file, auto#N of --top): the "

@@ -327,10 +327,11 @@ std::string FormatCorrection(const std::vector<Row>& rows,
                              const std::vector<std::pair<size_t, double>>& measured,
                              const std::string& path) {
   std::vector<distributed::Trial> trials;
-  std::vector<double> measured_s(rows.size(), -1), model_errors;
+  std::vector<double> model_errors;
+  std::vector<int> trial_of(rows.size(), -1);  // a measured row's index in trials
   for (const auto& [i, s] : measured) {
+    trial_of[i] = static_cast<int>(trials.size());
     trials.push_back({&rows[i].prediction, s});
-    measured_s[i] = s;
     model_errors.push_back((rows[i].prediction.step_s - s) / s);
   }
   const std::vector<double> oos = distributed::LeaveOneOutErrors(trials);
@@ -341,22 +342,17 @@ std::string FormatCorrection(const std::vector<Row>& rows,
                       distributed::FitTrialCorrection(trials).Describe());
   absl::StrAppendFormat(&out, "%-16s %12s %12s %12s %8s\n", "strategy", "predicted_ms",
                         "corrected_ms", "measured_ms", "error");
-  std::vector<double> corrected(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
-    corrected[i] = distributed::CorrectedStep(trials, rows[i].prediction);
-  }
-  for (size_t k = 0; k < measured.size(); ++k) {  // out of sample: from the others
-    corrected[measured[k].first] = measured[k].second * (1 + oos[k]);
-  }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (measured_s[i] < 0) {
-      absl::StrAppendFormat(&out, "%-16s %12.2f %12.2f %12s %8s\n", rows[i].label,
-                            Ms(rows[i].prediction.step_s), Ms(corrected[i]), "-", "-");
-    } else {
-      absl::StrAppendFormat(&out, "%-16s %12.2f %12.2f %12.2f %+7.1f%%\n", rows[i].label,
-                            Ms(rows[i].prediction.step_s), Ms(corrected[i]), Ms(measured_s[i]),
-                            100 * (corrected[i] - measured_s[i]) / measured_s[i]);
+    const double predicted = Ms(rows[i].prediction.step_s);
+    if (trial_of[i] < 0) {
+      absl::StrAppendFormat(&out, "%-16s %12.2f %12.2f %12s %8s\n", rows[i].label, predicted,
+                            Ms(distributed::CorrectedStep(trials, rows[i].prediction)), "-", "-");
+      continue;
     }
+    // Measured: corrected from the others (out of sample).
+    const double m = trials[trial_of[i]].measured_s, error = oos[trial_of[i]];
+    absl::StrAppendFormat(&out, "%-16s %12.2f %12.2f %12.2f %+7.1f%%\n", rows[i].label, predicted,
+                          Ms(m * (1 + error)), Ms(m), 100 * error);
   }
   absl::StrAppend(
       &out, "out of sample (each measured one corrected from the others): ", ErrorsText(oos),

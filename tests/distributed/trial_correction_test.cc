@@ -27,6 +27,16 @@ Prediction Made(double allreduce_s, double ps_s) {
   return p;
 }
 
+// The same with a sparse allgather in place of the PS shard.
+Prediction MadeSparse(double allreduce_s, double sparse_s) {
+  Prediction p = Made(allreduce_s, 0.0);
+  p.units[1].kind = UnitKind::kSparse;
+  p.units[1].exposed_s = sparse_s;
+  p.exposed_comm_s = allreduce_s + sparse_s;
+  p.step_s = p.compute_s + p.optimizer_s + p.exposed_comm_s;
+  return p;
+}
+
 // Strategies with varied shares of allreduce and PS time, measured as a cluster where every
 // step pays 5 ms more than the model, allreduce runs at 0.9 and PS at 1.6 of its prediction.
 struct Bench {
@@ -138,14 +148,8 @@ namespace {
 // A kind whose unbounded factor would be negative is held at the bound, and the offset and the
 // other factors are solved again without it rather than left compensating for it.
 TEST(TrialCorrectionTest, ABoundFactorDoesNotLeaveTheOthersCompensating) {
-  auto made = [](double allreduce_s, double sparse_s) {
-    Prediction p = Made(allreduce_s, 0.0);
-    p.units[1].kind = UnitKind::kSparse;
-    p.units[1].exposed_s = sparse_s;
-    return p;
-  };
-  const std::vector<Prediction> ps = {made(1.0, 0.01), made(1.0, 0.0), made(0.5, 0.0),
-                                      made(0.25, 0.0)};
+  const std::vector<Prediction> ps = {MadeSparse(1.0, 0.01), MadeSparse(1.0, 0.0),
+                                      MadeSparse(0.5, 0.0), MadeSparse(0.25, 0.0)};
   // Measured: the model's allreduce time exactly, and 0.5 s less where the sparse unit ran.
   const std::vector<double> measured = {0.61, 1.11, 0.61, 0.36};
   std::vector<Trial> trials;
@@ -176,17 +180,11 @@ namespace {
 // strategy exposing 50 ms of it 0.25 s off. The fit for that strategy holds the ridge on its
 // scale: the factor stays near the model's.
 TEST(TrialCorrectionTest, AKindTheTrialsBarelyExposedIsHeldOnTheTargetsScale) {
-  auto made = [](double allreduce_s, double sparse_s) {
-    Prediction p = Made(allreduce_s, 0.0);
-    p.units[1].kind = UnitKind::kSparse;
-    p.units[1].exposed_s = sparse_s;
-    p.step_s = p.compute_s + p.optimizer_s + allreduce_s + sparse_s;
-    return p;
-  };
-  const std::vector<Prediction> ps = {made(0.2, 0.002), made(0.2, 0.0), made(0.1, 0.0)};
+  const std::vector<Prediction> ps = {MadeSparse(0.2, 0.002), MadeSparse(0.2, 0.0),
+                                      MadeSparse(0.1, 0.0)};
   const std::vector<Trial> trials = {
       {&ps[0], ps[0].step_s + 0.010}, {&ps[1], ps[1].step_s}, {&ps[2], ps[2].step_s}};
-  const Prediction target = made(0.05, 0.05);
+  const Prediction target = MadeSparse(0.05, 0.05);
   const TrialCorrection on_trials = FitTrialCorrection(trials);
   EXPECT_GT(on_trials.factor[static_cast<int>(UnitKind::kSparse)], 4.0) << on_trials.Describe();
   EXPECT_GT(on_trials.Predict(target), target.step_s + 0.15);

@@ -32,6 +32,21 @@ std::string FreshDir(const std::string& name) {
   return dir;
 }
 
+// Removes a FreshDir when the test ends, an ASSERT's early return included.
+struct RemoveAtEnd {
+  std::string dir;
+  ~RemoveAtEnd() { std::filesystem::remove_all(dir); }
+};
+
+// The SST profile on the 1 Gbit/s test bed, no scaling table.
+SimConfig SstOnTestbed() {
+  SimConfig config;
+  config.profile_path = kSst;
+  config.cluster_path = kTestbed;
+  config.scaling.clear();
+  return config;
+}
+
 std::string Read(const std::string& path) {
   std::ifstream f(path);
   std::stringstream s;
@@ -154,6 +169,7 @@ TEST(SimReportTest, PredictsEveryBuilderAndTheSearchOnTheExamples) {
 // same step; the plot's CSV has a row per scale and a column per strategy.
 TEST(SimReportTest, StrategyFilesAndPlotFiles) {
   const std::string dir = FreshDir("files");
+  const RemoveAtEnd cleanup{dir};
   SimConfig config;
   config.profile_path = kSst;
   config.cluster_path = kTestbed;
@@ -185,11 +201,11 @@ TEST(SimReportTest, StrategyFilesAndPlotFiles) {
   EXPECT_EQ(lines[1].rfind("2,", 0), 0u);
   EXPECT_EQ(lines[3].rfind("8,", 0), 0u);
   EXPECT_NE(Read(config.plot + ".gp").find("set output '" + config.plot + "'"), std::string::npos);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(SimReportTest, BadInputsNameTheFileLineAndField) {
   const std::string dir = FreshDir("bad");
+  const RemoveAtEnd cleanup{dir};
   const std::string profile = dir + "/bad.profile";
   Write(profile, "version 1\nforward_ms 1\nbackward_ms 2\nparam a shape=4,x\n");
   SimConfig config;
@@ -230,7 +246,6 @@ TEST(SimReportTest, BadInputsNameTheFileLineAndField) {
   config.strategy_path.clear();
   config.strategy_out = kSst;  // never overwrite an input
   EXPECT_EQ(Report(config, &status), "--strategy-out: " + kSst + " is the input --profile=" + kSst);
-  std::filesystem::remove_all(dir);
 }
 
 // The fields of `label`'s line in the --measured correction's table.
@@ -249,10 +264,8 @@ std::vector<std::string> CorrectionRow(const std::string& report, const std::str
 // than predicted everywhere is an offset, which the unmeasured strategies get too.
 TEST(SimReportTest, MeasuredStepsCorrectTheModel) {
   const std::string dir = FreshDir("measured");
-  SimConfig config;
-  config.profile_path = kSst;
-  config.cluster_path = kTestbed;
-  config.scaling.clear();
+  const RemoveAtEnd cleanup{dir};
+  SimConfig config = SstOnTestbed();
   config.units = false;
   const std::string plain = Report(config);
   const std::vector<std::string> labels = {"allreduce", "ps", "ps-lb", "partitioned-ps"};
@@ -290,15 +303,12 @@ TEST(SimReportTest, MeasuredStepsCorrectTheModel) {
   ASSERT_TRUE(absl::SimpleAtod(row[1], &predicted) && absl::SimpleAtod(row[2], &corrected));
   EXPECT_GT(corrected, predicted + 4.0) << report;  // the offset, shrunk by the prior
   EXPECT_LT(corrected, predicted + 5.01) << report;
-  std::filesystem::remove_all(dir);
 }
 
 TEST(SimReportTest, BadMeasuredFilesNameTheFileLineAndField) {
   const std::string dir = FreshDir("bad_measured");
-  SimConfig config;
-  config.profile_path = kSst;
-  config.cluster_path = kTestbed;
-  config.scaling.clear();
+  const RemoveAtEnd cleanup{dir};
+  SimConfig config = SstOnTestbed();
   config.measured_path = dir + "/measured.txt";
   const std::string& path = config.measured_path;
   absl::Status status;
@@ -328,7 +338,6 @@ TEST(SimReportTest, BadMeasuredFilesNameTheFileLineAndField) {
   EXPECT_EQ(Report(config, &status).rfind("--measured: cannot read " + config.measured_path, 0),
             0u);
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
-  std::filesystem::remove_all(dir);
 }
 
 struct Outcome {
