@@ -9,7 +9,10 @@
 # measured cell: the median and largest absolute prediction error, and per kind of strategy; and
 # over the logs, the model's first (of the strategies measured, the one predicted fastest) against
 # the best measured, and in how many it is within 5% of it; and (logs since the report has it)
-# the correction's error out of sample, each trial predicted from the others.
+# the correction's error out of sample, each trial predicted from the others; and (logs since the
+# report has each measurement's standard error, se_%) which misses of 5% are more than twice the
+# ratio's standard error over it: those the trials' noise does not explain (recheck the others
+# with bench/auto_grid_recheck.sh).
 function abs(x) { return x < 0 ? -x : x }
 FNR == 1 {
   if (file != "") finish()
@@ -19,7 +22,7 @@ FNR == 1 {
   first_pred = ""; first_ms = 0; best_all = 0
   in_table = 0
 }
-/predicted_ms corrected_ms/ { in_table = 1; steps_col = / steps$/; next }
+/predicted_ms corrected_ms/ { in_table = 1; se_col = / se_%$/; steps_col = / steps( +se_%)?$/; next }
 /trial correction:|cost of the/ { in_table = 0 }
 /out of sample \(each trial from the others\)/ {
   # The correction fitted to the other trials (logs since it was reported): per log its median.
@@ -36,12 +39,16 @@ FNR == 1 {
 in_table && NF >= 5 {
   line = $0; is_chosen = sub(/  <- chosen$/, "", line)
   n = split(line, f, " ")
+  se = "-"
+  if (se_col) se = f[n--]  # the measured median's standard error, % (logs since it was added)
   if (steps_col) --n  # the steps a measurement is the median of (logs since it was added)
   measured = f[n]; corrected = f[n - 1]; predicted = f[n - 2]
   name = f[1]; for (i = 2; i <= n - 4; ++i) name = name " " f[i]
   if (measured == "-") next
-  if (first_pred == "" || predicted + 0 < first_pred + 0) { first_pred = predicted; first_ms = measured }
-  if (best_all == 0 || measured + 0 < best_all) best_all = measured + 0
+  if (first_pred == "" || predicted + 0 < first_pred + 0) {
+    first_pred = predicted; first_ms = measured; first_se = se
+  }
+  if (best_all == 0 || measured + 0 < best_all) { best_all = measured + 0; best_se = se }
   err = (predicted - measured) / measured
   cells[++ncells] = abs(err)
   if (abs(err) > abs(max_err)) max_err = err
@@ -59,6 +66,8 @@ in_table && NF >= 5 {
 function finish() {
   if (chosen == "") { printf "%-48s (no decision in the log)\n", file; return }
   firsts[++nfirsts] = first_ms / best_all
+  # The ratio's standard error (the two medians' relative errors, independent), where known.
+  first_noise[nfirsts] = first_se != "-" && best_se != "-" ? sqrt((first_se / 100) ^ 2 + (best_se / 100) ^ 2) : -1
   if (md) {
     printf "| %s | %s | %.1f | %s | %.1f | %.2f | %+.0f%% | %+.0f%% | %s | %s |\n", file, best_builder,
            best_ms, chosen, chosen_ms, best_ms / chosen_ms, 100 * max_err, 100 * max_cerr, search_s,
@@ -101,5 +110,14 @@ END {
       list = list (i > 1 ? ", " : "") sprintf("%.3f", firsts[i])
     }
     printf "the model's first within 5%% of the best measured in %d of %d logs: %s\n", within, nfirsts, list
+    # A miss beyond the noise: over 5% by more than twice the ratio's standard error.
+    beyond = 0; known = 0; list = ""
+    for (i = 1; i <= nfirsts; ++i) {
+      if (firsts[i] <= 1.05 || first_noise[i] < 0) continue
+      ++known; far = firsts[i] - 1 - 2 * first_noise[i] > 0.05; beyond += far
+      list = list (known > 1 ? ", " : "") sprintf("%.3f +- %.3f%s", firsts[i], first_noise[i], far ? " (beyond)" : "")
+    }
+    if (known > 0)
+      printf "  of the misses with standard errors, %d of %d over 5%% by more than 2 standard errors: %s\n", beyond, known, list
   }
 }

@@ -263,6 +263,17 @@ absl::Status AutoStrategy::Decide() {
   for (const AutoCandidate& c : candidates_) {
     if (c.measured_s >= 0) trials.push_back({&c.prediction, c.measured_s});
   }
+  // The noise of the measurements: each trial's steps about their own mean, pooled (a best of
+  // the first round tried again: its two rounds apart, a drift between them is no noise).
+  std::vector<std::vector<double>> series;
+  for (const AutoCandidate& c : candidates_) {
+    series.emplace_back(c.counted_s.begin(), c.counted_s.begin() + c.second_from);
+    series.emplace_back(c.counted_s.begin() + c.second_from, c.counted_s.end());
+  }
+  spread_ = PooledSpread(series);
+  for (AutoCandidate& c : candidates_) {
+    c.standard_error = c.measured_s >= 0 ? MedianStandardError(spread_, c.measured_steps) : -1;
+  }
   correction_ = FitTrialCorrection(trials);
   out_of_sample_ = LeaveOneOutErrors(trials);
   for (AutoCandidate& c : candidates_) c.corrected_s = CorrectedStep(trials, c.prediction);
@@ -478,18 +489,19 @@ std::string AutoStrategy::Report() const {
   for (const AutoCandidate& c : candidates_) {
     width = std::max(width, static_cast<int>(c.name.size()));
   }
-  absl::StrAppendFormat(&out, "  %-*s %6s %13s %12s %12s %6s\n", width, "strategy", "units",
-                        "predicted_ms", "corrected_ms", "measured_ms", "steps");
+  absl::StrAppendFormat(&out, "  %-*s %6s %13s %12s %12s %6s %6s\n", width, "strategy", "units",
+                        "predicted_ms", "corrected_ms", "measured_ms", "steps", "se_%");
   const auto ms = [](double s) {
     return s < 0 ? std::string("-") : absl::StrFormat("%.2f", 1e3 * s);
   };
   for (size_t i = 0; i < candidates_.size(); ++i) {
     const AutoCandidate& c = candidates_[i];
-    absl::StrAppendFormat(&out, "  %-*s %6d %13.2f %12s %12s %6s%s\n", width, c.name,
-                          static_cast<int>(c.prediction.units.size()), 1e3 * c.prediction.step_s,
-                          ms(c.corrected_s), ms(c.measured_s),
-                          c.measured_steps > 0 ? absl::StrCat(c.measured_steps) : "-",
-                          decided() && i == chosen_ ? "  <- chosen" : "");
+    absl::StrAppendFormat(
+        &out, "  %-*s %6d %13.2f %12s %12s %6s %6s%s\n", width, c.name,
+        static_cast<int>(c.prediction.units.size()), 1e3 * c.prediction.step_s, ms(c.corrected_s),
+        ms(c.measured_s), c.measured_steps > 0 ? absl::StrCat(c.measured_steps) : "-",
+        c.standard_error >= 0 ? absl::StrFormat("%.1f", 100 * c.standard_error) : "-",
+        decided() && i == chosen_ ? "  <- chosen" : "");
   }
   if (decided()) {
     absl::StrAppend(&out, "  trial correction: ", correction_.Describe());
@@ -519,6 +531,14 @@ std::string AutoStrategy::Report() const {
                             options_.trial_seconds, ms(budget_step_s_));
     }
     absl::StrAppend(&out, "\n");
+    if (spread_ > 0) {
+      absl::StrAppendFormat(&out,
+                            "  noise: the counted steps spread %.1f%% about their strategy's "
+                            "mean (pooled over the trials); se_%%: each measured median's "
+                            "standard error at that spread, %.1f%% at %d steps\n",
+                            100 * spread_, 100 * MedianStandardError(spread_, CountedSteps()),
+                            CountedSteps());
+    }
     if (cut_short_) {
       int tried = 0;
       for (const AutoCandidate& c : candidates_) tried += c.measured_s >= 0 ? 1 : 0;

@@ -40,6 +40,11 @@
 // machine); among candidates within that band the one predicted faster wins, then the one met
 // first (searched ones before builders, in the search's order). With the same seed, data and
 // cluster the same strategy is chosen unless the measurements differ by more than that band.
+// The band is fixed; the report says how noisy the trials were: the counted steps' spread about
+// their strategy's mean, pooled over the trials (PooledSpread), and each measured median's
+// standard error at it (se_%). Two measurements less than about two standard errors of their
+// difference apart are not told apart by the trials (4 steps of a 2-core test bed's language
+// model: a spread of about 7%, an error of 4.4% each).
 //
 // Thread-safety: one thread at a time (the trainer's).
 #pragma once
@@ -97,9 +102,12 @@ struct AutoCandidate {
   std::string name;  // "auto" (searched, ranked 1, 2, ... as auto#1 ...) or a builder's
   Strategy strategy;
   Prediction prediction;
-  bool searched = false;          // found by the search (a builder it equals keeps its place)
-  double measured_s = -1;         // median of the slowest rank's step time; -1: not tried
-  int measured_steps = 0;         // the steps measured_s is the median of
+  bool searched = false;   // found by the search (a builder it equals keeps its place)
+  double measured_s = -1;  // median of the slowest rank's step time; -1: not tried
+  int measured_steps = 0;  // the steps measured_s is the median of
+  // measured_s's standard error, relative: MedianStandardError of measured_steps at the trials'
+  // pooled spread (AutoStrategy::spread); -1: not measured.
+  double standard_error = -1;
   std::vector<double> counted_s;  // its counted steps so far (the slowest rank's), in order
   int visits = 0;                 // its trial's visits so far
   bool reserve = false;     // searched beyond `candidates`: tried only if the correction says so
@@ -152,6 +160,10 @@ class AutoStrategy {
   const AutoCandidate& chosen() const { return candidates_[chosen_]; }
   // The cost model's correction fitted to the trials (valid once decided()).
   const TrialCorrection& correction() const { return correction_; }
+  // The step-to-step spread of the trials' counted steps, relative, pooled over the strategies
+  // (PooledSpread; valid once decided(), 0 where no trial counted two steps): what each
+  // candidate's standard_error is computed from.
+  double spread() const { return spread_; }
   // Seconds spent probing; the cost model's own time; beyond what the chosen strategy would
   // have taken, before the decision (valid once decided()): the search's (SearchCost) and the
   // builders' trials (the comparison's, none without try_builders).
@@ -240,6 +252,7 @@ class AutoStrategy {
   size_t next_in_order_ = 0;
   size_t chosen_ = 0;
   TrialCorrection correction_;
+  double spread_ = 0;
   std::vector<double> out_of_sample_;  // LeaveOneOutErrors of the trials the correction fitted
   bool corrected_round_ = false;       // the reserve candidates the correction picked were queued
   bool second_round_ = false;          // ... and tried in a second round (AutoCandidate::second)

@@ -303,7 +303,8 @@ absl::StatusOr<scheduler::RunResult> Trainer::DistributedStep(scheduler::PlanQue
   last_stats_ = stats;
   const int64_t t2 = t1 + static_cast<int64_t>(times->compute * 1e6);
   const int64_t t3 = t2 + static_cast<int64_t>(times->finish * 1e6);
-  trace_.SpanTo("forward+backward", t1, t2, {{"step", step}, {"rounds", rounds}});
+  trace_.SpanTo("forward+backward", t1, t2,
+                {{"step", step}, {"rounds", rounds}, {"rows", planned.plan.num_rows}});
   trace_.SpanTo("gradient sync", t2, t3,
                 {{"step", step},
                  {"bytes_sent", stats.bytes_sent},

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "core/optimizer.h"
 #include "distributed/single_communicator.h"
+#include "distributed/stats.h"
 #include "tests/distributed/test_model.h"
 
 namespace cavs::distributed {
@@ -130,6 +131,38 @@ TEST(AutoStrategyTest, ASlowBuilderStopsAfterTwoCountedSteps) {
   // A synchronizer was made for every strategy tried: some time outside the steps.
   EXPECT_GT(search.synchronizers_s, 0) << controller.Report();
   EXPECT_LE(search.synchronizers_s, search.switching_s) << controller.Report();
+}
+
+// The trials' noise: every trial step sleeps 40 or 60 ms in turn, so each trial's counted steps
+// (two of each) spread 0.2 * sqrt(4 / 3) about their mean, times 1.4826: 0.34 (what else a
+// step takes moves it a little); each measured median's standard error is that at its steps.
+TEST(AutoStrategyTest, TheReportSaysHowNoisyTheTrialsWere) {
+  AutoOptions options;
+  options.profile_steps = 1;
+  options.trial_steps = 5;
+  options.cutoff = 0;
+  std::unique_ptr<Controlled> c = MakeControlled(options);
+  ASSERT_NE(c, nullptr);
+  AutoStrategy& controller = *c->controller;
+  int step = 0;
+  RunUntilDecided(*c, [&](const std::string&) { return step++ % 2 ? 40 : 60; });
+  ASSERT_TRUE(controller.decided());
+  EXPECT_GT(controller.spread(), 0.25) << controller.Report();
+  EXPECT_LT(controller.spread(), 0.45) << controller.Report();
+  int measured = 0;
+  for (const AutoCandidate& a : controller.candidates()) {
+    if (a.measured_s < 0) {
+      EXPECT_EQ(a.standard_error, -1) << a.name;
+      continue;
+    }
+    ++measured;
+    EXPECT_EQ(a.measured_steps, 4) << a.name;
+    EXPECT_DOUBLE_EQ(a.standard_error, MedianStandardError(controller.spread(), 4)) << a.name;
+  }
+  EXPECT_GE(measured, 2) << controller.Report();
+  const std::string report = controller.Report();
+  EXPECT_TRUE(absl::StrContains(report, "se_%")) << report;
+  EXPECT_TRUE(absl::StrContains(report, "noise: the counted steps spread")) << report;
 }
 
 // One slow counted step (a retransmission, a page fault storm) does not stop a builder: the
