@@ -87,13 +87,27 @@ absl::StatusOr<std::unique_ptr<AutoStrategy>> AutoStrategy::Create(Communicator*
   return a;
 }
 
-absl::Status AutoStrategy::Use(const Strategy& strategy) {
+absl::Status AutoStrategy::Use(const Strategy& strategy, size_t candidate) {
   const double t0 = Now();
-  // Collective on every rank in the same order: the previous synchronizer's communicators go
-  // first, then the new one verifies the strategy on every rank.
+  // Collective on every rank in the same order (every rank decides the same): the previous
+  // synchronizer is kept for its trial's next visit or its communicators go, then the next
+  // candidate's kept one is taken up or a new one verifies the strategy on every rank.
   step_.reset();
-  sync_.reset();
-  CAVS_ASSIGN_OR_RETURN(sync_, GradientSynchronizer::Create(comm_, store_, strategy));
+  if (candidate == kNoCandidate || candidate != sync_of_) {
+    if (sync_of_ != kNoCandidate && phase_ == Phase::kTrial && Pending(sync_of_)) {
+      kept_syncs_.resize(std::max(kept_syncs_.size(), sync_of_ + 1));
+      kept_syncs_[sync_of_] = std::move(sync_);
+    }
+    sync_.reset();
+    if (candidate < kept_syncs_.size() && kept_syncs_[candidate] != nullptr) {
+      sync_ = std::move(kept_syncs_[candidate]);
+    } else {
+      CAVS_ASSIGN_OR_RETURN(sync_, GradientSynchronizer::Create(comm_, store_, strategy));
+      ++synchronizers_made_;
+    }
+    sync_of_ = candidate;
+  }
+  if (phase_ == Phase::kDecided) kept_syncs_.clear();  // no trial visits again
   step_ = std::make_unique<DataParallelStep>(store_, optimizer_, sync_.get());
   step_->set_profiling(phase_ == Phase::kProfile);
   if (run_began_ != 0) {
@@ -221,7 +235,7 @@ absl::Status AutoStrategy::NextVisit() {
       if (!Pending(i)) continue;  // its trial was cut
       trying_ = i;
       trial_times_.clear();
-      return Use(candidates_[i].strategy);
+      return Use(candidates_[i].strategy, i);
     }
     if (++round_ >= Rounds()) break;
     // Searched ones first, then the builders, in the candidates' order; every other round the
@@ -335,7 +349,7 @@ absl::Status AutoStrategy::Decide() {
     cost.synchronizers_s = std::max(0.0, -least[2 + p]);
   }
   phase_ = Phase::kDecided;
-  return Use(candidates_[chosen_].strategy);
+  return Use(candidates_[chosen_].strategy, chosen_);
 }
 
 absl::StatusOr<StepTimes> AutoStrategy::Run(

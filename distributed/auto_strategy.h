@@ -164,6 +164,9 @@ class AutoStrategy {
   // (PooledSpread; valid once decided(), 0 where no trial counted two steps): what each
   // candidate's standard_error is computed from.
   double spread() const { return spread_; }
+  // Synchronizers made so far: the profile's, then one per candidate's trial (kept between its
+  // visits), and the chosen one's unless it was the last tried.
+  int synchronizers_made() const { return synchronizers_made_; }
   // Seconds spent probing; the cost model's own time; beyond what the chosen strategy would
   // have taken, before the decision (valid once decided()): the search's (SearchCost) and the
   // builders' trials (the comparison's, none without try_builders).
@@ -192,7 +195,12 @@ class AutoStrategy {
   enum class Phase { kProfile, kTrial, kDecided };
   AutoStrategy(Communicator* comm, core::ParameterStore* store, core::Optimizer* optimizer,
                AutoOptions options);
-  absl::Status Use(const Strategy& strategy);
+  // Trains under `strategy` from the next step: candidates_[candidate]'s (kNoCandidate: the
+  // profile's). A candidate's synchronizer is kept between the visits of its trial (made once,
+  // not once a visit: with the trials in rounds that was seconds of the search) and, where the
+  // chosen one is the last tried, for the training after.
+  static constexpr size_t kNoCandidate = static_cast<size_t>(-1);
+  absl::Status Use(const Strategy& strategy, size_t candidate = kNoCandidate);
   // The search's cost model: the searched candidates and the builders, predicted.
   absl::Status RankCandidates();
   // Run's step before the decision: profiling, or a trial.
@@ -240,6 +248,10 @@ class AutoStrategy {
   AutoOptions options_;
   Phase phase_ = Phase::kProfile;
   std::unique_ptr<GradientSynchronizer> sync_;
+  size_t sync_of_ = kNoCandidate;  // the candidate sync_ is of
+  int synchronizers_made_ = 0;
+  // By candidate: the synchronizers of trials with visits to come (while the trials last).
+  std::vector<std::unique_ptr<GradientSynchronizer>> kept_syncs_;
   std::unique_ptr<DataParallelStep> step_;
   ClusterSpec cluster_;
   ModelProfile profile_;

@@ -234,6 +234,11 @@ TEST(AutoStrategyTest, TrialRoundsVisitInTurnEveryOtherRoundReversed) {
     }
   }
   EXPECT_EQ(step_names, want) << controller.Report();
+  // One synchronizer a trial, kept between its visits (not one a visit), beside the
+  // profile's; the chosen one's is the last trial's or made anew.
+  const bool chosen_last = controller.chosen().strategy.name == tried.back();
+  EXPECT_EQ(controller.synchronizers_made(),
+            1 + static_cast<int>(tried.size()) + (chosen_last ? 0 : 1));
   EXPECT_TRUE(absl::StrContains(controller.Report(),
                                 "trials: 7 counted steps a strategy in 3 "
                                 "rounds, after a step to warm up in each"))

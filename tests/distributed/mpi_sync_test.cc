@@ -291,6 +291,12 @@ void TrainsLikeOneProcessAndAgreesOnTheChoice(int trial_steps, int rounds) {
     tried += (c.measured_s >= 0 ? 1 : 0) + (c.first_measured_s >= 0 ? 1 : 0);
   }
   EXPECT_EQ(steps, 2 + (trial_steps - 1 + rounds) * tried);
+  // A synchronizer a trial (kept between its visits), the profile's, and the chosen one's
+  // where it was not the last tried; in rounds, not one a visit.
+  int distinct = 0;
+  for (const AutoCandidate& c : a.candidates()) distinct += c.measured_s >= 0 ? 1 : 0;
+  EXPECT_GE(a.synchronizers_made(), 1 + distinct);
+  EXPECT_LE(a.synchronizers_made(), 1 + tried + 1);
   EXPECT_GE(tried, static_cast<int>(StrategyBuilderNames().size()) / 2);
   // Every builder is tried, also where the search found it too and ranked it in reserve.
   for (const AutoCandidate& c : a.candidates()) {
