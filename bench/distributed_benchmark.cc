@@ -5,7 +5,8 @@
 //   mpirun -np 4 distributed_benchmark [--model=tree-lstm|lstm-lm] [--data=FILE] [--batch=N]
 //       [--vocab=V] [--embed=E] [--hidden=H] [--steps=20] [--warmup=3] [--threads=1]
 //       [--strategies=allreduce,ps,...] [--strategy-file=FILE]... [--baseline=1|0]
-//       [--unit-times=0|1] [--piece-bytes=-1]
+//       [--unit-times=0|1] [--piece-bytes=-1] [--predict=0|1] [--profile-out=FILE]
+//       [--cluster-out=FILE] [--overlap=1|0]
 //
 // Models:
 //   tree-lstm  the binary Tree-LSTM on SST trees (vocabulary 21,701 x embedding 300, row-sparse;
@@ -31,6 +32,17 @@
 // it complete (ms from BeginStep), the latest rank's: the measured side of cavs-sim's unit table;
 // then when a poll found each of its stages complete (StepStats::unit_stages_done_at), the same.
 //
+// With --predict, the cost model's side in the same run: before the first strategy every rank
+// probes the cluster (ProbeCluster, as --strategy=auto does), the first strategy's measured
+// steps are profiled (BuildModelProfile), and each row is followed by the model's prediction for
+// its strategy on that profile and cluster (CostModel), its error, and, with --unit-times, each
+// unit's predicted start and end beside the measured ones (matched by name). --profile-out and
+// --cluster-out write the profile and the probed cluster (cavs-sim's inputs; implies --predict).
+//
+// --overlap=0 leaves the engine's hooks out (no MarkReady as gradients become final, no Poll
+// between rounds): every unit starts in Finish, after compute, as without overlap; the
+// synchronizer's CPU share of compute (the hooks' time, printed per row) is then none.
+//
 // --piece-bytes is CommOptions::piece_bytes (cavs-train's --comm-piece-bytes): the PS shards'
 // pieces; -1, the default, leaves it to the communicator.
 //
@@ -41,9 +53,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -58,11 +72,16 @@
 #include "core/status.h"
 #include "distributed/builders.h"
 #include "distributed/communicator.h"
+#include "distributed/cost_model.h"
+#include "distributed/model_profile.h"
+#include "distributed/probe.h"
+#include "distributed/profiler.h"
 #include "distributed/stats.h"
 #include "distributed/step.h"
 #include "distributed/strategy.h"
 #include "distributed/synchronizer.h"
 #include "examples/data/sst_reader.h"
+#include "examples/data/text_file.h"
 #include "examples/data/text_reader.h"
 #include "ops/cpu/cpu_parallel.h"
 #include "scheduler/engine.h"
@@ -79,6 +98,9 @@ struct Flags {
   int64_t piece_bytes = -1;  // CommOptions::piece_bytes
   bool baseline = true;
   bool unit_times = false;
+  bool predict = false;
+  bool overlap = true;
+  std::string profile_out, cluster_out;
   std::vector<std::string> strategies = distributed::StrategyBuilderNames();
   std::vector<std::string> strategy_files;
 };
@@ -86,7 +108,9 @@ struct Flags {
 struct Row {
   double step_ms = 0, compute_ms = 0, finish_ms = 0, opt_ms = 0;
   double bytes_mean = 0, bytes_max = 0;
-  double wire_per_host = 0;  // bytes a step each host's network links sent, mean over hosts
+  double wire_per_host = 0;       // bytes a step each host's network links sent, mean over hosts
+  double hook_ms = 0, polls = 0;  // in the synchronizer's hooks during compute (StepStats)
+  double hook_mean_ms = 0, compute_max_ms = 0;
   int units = 0;
   // Per unit, with --unit-times: name, and the latest rank's median start and completion, ms.
   std::vector<std::string> unit_names;
@@ -155,6 +179,18 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     } else if (ok && kv[0] == "--unit-times") {
       ok = v == "0" || v == "1";
       f.unit_times = v == "1";
+    } else if (ok && kv[0] == "--overlap") {
+      ok = v == "0" || v == "1";
+      f.overlap = v == "1";
+    } else if (ok && kv[0] == "--predict") {
+      ok = v == "0" || v == "1";
+      f.predict = v == "1";
+    } else if (ok && kv[0] == "--profile-out") {
+      f.profile_out = v;
+      ok = !v.empty();
+    } else if (ok && kv[0] == "--cluster-out") {
+      f.cluster_out = v;
+      ok = !v.empty();
     } else if (ok && kv[0] == "--strategies") {
       f.strategies = v.empty() ? std::vector<std::string>() : absl::StrSplit(v, ',');
     } else if (ok && kv[0] == "--strategy-file") {
@@ -170,6 +206,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   if (f.embed == 0) f.embed = lm ? 512 : 300;
   if (f.hidden == 0) f.hidden = lm ? 512 : 150;
   if (!lm && f.data.empty()) f.data = DefaultSst();
+  if (!f.profile_out.empty() || !f.cluster_out.empty()) f.predict = true;
   return f;
 }
 
@@ -267,9 +304,11 @@ absl::StatusOr<vertex::Function> Model(const Flags& f) {
 }
 
 // One strategy's run, or the plain single-process step where `strategy` is null (on whichever
-// ranks call it; `world` and `rank` place the batches).
+// ranks call it; `world` and `rank` place the batches). Where `profile` is not null, the
+// measured steps are profiled into it (BuildModelProfile: collective, as the whole call is).
 absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::Strategy* strategy,
-                            distributed::Communicator* comm, int rank, int world) {
+                            distributed::Communicator* comm, int rank, int world,
+                            distributed::ModelProfile* profile = nullptr) {
   CAVS_ASSIGN_OR_RETURN(vertex::Function fn, Model(f));
   core::ParameterStore store(1);
   CAVS_ASSIGN_OR_RETURN(auto engine, scheduler::Engine::Create(&fn, &store));
@@ -282,6 +321,8 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
     CAVS_ASSIGN_OR_RETURN(sync, distributed::GradientSynchronizer::Create(comm, &store, *strategy));
   }
   distributed::DataParallelStep step(&store, optimizer.get(), sync.get());
+  step.set_profiling(profile != nullptr);
+  std::vector<distributed::StepTimes> profiled;
   scheduler::RunOptions ro;
   ro.training = true;
   ro.backward = true;
@@ -299,15 +340,20 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
         distributed::StepTimes t,
         step.Run(Labelled(batch), [&](const distributed::StepHooks& hooks) -> absl::Status {
           scheduler::RunOptions run = ro;
-          run.on_gradient_ready = hooks.on_gradient_ready;
-          run.on_progress = hooks.on_progress;
+          if (f.overlap) {
+            run.on_gradient_ready = hooks.on_gradient_ready;
+            run.on_progress = hooks.on_progress;
+          }
           return engine->Run(batch, run).status();
         }));
     if (s < f.warmup) continue;
+    if (profile != nullptr) profiled.push_back(t);
     row.step_ms += 1e3 * t.total() / f.steps;
     row.compute_ms += 1e3 * t.compute / f.steps;
     row.finish_ms += 1e3 * t.finish / f.steps;
     row.opt_ms += 1e3 * t.optimizer / f.steps;
+    row.hook_ms += 1e3 * t.sync.hook_seconds / f.steps;
+    row.polls += static_cast<double>(t.sync.polls) / f.steps;
     bytes += static_cast<double>(t.sync.bytes_sent) / f.steps;
     row.units = t.sync.units;
     started.resize(t.sync.unit_started_at.size());
@@ -321,6 +367,10 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
       for (size_t k = 0; k < at.size(); ++k) stages[u][k].push_back(1e3 * at[k]);
     }
   }
+  if (profile != nullptr) {
+    CAVS_ASSIGN_OR_RETURN(*profile,
+                          distributed::BuildModelProfile(comm, store, profiled, f.batch, f.model));
+  }
   if (strategy != nullptr) {
     // Each host's link once: its lowest rank reads the counters, the others report 0.
     CAVS_ASSIGN_OR_RETURN(distributed::Topology topology, comm->DiscoverTopology());
@@ -330,7 +380,10 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
     double wire_mean = 0, wire_max = 0;
     CAVS_RETURN_IF_ERROR(MeanMax(*comm, wire, &wire_mean, &wire_max));
     row.wire_per_host = wire_mean * world / topology.num_hosts();
-    double mean_step = 0, max_step = 0;
+    double mean_step = 0, max_step = 0, unused = 0;
+    CAVS_RETURN_IF_ERROR(MeanMax(*comm, row.hook_ms, &row.hook_mean_ms, &row.hook_ms));
+    CAVS_RETURN_IF_ERROR(MeanMax(*comm, row.compute_ms, &unused, &row.compute_max_ms));
+    CAVS_RETURN_IF_ERROR(MeanMax(*comm, row.polls, &unused, &row.polls));
     CAVS_RETURN_IF_ERROR(MeanMax(*comm, row.step_ms, &mean_step, &max_step));
     row.step_ms = max_step;
     CAVS_RETURN_IF_ERROR(MeanMax(*comm, bytes, &row.bytes_mean, &row.bytes_max));
@@ -363,6 +416,16 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// Writes `text` to `path` on the chief; nothing where the path is empty.
+absl::Status WriteOutput(const std::string& flag, const std::string& path, bool chief,
+                         const std::string& text) {
+  if (path.empty() || !chief) return absl::OkStatus();
+  const std::optional<examples::WriteFailure> failed = examples::WriteWholeFile(path, text);
+  if (!failed.has_value()) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat(flag, ": cannot write ", path, ": ", std::strerror(failed->error)));
 }
 
 absl::Status Main(int argc, char** argv) {
@@ -413,17 +476,65 @@ absl::Status Main(int argc, char** argv) {
     CAVS_ASSIGN_OR_RETURN(distributed::Strategy s, distributed::ParseStrategy(text));
     runs.emplace_back(s.name.empty() ? path : s.name, std::move(s));
   }
+  // The model's side: the cluster probed before any strategy runs, the profile from the first.
+  std::optional<distributed::ClusterSpec> cluster;
+  std::unique_ptr<distributed::CostModel> model;
+  if (f.predict && !runs.empty()) {
+    CAVS_ASSIGN_OR_RETURN(distributed::ProbeResult probe,
+                          distributed::ProbeCluster(*comm, distributed::ProbeOptions{}));
+    cluster = std::move(probe.cluster);
+    if (chief) std::printf("probed %s in %.2f s\n", cluster->name.c_str(), probe.seconds);
+    CAVS_RETURN_IF_ERROR(WriteOutput("--cluster-out", f.cluster_out, chief,
+                                     distributed::SerializeClusterSpec(*cluster)));
+  }
   for (const auto& [name, strategy] : runs) {
-    CAVS_ASSIGN_OR_RETURN(Row row, Measure(d, f, &strategy, comm.get(), r, w));
+    distributed::ModelProfile profile;
+    const bool profiling = cluster.has_value() && model == nullptr;
+    CAVS_ASSIGN_OR_RETURN(
+        Row row, Measure(d, f, &strategy, comm.get(), r, w, profiling ? &profile : nullptr));
+    if (profiling) {
+      CAVS_RETURN_IF_ERROR(WriteOutput("--profile-out", f.profile_out, chief,
+                                       distributed::SerializeModelProfile(profile)));
+      CAVS_ASSIGN_OR_RETURN(model, distributed::CostModel::Create(std::move(profile), *cluster));
+      if (chief) std::printf("profiled under %s\n", name.c_str());
+    }
+    std::optional<distributed::Prediction> predicted;
+    if (model != nullptr) {
+      CAVS_ASSIGN_OR_RETURN(predicted, model->Predict(strategy));
+    }
     if (!chief) continue;
     std::printf("%-20s %5d %9.2f %10.2f %9.2f %9.2f %10.1f %12.0f %12.0f %12.0f %5d %6.2f\n",
                 name.c_str(), w, row.step_ms, row.compute_ms, row.finish_ms, row.opt_ms,
                 1000.0 * w * f.batch / row.step_ms, row.bytes_mean, row.bytes_max,
                 row.wire_per_host, row.units, plain_ms > 0 ? plain_ms / row.step_ms : 0.0);
+    if (row.hook_ms > 0) {
+      std::printf(
+          "    in the hooks during compute: %.2f ms a step (mean over ranks %.2f) over %.0f calls;"
+          " compute %.2f ms on the slowest rank\n",
+          row.hook_ms, row.hook_mean_ms, row.polls, row.compute_max_ms);
+    }
+    if (predicted.has_value()) {
+      const double ms = 1e3 * predicted->step_s;
+      std::printf(
+          "    predicted %.2f ms (compute %.2f, exposed %.2f, optimizer %.2f): measured %+.1f%%\n",
+          ms, 1e3 * predicted->compute_s, 1e3 * predicted->exposed_comm_s,
+          1e3 * predicted->optimizer_s, 100.0 * (row.step_ms / ms - 1.0));
+    }
     for (size_t u = 0; u < row.unit_names.size(); ++u) {
-      std::printf("    %9.2f %9.2f %9.2f  %s; stages done at", row.unit_start_ms[u],
-                  row.unit_done_ms[u], row.unit_done_ms[u] - row.unit_start_ms[u],
-                  row.unit_names[u].c_str());
+      std::printf("    %9.2f %9.2f %9.2f  ", row.unit_start_ms[u], row.unit_done_ms[u],
+                  row.unit_done_ms[u] - row.unit_start_ms[u]);
+      if (predicted.has_value()) {
+        const auto it = std::find_if(
+            predicted->units.begin(), predicted->units.end(),
+            [&](const distributed::UnitPrediction& p) { return p.name == row.unit_names[u]; });
+        if (it != predicted->units.end()) {
+          std::printf("predicted %9.2f %9.2f %9.2f  ", 1e3 * it->start_s, 1e3 * it->end_s,
+                      1e3 * (it->end_s - it->start_s));
+        } else {
+          std::printf("predicted %29s  ", "(no unit of that name)");
+        }
+      }
+      std::printf("%s; stages done at", row.unit_names[u].c_str());
       for (double at : row.unit_stages_ms[u]) std::printf(" %.2f", at);
       std::printf("\n");
     }

@@ -138,15 +138,26 @@ absl::Status GradientSynchronizer::MarkReady(const core::Parameter* p) {
   }
   if (!in_step_) return absl::FailedPreconditionError("MarkReady before BeginStep");
   if (ready_[it->second]) return absl::OkStatus();
+  const absl::Time start = absl::Now();
   ready_[it->second] = true;
   for (int u : param_units_[it->second]) --pending_[u];
   CAVS_RETURN_IF_ERROR(Fail(StartReadyUnits()));
-  return Fail(PollInFlight());
+  absl::Status s = Fail(PollInFlight());
+  CountHook(start);
+  return s;
 }
 
 absl::Status GradientSynchronizer::Poll() {
   if (!in_step_) return absl::FailedPreconditionError("Poll before BeginStep");
-  return Fail(PollInFlight());
+  const absl::Time start = absl::Now();
+  absl::Status s = Fail(PollInFlight());
+  CountHook(start);
+  return s;
+}
+
+void GradientSynchronizer::CountHook(absl::Time start) {
+  stats_.hook_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+  ++stats_.polls;
 }
 
 absl::Status GradientSynchronizer::StartReadyUnits() {

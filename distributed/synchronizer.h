@@ -62,6 +62,10 @@ struct StepStats {
   int units = 0;                // buckets, PS shards and sparse tables synchronized
   int units_started_early = 0;  // of those, started by MarkReady before Finish
   double finish_seconds = 0;    // time spent in Finish, mostly waiting for peers
+  // Time spent in MarkReady and Poll (the hooks, run on the compute's thread before Finish):
+  // starting units and polling them, the synchronizer's share of compute.
+  double hook_seconds = 0;
+  int64_t polls = 0;  // MarkReady and Poll calls before Finish
   // Per unit (start order): seconds from BeginStep to its start, and to the poll that found it
   // complete (so a unit's end is seen at the next poll: MarkReady, Poll or Finish's wait).
   std::vector<double> unit_started_at, unit_done_at;
@@ -113,6 +117,8 @@ class GradientSynchronizer {
   absl::Status StartReadyUnits();
   absl::StatusOr<float> WaitForScale();
   absl::Status PollInFlight();
+  // Adds the time since `start` to the step's hook_seconds and counts a poll.
+  void CountHook(absl::Time start);
   absl::Status WaitAll();
   absl::Status PendingError(absl::Duration timeout) const;
   absl::Status WriteSparseResults();

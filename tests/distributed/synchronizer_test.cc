@@ -121,6 +121,11 @@ TEST_F(SynchronizerTest, UnitsStartInReverseCreationOrderAsTheyBecomeReady) {
   absl::StatusOr<StepStats> stats = sync->Finish();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->units_started_early, 2);  // out/b and out/W
+  // The hooks before Finish: three MarkReady calls that did something (the repeat returns at
+  // once), their time counted, Finish's not.
+  EXPECT_EQ(stats->polls, 3);
+  EXPECT_GE(stats->hook_seconds, 0.0);
+  EXPECT_LE(stats->hook_seconds, stats->unit_done_at.back());
   ExpectMeans(sums, 5);
   // Each unit's start and the poll that found it done, from BeginStep, in start order: the
   // early ones before the rest, every one done no earlier than it started.
@@ -149,9 +154,11 @@ TEST_F(SynchronizerTest, UnitsStartInReverseCreationOrderAsTheyBecomeReady) {
   }
   // Every unit has started; the sparse one may be in its second stage (one stage per poll).
   EXPECT_LE(sync->num_in_flight(), 1);
+  ASSERT_TRUE(sync->Poll().ok());
   stats = sync->Finish();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->units_started_early, 5);
+  EXPECT_EQ(stats->polls, store_.size() + 1);  // a new step counts afresh
   ExpectMeans(sums, 5);
 }
 
