@@ -39,9 +39,9 @@
 // unit's predicted start and end beside the measured ones (matched by name). --profile-out and
 // --cluster-out write the profile and the probed cluster (cavs-sim's inputs; implies --predict).
 //
-// --overlap=0 leaves the engine's hooks out (no MarkReady as gradients become final, no Poll
-// between rounds): every unit starts in Finish, after compute, as without overlap; the
-// synchronizer's CPU share of compute (the hooks' time, printed per row) is then none.
+// --overlap=0 is DataParallelStep::set_overlap(false) (cavs-train's --sync-overlap=false): the
+// hooks do not reach the synchronizer, every unit starts after compute, and the synchronizer's
+// CPU share of compute (the hooks' time, printed per row) is none.
 //
 // --piece-bytes is CommOptions::piece_bytes (cavs-train's --comm-piece-bytes): the PS shards'
 // pieces; -1, the default, leaves it to the communicator.
@@ -322,6 +322,7 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
   }
   distributed::DataParallelStep step(&store, optimizer.get(), sync.get());
   step.set_profiling(profile != nullptr);
+  step.set_overlap(f.overlap);
   std::vector<distributed::StepTimes> profiled;
   scheduler::RunOptions ro;
   ro.training = true;
@@ -340,10 +341,8 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
         distributed::StepTimes t,
         step.Run(Labelled(batch), [&](const distributed::StepHooks& hooks) -> absl::Status {
           scheduler::RunOptions run = ro;
-          if (f.overlap) {
-            run.on_gradient_ready = hooks.on_gradient_ready;
-            run.on_progress = hooks.on_progress;
-          }
+          run.on_gradient_ready = hooks.on_gradient_ready;
+          run.on_progress = hooks.on_progress;
           return engine->Run(batch, run).status();
         }));
     if (s < f.warmup) continue;

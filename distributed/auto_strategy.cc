@@ -110,6 +110,7 @@ absl::Status AutoStrategy::Use(const Strategy& strategy, size_t candidate) {
   if (phase_ == Phase::kDecided) kept_syncs_.clear();  // no trial visits again
   step_ = std::make_unique<DataParallelStep>(store_, optimizer_, sync_.get());
   step_->set_profiling(phase_ == Phase::kProfile);
+  step_->set_overlap(options_.overlap);
   if (run_began_ != 0) {
     // The trial it starts pays for it, though it runs in the last step of the one before.
     const Part part = CurrentPart();

@@ -91,6 +91,7 @@ struct AutoOptions {
   bool try_builders = true;  // also try every builder (the report's comparison)
   double cutoff = 1.5;       // a builder this much slower in two counted steps stops (0: never)
   bool allow_compression = false;
+  bool overlap = true;  // DataParallelStep::set_overlap for the profile, trials and training
   double noise = 0.03;
   int64_t batch_per_rank = 0;  // recorded in the profile
   std::string model_name;      // recorded in the profile

@@ -64,7 +64,9 @@ absl::StatusOr<StepTimes> DataParallelStep::Run(
       return absl::InvalidArgumentError(
           absl::StrCat("gradient ready for '", name, "', which is not a parameter of the store"));
     }
-    if (profiling_) {
+    // Without overlap the synchronizer sees every gradient after compute, so the profile
+    // does too (ready_at unset: at the end of backward).
+    if (profiling_ && overlap_) {
       for (int i = 0; i < n; ++i) {
         if (store_->parameters()[i].get() == p && times.ready_at[i] < 0) {
           times.ready_at[i] = Since(start);
@@ -72,9 +74,11 @@ absl::StatusOr<StepTimes> DataParallelStep::Run(
         }
       }
     }
-    return sync_ != nullptr ? sync_->MarkReady(p) : absl::OkStatus();
+    return sync_ != nullptr && overlap_ ? sync_->MarkReady(p) : absl::OkStatus();
   };
-  hooks.on_progress = [&]() { return sync_ != nullptr ? sync_->Poll() : absl::OkStatus(); };
+  hooks.on_progress = [&]() {
+    return sync_ != nullptr && overlap_ ? sync_->Poll() : absl::OkStatus();
+  };
   if (local_count > 0 || run_empty) CAVS_RETURN_IF_ERROR(compute(hooks));
   times.compute = Since(start);
 

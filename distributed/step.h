@@ -66,6 +66,15 @@ class DataParallelStep {
 
   // Record when each gradient becomes ready (StepTimes::ready_at).
   void set_profiling(bool on) { profiling_ = on; }
+  // Whether the hooks reach the synchronizer (default on): off, every unit starts after
+  // compute, none overlapping backward, and a profile's ready_at stays unset (-1: the end of
+  // backward, as the synchronizer then sees it).
+  // Off trades the overlap for compute without the synchronizer's CPU (starting units, and the
+  // transport's work done inside its polls: StepStats::hook_seconds), which on hosts whose
+  // cores the ranks share can be the faster step (docs/distributed.md, "The transport's CPU
+  // time"). Every strategy gives the same gradients either way.
+  void set_overlap(bool on) { overlap_ = on; }
+  bool overlap() const { return overlap_; }
 
   // One step: `local_count` samples (labelled vertices) in this rank's slice, which `compute`
   // runs (forward + backward, summed loss); `compute` is skipped where local_count is 0 and
@@ -83,6 +92,7 @@ class DataParallelStep {
   core::Optimizer* optimizer_;
   GradientSynchronizer* sync_;
   bool profiling_ = false;
+  bool overlap_ = true;
 };
 
 }  // namespace cavs::distributed

@@ -339,6 +339,11 @@ const std::vector<FlagSpec>& Flags() {
       {"cluster-out", "FILE",
        "--strategy=auto: write the probed cluster description (cavs-sim's --cluster) to FILE",
        Path("cluster-out", &C::cluster_out)},
+      {"sync-overlap", "BOOL",
+       "under mpirun: start synchronizing each gradient as backward makes it final, overlapping "
+       "the rest of backward (false: all after backward, compute free of the synchronizer's "
+       "CPU; docs/distributed.md) (default true)",
+       Bool("sync-overlap", &C::sync_overlap)},
       {"strategy-file", "FILE", "under mpirun: read the strategy from FILE (docs/distributed.md)",
        Path("strategy-file", &C::strategy_file)},
       {"comm-timeout", "SECONDS", "under mpirun: a peer silent this long is an error (default 60)",

@@ -77,6 +77,7 @@ struct TrainerConfig {
   int auto_builders = 1;
   double auto_cutoff = 1.5;
   bool allow_compression = false;
+  bool sync_overlap = true;  // DataParallelStep::set_overlap
   std::string profile_out;
   std::string cluster_out;
   double comm_timeout = 60.0;

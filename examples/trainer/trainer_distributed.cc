@@ -90,6 +90,7 @@ absl::Status Trainer::SetUpDistributed() {
                       "the number of dev samples (--dev, --max-dev, --dev-fraction)"});
   settings.push_back(
       {"test_samples", absl::StrCat(data_.test.size()), "the number of test samples (--test)"});
+  settings.push_back({"sync_overlap", config_.sync_overlap ? "true" : "false", "--sync-overlap"});
   if (config_.strategy == "auto") {
     // The search's collectives follow these: a rank with other counts would leave the profile
     // or a trial at another step than its peers.
@@ -118,6 +119,7 @@ absl::Status Trainer::SetUpDistributed() {
     ao.try_builders = config_.auto_builders == 1;
     ao.cutoff = config_.auto_cutoff;
     ao.allow_compression = config_.allow_compression;
+    ao.overlap = config_.sync_overlap;
     ao.batch_per_rank = (config_.batch + comm_->world_size() - 1) / comm_->world_size();
     ao.model_name = config_.model;
     CAVS_ASSIGN_OR_RETURN(
@@ -144,6 +146,7 @@ absl::Status Trainer::SetUpDistributed() {
                         distributed::GradientSynchronizer::Create(comm_, store_.get(), strategy));
   step_ =
       std::make_unique<distributed::DataParallelStep>(store_.get(), optimizer_.get(), sync_.get());
+  step_->set_overlap(config_.sync_overlap);
   Say(absl::StrCat("distributed: ", comm_->world_size(), " ranks (", comm_->backend(),
                    "), strategy ", strategy.name, " (", sync_->num_units(), " units)"));
   return absl::OkStatus();

@@ -14,6 +14,7 @@
 #include "core/optimizer.h"
 #include "distributed/builders.h"
 #include "distributed/single_communicator.h"
+#include "distributed/step.h"
 #include "tests/core/host_memory_device.h"
 #include "tests/distributed/test_model.h"
 
@@ -160,6 +161,57 @@ TEST_F(SynchronizerTest, UnitsStartInReverseCreationOrderAsTheyBecomeReady) {
   EXPECT_EQ(stats->units_started_early, 5);
   EXPECT_EQ(stats->polls, store_.size() + 1);  // a new step counts afresh
   ExpectMeans(sums, 5);
+}
+
+// DataParallelStep with and without overlap: the same update; without it, compute's hooks do
+// not reach the synchronizer: the only calls it counts are the step's MarkReady after compute
+// (one a parameter), so every unit starts after compute, and the profile sees no gradient
+// ready before the end of backward.
+TEST_F(SynchronizerTest, DataParallelStepWithoutOverlapStartsEveryUnitAfterCompute) {
+  const testing::GradSums sums = ComputeGradSums(store_, Range(0, 6));
+  std::vector<std::vector<float>> updated[2];
+  for (bool overlap : {true, false}) {
+    ParameterStore store;
+    ASSERT_TRUE(BuildModel(store).ok());
+    absl::StatusOr<Strategy> strategy = BuildStrategy("allreduce", store, 1, {.bucket_bytes = 4});
+    ASSERT_TRUE(strategy.ok()) << strategy.status();
+    absl::StatusOr<std::unique_ptr<GradientSynchronizer>> sync =
+        GradientSynchronizer::Create(comm_.get(), &store, *strategy);
+    ASSERT_TRUE(sync.ok()) << sync.status();
+    absl::StatusOr<std::unique_ptr<core::Optimizer>> opt = core::MakeOptimizer({.lr = 0.5f});
+    ASSERT_TRUE(opt.ok()) << opt.status();
+    DataParallelStep step(&store, opt->get(), sync->get());
+    step.set_profiling(true);
+    step.set_overlap(overlap);
+    EXPECT_EQ(step.overlap(), overlap);
+    int calls = 0;
+    absl::StatusOr<StepTimes> t = step.Run(6, [&](const StepHooks& hooks) -> absl::Status {
+      CAVS_RETURN_IF_ERROR(WriteGradients(sums, store));
+      for (int i = store.size() - 1; i >= 0; --i) {
+        CAVS_RETURN_IF_ERROR(hooks.on_gradient_ready(store.parameters()[i]->name));
+        CAVS_RETURN_IF_ERROR(hooks.on_progress());
+        calls += 2;
+      }
+      return absl::OkStatus();
+    });
+    ASSERT_TRUE(t.ok()) << t.status();
+    const StepStats& stats = t->sync;
+    ASSERT_EQ(stats.unit_started_at.size(), 5u);
+    if (overlap) {
+      EXPECT_EQ(stats.polls, calls);
+      for (double ready : t->ready_at) EXPECT_GE(ready, 0.0);
+    } else {
+      EXPECT_EQ(stats.polls, store.size());
+      for (double ready : t->ready_at) EXPECT_EQ(ready, -1.0);
+    }
+    for (const auto& p : store.parameters()) {
+      absl::StatusOr<core::Tensor> value = p->value.CopyTo(core::Device::Cpu());
+      ASSERT_TRUE(value.ok()) << value.status();
+      updated[overlap ? 0 : 1].emplace_back(value->data<float>(),
+                                            value->data<float>() + value->numel());
+    }
+  }
+  EXPECT_EQ(updated[0], updated[1]);  // the same gradients, bit for bit
 }
 
 TEST_F(SynchronizerTest, Fp16CompressionIsCloseAndPreScaled) {

@@ -47,6 +47,9 @@ TEST(TrainerFlagsTest, ParsesBothFormsAndUnderscores) {
   EXPECT_EQ(c->seed, 7u);
   EXPECT_EQ(c->plan_threads, -1);
   EXPECT_EQ(Parse({"--plan-threads=3"})->plan_threads, 3);
+  EXPECT_TRUE(Parse({})->sync_overlap);
+  EXPECT_FALSE(Parse({"--sync-overlap=false"})->sync_overlap);
+  EXPECT_TRUE(Parse({"--sync_overlap", "true"})->sync_overlap);
 }
 
 TEST(TrainerFlagsTest, HelpListsEveryFlag) {
@@ -77,6 +80,7 @@ TEST(TrainerFlagsTest, ErrorsNameTheFlag) {
   ExpectError({"--dropout=1.5"}, "--dropout");
   ExpectError({"--resume"}, "--resume needs --checkpoint-dir");
   ExpectError({"--resume=maybe"}, "true or false");
+  ExpectError({"--sync-overlap=sometimes"}, "--sync-overlap: 'sometimes' is not true or false");
   ExpectError({"stray"}, "unexpected argument 'stray'");
   ExpectError({"--strategy=ring"}, "--strategy: 'ring' is not one of allreduce, ps, ps-lb");
   ExpectError({"--strategy=ps", "--strategy-file=s.txt"}, "exclude each other");

@@ -205,6 +205,23 @@ TEST(TrainerMpiTest, PlanningAheadGivesTheSameParameters) {
   }
 }
 
+// --sync-overlap=false starts every unit after backward: the same collectives in the same
+// order, so the same bits as with the overlap, for a bucketed and a PS strategy.
+TEST(TrainerMpiTest, WithoutOverlapGivesTheSameParameters) {
+  auto mpi = Comm("mpi");
+  ASSERT_TRUE(mpi);
+  for (const char* strategy : {"hybrid", "ps"}) {
+    TrainerConfig c = Small();
+    c.strategy = strategy;
+    std::unique_ptr<Trainer> overlapped = RunWith(c, mpi.get());
+    c.sync_overlap = false;
+    std::unique_ptr<Trainer> after = RunWith(c, mpi.get());
+    ASSERT_TRUE(overlapped && after) << strategy;
+    EXPECT_EQ(MaxRelativeDifference(*overlapped, *after), 0.0) << strategy;
+    EXPECT_EQ(overlapped->curve().back().train_loss, after->curve().back().train_loss) << strategy;
+  }
+}
+
 // Batches of one tree: every step, all ranks but one join with zero samples.
 TEST(TrainerMpiTest, RanksWithoutSamplesEveryStep) {
   auto mpi = Comm("mpi");
