@@ -30,7 +30,8 @@
 // loopback excluded: 0 on one machine), units, and the efficiency. With --unit-times, each row
 // is followed by its units: the median over the steps of when each started and when a poll found
 // it complete (ms from BeginStep), the latest rank's: the measured side of cavs-sim's unit table;
-// then when a poll found each of its stages complete (StepStats::unit_stages_done_at), the same.
+// then how long its Start call took (StepStats::unit_start_seconds) and when a poll found each
+// of its stages complete (StepStats::unit_stages_done_at), the same.
 //
 // With --predict, the cost model's side in the same run: before the first strategy every rank
 // probes the cluster (ProbeCluster, as --strategy=auto does), the first strategy's measured
@@ -116,6 +117,7 @@ struct Row {
   std::vector<std::string> unit_names;
   std::vector<double> unit_start_ms, unit_done_ms;
   std::vector<std::vector<double>> unit_stages_ms;  // per unit, each stage's completion
+  std::vector<double> unit_start_call_ms;           // per unit, the latest rank's Start call
 };
 
 // Bytes this process's network namespace has sent on every interface but loopback
@@ -330,8 +332,8 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
   ro.loss = sync ? scheduler::RunOptions::Loss::kSum : scheduler::RunOptions::Loss::kMean;
   Row row;
   double bytes = 0;
-  std::vector<std::vector<double>> started, done;        // per unit, per measured step: ms
-  std::vector<std::vector<std::vector<double>>> stages;  // per unit, per stage, per step: ms
+  std::vector<std::vector<double>> started, done, start_call;  // per unit, per step: ms
+  std::vector<std::vector<std::vector<double>>> stages;        // per unit, per stage, per step: ms
   if (comm != nullptr && strategy != nullptr) CAVS_RETURN_IF_ERROR(comm->Barrier());
   int64_t wire_start = 0;
   for (int s = 0; s < f.warmup + f.steps; ++s) {
@@ -357,10 +359,12 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
     row.units = t.sync.units;
     started.resize(t.sync.unit_started_at.size());
     done.resize(t.sync.unit_done_at.size());
+    start_call.resize(t.sync.unit_start_seconds.size());
     stages.resize(t.sync.unit_stages_done_at.size());
     for (size_t u = 0; u < started.size(); ++u) {
       started[u].push_back(1e3 * t.sync.unit_started_at[u]);
       done[u].push_back(1e3 * t.sync.unit_done_at[u]);
+      start_call[u].push_back(1e3 * t.sync.unit_start_seconds[u]);
       const std::vector<double>& at = t.sync.unit_stages_done_at[u];
       if (stages[u].size() < at.size()) stages[u].resize(at.size());
       for (size_t k = 0; k < at.size(); ++k) stages[u][k].push_back(1e3 * at[k]);
@@ -394,6 +398,8 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
         row.unit_start_ms.push_back(latest);
         CAVS_RETURN_IF_ERROR(MeanMax(*comm, distributed::Median(done[u]), &mean, &latest));
         row.unit_done_ms.push_back(latest);
+        CAVS_RETURN_IF_ERROR(MeanMax(*comm, distributed::Median(start_call[u]), &mean, &latest));
+        row.unit_start_call_ms.push_back(latest);
         // Its stages: as many as the rank with the most runs (a server runs its own).
         double most = 0;
         CAVS_RETURN_IF_ERROR(MeanMax(*comm, static_cast<double>(stages[u].size()), &mean, &most));
@@ -533,7 +539,8 @@ absl::Status Main(int argc, char** argv) {
           std::printf("predicted %29s  ", "(no unit of that name)");
         }
       }
-      std::printf("%s; stages done at", row.unit_names[u].c_str());
+      std::printf("%s; Start took %.2f; stages done at", row.unit_names[u].c_str(),
+                  row.unit_start_call_ms[u]);
       for (double at : row.unit_stages_ms[u]) std::printf(" %.2f", at);
       std::printf("\n");
     }

@@ -106,6 +106,7 @@ absl::Status GradientSynchronizer::BeginStep(int64_t local_count) {
   stats_.local_count = local_count;
   stats_.unit_started_at.assign(units_.size(), -1.0);
   stats_.unit_done_at.assign(units_.size(), -1.0);
+  stats_.unit_start_seconds.assign(units_.size(), 0.0);
   stats_.unit_stages_done_at.assign(units_.size(), {});
   step_start_ = absl::Now();
   stats_at_begin_ = comm_->stats();
@@ -167,8 +168,11 @@ absl::Status GradientSynchronizer::StartReadyUnits() {
     if (unit.NeedsScaleAtStart()) {
       CAVS_ASSIGN_OR_RETURN(prescale, WaitForScale());
     }
+    const absl::Time before = absl::Now();
     CAVS_RETURN_IF_ERROR(unit.Start(prescale));
-    stats_.unit_started_at[next_unit_] = absl::ToDoubleSeconds(absl::Now() - step_start_);
+    const absl::Time after = absl::Now();
+    stats_.unit_start_seconds[next_unit_] = absl::ToDoubleSeconds(after - before);
+    stats_.unit_started_at[next_unit_] = absl::ToDoubleSeconds(after - step_start_);
     if (!finishing_) ++stats_.units_started_early;
     ++next_unit_;
   }

@@ -69,6 +69,8 @@ struct StepStats {
   // Per unit (start order): seconds from BeginStep to its start, and to the poll that found it
   // complete (so a unit's end is seen at the next poll: MarkReady, Poll or Finish's wait).
   std::vector<double> unit_started_at, unit_done_at;
+  // Per unit (start order): seconds its Start took (packing, the first messages written).
+  std::vector<double> unit_start_seconds;
   // Per unit: seconds from BeginStep to the poll that found each of its stages complete, in
   // order (a PS shard's reduce and broadcast, a row-sparse shard's counts, rows, union count and
   // rows back; a rank may run fewer stages of a unit than another: the server's are its own).

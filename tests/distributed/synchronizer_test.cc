@@ -132,7 +132,10 @@ TEST_F(SynchronizerTest, UnitsStartInReverseCreationOrderAsTheyBecomeReady) {
   // early ones before the rest, every one done no earlier than it started.
   ASSERT_EQ(stats->unit_started_at.size(), 5u);
   ASSERT_EQ(stats->unit_done_at.size(), 5u);
+  ASSERT_EQ(stats->unit_start_seconds.size(), 5u);
   for (size_t u = 0; u < 5; ++u) {
+    EXPECT_GE(stats->unit_start_seconds[u], 0.0) << u;
+    EXPECT_LE(stats->unit_start_seconds[u], stats->unit_started_at[u]) << u;
     EXPECT_GE(stats->unit_started_at[u], 0.0) << u;
     EXPECT_GE(stats->unit_done_at[u], stats->unit_started_at[u]) << u;
     if (u > 0) EXPECT_GE(stats->unit_started_at[u], stats->unit_started_at[u - 1]) << u;
