@@ -216,12 +216,14 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
     absl::StatusOr<int64_t> v = ParseInteger(value, 0, int64_t{1} << 40);
     if (v.ok()) st.profile.batch_per_rank = *v;
     s = v.status();
-  } else if (key == "forward_ms" || key == "backward_ms" || key == "optimizer_ms") {
+  } else if (key == "forward_ms" || key == "backward_ms" || key == "optimizer_ms" ||
+             key == "hooks_ms") {
     absl::StatusOr<double> v = ParseNumber(value, kNonNegative);
     if (v.ok()) {
-      (key == "forward_ms"    ? st.profile.forward_ms
-       : key == "backward_ms" ? st.profile.backward_ms
-                              : st.profile.optimizer_ms) = *v;
+      (key == "forward_ms"     ? st.profile.forward_ms
+       : key == "backward_ms"  ? st.profile.backward_ms
+       : key == "optimizer_ms" ? st.profile.optimizer_ms
+                               : st.profile.hooks_ms) = *v;
     }
     s = v.status();
   } else if (key == "param") {
@@ -236,7 +238,7 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
     return absl::InvalidArgumentError(
         absl::StrCat("unknown directive '", key,
                      "' (expected version, name, batch_per_rank, forward_ms, backward_ms, "
-                     "optimizer_ms or param)"));
+                     "optimizer_ms, hooks_ms or param)"));
   }
   return s.ok() ? s : FieldError(key, s);
 }
@@ -380,6 +382,7 @@ std::string SerializeModelProfile(const ModelProfile& profile) {
                    internal::QuoteToken(profile.name), "\nbatch_per_rank ", profile.batch_per_rank,
                    "\nforward_ms ", Num(profile.forward_ms), "\nbackward_ms ",
                    Num(profile.backward_ms), "\noptimizer_ms ", Num(profile.optimizer_ms), "\n");
+  if (profile.hooks_ms > 0) absl::StrAppend(&out, "hooks_ms ", Num(profile.hooks_ms), "\n");
   for (const ParamProfile& p : profile.params) {
     absl::StrAppend(&out, "param ", internal::QuoteToken(p.name),
                     " shape=", absl::StrJoin(p.shape, ","));
@@ -422,6 +425,14 @@ absl::StatusOr<ModelProfile> ParseModelProfile(absl::string_view text, absl::str
   if (!st.key_line.contains("forward_ms")) return missing("forward_ms");
   if (!st.key_line.contains("backward_ms")) return missing("backward_ms");
   if (st.profile.params.empty()) return missing("param");
+  const double compute_ms = st.profile.forward_ms + st.profile.backward_ms;
+  if (st.profile.hooks_ms > compute_ms) {
+    return internal::LineError(
+        file, st.key_line["hooks_ms"],
+        FieldError("hooks_ms", absl::InvalidArgumentError(absl::StrCat(
+                                   st.profile.hooks_ms, " is more than the compute it is part of ",
+                                   "(forward_ms + backward_ms ", compute_ms, ")"))));
+  }
   for (const ParamProfile& p : st.profile.params) {
     if (p.ready_ms.has_value() && *p.ready_ms > st.profile.backward_ms) {
       return internal::LineError(

@@ -11,6 +11,7 @@
 //   forward_ms 9.0
 //   backward_ms 14.0
 //   optimizer_ms 2.0
+//   hooks_ms 3.5                                  (optional)
 //   param embedding shape=21701,300 grad=sparse touched=160 dup=0.45 ready_ms=14.0
 //   param W shape=300,750 ready_ms=13.5
 //   param out_b shape=5 ready_ms=0.3
@@ -89,6 +90,11 @@ struct ModelProfile {
   double forward_ms = 0.0;
   double backward_ms = 0.0;
   double optimizer_ms = 0.0;
+  // Of forward_ms + backward_ms, the time compute spent in the synchronizer's hooks under the
+  // profiled strategy (MarkReady and Poll: starting units and the transport's work in the
+  // polls; StepTimes::hooks). 0: none or not measured. The cost model does not use it yet
+  // (docs/distributed.md, "The transport's CPU time").
+  double hooks_ms = 0.0;
   std::vector<ParamProfile> params;  // in the parameter store's creation order
 
   // nullptr if there is no parameter `name`.

@@ -2,7 +2,8 @@
 // say about a model, as the cost model's ModelProfile, the same on every rank.
 //
 // Per step and rank: forward is the time into compute of the first gradient's MarkReady (on the
-// CPU the output layer's gradient is final as backward starts), backward the rest of compute;
+// CPU the output layer's gradient is final as backward starts), backward the rest of compute,
+// hooks the part of compute spent in the synchronizer's hooks (StepTimes::hooks);
 // each parameter's ready_ms is its MarkReady time after forward (unset where compute did not
 // report it: at the end of backward, as on a GPU); a row-sparse parameter's touched rows are
 // this rank's, and the union over ranks (the synchronized gradient's rows) gives the

@@ -74,10 +74,18 @@ absl::StatusOr<StepTimes> DataParallelStep::Run(
         }
       }
     }
-    return sync_ != nullptr && overlap_ ? sync_->MarkReady(p) : absl::OkStatus();
+    if (sync_ == nullptr || !overlap_) return absl::OkStatus();
+    const auto at = std::chrono::steady_clock::now();
+    absl::Status s = sync_->MarkReady(p);
+    times.hooks += Since(at);
+    return s;
   };
   hooks.on_progress = [&]() {
-    return sync_ != nullptr && overlap_ ? sync_->Poll() : absl::OkStatus();
+    if (sync_ == nullptr || !overlap_) return absl::OkStatus();
+    const auto at = std::chrono::steady_clock::now();
+    absl::Status s = sync_->Poll();
+    times.hooks += Since(at);
+    return s;
   };
   if (local_count > 0 || run_empty) CAVS_RETURN_IF_ERROR(compute(hooks));
   times.compute = Since(start);

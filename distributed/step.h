@@ -42,6 +42,7 @@ struct StepHooks {
 // Seconds each phase took on this rank, and the synchronizer's statistics.
 struct StepTimes {
   double compute = 0;    // zeroing, BeginStep and compute
+  double hooks = 0;      // of compute, in the synchronizer's MarkReady and Poll (its CPU share)
   double finish = 0;     // marking the rest ready, Finish (waiting for the slowest rank)
   double optimizer = 0;  // the optimizer's step
   double total() const { return compute + finish + optimizer; }

@@ -27,6 +27,7 @@ TEST(BuildModelProfileTest, TimesAndRowsFromProfiledSteps) {
   step.compute = 0.010;
   step.finish = 0.002;
   step.optimizer = 0.001;
+  step.hooks = 0.003;
   step.ready_at = {0.009, 0.004, -1};  // b not reported
   step.touched_rows = {30, 0, 0};
   step.union_rows = {30, 0, 0};
@@ -44,6 +45,7 @@ TEST(BuildModelProfileTest, TimesAndRowsFromProfiledSteps) {
   EXPECT_DOUBLE_EQ(p->forward_ms, 4.0);
   EXPECT_DOUBLE_EQ(p->backward_ms, 6.0);
   EXPECT_DOUBLE_EQ(p->optimizer_ms, 1.0);
+  EXPECT_DOUBLE_EQ(p->hooks_ms, 3.0);
   ASSERT_EQ(p->params.size(), 3u);
   EXPECT_TRUE(p->params[0].sparse);
   EXPECT_EQ(p->params[0].shape, std::vector<int64_t>({100, 8}));

@@ -203,7 +203,10 @@ TEST_F(SynchronizerTest, DataParallelStepWithoutOverlapStartsEveryUnitAfterCompu
     if (overlap) {
       EXPECT_EQ(stats.polls, calls);
       for (double ready : t->ready_at) EXPECT_GE(ready, 0.0);
+      EXPECT_GE(t->hooks, 0.0);
+      EXPECT_LE(t->hooks, t->compute);
     } else {
+      EXPECT_EQ(t->hooks, 0.0);  // the hooks never reached the synchronizer
       EXPECT_EQ(stats.polls, store.size());
       for (double ready : t->ready_at) EXPECT_EQ(ready, -1.0);
     }
