@@ -148,6 +148,12 @@ std::string DefaultSst() {
   return CAVS_SOURCE_DIR "/data/synthetic/train.txt";
 }
 
+// A 0|1 flag's value into `out`; false where it is neither.
+bool Bit(const std::string& v, bool* out) {
+  *out = v == "1";
+  return v == "0" || v == "1";
+}
+
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
@@ -176,17 +182,13 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     } else if (ok && kv[0] == "--hidden") {
       ok = absl::SimpleAtoi(v, &f.hidden) && f.hidden >= 1;
     } else if (ok && kv[0] == "--baseline") {
-      ok = v == "0" || v == "1";
-      f.baseline = v == "1";
+      ok = Bit(v, &f.baseline);
     } else if (ok && kv[0] == "--unit-times") {
-      ok = v == "0" || v == "1";
-      f.unit_times = v == "1";
+      ok = Bit(v, &f.unit_times);
     } else if (ok && kv[0] == "--overlap") {
-      ok = v == "0" || v == "1";
-      f.overlap = v == "1";
+      ok = Bit(v, &f.overlap);
     } else if (ok && kv[0] == "--predict") {
-      ok = v == "0" || v == "1";
-      f.predict = v == "1";
+      ok = Bit(v, &f.predict);
     } else if (ok && kv[0] == "--profile-out") {
       f.profile_out = v;
       ok = !v.empty();

@@ -187,6 +187,15 @@ absl::StatusOr<ParamProfile> ParseParam(const std::vector<std::string>& tokens) 
   return p;
 }
 
+// The profile's time in ms that directive `key` sets, or nullptr where it sets none.
+double ModelProfile::*TimeField(const std::string& key) {
+  if (key == "forward_ms") return &ModelProfile::forward_ms;
+  if (key == "backward_ms") return &ModelProfile::backward_ms;
+  if (key == "optimizer_ms") return &ModelProfile::optimizer_ms;
+  if (key == "hooks_ms") return &ModelProfile::hooks_ms;
+  return nullptr;
+}
+
 absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseState& st) {
   const std::string& key = tokens[0];
   if (!st.have_version && key != "version") {
@@ -216,15 +225,9 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
     absl::StatusOr<int64_t> v = ParseInteger(value, 0, int64_t{1} << 40);
     if (v.ok()) st.profile.batch_per_rank = *v;
     s = v.status();
-  } else if (key == "forward_ms" || key == "backward_ms" || key == "optimizer_ms" ||
-             key == "hooks_ms") {
+  } else if (double ModelProfile::*field = TimeField(key)) {
     absl::StatusOr<double> v = ParseNumber(value, kNonNegative);
-    if (v.ok()) {
-      (key == "forward_ms"     ? st.profile.forward_ms
-       : key == "backward_ms"  ? st.profile.backward_ms
-       : key == "optimizer_ms" ? st.profile.optimizer_ms
-                               : st.profile.hooks_ms) = *v;
-    }
+    if (v.ok()) st.profile.*field = *v;
     s = v.status();
   } else if (key == "param") {
     if (tokens.size() < 2) return absl::InvalidArgumentError("'param' needs a name");

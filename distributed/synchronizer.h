@@ -108,6 +108,8 @@ class GradientSynchronizer {
   int num_units() const { return static_cast<int>(units_.size()); }
   // Units started and not yet complete: a test of overlap.
   int num_in_flight() const;
+  // This step's StepStats::hook_seconds so far (the time in MarkReady and Poll since BeginStep).
+  double hook_seconds() const { return stats_.hook_seconds; }
   // Units in start order, named: "allreduce bucket 0 (fc/W, fc/b)", "ps 'E' rows [0, 50) ...".
   std::vector<std::string> UnitNames() const;
 
