@@ -111,6 +111,7 @@ struct Row {
   double bytes_mean = 0, bytes_max = 0;
   double wire_per_host = 0;       // bytes a step each host's network links sent, mean over hosts
   double hook_ms = 0, polls = 0;  // in the synchronizer's hooks during compute (StepStats)
+  double overlap_hook_ms = 0, overlap_polls = 0;  // of those, with a unit in flight
   double hook_mean_ms = 0, compute_max_ms = 0;
   int units = 0;
   // Per unit, with --unit-times: name, and the latest rank's median start and completion, ms.
@@ -357,6 +358,8 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
     row.opt_ms += 1e3 * t.optimizer / f.steps;
     row.hook_ms += 1e3 * t.sync.hook_seconds / f.steps;
     row.polls += static_cast<double>(t.sync.polls) / f.steps;
+    row.overlap_hook_ms += 1e3 * t.overlap_hooks / f.steps;
+    row.overlap_polls += static_cast<double>(t.overlap_polls) / f.steps;
     bytes += static_cast<double>(t.sync.bytes_sent) / f.steps;
     row.units = t.sync.units;
     started.resize(t.sync.unit_started_at.size());
@@ -389,6 +392,8 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
     CAVS_RETURN_IF_ERROR(MeanMax(*comm, row.hook_ms, &row.hook_mean_ms, &row.hook_ms));
     CAVS_RETURN_IF_ERROR(MeanMax(*comm, row.compute_ms, &unused, &row.compute_max_ms));
     CAVS_RETURN_IF_ERROR(MeanMax(*comm, row.polls, &unused, &row.polls));
+    CAVS_RETURN_IF_ERROR(MeanMax(*comm, row.overlap_hook_ms, &unused, &row.overlap_hook_ms));
+    CAVS_RETURN_IF_ERROR(MeanMax(*comm, row.overlap_polls, &unused, &row.overlap_polls));
     CAVS_RETURN_IF_ERROR(MeanMax(*comm, row.step_ms, &mean_step, &max_step));
     row.step_ms = max_step;
     CAVS_RETURN_IF_ERROR(MeanMax(*comm, bytes, &row.bytes_mean, &row.bytes_max));
@@ -517,8 +522,9 @@ absl::Status Main(int argc, char** argv) {
     if (row.hook_ms > 0) {
       std::printf(
           "    in the hooks during compute: %.2f ms a step (mean over ranks %.2f) over %.0f calls;"
-          " compute %.2f ms on the slowest rank\n",
-          row.hook_ms, row.hook_mean_ms, row.polls, row.compute_max_ms);
+          " compute %.2f ms on the slowest rank; with a unit in flight %.2f ms over %.1f calls\n",
+          row.hook_ms, row.hook_mean_ms, row.polls, row.compute_max_ms, row.overlap_hook_ms,
+          row.overlap_polls);
     }
     if (predicted.has_value()) {
       const double ms = 1e3 * predicted->step_s;

@@ -193,6 +193,8 @@ double ModelProfile::*TimeField(const std::string& key) {
   if (key == "backward_ms") return &ModelProfile::backward_ms;
   if (key == "optimizer_ms") return &ModelProfile::optimizer_ms;
   if (key == "hooks_ms") return &ModelProfile::hooks_ms;
+  if (key == "overlap_ms") return &ModelProfile::overlap_ms;
+  if (key == "overlap_hooks_ms") return &ModelProfile::overlap_hooks_ms;
   return nullptr;
 }
 
@@ -241,7 +243,7 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
     return absl::InvalidArgumentError(
         absl::StrCat("unknown directive '", key,
                      "' (expected version, name, batch_per_rank, forward_ms, backward_ms, "
-                     "optimizer_ms, hooks_ms or param)"));
+                     "optimizer_ms, hooks_ms, overlap_ms, overlap_hooks_ms or param)"));
   }
   return s.ok() ? s : FieldError(key, s);
 }
@@ -386,6 +388,10 @@ std::string SerializeModelProfile(const ModelProfile& profile) {
                    "\nforward_ms ", Num(profile.forward_ms), "\nbackward_ms ",
                    Num(profile.backward_ms), "\noptimizer_ms ", Num(profile.optimizer_ms), "\n");
   if (profile.hooks_ms > 0) absl::StrAppend(&out, "hooks_ms ", Num(profile.hooks_ms), "\n");
+  if (profile.overlap_ms > 0) {
+    absl::StrAppend(&out, "overlap_ms ", Num(profile.overlap_ms), "\noverlap_hooks_ms ",
+                    Num(profile.overlap_hooks_ms), "\n");
+  }
   for (const ParamProfile& p : profile.params) {
     absl::StrAppend(&out, "param ", internal::QuoteToken(p.name),
                     " shape=", absl::StrJoin(p.shape, ","));
@@ -429,13 +435,22 @@ absl::StatusOr<ModelProfile> ParseModelProfile(absl::string_view text, absl::str
   if (!st.key_line.contains("backward_ms")) return missing("backward_ms");
   if (st.profile.params.empty()) return missing("param");
   const double compute_ms = st.profile.forward_ms + st.profile.backward_ms;
-  if (st.profile.hooks_ms > compute_ms) {
+  // A time that is part of another: the field, its value, the whole, and the whole's value.
+  auto within = [&](const std::string& key, double v, absl::string_view whole,
+                    double bound) -> absl::Status {
+    if (v <= bound) return absl::OkStatus();
     return internal::LineError(
-        file, st.key_line["hooks_ms"],
-        FieldError("hooks_ms", absl::InvalidArgumentError(absl::StrCat(
-                                   st.profile.hooks_ms, " is more than the compute it is part of ",
-                                   "(forward_ms + backward_ms ", compute_ms, ")"))));
-  }
+        file, st.key_line[key],
+        FieldError(key, absl::InvalidArgumentError(absl::StrCat(v, " is more than the ", whole,
+                                                                " it is part of (", bound, ")"))));
+  };
+  const absl::string_view compute = "compute (forward_ms + backward_ms)";
+  CAVS_RETURN_IF_ERROR(within("hooks_ms", st.profile.hooks_ms, compute, compute_ms));
+  CAVS_RETURN_IF_ERROR(within("overlap_ms", st.profile.overlap_ms, compute, compute_ms));
+  CAVS_RETURN_IF_ERROR(within("overlap_hooks_ms", st.profile.overlap_hooks_ms,
+                              "overlap (overlap_ms)", st.profile.overlap_ms));
+  CAVS_RETURN_IF_ERROR(within("overlap_hooks_ms", st.profile.overlap_hooks_ms, "hooks (hooks_ms)",
+                              st.profile.hooks_ms));
   for (const ParamProfile& p : st.profile.params) {
     if (p.ready_ms.has_value() && *p.ready_ms > st.profile.backward_ms) {
       return internal::LineError(

@@ -11,7 +11,9 @@
 //   forward_ms 9.0
 //   backward_ms 14.0
 //   optimizer_ms 2.0
-//   hooks_ms 3.5                                  (optional)
+//   hooks_ms 3.5                                  (optional, with the next two)
+//   overlap_ms 6.0
+//   overlap_hooks_ms 2.5
 //   param embedding shape=21701,300 grad=sparse touched=160 dup=0.45 ready_ms=14.0
 //   param W shape=300,750 ready_ms=13.5
 //   param out_b shape=5 ready_ms=0.3
@@ -92,9 +94,15 @@ struct ModelProfile {
   double optimizer_ms = 0.0;
   // Of forward_ms + backward_ms, the time compute spent in the synchronizer's hooks under the
   // profiled strategy (MarkReady and Poll: starting units and the transport's work in the
-  // polls; StepTimes::hooks). 0: none or not measured. The cost model does not use it yet
-  // (docs/distributed.md, "The transport's CPU time").
+  // polls; StepTimes::hooks). 0: none or not measured.
   double hooks_ms = 0.0;
+  // Of forward_ms + backward_ms, the part after the profiled strategy's first unit started
+  // (StepTimes::overlap), and of hooks_ms the part in it (StepTimes::overlap_hooks). With
+  // hooks_ms they give the share of the compute thread's time the hooks take before any unit
+  // runs and while units run, which the cost model applies to every strategy's own start
+  // times (docs/distributed.md, "The transport's CPU time"). 0: not measured (no hooks).
+  double overlap_ms = 0.0;
+  double overlap_hooks_ms = 0.0;
   std::vector<ParamProfile> params;  // in the parameter store's creation order
 
   // nullptr if there is no parameter `name`.

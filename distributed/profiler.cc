@@ -27,7 +27,7 @@ absl::StatusOr<ModelProfile> BuildModelProfile(Communicator* comm,
   if (steps.empty()) return absl::InvalidArgumentError("no profiled steps");
   // This rank's medians: forward, backward, optimizer, then per parameter its ready offset
   // (-1: unreported), touched and union rows.
-  std::vector<double> forward, backward, optimizer, hooks;
+  std::vector<double> forward, backward, optimizer, hooks, overlap, overlap_hooks;
   std::vector<std::vector<double>> ready(n), touched(n), unions(n);
   for (const StepTimes* t : steps) {
     double first = t->compute;
@@ -38,6 +38,8 @@ absl::StatusOr<ModelProfile> BuildModelProfile(Communicator* comm,
     backward.push_back(t->compute - first);
     optimizer.push_back(t->optimizer);
     hooks.push_back(t->hooks);
+    overlap.push_back(t->overlap);
+    overlap_hooks.push_back(t->overlap_hooks);
     for (int i = 0; i < n; ++i) {
       ready[i].push_back(t->ready_at[i] >= 0 ? t->ready_at[i] - first : -1.0);
       touched[i].push_back(static_cast<double>(t->touched_rows[i]));
@@ -56,7 +58,8 @@ absl::StatusOr<ModelProfile> BuildModelProfile(Communicator* comm,
     spread_at[i] = width;
     width += 2 + 2 * static_cast<int>(edges[i].size());
   }
-  const int hooks_at = width++;
+  const int hooks_at = width;  // then the overlap and its hooks
+  width += 3;
   std::vector<double> mine(width);
   // Adds `counts` (one per edge; a step that counted none adds nothing) at `at`.
   auto add = [](const std::vector<int64_t>& counts, size_t e, double* at) {
@@ -78,6 +81,8 @@ absl::StatusOr<ModelProfile> BuildModelProfile(Communicator* comm,
   mine[1] = UpperMedian(backward);
   mine[2] = UpperMedian(optimizer);
   mine[hooks_at] = UpperMedian(hooks);
+  mine[hooks_at + 1] = UpperMedian(overlap);
+  mine[hooks_at + 2] = UpperMedian(overlap_hooks);
   for (int i = 0; i < n; ++i) {
     mine[3 + 3 * i] = UpperMedian(ready[i]);
     mine[4 + 3 * i] = UpperMedian(touched[i]);
@@ -112,8 +117,17 @@ absl::StatusOr<ModelProfile> BuildModelProfile(Communicator* comm,
   profile.forward_ms = 1e3 * max_over_ranks(0);
   profile.backward_ms = 1e3 * max_over_ranks(1);
   profile.optimizer_ms = 1e3 * max_over_ranks(2);
-  profile.hooks_ms =
-      std::min(1e3 * max_over_ranks(hooks_at), profile.forward_ms + profile.backward_ms);
+  {  // the hooks, the overlap and its hooks of one rank: the one with the most hooks
+    int most = 0;
+    for (int q = 1; q < w; ++q) {
+      if (at(q, hooks_at) > at(most, hooks_at)) most = q;
+    }
+    const double compute_ms = profile.forward_ms + profile.backward_ms;
+    profile.hooks_ms = std::min(1e3 * at(most, hooks_at), compute_ms);
+    profile.overlap_ms = std::min(1e3 * at(most, hooks_at + 1), compute_ms);
+    profile.overlap_hooks_ms =
+        std::min({1e3 * at(most, hooks_at + 2), profile.overlap_ms, profile.hooks_ms});
+  }
   for (int i = 0; i < n; ++i) {
     const core::Parameter& p = *store.parameters()[i];
     ParamProfile pp;

@@ -3,9 +3,11 @@
 //
 // Per step and rank: forward is the time into compute of the first gradient's MarkReady (on the
 // CPU the output layer's gradient is final as backward starts), backward the rest of compute,
-// hooks the part of compute spent in the synchronizer's hooks (StepTimes::hooks);
-// each parameter's ready_ms is its MarkReady time after forward (unset where compute did not
-// report it: at the end of backward, as on a GPU); a row-sparse parameter's touched rows are
+// hooks the part of compute spent in the synchronizer's hooks (StepTimes::hooks), with the part
+// of compute after the first unit started and the hooks in it (StepTimes::overlap,
+// overlap_hooks), these three the rank's with the most hooks; each parameter's ready_ms is its
+// MarkReady time after forward (unset where compute did not report it: at the end of backward,
+// as on a GPU); a row-sparse parameter's touched rows are
 // this rank's, and the union over ranks (the synchronized gradient's rows) gives the
 // union_rows point at the world size. Each figure is the median over steps; over ranks, the
 // slowest rank's times and the mean of the row counts. The spread (where in the table the rows

@@ -57,6 +57,7 @@ absl::StatusOr<StepTimes> DataParallelStep::Run(
   CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
   // The global count's allreduce starts now and runs during forward and backward.
   if (sync_ != nullptr) CAVS_RETURN_IF_ERROR(sync_->BeginStep(local_count));
+  const double begun = Since(start);
   StepHooks hooks;
   hooks.on_gradient_ready = [&](const std::string& name) -> absl::Status {
     const core::Parameter* p = store_->Find(name);
@@ -82,7 +83,15 @@ absl::StatusOr<StepTimes> DataParallelStep::Run(
   if (local_count > 0 || run_empty) CAVS_RETURN_IF_ERROR(compute(hooks));
   times.compute = Since(start);
   // The synchronizer times its own hooks; so far in the step, all of them ran inside compute.
-  if (sync_ != nullptr) times.hooks = sync_->hook_seconds();
+  if (sync_ != nullptr) {
+    times.hooks = sync_->hook_seconds();
+    times.polls = sync_->polls();
+    if (const double first = sync_->first_start_seconds(); first >= 0) {
+      times.overlap = std::max(0.0, times.compute - (begun + first));
+      times.overlap_hooks = std::min(times.overlap, sync_->hook_seconds_in_flight());
+      times.overlap_polls = sync_->polls_in_flight();
+    }
+  }
 
   if (profiling_) {
     for (int i = 0; i < n; ++i) {

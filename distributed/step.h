@@ -41,8 +41,16 @@ struct StepHooks {
 
 // Seconds each phase took on this rank, and the synchronizer's statistics.
 struct StepTimes {
-  double compute = 0;    // zeroing, BeginStep and compute
-  double hooks = 0;      // of compute, in the synchronizer's MarkReady and Poll (its CPU share)
+  double compute = 0;  // zeroing, BeginStep and compute
+  double hooks = 0;    // of compute, in the synchronizer's MarkReady and Poll (its CPU share)
+  // Of compute, the part after the first unit started (0 where none started during compute),
+  // and the hooks in it: the share of compute the hooks take while communication overlaps it.
+  double overlap = 0;
+  double overlap_hooks = 0;
+  // The hooks' calls in compute, and of them those in the overlap (StepStats::polls,
+  // polls_in_flight, at the end of compute).
+  int64_t polls = 0;
+  int64_t overlap_polls = 0;
   double finish = 0;     // marking the rest ready, Finish (waiting for the slowest rank)
   double optimizer = 0;  // the optimizer's step
   double total() const { return compute + finish + optimizer; }

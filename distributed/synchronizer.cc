@@ -157,8 +157,13 @@ absl::Status GradientSynchronizer::Poll() {
 }
 
 void GradientSynchronizer::CountHook(absl::Time start) {
-  stats_.hook_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  stats_.hook_seconds += seconds;
   ++stats_.polls;
+  if (next_unit_ > 0) {
+    stats_.hook_seconds_in_flight += seconds;
+    ++stats_.polls_in_flight;
+  }
 }
 
 absl::Status GradientSynchronizer::StartReadyUnits() {

@@ -65,7 +65,11 @@ struct StepStats {
   // Time spent in MarkReady and Poll (the hooks, run on the compute's thread before Finish):
   // starting units and polling them, the synchronizer's share of compute.
   double hook_seconds = 0;
-  int64_t polls = 0;  // MarkReady and Poll calls before Finish
+  // Of hook_seconds, the calls that ran with a unit started (the first unit's Start onwards):
+  // the hooks while communication overlaps compute.
+  double hook_seconds_in_flight = 0;
+  int64_t polls = 0;            // MarkReady and Poll calls before Finish
+  int64_t polls_in_flight = 0;  // of those, the calls hook_seconds_in_flight counts
   // Per unit (start order): seconds from BeginStep to its start, and to the poll that found it
   // complete (so a unit's end is seen at the next poll: MarkReady, Poll or Finish's wait).
   std::vector<double> unit_started_at, unit_done_at;
@@ -110,6 +114,15 @@ class GradientSynchronizer {
   int num_in_flight() const;
   // This step's StepStats::hook_seconds so far (the time in MarkReady and Poll since BeginStep).
   double hook_seconds() const { return stats_.hook_seconds; }
+  // Of it, StepStats::hook_seconds_in_flight so far; and the calls so far (StepStats::polls,
+  // polls_in_flight).
+  double hook_seconds_in_flight() const { return stats_.hook_seconds_in_flight; }
+  int64_t polls() const { return stats_.polls; }
+  int64_t polls_in_flight() const { return stats_.polls_in_flight; }
+  // Seconds from BeginStep to the first unit's start this step; -1 before it starts.
+  double first_start_seconds() const {
+    return stats_.unit_started_at.empty() ? -1.0 : stats_.unit_started_at[0];
+  }
   // Units in start order, named: "allreduce bucket 0 (fc/W, fc/b)", "ps 'E' rows [0, 50) ...".
   std::vector<std::string> UnitNames() const;
 

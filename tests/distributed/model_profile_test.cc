@@ -20,6 +20,8 @@ forward_ms 9.5
 backward_ms 14
 optimizer_ms 2.25
 hooks_ms 3.5
+overlap_ms 6
+overlap_hooks_ms 2.5
 param embedding shape=1000,30 grad=sparse touched=100 dup=0.4 ready_ms=14
 param W shape=30,150 ready_ms=13.5   # a matrix
 param b shape=150
@@ -35,6 +37,8 @@ TEST(ModelProfileTest, ParsesEveryField) {
   EXPECT_EQ(p->backward_ms, 14.0);
   EXPECT_EQ(p->optimizer_ms, 2.25);
   EXPECT_EQ(p->hooks_ms, 3.5);
+  EXPECT_EQ(p->overlap_ms, 6.0);
+  EXPECT_EQ(p->overlap_hooks_ms, 2.5);
   ASSERT_EQ(p->params.size(), 4u);
   const ParamProfile& e = p->params[0];
   EXPECT_EQ(e.name, "embedding");
@@ -177,14 +181,23 @@ TEST(ModelProfileTest, ErrorsNameTheFileLineAndField) {
       {head + "hooks_ms -2\n",
        "p.txt line 4: field 'hooks_ms': bad value '-2' (expected a number >= 0)"},
       {head + "hooks_ms 4\nparam a shape=2\n",
-       "p.txt line 4: field 'hooks_ms': 4 is more than the compute it is part of (forward_ms + "
-       "backward_ms 3)"},
+       "p.txt line 4: field 'hooks_ms': 4 is more than the compute (forward_ms + backward_ms) "
+       "it is part of (3)"},
+      {head + "overlap_ms 3.5\nparam a shape=2\n",
+       "p.txt line 4: field 'overlap_ms': 3.5 is more than the compute (forward_ms + "
+       "backward_ms) it is part of (3)"},
+      {head + "hooks_ms 2\noverlap_ms 1\noverlap_hooks_ms 1.5\nparam a shape=2\n",
+       "p.txt line 6: field 'overlap_hooks_ms': 1.5 is more than the overlap (overlap_ms) it is "
+       "part of (1)"},
+      {head + "hooks_ms 0.5\noverlap_ms 2\noverlap_hooks_ms 1\nparam a shape=2\n",
+       "p.txt line 6: field 'overlap_hooks_ms': 1 is more than the hooks (hooks_ms) it is part "
+       "of (0.5)"},
       {head + "batch_per_rank 2.5\n",
        "p.txt line 4: field 'batch_per_rank': bad value '2.5' (expected an integer in [0, "
        "1099511627776])"},
       {head + "epochs 3\n",
        "p.txt line 4: unknown directive 'epochs' (expected version, name, batch_per_rank, "
-       "forward_ms, backward_ms, optimizer_ms, hooks_ms or param)"},
+       "forward_ms, backward_ms, optimizer_ms, hooks_ms, overlap_ms, overlap_hooks_ms or param)"},
       {head + "param\n", "p.txt line 4: 'param' needs a name"},
       {head + "param a\n", "p.txt line 4: field 'shape': missing"},
       {head + "param a shape=3,x\n",

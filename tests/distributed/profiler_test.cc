@@ -28,6 +28,8 @@ TEST(BuildModelProfileTest, TimesAndRowsFromProfiledSteps) {
   step.finish = 0.002;
   step.optimizer = 0.001;
   step.hooks = 0.003;
+  step.overlap = 0.006;
+  step.overlap_hooks = 0.002;
   step.ready_at = {0.009, 0.004, -1};  // b not reported
   step.touched_rows = {30, 0, 0};
   step.union_rows = {30, 0, 0};
@@ -46,6 +48,8 @@ TEST(BuildModelProfileTest, TimesAndRowsFromProfiledSteps) {
   EXPECT_DOUBLE_EQ(p->backward_ms, 6.0);
   EXPECT_DOUBLE_EQ(p->optimizer_ms, 1.0);
   EXPECT_DOUBLE_EQ(p->hooks_ms, 3.0);
+  EXPECT_DOUBLE_EQ(p->overlap_ms, 6.0);
+  EXPECT_DOUBLE_EQ(p->overlap_hooks_ms, 2.0);
   ASSERT_EQ(p->params.size(), 3u);
   EXPECT_TRUE(p->params[0].sparse);
   EXPECT_EQ(p->params[0].shape, std::vector<int64_t>({100, 8}));

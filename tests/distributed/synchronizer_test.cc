@@ -127,6 +127,10 @@ TEST_F(SynchronizerTest, UnitsStartInReverseCreationOrderAsTheyBecomeReady) {
   EXPECT_EQ(stats->polls, 3);
   EXPECT_GE(stats->hook_seconds, 0.0);
   EXPECT_LE(stats->hook_seconds, stats->unit_done_at.back());
+  // The first call started nothing; the calls from out/b's on ran with a unit in flight.
+  EXPECT_GE(stats->hook_seconds_in_flight, 0.0);
+  EXPECT_LE(stats->hook_seconds_in_flight, stats->hook_seconds);
+  EXPECT_EQ(stats->polls_in_flight, 2);  // out/b's and out/W's
   ExpectMeans(sums, 5);
   // Each unit's start and the poll that found it done, from BeginStep, in start order: the
   // early ones before the rest, every one done no earlier than it started.
@@ -205,8 +209,19 @@ TEST_F(SynchronizerTest, DataParallelStepWithoutOverlapStartsEveryUnitAfterCompu
       for (double ready : t->ready_at) EXPECT_GE(ready, 0.0);
       EXPECT_GE(t->hooks, 0.0);
       EXPECT_LE(t->hooks, t->compute);
+      // The first unit started in compute's first hook: the overlap is most of compute.
+      EXPECT_GT(t->overlap, 0.0);
+      EXPECT_LE(t->overlap, t->compute);
+      EXPECT_GE(t->overlap_hooks, 0.0);
+      EXPECT_LE(t->overlap_hooks, std::min(t->overlap, t->hooks));
+      EXPECT_EQ(t->polls, calls);
+      EXPECT_EQ(t->overlap_polls, calls);  // the first call started the first unit
     } else {
-      EXPECT_EQ(t->hooks, 0.0);  // the hooks never reached the synchronizer
+      EXPECT_EQ(t->hooks, 0.0);    // the hooks never reached the synchronizer
+      EXPECT_EQ(t->overlap, 0.0);  // no unit started in compute
+      EXPECT_EQ(t->overlap_hooks, 0.0);
+      EXPECT_EQ(t->polls, 0);
+      EXPECT_EQ(t->overlap_polls, 0);
       EXPECT_EQ(stats.polls, store.size());
       for (double ready : t->ready_at) EXPECT_EQ(ready, -1.0);
     }
