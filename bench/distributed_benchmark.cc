@@ -529,8 +529,9 @@ absl::Status Main(int argc, char** argv) {
     if (predicted.has_value()) {
       const double ms = 1e3 * predicted->step_s;
       std::printf(
-          "    predicted %.2f ms (compute %.2f, exposed %.2f, optimizer %.2f): measured %+.1f%%\n",
-          ms, 1e3 * predicted->compute_s, 1e3 * predicted->exposed_comm_s,
+          "    predicted %.2f ms (compute %.2f with hooks %.2f, exposed %.2f, optimizer %.2f): "
+          "measured %+.1f%%\n",
+          ms, 1e3 * predicted->compute_s, 1e3 * predicted->hooks_s, 1e3 * predicted->exposed_comm_s,
           1e3 * predicted->optimizer_s, 100.0 * (row.step_ms / ms - 1.0));
     }
     for (size_t u = 0; u < row.unit_names.size(); ++u) {

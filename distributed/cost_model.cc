@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -281,6 +282,69 @@ LinkLoad BusiestLink(const std::vector<std::vector<Job>>& links, const Resources
   return busiest;
 }
 
+// The bytes of one rank's gradient (dense: the parameter; row-sparse: the touched rows with
+// their indices), the units' payload at float32.
+double GradientBytes(const ModelProfile& p) {
+  double bytes = 0.0;
+  for (const ParamProfile& q : p.params) {
+    bytes += q.sparse ? q.touched_rows * (8.0 + 4.0 * static_cast<double>(q.cols()))
+                      : static_cast<double>(q.bytes());
+  }
+  return bytes;
+}
+
+// The synchronizer's hooks (MarkReady and Poll: the transport's work in the polls) on the
+// compute thread, from the profile: its compute of C = forward_ms + backward_ms had the profiled
+// strategy's first unit start at w0 = C - overlap_ms; of its hooks_ms, H_b = hooks_ms -
+// overlap_hooks_ms came before that and H_w = overlap_hooks_ms after. Before, the polls found
+// little to do: a share `idle` = H_b / w0 of the thread's time, which the polls keep taking
+// after. After, the calls that start a unit push its first messages: what the overlap's
+// wall time has beyond its own work at that share, over the gradient's bytes (the profiled
+// strategy's units all start in compute), is `per_byte`, the time a byte a unit carries costs
+// the thread when the unit starts. Pure() maps the profile's times to the compute's own work.
+// The profiled strategy's compute and hooks come out as measured; without the overlap, the
+// one share hooks_ms / C and no cost a byte: every strategy's times are then the profile's.
+constexpr double kMaxIdleShare = 0.95;
+
+class HookCosts {
+ public:
+  HookCosts(const ModelProfile& p, double gradient_bytes) {
+    compute_ = (p.forward_ms + p.backward_ms) * kMs;
+    const double hooks = std::min(p.hooks_ms * kMs, compute_);
+    if (compute_ <= 0 || hooks <= 0) return;
+    const double overlap = std::min(p.overlap_ms * kMs, compute_);
+    if (overlap <= 0) {
+      idle_ = std::min(hooks / compute_, kMaxIdleShare);
+      first_ = compute_;
+      return;
+    }
+    const double in_overlap = std::min({p.overlap_hooks_ms * kMs, overlap, hooks});
+    first_ = compute_ - overlap;
+    idle_ = first_ > 0 ? std::min((hooks - in_overlap) / first_, kMaxIdleShare) : 0.0;
+    own_after_ = std::min(overlap - in_overlap, overlap * (1 - idle_));
+    const double pushes = overlap - own_after_ / (1 - idle_);
+    per_byte_ = gradient_bytes > 0 ? pushes / gradient_bytes : 0.0;
+  }
+  double idle() const { return idle_; }
+  double per_byte() const { return per_byte_; }
+  // The compute's own work in the profile's first `wall` s of compute: at 1 - idle a second
+  // before the first start, and the overlap's own work spread evenly over it after.
+  double Pure(double wall) const {
+    if (first_ < 0) return wall;  // no hooks measured
+    const double overlap = compute_ - first_;
+    if (wall <= first_ || overlap <= 0) return wall * (1 - idle_);
+    return first_ * (1 - idle_) + std::min(wall - first_, overlap) / overlap * own_after_;
+  }
+  // The wall time a strategy's compute takes for `pure` of its own work, without the units'
+  // start costs.
+  double Wall(double pure) const { return pure / (1 - idle_); }
+
+ private:
+  double compute_ = 0.0;
+  double first_ = -1.0;  // the profiled first start; -1: no hooks measured
+  double idle_ = 0.0, own_after_ = 0.0, per_byte_ = 0.0;
+};
+
 }  // namespace
 
 absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
@@ -295,13 +359,14 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
   const int hosts = static_cast<int>(cluster_.hosts.size());
   Prediction pred;
   pred.forward_s = profile_.forward_ms * kMs;
-  pred.backward_s = profile_.backward_ms * kMs;
   pred.optimizer_s = profile_.optimizer_ms * kMs;
-  pred.compute_s = pred.forward_s + pred.backward_s;
+  const HookCosts hooks(profile_, GradientBytes(profile_));
+  const double pure_end = hooks.Pure(pred.forward_s + profile_.backward_ms * kMs);
 
   std::vector<std::vector<Phase>> phases(specs.size());
   std::map<int, ServerLoad> servers;
   double started = 0.0;  // s the backward's thread has spent in the units' Start so far
+  std::vector<double> pure_readies, push_s;  // per unit: its own work ready, its start cost
   for (size_t u = 0; u < specs.size(); ++u) {
     const kinds::SyncKind& kind = kinds::KindOf(specs[u].kind);
     UnitPrediction unit;
@@ -310,15 +375,26 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     kinds::UnitCost cost = kind.Cost(specs[u], profile_, *collectives_);
     phases[u] = std::move(cost.phases);
     unit.payload_bytes = cost.payload_bytes;
-    unit.ready_s = pred.forward_s;
+    double pure_ready = hooks.Pure(pred.forward_s);
+    bool reported = true;  // every gradient's MarkReady in compute: the unit starts there
     for (int i : specs[u].params) {
-      const double ready_ms = profile_.params[i].ready_ms.value_or(profile_.backward_ms);
-      unit.ready_s = std::max(unit.ready_s, pred.forward_s + ready_ms * kMs);
+      const std::optional<double>& ready_ms = profile_.params[i].ready_ms;
+      reported = reported && ready_ms.has_value();
+      pure_ready = std::max(
+          pure_ready, hooks.Pure(pred.forward_s + ready_ms.value_or(profile_.backward_ms) * kMs));
     }
-    // The Start of the units before it ran on the thread that computes the gradients.
-    unit.ready_s += started;
+    pure_readies.push_back(pure_ready);
+    // Ready once that much own work is done, after the Start of the units before it (on the
+    // thread that computes the gradients: its encodes) and the start costs of those started
+    // before it with their own work done no later (their bytes leave in the polls meanwhile).
+    double pushed = 0.0;
+    for (size_t v = 0; v < u; ++v) {
+      if (pure_readies[v] <= pure_ready) pushed += push_s[v];
+    }
+    unit.ready_s = hooks.Wall(pure_ready) + pushed + started;
     // Units start in order: a ready unit waits for the one before it.
     unit.start_s = std::max(unit.ready_s, u == 0 ? 0.0 : pred.units.back().start_s);
+    push_s.push_back(reported ? hooks.per_byte() * static_cast<double>(cost.payload_bytes) : 0.0);
     if (cost.start_s > 0) {
       // Its own Start's work comes first, on every rank's CPU.
       Phase start;
@@ -336,8 +412,11 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     }
     pred.units.push_back(std::move(unit));
   }
-  pred.backward_s += started;
-  pred.compute_s += started;
+  double pushed = 0.0;
+  for (double p : push_s) pushed += p;
+  pred.hooks_s = hooks.Wall(pure_end) - pure_end + pushed;
+  pred.compute_s = pure_end + pred.hooks_s + started;
+  pred.backward_s = pred.compute_s - pred.forward_s;
   std::vector<std::vector<Job>> cpu(hosts), links(res.count());
   ChainUnits(phases, res, pred.units, cpu, links);
   const std::vector<double> shared = SharedChainEnds(phases, res, pred.units);

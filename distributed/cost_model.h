@@ -4,7 +4,9 @@
 // The step is replayed as the GradientSynchronizer runs it (docs/distributed.md, "The cost
 // model", has the equations):
 //   - forward, then backward; each parameter's gradient is ready at its profiled offset into
-//     backward (at the end of backward where the profile has none);
+//     backward (at the end of backward where the profile has none); where the profile measured
+//     the synchronizer's hooks, its times are the compute's own work plus the polls' share of
+//     the thread and, for each unit that starts in compute, a cost a byte it carries;
 //   - the strategy splits into units by the synchronizer's own planner (unit_plan.h: a bucket
 //     per allreduce group, a unit per PS shard, one per sparse table), started in its order
 //     (latest-created parameter first), each when its parameters are ready and the unit before
@@ -88,7 +90,13 @@ struct LinkLoad {
 
 struct Prediction {
   double forward_s = 0.0;
-  double backward_s = 0.0;  // the profile's, plus the units' Start run during it (encodes)
+  // The profile's, its hooks at this strategy's times (hooks_s), plus the units' Start run
+  // during it (encodes).
+  double backward_s = 0.0;
+  // Of compute, the synchronizer's hooks (the transport's work in the polls) at the share and
+  // cost a byte the profile measured, as this strategy's units start (docs/distributed.md, "The
+  // transport's CPU time"). The profile's own hooks_ms under the strategy it was taken with.
+  double hooks_s = 0.0;
   double optimizer_s = 0.0;
   double compute_s = 0.0;       // forward + backward
   double comm_end_s = 0.0;      // the last unit's end (0 without units)

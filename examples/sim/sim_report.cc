@@ -98,15 +98,16 @@ std::string FormatTable(const std::vector<Row>& rows, const ClusterSpec& cluster
     best = std::min(best, r.prediction.step_s);
     width = std::max(width, r.label.size());
   }
-  std::string out = absl::StrFormat("%-*s %9s %9s %9s %9s %6s %8s  %-44s %s\n", width, "strategy",
-                                    "step ms", "compute", "exposed", "optim", "units", "vs best",
-                                    "busiest server", "busiest link");
+  std::string out = absl::StrFormat("%-*s %9s %9s %9s %9s %9s %6s %8s  %-44s %s\n", width,
+                                    "strategy", "step ms", "compute", "hooks", "exposed", "optim",
+                                    "units", "vs best", "busiest server", "busiest link");
   for (const Row& r : rows) {
     const Prediction& p = r.prediction;
-    absl::StrAppendFormat(&out, "%-*s %9.2f %9.2f %9.2f %9.2f %6d %7.2fx  %-44s %s\n", width,
-                          r.label, Ms(p.step_s), Ms(p.compute_s), Ms(p.exposed_comm_s),
-                          Ms(p.optimizer_s), p.units.size(), best > 0 ? p.step_s / best : 1.0,
-                          ServerText(p.busiest_server), LinkText(p.busiest_link, cluster));
+    absl::StrAppendFormat(&out, "%-*s %9.2f %9.2f %9.2f %9.2f %9.2f %6d %7.2fx  %-44s %s\n", width,
+                          r.label, Ms(p.step_s), Ms(p.compute_s), Ms(p.hooks_s),
+                          Ms(p.exposed_comm_s), Ms(p.optimizer_s), p.units.size(),
+                          best > 0 ? p.step_s / best : 1.0, ServerText(p.busiest_server),
+                          LinkText(p.busiest_link, cluster));
   }
   return out;
 }

@@ -671,6 +671,79 @@ TEST(CostModelTest, ErrorsNameTheParameter) {
             "profile");
 }
 
+// The hooks' cost, from the profile (3 ms of hooks in 10 of compute; the profiled strategy's
+// first unit started at 6 ms, and 2 ms of the hooks came after it): a share 1/6 of the thread
+// before any unit starts and after, and what the last 4 ms take beyond their 2 ms of own work
+// at that share, 4 - 2 / (5/6) = 1.6 ms, over the gradient's 16,000 bytes as the units start.
+// The compute's own work is 6 x 5/6 + 2 = 7 ms, forward's 2 x 5/6, gradient B's (ready 1 ms
+// into backward) 3 x 5/6 = 2.5.
+TEST(CostModelTest, TheHooksCostAShareOfComputeAndTheStartsTheirBytes) {
+  ModelProfile profile = Profile({{1000}, {3000}});  // A: 4,000 bytes, B: 12,000
+  profile.forward_ms = 2;
+  profile.backward_ms = 8;
+  profile.hooks_ms = 3;
+  profile.overlap_ms = 4;
+  profile.overlap_hooks_ms = 2;
+  profile.params[0].ready_ms.reset();  // A at the end of backward, after compute
+  profile.params[1].ready_ms = 1.0;    // B 1 ms into it; B starts first (created last)
+  const ClusterSpec c = Cluster(2, 1, 1, 10 * kUs, 5 * kUs);
+  const double ms = 1e-3;
+  Strategy two = OneEach(profile, 2, AllReduceSync{});
+  two.params[1].sync = AllReduceSync{.group = 1};
+  {  // One bucket, started after compute (A's gradient is not reported in it): no bytes
+     // pushed in compute, which takes 7 / (5/6) = 8.4 ms.
+    absl::StatusOr<Prediction> p =
+        PredictStepTime(OneEach(profile, 2, AllReduceSync{}), profile, c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_NEAR(p->compute_s, 8.4 * ms, 1e-12);
+    EXPECT_NEAR(p->hooks_s, 1.4 * ms, 1e-12);
+    EXPECT_NEAR(p->units[0].start_s, 8.4 * ms, 1e-12);
+  }
+  {  // B's bucket at 2.5 / (5/6) = 3 ms; its 12,000 bytes cost the thread 1.2 ms: A's bucket
+     // starts, and compute ends, at 8.4 + 1.2 ms.
+    absl::StatusOr<Prediction> p = PredictStepTime(two, profile, c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->units.size(), 2u);
+    EXPECT_EQ(p->units[0].payload_bytes, 12000);
+    EXPECT_NEAR(p->units[0].start_s, 3 * ms, 1e-12);
+    EXPECT_NEAR(p->units[1].start_s, 9.6 * ms, 1e-12);
+    EXPECT_NEAR(p->compute_s, 9.6 * ms, 1e-12);
+    EXPECT_NEAR(p->hooks_s, 2.6 * ms, 1e-12);
+    EXPECT_NEAR(p->backward_s, p->compute_s - 2 * ms, 1e-12);
+  }
+  {  // With A reported at the end of backward, one bucket started in compute is the profiled
+     // case: compute and hooks are the profile's 10 and 3 ms.
+    ModelProfile reported = profile;
+    reported.params[0].ready_ms = 8.0;
+    absl::StatusOr<Prediction> p =
+        PredictStepTime(OneEach(reported, 2, AllReduceSync{}), reported, c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_NEAR(p->units[0].start_s, 8.4 * ms, 1e-12);
+    EXPECT_NEAR(p->compute_s, 10 * ms, 1e-12);
+    EXPECT_NEAR(p->hooks_s, 3 * ms, 1e-12);
+  }
+  {  // Both reported at the end, in two buckets: both ready at 8.4 ms of wall time, B's first;
+     // A's waits for B's 1.2 ms, and compute ends after A's 0.4: the profile's 10 ms again.
+    ModelProfile late = profile;
+    late.params[0].ready_ms = late.params[1].ready_ms = 8.0;
+    absl::StatusOr<Prediction> p = PredictStepTime(two, late, c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->units.size(), 2u);
+    EXPECT_NEAR(p->units[0].start_s, 8.4 * ms, 1e-12);
+    EXPECT_NEAR(p->units[1].start_s, 9.6 * ms, 1e-12);
+    EXPECT_NEAR(p->compute_s, 10 * ms, 1e-12);
+  }
+  {  // Without the overlap the one share, 3/10, is the profile's own: its times stand.
+    ModelProfile flat = profile;
+    flat.overlap_ms = flat.overlap_hooks_ms = 0;
+    absl::StatusOr<Prediction> p = PredictStepTime(two, flat, c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_NEAR(p->units[0].start_s, 3 * ms, 1e-12);
+    EXPECT_NEAR(p->compute_s, 10 * ms, 1e-12);
+    EXPECT_NEAR(p->hooks_s, 3 * ms, 1e-12);
+  }
+}
+
 // More bandwidth never predicts a slower step, more latency or overhead never a faster one:
 // every builder on uneven clusters (every allreduce algorithm), each link parameter raised in
 // turn.
@@ -681,6 +754,9 @@ TEST(CostModelTest, MonotoneInEveryLinkParameter) {
   profile.params[0].union_rows = {{2, 500}};
   profile.forward_ms = 2;
   profile.backward_ms = 6;
+  profile.hooks_ms = 2;  // the hooks' shares move the starts, but not with the cluster
+  profile.overlap_ms = 3;
+  profile.overlap_hooks_ms = 1.5;
   for (size_t i = 1; i < profile.params.size(); ++i) profile.params[i].ready_ms = 6.0 - i;
   core::ParameterStore store;
   ASSERT_TRUE(AddProfileParameters(profile, &store).ok());
