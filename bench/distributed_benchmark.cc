@@ -3,7 +3,8 @@
 // emulated cluster (scripts/cluster.sh run -- ...):
 //
 //   mpirun -np 4 distributed_benchmark [--model=tree-lstm|lstm-lm] [--data=FILE] [--batch=N]
-//       [--vocab=V] [--embed=E] [--hidden=H] [--steps=20] [--warmup=3] [--threads=1]
+//       [--vocab=V] [--embed=E] [--hidden=H] [--steps=20] [--warmup=3] [--first-warmup=8]
+//       [--threads=1]
 //       [--strategies=allreduce,ps,...] [--strategy-file=FILE]... [--baseline=1|0]
 //       [--unit-times=0|1] [--piece-bytes=-1] [--predict=0|1] [--profile-out=FILE]
 //       [--cluster-out=FILE] [--overlap=1|0]
@@ -39,6 +40,12 @@
 // its strategy on that profile and cluster (CostModel), its error, and, with --unit-times, each
 // unit's predicted start and end beside the measured ones (matched by name). --profile-out and
 // --cluster-out write the profile and the probed cluster (cavs-sim's inputs; implies --predict).
+//
+// --warmup steps run before each strategy's counted ones, and --first-warmup more before the
+// first strategy's (on its first batches again, so every strategy counts the same batches): the
+// process's first steps over the links run slow for several steps (on the emulated cluster's
+// 1 Gbit/s 4 x 1, with 2 warm-up steps the first strategy measured 11 to 17% slower than the
+// same units later in the run; with 8, within the steps' noise).
 //
 // --overlap=0 is DataParallelStep::set_overlap(false) (cavs-train's --sync-overlap=false): the
 // hooks do not reach the synchronizer, every unit starts after compute, and the synchronizer's
@@ -94,7 +101,7 @@ namespace {
 struct Flags {
   std::string model = "tree-lstm";
   std::string data;
-  int batch = 0, steps = 20, warmup = 3, threads = 1;
+  int batch = 0, steps = 20, warmup = 3, first_warmup = 8, threads = 1;
   int64_t vocab = 0, embed = 0, hidden = 0;
   int64_t piece_bytes = -1;  // CommOptions::piece_bytes
   bool baseline = true;
@@ -172,6 +179,8 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       ok = absl::SimpleAtoi(v, &f.steps) && f.steps >= 1;
     } else if (ok && kv[0] == "--warmup") {
       ok = absl::SimpleAtoi(v, &f.warmup) && f.warmup >= 0;
+    } else if (ok && kv[0] == "--first-warmup") {
+      ok = absl::SimpleAtoi(v, &f.first_warmup) && f.first_warmup >= 0;
     } else if (ok && kv[0] == "--piece-bytes") {
       ok = absl::SimpleAtoi(v, &f.piece_bytes) && f.piece_bytes >= -1;
     } else if (ok && kv[0] == "--threads") {
@@ -309,10 +318,11 @@ absl::StatusOr<vertex::Function> Model(const Flags& f) {
 }
 
 // One strategy's run, or the plain single-process step where `strategy` is null (on whichever
-// ranks call it; `world` and `rank` place the batches). Where `profile` is not null, the
-// measured steps are profiled into it (BuildModelProfile: collective, as the whole call is).
+// ranks call it; `world` and `rank` place the batches). `extra_warmup` steps (on the first
+// batches) run before the --warmup ones. Where `profile` is not null, the measured steps are
+// profiled into it (BuildModelProfile: collective, as the whole call is).
 absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::Strategy* strategy,
-                            distributed::Communicator* comm, int rank, int world,
+                            distributed::Communicator* comm, int rank, int world, int extra_warmup,
                             distributed::ModelProfile* profile = nullptr) {
   CAVS_ASSIGN_OR_RETURN(vertex::Function fn, Model(f));
   core::ParameterStore store(1);
@@ -339,8 +349,9 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
   std::vector<std::vector<std::vector<double>>> stages;        // per unit, per stage, per step: ms
   if (comm != nullptr && strategy != nullptr) CAVS_RETURN_IF_ERROR(comm->Barrier());
   int64_t wire_start = 0;
-  for (int s = 0; s < f.warmup + f.steps; ++s) {
-    if (s == f.warmup) wire_start = WireBytesSent();
+  for (int i = 0; i < extra_warmup + f.warmup + f.steps; ++i) {
+    const int s = i < extra_warmup ? i : i - extra_warmup;  // the batch's index
+    if (i == extra_warmup + f.warmup) wire_start = WireBytesSent();
     const std::vector<scheduler::Graph> batch = Batch(d, f, s, rank, world);
     CAVS_ASSIGN_OR_RETURN(
         distributed::StepTimes t,
@@ -350,7 +361,7 @@ absl::StatusOr<Row> Measure(const Data& d, const Flags& f, const distributed::St
           run.on_progress = hooks.on_progress;
           return engine->Run(batch, run).status();
         }));
-    if (s < f.warmup) continue;
+    if (i < extra_warmup + f.warmup) continue;
     if (profile != nullptr) profiled.push_back(t);
     row.step_ms += 1e3 * t.total() / f.steps;
     row.compute_ms += 1e3 * t.compute / f.steps;
@@ -456,13 +467,13 @@ absl::Status Main(int argc, char** argv) {
                 static_cast<long long>(f.hidden), d.what.c_str());
     std::printf(
         "ranks %d as %s, %d samples per rank per step, %d threads per rank, %d steps "
-        "(+%d warmup)\n",
-        w, topology.Describe().c_str(), f.batch, f.threads, f.steps, f.warmup);
+        "(+%d warmup, +%d more before the first strategy)\n",
+        w, topology.Describe().c_str(), f.batch, f.threads, f.steps, f.warmup, f.first_warmup);
   }
   double plain_ms = 0;
   if (f.baseline) {
     if (chief) {
-      CAVS_ASSIGN_OR_RETURN(Row plain, Measure(d, f, nullptr, nullptr, 0, 1));
+      CAVS_ASSIGN_OR_RETURN(Row plain, Measure(d, f, nullptr, nullptr, 0, 1, 0));
       plain_ms = plain.step_ms;
       std::printf("plain single-process step: %.2f ms (compute %.2f, optimizer %.2f)\n",
                   plain.step_ms, plain.compute_ms, plain.opt_ms);
@@ -499,11 +510,13 @@ absl::Status Main(int argc, char** argv) {
     CAVS_RETURN_IF_ERROR(WriteOutput("--cluster-out", f.cluster_out, chief,
                                      distributed::SerializeClusterSpec(*cluster)));
   }
-  for (const auto& [name, strategy] : runs) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& [name, strategy] = runs[i];
     distributed::ModelProfile profile;
     const bool profiling = cluster.has_value() && model == nullptr;
-    CAVS_ASSIGN_OR_RETURN(
-        Row row, Measure(d, f, &strategy, comm.get(), r, w, profiling ? &profile : nullptr));
+    CAVS_ASSIGN_OR_RETURN(Row row,
+                          Measure(d, f, &strategy, comm.get(), r, w, i == 0 ? f.first_warmup : 0,
+                                  profiling ? &profile : nullptr));
     if (profiling) {
       CAVS_RETURN_IF_ERROR(WriteOutput("--profile-out", f.profile_out, chief,
                                        distributed::SerializeModelProfile(profile)));
