@@ -367,6 +367,7 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
   std::map<int, ServerLoad> servers;
   double started = 0.0;  // s the backward's thread has spent in the units' Start so far
   std::vector<double> pure_readies, push_s;  // per unit: its own work ready, its start cost
+  bool in_compute = true;                    // the units so far all start in compute
   for (size_t u = 0; u < specs.size(); ++u) {
     const kinds::SyncKind& kind = kinds::KindOf(specs[u].kind);
     UnitPrediction unit;
@@ -376,7 +377,9 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     phases[u] = std::move(cost.phases);
     unit.payload_bytes = cost.payload_bytes;
     double pure_ready = hooks.Pure(pred.forward_s);
-    bool reported = true;  // every gradient's MarkReady in compute: the unit starts there
+    // Every gradient's MarkReady in compute, and those of the units before it (units start in
+    // order: one after a unit started in Finish starts there too): the unit starts in compute.
+    bool reported = in_compute;
     for (int i : specs[u].params) {
       const std::optional<double>& ready_ms = profile_.params[i].ready_ms;
       reported = reported && ready_ms.has_value();
@@ -394,6 +397,7 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     unit.ready_s = hooks.Wall(pure_ready) + pushed + started;
     // Units start in order: a ready unit waits for the one before it.
     unit.start_s = std::max(unit.ready_s, u == 0 ? 0.0 : pred.units.back().start_s);
+    in_compute = reported;
     push_s.push_back(reported ? hooks.per_byte() * static_cast<double>(cost.payload_bytes) : 0.0);
     if (cost.start_s > 0) {
       // Its own Start's work comes first, on every rank's CPU.

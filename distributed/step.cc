@@ -55,9 +55,10 @@ absl::StatusOr<StepTimes> DataParallelStep::Run(
     }
   };
   CAVS_RETURN_IF_ERROR(store_->ZeroGrad());
-  // The global count's allreduce starts now and runs during forward and backward.
-  if (sync_ != nullptr) CAVS_RETURN_IF_ERROR(sync_->BeginStep(local_count));
+  // The global count's allreduce starts now and runs during forward and backward. The
+  // synchronizer's clock (its units' start times) starts as BeginStep is called.
   const double begun = Since(start);
+  if (sync_ != nullptr) CAVS_RETURN_IF_ERROR(sync_->BeginStep(local_count));
   StepHooks hooks;
   hooks.on_gradient_ready = [&](const std::string& name) -> absl::Status {
     const core::Parameter* p = store_->Find(name);

@@ -157,11 +157,14 @@ absl::Status GradientSynchronizer::Poll() {
 }
 
 void GradientSynchronizer::CountHook(absl::Time start) {
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  stats_.hook_seconds += seconds;
+  const absl::Time now = absl::Now();
+  stats_.hook_seconds += absl::ToDoubleSeconds(now - start);
   ++stats_.polls;
   if (next_unit_ > 0) {
-    stats_.hook_seconds_in_flight += seconds;
+    // In flight from the end of the first unit's Start on: the call that started it counts
+    // only its part after that (the overlap StepTimes reports begins there too).
+    const absl::Time first = step_start_ + absl::Seconds(stats_.unit_started_at[0]);
+    stats_.hook_seconds_in_flight += absl::ToDoubleSeconds(now - std::max(start, first));
     ++stats_.polls_in_flight;
   }
 }

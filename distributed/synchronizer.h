@@ -65,8 +65,8 @@ struct StepStats {
   // Time spent in MarkReady and Poll (the hooks, run on the compute's thread before Finish):
   // starting units and polling them, the synchronizer's share of compute.
   double hook_seconds = 0;
-  // Of hook_seconds, the calls that ran with a unit started (the first unit's Start onwards):
-  // the hooks while communication overlaps compute.
+  // Of hook_seconds, the time after the first unit's Start ended (of the call that started it,
+  // its part after that): the hooks while communication overlaps compute.
   double hook_seconds_in_flight = 0;
   int64_t polls = 0;            // MarkReady and Poll calls before Finish
   int64_t polls_in_flight = 0;  // of those, the calls hook_seconds_in_flight counts

@@ -733,6 +733,17 @@ TEST(CostModelTest, TheHooksCostAShareOfComputeAndTheStartsTheirBytes) {
     EXPECT_NEAR(p->units[1].start_s, 9.6 * ms, 1e-12);
     EXPECT_NEAR(p->compute_s, 10 * ms, 1e-12);
   }
+  {  // B unreported: its bucket, first in order, starts in Finish, and A's after it, so A's
+     // 4,000 bytes cost the compute nothing either: 8.4 ms, as with one bucket.
+    ModelProfile first_late = profile;
+    first_late.params[1].ready_ms.reset();
+    first_late.params[0].ready_ms = 1.0;
+    absl::StatusOr<Prediction> p = PredictStepTime(two, first_late, c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->units.size(), 2u);
+    EXPECT_NEAR(p->compute_s, 8.4 * ms, 1e-12);
+    EXPECT_NEAR(p->hooks_s, 1.4 * ms, 1e-12);
+  }
   {  // Without the overlap the one share, 3/10, is the profile's own: its times stand.
     ModelProfile flat = profile;
     flat.overlap_ms = flat.overlap_hooks_ms = 0;
