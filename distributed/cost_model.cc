@@ -287,8 +287,7 @@ LinkLoad BusiestLink(const std::vector<std::vector<Job>>& links, const Resources
 double GradientBytes(const ModelProfile& p) {
   double bytes = 0.0;
   for (const ParamProfile& q : p.params) {
-    bytes += q.sparse ? q.touched_rows * (8.0 + 4.0 * static_cast<double>(q.cols()))
-                      : static_cast<double>(q.bytes());
+    bytes += q.sparse ? q.touched_rows * q.row_bytes() : static_cast<double>(q.bytes());
   }
   return bytes;
 }
@@ -325,7 +324,6 @@ class HookCosts {
     const double pushes = overlap - own_after_ / (1 - idle_);
     per_byte_ = gradient_bytes > 0 ? pushes / gradient_bytes : 0.0;
   }
-  double idle() const { return idle_; }
   double per_byte() const { return per_byte_; }
   // The compute's own work in the profile's first `wall` s of compute: at 1 - idle a second
   // before the first start, and the overlap's own work spread evenly over it after.

@@ -66,6 +66,8 @@ struct ParamProfile {
   int64_t rows() const;
   int64_t cols() const;
   int64_t bytes() const { return rows() * cols() * 4; }  // float32
+  // A row of the row-sparse gradient as the units carry it: an int64 id and cols float32s.
+  double row_bytes() const { return 8.0 + 4.0 * static_cast<double>(cols()); }
   // Rows touched by `ranks` ranks' steps together: log-log interpolation between the points,
   // extended past the last one along the last segment's power law, never more than the table or
   // than `ranks` * touched_rows, never fewer than touched_rows. 0 for a dense parameter.

@@ -38,16 +38,14 @@ struct Plan {
   Compressor compressor = Compressor::kNone;
 };
 
-double RowBytes(const ParamProfile& p) { return 8.0 + 4.0 * p.cols(); }
-
 // The traffic a PS shard of rows [begin, end) brings to its server, for balancing.
 double ShardTraffic(const ParamProfile& p, int64_t begin, int64_t end, int world) {
   const double fraction = static_cast<double>(end - begin) / p.rows();
   if (!p.sparse) return fraction * p.bytes();
   // Without a spread TouchedIn and UnionIn are this, rounded otherwise: kept, so that the
   // placements' ties fall as they did.
-  if (p.spread.empty()) return fraction * (p.touched_rows + p.UnionRows(world)) * RowBytes(p);
-  return (p.TouchedIn(begin, end) + p.UnionIn(world, begin, end)) * RowBytes(p);
+  if (p.spread.empty()) return fraction * (p.touched_rows + p.UnionRows(world)) * p.row_bytes();
+  return (p.TouchedIn(begin, end) + p.UnionIn(world, begin, end)) * p.row_bytes();
 }
 
 // `rows` split in proportion to `weights`: each share rounded down, the rows left over to the

@@ -529,7 +529,7 @@ class ParameterServer final : public SyncKindFor<ParameterServerSync> {
     // Row-sparse: each row travels as an int64 id and cols floats; a shard holds the touched
     // rows and the union that the profile's spread puts in its rows (without one, a share in
     // proportion to its rows).
-    const double row_bytes = 8.0 + 4.0 * p.cols();
+    const double row_bytes = p.row_bytes();
     const double touched = p.TouchedIn(unit.begin, unit.end);
     const double unique = p.UnionIn(static_cast<int>(all.size()), unit.begin, unit.end);
     UnitCost cost;

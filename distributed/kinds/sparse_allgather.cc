@@ -90,8 +90,7 @@ class SparseAllGather final : public SyncKindFor<SparseSync> {
                 internal::Collectives& c) const override {
     const std::vector<int>& all = c.layout().all;
     const ParamProfile& p = profile.params[unit.key];
-    // Each row travels as an int64 id and cols floats.
-    const double bytes = p.touched_rows * (8.0 + 4.0 * p.cols());
+    const double bytes = p.touched_rows * p.row_bytes();
     UnitCost cost;
     cost.payload_bytes = static_cast<int64_t>(bytes);
     cost.phases = {c.Run(Collective::kAllGather, all, 0, 8.0),  // the row counts
