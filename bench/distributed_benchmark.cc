@@ -518,10 +518,24 @@ absl::Status Main(int argc, char** argv) {
                           Measure(d, f, &strategy, comm.get(), r, w, i == 0 ? f.first_warmup : 0,
                                   profiling ? &profile : nullptr));
     if (profiling) {
+      // The profiled strategy's measured step calibrates the cluster, as --strategy=auto's
+      // profile does; a profile written out carries it where the strategy is a builder's.
+      const std::vector<std::string>& builders = distributed::StrategyBuilderNames();
+      if (std::find(builders.begin(), builders.end(), name) != builders.end()) {
+        profile.strategy = name;
+        profile.step_ms = row.step_ms;
+      }
       CAVS_RETURN_IF_ERROR(WriteOutput("--profile-out", f.profile_out, chief,
                                        distributed::SerializeModelProfile(profile)));
-      CAVS_ASSIGN_OR_RETURN(model, distributed::CostModel::Create(std::move(profile), *cluster));
-      if (chief) std::printf("profiled under %s\n", name.c_str());
+      CAVS_ASSIGN_OR_RETURN(
+          const distributed::StepCalibration calibration,
+          distributed::CalibrateToProfiledStep(profile, *cluster, strategy, 1e-3 * row.step_ms));
+      CAVS_ASSIGN_OR_RETURN(
+          model, distributed::CostModel::Create(std::move(profile), calibration.cluster));
+      if (chief) {
+        std::printf("profiled under %s; %s\n", name.c_str(),
+                    distributed::DescribeStepCalibration(calibration).c_str());
+      }
     }
     std::optional<distributed::Prediction> predicted;
     if (model != nullptr) {

@@ -122,6 +122,19 @@ absl::Status AutoStrategy::Use(const Strategy& strategy, size_t candidate) {
   return absl::OkStatus();
 }
 
+absl::Status AutoStrategy::CalibrateToProfile() {
+  // The first step warms the strategy up (as in a trial), where there are others.
+  const std::vector<double> steps(profile_steps_.begin() + (profile_steps_.size() > 1 ? 1 : 0),
+                                  profile_steps_.end());
+  profile_.strategy = options_.start;
+  profile_.step_ms = 1e3 * Median(steps);
+  CAVS_ASSIGN_OR_RETURN(const Strategy start,
+                        BuildStrategy(options_.start, *store_, comm_->world_size()));
+  CAVS_ASSIGN_OR_RETURN(step_calibration_, CalibrateToProfiledStep(profile_, cluster_, start,
+                                                                   1e-3 * profile_.step_ms));
+  return absl::OkStatus();
+}
+
 absl::Status AutoStrategy::RankCandidates() {
   const double t0 = Now();
   const int w = comm_->world_size();
@@ -130,7 +143,8 @@ absl::Status AutoStrategy::RankCandidates() {
   so.top_k = std::max(1, options_.candidates + options_.reserve);
   candidates_.clear();
   if (options_.candidates > 0) {
-    CAVS_ASSIGN_OR_RETURN(SearchReport found, SearchStrategies(profile_, cluster_, so));
+    CAVS_ASSIGN_OR_RETURN(SearchReport found,
+                          SearchStrategies(profile_, step_calibration_.cluster, so));
     for (size_t i = 0; i < found.best.size(); ++i) {
       AutoCandidate c;
       c.name = absl::StrCat("auto#", i + 1);
@@ -142,7 +156,8 @@ absl::Status AutoStrategy::RankCandidates() {
       candidates_.push_back(std::move(c));
     }
   }
-  CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model, CostModel::Create(profile_, cluster_));
+  CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model,
+                        CostModel::Create(profile_, step_calibration_.cluster));
   for (const std::string& name : StrategyBuilderNames()) {
     CAVS_ASSIGN_OR_RETURN(Strategy s, BuildStrategy(name, *store_, w));
     auto same = std::find_if(candidates_.begin(), candidates_.end(),
@@ -406,6 +421,7 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
     std::vector<double> totals;
     for (const StepTimes& p : profiled_) totals.push_back(p.total());
     CAVS_ASSIGN_OR_RETURN(profile_steps_, MaxOverRanks(*comm_, totals));
+    CAVS_RETURN_IF_ERROR(CalibrateToProfile());
     CAVS_RETURN_IF_ERROR(RankCandidates());
     // Try the searched ones, then (where asked) the builders, in the candidates' order;
     // candidates_ keeps the untried ones too (predicted only).
@@ -569,6 +585,7 @@ std::string AutoStrategy::Report() const {
     for (double t : profile_steps_) absl::StrAppendFormat(&profiled, " %.1f", 1e3 * t);
     absl::StrAppend(&out, "  profile: ", profile_steps_.size(), " steps under '", options_.start,
                     "',", profiled, " ms (the slowest rank's)\n");
+    absl::StrAppend(&out, "  ", DescribeStepCalibration(step_calibration_), "\n");
     const SearchCost& s = search_cost_;
     absl::StrAppendFormat(
         &out,

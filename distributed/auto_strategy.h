@@ -6,7 +6,9 @@
 //      MPI's collective algorithms (ProbeCluster), at the first step;
 //   2. profile: `profile_steps` steps under the `start` builder's strategy, with profiling on:
 //      per parameter its shape, sparsity, rows touched and their union over ranks, when its
-//      gradient is ready; the step's compute (BuildModelProfile);
+//      gradient is ready; the step's compute (BuildModelProfile); and the profiled steps' own
+//      time, the median after the first, which calibrates the collectives the start strategy
+//      runs at the model's own sizes (CalibrateToProfiledStep);
 //   3. search: the cost model ranks the builders' strategies and searched per-parameter ones
 //      (SearchStrategies) for that profile and cluster;
 //   4. trials: the best `candidates` searched strategies, and every builder where `try_builders`,
@@ -153,8 +155,12 @@ class AutoStrategy {
   int trial_steps_planned() const { return trial_steps_planned_; }
   // The synchronizer of the current step's strategy.
   GradientSynchronizer* synchronizer() const { return sync_.get(); }
-  // What the search found (valid once profiling is done) and what was tried.
+  // The probed cluster (valid after the first step), as the probe found it.
   const ClusterSpec& cluster() const { return cluster_; }
+  // The probed cluster calibrated at the profiled step, which the search and the trials'
+  // predictions use (valid once profiling is done).
+  const StepCalibration& step_calibration() const { return step_calibration_; }
+  // What the search found (valid once profiling is done) and what was tried.
   const ModelProfile& profile() const { return profile_; }
   const std::vector<AutoCandidate>& candidates() const { return candidates_; }
   // The chosen one (valid once decided()).
@@ -202,6 +208,9 @@ class AutoStrategy {
   // chosen one is the last tried, for the training after.
   static constexpr size_t kNoCandidate = static_cast<size_t>(-1);
   absl::Status Use(const Strategy& strategy, size_t candidate = kNoCandidate);
+  // The profiled steps' time into the profile (strategy, step_ms) and the cluster calibrated at
+  // it (step_calibration_).
+  absl::Status CalibrateToProfile();
   // The search's cost model: the searched candidates and the builders, predicted.
   absl::Status RankCandidates();
   // Run's step before the decision: profiling, or a trial.
@@ -255,6 +264,7 @@ class AutoStrategy {
   std::vector<std::unique_ptr<GradientSynchronizer>> kept_syncs_;
   std::unique_ptr<DataParallelStep> step_;
   ClusterSpec cluster_;
+  StepCalibration step_calibration_;
   ModelProfile profile_;
   std::vector<StepTimes> profiled_;
   std::vector<AutoCandidate> candidates_;

@@ -33,6 +33,7 @@ namespace cavs::distributed {
 
 // The collectives the synchronizer's units are made of (GatherV: kGather).
 enum class Collective { kAllReduce, kReduce, kBroadcast, kAllGather, kGather };
+inline constexpr int kNumCollectives = 5;
 
 // "allreduce", "reduce", "broadcast", "allgather", "gather".
 const char* CollectiveName(Collective c);
@@ -104,9 +105,9 @@ struct ClusterSpec {
   // factor 1, extra 0, min_factor 0: the form as is. Written as `calibration allreduce=F
   // allreduce_us=X allreduce_min=M reduce=F ...`, each key only where it is not the default; a
   // negative extra needs a min_factor.
-  std::array<double, 5> factor = {1, 1, 1, 1, 1};
-  std::array<double, 5> extra = {0, 0, 0, 0, 0};
-  std::array<double, 5> min_factor = {0, 0, 0, 0, 0};
+  std::array<double, kNumCollectives> factor = {1, 1, 1, 1, 1};
+  std::array<double, kNumCollectives> extra = {0, 0, 0, 0, 0};
+  std::array<double, kNumCollectives> min_factor = {0, 0, 0, 0, 0};
   // Written as `fp16 encode_ns=E decode_ns=D sum_ns=S` where any is not 0.
   Fp16Costs fp16;
 

@@ -312,6 +312,7 @@ void Phase::Merge(const Phase& other) {
   latency = std::max(latency, other.latency);
   steps = std::max(steps, other.steps);
   messages = std::max(messages, other.messages);
+  collectives |= other.collectives;
   root_in += other.root_in;
   root_out += other.root_out;
   loads = AddLoads(loads, other.loads);
@@ -363,6 +364,7 @@ Phase Collectives::Run(Collective op, const std::vector<int>& ranks, int root, d
   // from the transfer (the line's factor at this size, factor + extra / transfer), so that
   // the phase keeps its latency and its loads stay in proportion.
   const int k = static_cast<int>(op);
+  phase.collectives |= 1u << k;
   const double factor = cluster_.factor[k], extra = cluster_.extra[k], low = cluster_.min_factor[k];
   const double transfer = TransferSeconds(phase, resources_);
   double scale = factor, fixed = extra;

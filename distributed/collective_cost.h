@@ -93,6 +93,8 @@ struct Phase {
   // steps of the most messages one rank handles in the step).
   double steps = 0.0;
   double messages = 0.0;
+  // The collectives it runs, as bits 1 << Collective (the calibration each one's bytes take).
+  unsigned collectives = 0;
 
   // This phase with every byte count (loads, summed, root) times `factor` (cpu and latency
   // unchanged).

@@ -11,6 +11,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "core/status.h"
 #include "distributed/collective_cost.h"
 #include "distributed/kinds/kind.h"
@@ -373,6 +375,7 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     unit.kind = specs[u].kind;
     kinds::UnitCost cost = kind.Cost(specs[u], profile_, *collectives_);
     phases[u] = std::move(cost.phases);
+    for (const Phase& ph : phases[u]) pred.collectives |= ph.collectives;
     unit.payload_bytes = cost.payload_bytes;
     double pure_ready = hooks.Pure(pred.forward_s);
     // Every gradient's MarkReady in compute, and those of the units before it (units start in
@@ -449,6 +452,87 @@ absl::StatusOr<Prediction> PredictStepTime(const Strategy& strategy, const Model
                                            const ClusterSpec& cluster) {
   CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model, CostModel::Create(profile, cluster));
   return model->Predict(strategy);
+}
+
+namespace {
+
+// `cluster` with the factors of `collectives` (bits 1 << Collective) times `scale`.
+ClusterSpec ScaleCollectives(ClusterSpec cluster, unsigned collectives, double scale) {
+  for (int k = 0; k < kNumCollectives; ++k) {
+    if ((collectives >> k & 1u) == 0) continue;
+    cluster.factor[k] *= scale;
+    cluster.min_factor[k] *= scale;
+  }
+  return cluster;
+}
+
+}  // namespace
+
+std::string DescribeStepCalibration(const StepCalibration& c) {
+  if (c.measured_s <= 0) return "not calibrated at a profiled step (none measured)";
+  std::string out =
+      absl::StrFormat("calibrated at the profiled step (%.2f ms): ", 1e3 * c.measured_s);
+  if (!c.unchanged.empty()) return absl::StrCat(out, "unchanged, ", c.unchanged);
+  std::vector<std::string> names;
+  for (int k = 0; k < kNumCollectives; ++k) {
+    if (c.collectives >> k & 1u) names.push_back(CollectiveName(static_cast<Collective>(k)));
+  }
+  absl::StrAppendFormat(&out, "%s x%.3f (predicted %.2f ms before, %.2f after)",
+                        absl::StrJoin(names, ", "), c.scale, 1e3 * c.predicted_s,
+                        1e3 * c.calibrated_s);
+  if (c.scale <= kMinStepScale || c.scale >= kMaxStepScale) absl::StrAppend(&out, ", at the bound");
+  return out;
+}
+
+absl::StatusOr<StepCalibration> CalibrateToProfiledStep(const ModelProfile& profile,
+                                                        const ClusterSpec& cluster,
+                                                        const Strategy& profiled,
+                                                        double measured_s) {
+  if (!(measured_s > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the profiled step of '", profiled.name, "' is ", measured_s, " s"));
+  }
+  StepCalibration cal;
+  cal.cluster = cluster;
+  cal.measured_s = measured_s;
+  CAVS_ASSIGN_OR_RETURN(const Prediction before, PredictStepTime(profiled, profile, cluster));
+  cal.predicted_s = cal.calibrated_s = before.step_s;
+  cal.collectives = before.collectives;
+  if (before.collectives == 0) {
+    cal.unchanged = "it runs no collective";
+    return cal;
+  }
+  if (before.exposed_comm_s < kMinExposedShare * measured_s) {
+    cal.unchanged =
+        absl::StrFormat("its communication is hidden (%.2f ms exposed of %.2f ms measured)",
+                        1e3 * before.exposed_comm_s, 1e3 * measured_s);
+    return cal;
+  }
+  const auto step_at = [&](double scale) -> absl::StatusOr<double> {
+    CAVS_ASSIGN_OR_RETURN(
+        const Prediction p,
+        PredictStepTime(profiled, profile, ScaleCollectives(cluster, cal.collectives, scale)));
+    return p.step_s;
+  };
+  double lo = kMinStepScale, hi = kMaxStepScale, scale = 1.0;
+  CAVS_ASSIGN_OR_RETURN(const double at_lo, step_at(lo));
+  CAVS_ASSIGN_OR_RETURN(const double at_hi, step_at(hi));
+  if (at_lo >= measured_s) {
+    scale = lo;
+  } else if (at_hi <= measured_s) {
+    scale = hi;
+  } else {  // at_lo < measured < at_hi: halve [lo, hi] keeping that, to 1e-5 of s
+    while (hi - lo > 1e-5 * lo) {
+      const double mid = 0.5 * (lo + hi);
+      CAVS_ASSIGN_OR_RETURN(const double at_mid, step_at(mid));
+      (at_mid < measured_s ? lo : hi) = mid;
+    }
+    scale = 0.5 * (lo + hi);
+  }
+  cal.scale = scale;
+  cal.cluster = ScaleCollectives(cluster, cal.collectives, scale);
+  CAVS_ASSIGN_OR_RETURN(cal.calibrated_s, step_at(scale));
+  return cal;
 }
 
 }  // namespace cavs::distributed

@@ -110,6 +110,8 @@ struct Prediction {
   // Predict with a bound stopped short of the queued chains: every end, and so step_s, is at
   // most the full prediction's.
   bool lower_bound = false;
+  // The collectives its units run, as bits 1 << Collective.
+  unsigned collectives = 0;
 };
 
 // The model for one profile on one cluster; predicts many strategies, caching the collectives.
@@ -147,5 +149,37 @@ class CostModel {
 [[nodiscard]] absl::StatusOr<Prediction> PredictStepTime(const Strategy& strategy,
                                                          const ModelProfile& profile,
                                                          const ClusterSpec& cluster);
+
+// The profiled strategy's measured step as a calibration point at the model's own message
+// sizes (docs/distributed.md, "The profiled step"). The probe calibrates each collective at two
+// sizes (1 and 4 MB where the links allow) and the model extrapolates the line; the profile's
+// steps ran the model's real buckets. The factors (and minimum factors) of the collectives the
+// profiled strategy runs are scaled by one s in [kMinStepScale, kMaxStepScale] so that its
+// predicted step is the measured one: the step never shrinks as s grows (more bytes on each
+// link), so bisection finds it, or the bound nearer to it. The other collectives, and every
+// fixed time, are as the probe left them. Where the profiled strategy's predicted exposed
+// communication is under kMinExposedShare of the measured step, the step says little about the
+// links (a few ms of noise would move s far): the cluster stays as it is.
+inline constexpr double kMinStepScale = 0.5, kMaxStepScale = 2.0, kMinExposedShare = 0.1;
+
+struct StepCalibration {
+  ClusterSpec cluster;        // the input's, with the profiled collectives' factors scaled by s
+  double scale = 1.0;         // s (1: unchanged)
+  double measured_s = 0.0;    // the profiled strategy's measured step
+  double predicted_s = 0.0;   // its prediction on the input cluster
+  double calibrated_s = 0.0;  // and on the calibrated one
+  unsigned collectives = 0;   // the ones scaled, as bits 1 << Collective
+  std::string unchanged;      // why the cluster was left as it is ("" where it was not)
+};
+
+// "calibrated at the profiled step (754.20 ms): allreduce, allgather x0.812 (predicted 881.71
+// ms before, 754.20 after)", or why the cluster is unchanged.
+std::string DescribeStepCalibration(const StepCalibration& c);
+
+// Errors: as CostModel::Create and Predict for `profiled`; measured_s not positive.
+[[nodiscard]] absl::StatusOr<StepCalibration> CalibrateToProfiledStep(const ModelProfile& profile,
+                                                                      const ClusterSpec& cluster,
+                                                                      const Strategy& profiled,
+                                                                      double measured_s);
 
 }  // namespace cavs::distributed

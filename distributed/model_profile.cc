@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "core/shape.h"
 #include "core/status.h"
+#include "distributed/builders.h"
 #include "distributed/text_format.h"
 
 namespace cavs::distributed {
@@ -195,6 +196,7 @@ double ModelProfile::*TimeField(const std::string& key) {
   if (key == "hooks_ms") return &ModelProfile::hooks_ms;
   if (key == "overlap_ms") return &ModelProfile::overlap_ms;
   if (key == "overlap_hooks_ms") return &ModelProfile::overlap_hooks_ms;
+  if (key == "step_ms") return &ModelProfile::step_ms;
   return nullptr;
 }
 
@@ -223,6 +225,13 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
     st.have_version = true;
   } else if (key == "name") {
     st.profile.name = value;
+  } else if (key == "strategy") {
+    const std::vector<std::string>& builders = StrategyBuilderNames();
+    if (std::find(builders.begin(), builders.end(), value) == builders.end()) {
+      s = absl::InvalidArgumentError(absl::StrCat("'", value, "' is not a strategy builder (",
+                                                  absl::StrJoin(builders, ", "), ")"));
+    }
+    st.profile.strategy = value;
   } else if (key == "batch_per_rank") {
     absl::StatusOr<int64_t> v = ParseInteger(value, 0, int64_t{1} << 40);
     if (v.ok()) st.profile.batch_per_rank = *v;
@@ -243,7 +252,8 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
     return absl::InvalidArgumentError(
         absl::StrCat("unknown directive '", key,
                      "' (expected version, name, batch_per_rank, forward_ms, backward_ms, "
-                     "optimizer_ms, hooks_ms, overlap_ms, overlap_hooks_ms or param)"));
+                     "optimizer_ms, hooks_ms, overlap_ms, overlap_hooks_ms, strategy, step_ms or "
+                     "param)"));
   }
   return s.ok() ? s : FieldError(key, s);
 }
@@ -392,6 +402,9 @@ std::string SerializeModelProfile(const ModelProfile& profile) {
     absl::StrAppend(&out, "overlap_ms ", Num(profile.overlap_ms), "\noverlap_hooks_ms ",
                     Num(profile.overlap_hooks_ms), "\n");
   }
+  if (!profile.strategy.empty()) {
+    absl::StrAppend(&out, "strategy ", profile.strategy, "\nstep_ms ", Num(profile.step_ms), "\n");
+  }
   for (const ParamProfile& p : profile.params) {
     absl::StrAppend(&out, "param ", internal::QuoteToken(p.name),
                     " shape=", absl::StrJoin(p.shape, ","));
@@ -451,6 +464,23 @@ absl::StatusOr<ModelProfile> ParseModelProfile(absl::string_view text, absl::str
                               "overlap (overlap_ms)", st.profile.overlap_ms));
   CAVS_RETURN_IF_ERROR(within("overlap_hooks_ms", st.profile.overlap_hooks_ms, "hooks (hooks_ms)",
                               st.profile.hooks_ms));
+  // The profiled step comes with the strategy it ran under, and is a step: more than nothing.
+  const bool has_strategy = st.key_line.contains("strategy"),
+             has_step = st.key_line.contains("step_ms");
+  if (has_strategy != has_step) {
+    const std::string given = has_strategy ? "strategy" : "step_ms";
+    return internal::LineError(
+        file, st.key_line[given],
+        FieldError(given, absl::InvalidArgumentError(absl::StrCat(
+                              "needs a '", has_strategy ? "step_ms" : "strategy",
+                              "' line too (the profiled steps' time and the builder they ran "
+                              "under go together)"))));
+  }
+  if (has_step && !(st.profile.step_ms > 0)) {
+    return internal::LineError(
+        file, st.key_line["step_ms"],
+        FieldError("step_ms", absl::InvalidArgumentError("a measured step must take some time")));
+  }
   for (const ParamProfile& p : st.profile.params) {
     if (p.ready_ms.has_value() && *p.ready_ms > st.profile.backward_ms) {
       return internal::LineError(

@@ -14,6 +14,8 @@
 //   hooks_ms 3.5                                  (optional, with the next two)
 //   overlap_ms 6.0
 //   overlap_hooks_ms 2.5
+//   strategy hybrid                               (optional, with the next)
+//   step_ms 31.2
 //   param embedding shape=21701,300 grad=sparse touched=160 dup=0.45 ready_ms=14.0
 //   param W shape=300,750 ready_ms=13.5
 //   param out_b shape=5 ready_ms=0.3
@@ -105,6 +107,12 @@ struct ModelProfile {
   // times (docs/distributed.md, "The transport's CPU time"). 0: not measured (no hooks).
   double overlap_ms = 0.0;
   double overlap_hooks_ms = 0.0;
+  // The builder (StrategyBuilderNames()) the profiled steps ran under, and their measured step
+  // time: the median over the steps after the first (a warm-up), the slowest rank's each. The
+  // cost model's calibration point at the model's own sizes (CalibrateToProfiledStep). "" and
+  // 0: not measured (a profile by hand).
+  std::string strategy;
+  double step_ms = 0.0;
   std::vector<ParamProfile> params;  // in the parameter store's creation order
 
   // nullptr if there is no parameter `name`.

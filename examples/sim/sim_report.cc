@@ -405,6 +405,20 @@ absl::Status RunSim(const SimConfig& config, std::ostream& out) {
                         distributed::ParseClusterSpec(cluster_text, config.cluster_path));
   core::ParameterStore store;
   CAVS_RETURN_IF_ERROR(distributed::AddProfileParameters(profile, &store));
+  // A profile that measured its own steps calibrates the cluster there, as --strategy=auto's
+  // search does; everything below (the scaling table too) predicts on the calibrated cluster.
+  std::string calibration_line;
+  if (!profile.strategy.empty()) {
+    CAVS_ASSIGN_OR_RETURN(
+        const distributed::Strategy profiled,
+        distributed::BuildStrategy(profile.strategy, store, cluster.world_size()));
+    CAVS_ASSIGN_OR_RETURN(
+        const distributed::StepCalibration calibration,
+        distributed::CalibrateToProfiledStep(profile, cluster, profiled, 1e-3 * profile.step_ms));
+    cluster = calibration.cluster;
+    calibration_line = absl::StrCat("        ", distributed::DescribeStepCalibration(calibration),
+                                    ", under '", profile.strategy, "'\n");
+  }
   std::string measured_text;
   if (!config.measured_path.empty()) {
     CAVS_ASSIGN_OR_RETURN(measured_text, ReadFile("--measured", config.measured_path));
@@ -417,7 +431,8 @@ absl::Status RunSim(const SimConfig& config, std::ostream& out) {
   for (const distributed::ParamProfile& p : profile.params) bytes += p.bytes();
   out << absl::StrFormat("model   %s: %d parameters, %.2f MB; %d samples per rank per step\n",
                          profile.name, profile.params.size(), Mb(bytes), profile.batch_per_rank)
-      << absl::StrFormat("cluster %s: %s\n\n", cluster.name, HostsLine(cluster));
+      << absl::StrFormat("cluster %s: %s\n", cluster.name, HostsLine(cluster)) << calibration_line
+      << "\n";
 
   CAVS_ASSIGN_OR_RETURN(std::vector<Row> rows, PredictBuilders(profile, cluster, store));
   const auto started = std::chrono::steady_clock::now();

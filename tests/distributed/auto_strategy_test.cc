@@ -118,6 +118,13 @@ TEST(AutoStrategyTest, ASlowBuilderStopsAfterTwoCountedSteps) {
       << controller.Report();
   EXPECT_TRUE(absl::StrContains(controller.Report(), "profile: 2 steps under 'hybrid',"))
       << controller.Report();
+  // The profiled step is the second (the first warms up), 50 ms of sleep and the step; one
+  // process runs no collective, so the cluster stays as probed.
+  EXPECT_EQ(controller.profile().strategy, "hybrid");
+  EXPECT_GE(controller.profile().step_ms, 50);
+  EXPECT_EQ(controller.step_calibration().unchanged, "it runs no collective");
+  EXPECT_TRUE(absl::StrContains(controller.Report(), "calibrated at the profiled step ("))
+      << controller.Report();
   // The sleeps are where they were slept: the profile's two in the search's profile part, the
   // ps trial's three (its first and two counted) in the comparison; what the other steps add on
   // a loaded machine only raises them.

@@ -257,6 +257,67 @@ TEST(CostModelTest, ParameterServerHotSpotIsTheServersLink) {
   EXPECT_EQ(spread->busiest_server.rank, 0);  // all equal: the lowest rank
 }
 
+// The profiled step calibrates the collectives its strategy runs: a ring allreduce of B over W
+// hosts measured at 6 (alpha + o) + 1.2 x 1.5 B / bw is the model's with the allreduce's bytes
+// counting 1.2 times (found to 1e-5); a reduce's factor, which no allreduce runs, stays.
+TEST(CostModelTest, TheProfiledStepCalibratesTheCollectivesItRuns) {
+  const double alpha = 50 * kUs, o = 10 * kUs, bw = 1 * kGbit, bytes = 4e6;
+  const ModelProfile profile = Profile({{1000, 1000}});
+  const int w = 4;
+  ClusterSpec c = Cluster(w, 1, 1, alpha, o);
+  c.factor[static_cast<int>(Collective::kReduce)] = 9;
+  const Strategy s = OneEach(profile, w, AllReduceSync{});
+  const double fixed = 2.0 * (w - 1) * (alpha + o), transfer = 2.0 * (w - 1) / w * bytes / bw;
+  const double measured = fixed + 1.2 * transfer;
+  absl::StatusOr<StepCalibration> cal = CalibrateToProfiledStep(profile, c, s, measured);
+  ASSERT_TRUE(cal.ok()) << cal.status();
+  EXPECT_TRUE(cal->unchanged.empty()) << cal->unchanged;
+  EXPECT_EQ(cal->collectives, 1u << static_cast<int>(Collective::kAllReduce));
+  EXPECT_NEAR(cal->predicted_s, fixed + transfer, 1e-12);
+  EXPECT_NEAR(cal->scale, 1.2, 1e-4);
+  EXPECT_NEAR(cal->calibrated_s, measured, 1e-4 * measured);
+  EXPECT_NEAR(cal->cluster.factor[static_cast<int>(Collective::kAllReduce)], cal->scale, 1e-12);
+  EXPECT_EQ(cal->cluster.factor[static_cast<int>(Collective::kReduce)], 9);
+  EXPECT_NEAR(Step(s, profile, cal->cluster), cal->calibrated_s, 1e-12);
+  EXPECT_EQ(DescribeStepCalibration(*cal),
+            "calibrated at the profiled step (57.96 ms): allreduce x1.200 (predicted 48.36 ms "
+            "before, 57.96 after)");
+
+  // A PS strategy's step scales its reduce and broadcast, which keep their own factors' ratio.
+  const Strategy ps = OneEach(profile, w, ParameterServerSync{{2}, {}, 0});
+  absl::StatusOr<StepCalibration> by_ps = CalibrateToProfiledStep(profile, c, ps, 0.1);
+  ASSERT_TRUE(by_ps.ok()) << by_ps.status();
+  EXPECT_EQ(by_ps->collectives, (1u << static_cast<int>(Collective::kReduce)) |
+                                    (1u << static_cast<int>(Collective::kBroadcast)));
+  EXPECT_NEAR(by_ps->cluster.factor[static_cast<int>(Collective::kReduce)] /
+                  by_ps->cluster.factor[static_cast<int>(Collective::kBroadcast)],
+              9, 1e-12);
+  EXPECT_EQ(by_ps->cluster.factor[static_cast<int>(Collective::kAllReduce)], 1);
+
+  // Beyond the bounds: the nearer bound, said so.
+  absl::StatusOr<StepCalibration> far =
+      CalibrateToProfiledStep(profile, c, s, fixed + 2.5 * transfer);
+  ASSERT_TRUE(far.ok()) << far.status();
+  EXPECT_EQ(far->scale, kMaxStepScale);
+  EXPECT_NE(DescribeStepCalibration(*far).find("at the bound"), std::string::npos);
+  absl::StatusOr<StepCalibration> near = CalibrateToProfiledStep(profile, c, s, fixed);
+  ASSERT_TRUE(near.ok()) << near.status();
+  EXPECT_EQ(near->scale, kMinStepScale);
+
+  // Hidden behind 100 ms of backward, the step says nothing of the links: unchanged.
+  ModelProfile slow = profile;
+  slow.backward_ms = 100;
+  absl::StatusOr<StepCalibration> hidden = CalibrateToProfiledStep(slow, c, s, 0.11);
+  ASSERT_TRUE(hidden.ok()) << hidden.status();
+  EXPECT_EQ(hidden->scale, 1);
+  EXPECT_EQ(hidden->cluster.factor, c.factor);
+  EXPECT_EQ(hidden->unchanged,
+            "its communication is hidden (0.00 ms exposed of 110.00 ms measured)");
+
+  // A step that took no time is no measurement.
+  EXPECT_FALSE(CalibrateToProfiledStep(profile, c, s, 0).ok());
+}
+
 // Units that run side by side share the links, by what each chain must carry: two PS shards of
 // B1 on 2 hosts, both served by rank 0, put 2 B1 into host 0 (the reduces) and 2 B1 out of it
 // (the broadcasts); each chain alone takes 2 B1 / bw, and beside the other must give each

@@ -22,6 +22,8 @@ optimizer_ms 2.25
 hooks_ms 3.5
 overlap_ms 6
 overlap_hooks_ms 2.5
+strategy hybrid
+step_ms 31.25
 param embedding shape=1000,30 grad=sparse touched=100 dup=0.4 ready_ms=14
 param W shape=30,150 ready_ms=13.5   # a matrix
 param b shape=150
@@ -39,6 +41,8 @@ TEST(ModelProfileTest, ParsesEveryField) {
   EXPECT_EQ(p->hooks_ms, 3.5);
   EXPECT_EQ(p->overlap_ms, 6.0);
   EXPECT_EQ(p->overlap_hooks_ms, 2.5);
+  EXPECT_EQ(p->strategy, "hybrid");
+  EXPECT_EQ(p->step_ms, 31.25);
   ASSERT_EQ(p->params.size(), 4u);
   const ParamProfile& e = p->params[0];
   EXPECT_EQ(e.name, "embedding");
@@ -197,7 +201,19 @@ TEST(ModelProfileTest, ErrorsNameTheFileLineAndField) {
        "1099511627776])"},
       {head + "epochs 3\n",
        "p.txt line 4: unknown directive 'epochs' (expected version, name, batch_per_rank, "
-       "forward_ms, backward_ms, optimizer_ms, hooks_ms, overlap_ms, overlap_hooks_ms or param)"},
+       "forward_ms, backward_ms, optimizer_ms, hooks_ms, overlap_ms, overlap_hooks_ms, strategy, "
+       "step_ms or param)"},
+      {head + "strategy hybrid\nparam a shape=2\n",
+       "p.txt line 4: field 'strategy': needs a 'step_ms' line too (the profiled steps' time and "
+       "the builder they ran under go together)"},
+      {head + "step_ms 4\nparam a shape=2\n",
+       "p.txt line 4: field 'step_ms': needs a 'strategy' line too (the profiled steps' time and "
+       "the builder they ran under go together)"},
+      {head + "strategy hybrid\nstep_ms 0\nparam a shape=2\n",
+       "p.txt line 5: field 'step_ms': a measured step must take some time"},
+      {head + "strategy fastest\n",
+       "p.txt line 4: field 'strategy': 'fastest' is not a strategy builder (allreduce, ps, "
+       "ps-lb, partitioned-ps, hybrid, hier-allreduce, hier-hybrid)"},
       {head + "param\n", "p.txt line 4: 'param' needs a name"},
       {head + "param a\n", "p.txt line 4: field 'shape': missing"},
       {head + "param a shape=3,x\n",

@@ -316,6 +316,31 @@ void TrainsLikeOneProcessAndAgreesOnTheChoice(int trial_steps, int rounds) {
   EXPECT_GT(a.cluster().fp16.decode, 0);
   EXPECT_GT(a.cluster().fp16.sum, 0);
   EXPECT_EQ(a.profile().params.size(), static_cast<size_t>(run->store.size()));
+  // The profiled step, the second (the first warms up), calibrates the cluster: hybrid runs
+  // the allreduce (and the allgather where the model has a row-sparse table), and where the
+  // scale moved, hybrid predicts the measured step. Every rank holds the same.
+  EXPECT_EQ(a.profile().strategy, "hybrid");
+  EXPECT_GT(a.profile().step_ms, 0);
+  const StepCalibration& cal = a.step_calibration();
+  EXPECT_DOUBLE_EQ(cal.measured_s, 1e-3 * a.profile().step_ms);
+  EXPECT_TRUE(cal.collectives >> static_cast<int>(Collective::kAllReduce) & 1u);
+  if (cal.unchanged.empty()) {
+    EXPECT_GE(cal.scale, kMinStepScale);
+    EXPECT_LE(cal.scale, kMaxStepScale);
+    if (cal.scale > kMinStepScale && cal.scale < kMaxStepScale) {
+      EXPECT_NEAR(cal.calibrated_s, cal.measured_s, 1e-4 * cal.measured_s);
+    }
+  } else {
+    EXPECT_EQ(cal.scale, 1);
+  }
+  EXPECT_TRUE(absl::StrContains(a.Report(), "calibrated at the profiled step")) << a.Report();
+  // The calibrated cluster is the same text on every rank.
+  core::Tensor mine = core::Tensor::Host({1}, core::DType::kInt64);
+  mine.data<int64_t>()[0] =
+      static_cast<int64_t>(std::hash<std::string>()(SerializeClusterSpec(cal.cluster)) & INT64_MAX);
+  core::Tensor all = core::Tensor::Host({w}, core::DType::kInt64);
+  ASSERT_TRUE(World().AllGather(mine, all).ok());
+  for (int q = 0; q < w; ++q) EXPECT_EQ(all.data<int64_t>()[q], mine.data<int64_t>()[0]) << q;
 }
 
 TEST(MpiAutoStrategyTest, TrainsLikeOneProcessAndAgreesOnTheChoice) {

@@ -1,6 +1,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "distributed/builders.h"
 #include "distributed/cost_model.h"
@@ -303,6 +305,31 @@ TEST(SimReportTest, MeasuredStepsCorrectTheModel) {
   ASSERT_TRUE(absl::SimpleAtod(row[1], &predicted) && absl::SimpleAtod(row[2], &corrected));
   EXPECT_GT(corrected, predicted + 4.0) << report;  // the offset, shrunk by the prior
   EXPECT_LT(corrected, predicted + 5.01) << report;
+}
+
+// A profile with its profiled step calibrates the cluster there before anything is predicted:
+// hybrid, the strategy it ran, then predicts the measured step, and the line says by how much.
+TEST(SimReportTest, AProfiledStepCalibratesTheCluster) {
+  const std::string dir = FreshDir("profiled");
+  const RemoveAtEnd cleanup{dir};
+  SimConfig config = SstOnTestbed();
+  config.units = false;
+  const std::string plain = Report(config);
+  const double hybrid = TableStepMs(plain, "hybrid");
+  ASSERT_GT(hybrid, 0) << plain;
+  EXPECT_EQ(plain.find("calibrated at the profiled step"), std::string::npos) << plain;
+  const double measured = std::round(1.15 * hybrid * 100) / 100;
+  config.profile_path = dir + "/profiled.profile";
+  Write(config.profile_path, absl::StrCat(Read(kSst), "strategy hybrid\nstep_ms ", measured, "\n"));
+  const std::string report = Report(config);
+  EXPECT_NE(report.find(absl::StrFormat("calibrated at the profiled step (%.2f ms): allreduce, "
+                                        "allgather x",
+                                        measured)),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("under 'hybrid'"), std::string::npos) << report;
+  EXPECT_NEAR(TableStepMs(report, "hybrid"), measured, 0.011) << report;
+  EXPECT_NEAR(TableStepMs(report, "allreduce"), measured, 0.011) << report;
 }
 
 TEST(SimReportTest, BadMeasuredFilesNameTheFileLineAndField) {
