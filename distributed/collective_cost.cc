@@ -22,7 +22,8 @@ class PhaseBuilder {
         sent_(host_of.size(), 0),
         received_(host_of.size(), 0),
         handled_(host_of.size(), 0.0),
-        summed_(host_of.size(), 0.0) {}
+        summed_(host_of.size(), 0.0),
+        moved_(host_of.size(), 0.0) {}
 
   // `bytes` from a rank of host `from` to a rank of host `to`, in the current step (the ranks'
   // message counts are kept by Send or Handles).
@@ -40,11 +41,14 @@ class PhaseBuilder {
   }
   void Send(int from_rank, int to_rank, double bytes) {
     HostSend(host_of_[from_rank], host_of_[to_rank], bytes);
+    moved_[from_rank] += bytes, moved_[to_rank] += bytes;
     Touch(from_rank), Touch(to_rank);
     ++sent_[from_rank], ++received_[to_rank];
   }
   // `rank` adds `bytes` it received into its buffer (a reduction's step).
   void Sums(int rank, double bytes) { summed_[rank] += bytes; }
+  // `rank` sends and receives `bytes` in all (messages counted per pair of hosts by HostSend).
+  void Moves(int rank, double bytes) { moved_[rank] += bytes; }
   // `rank` sends and receives `messages` messages each in the current step.
   void Handles(int rank, int messages) {
     Touch(rank);
@@ -77,13 +81,15 @@ class PhaseBuilder {
     for (int r = 0; r < static_cast<int>(handled_.size()); ++r) {
       cpu[host_of_[r]] = std::max(cpu[host_of_[r]], handled_[r] * cluster_.message_overhead);
     }
-    std::vector<double> summed(cluster_.hosts.size(), 0.0);
+    std::vector<double> summed(cluster_.hosts.size(), 0.0), moved(cluster_.hosts.size(), 0.0);
     for (int r = 0; r < static_cast<int>(summed_.size()); ++r) {
       summed[host_of_[r]] = std::max(summed[host_of_[r]], summed_[r]);
+      moved[host_of_[r]] = std::max(moved[host_of_[r]], moved_[r]);
     }
     for (int h = 0; h < static_cast<int>(cpu.size()); ++h) {
       if (cpu[h] > 0.0) phase_.cpu.push_back({h, cpu[h]});
       if (summed[h] > 0.0) phase_.summed.push_back({h, summed[h]});
+      if (moved[h] > 0.0) phase_.moved.push_back({h, moved[h]});
     }
     return std::move(phase_);
   }
@@ -101,6 +107,7 @@ class PhaseBuilder {
   std::vector<int> touched_;          // ranks with messages in the current step
   std::vector<double> handled_;       // messages over the steps so far
   std::vector<double> summed_;        // bytes each rank added into its buffer
+  std::vector<double> moved_;         // bytes each rank sent and received
   bool crosses_ = false;
   Phase phase_;
 };
@@ -252,7 +259,10 @@ void LinearAllGather(const std::vector<int>& p, const std::vector<int>& host_of,
       if (blocks > 0.0) b.HostSend(from, to, blocks);
     }
   }
-  for (int r : p) b.Handles(r, static_cast<int>(p.size()) - 1);
+  for (int r : p) {
+    b.Handles(r, static_cast<int>(p.size()) - 1);
+    b.Moves(r, 2.0 * (static_cast<double>(p.size()) - 1));  // its block out, the others' in
+  }
   b.EndSteps(1);
 }
 
@@ -282,6 +292,7 @@ Phase Phase::Scaled(double factor) const {
   for (Load& l : out.loads) l.bytes *= factor;
   out.pairs.Scale(factor);
   for (Load& l : out.summed) l.bytes *= factor;
+  for (Load& l : out.moved) l.bytes *= factor;
   out.root_in *= factor;
   out.root_out *= factor;
   return out;
@@ -319,6 +330,7 @@ void Phase::Merge(const Phase& other) {
   pairs = PairLoads(AddLoads(pairs.Loads(), other.pairs.Loads()));
   cpu = AddLoads(cpu, other.cpu);
   summed = AddLoads(summed, other.summed);
+  moved = AddLoads(moved, other.moved);
 }
 
 void Phase::ChargeSums(double seconds_per_byte) {

@@ -89,6 +89,9 @@ struct Phase {
   double root_in = 0.0;      // bytes the root rank receives (rooted collectives; PS hot spots)
   double root_out = 0.0;     // bytes the root rank sends
   std::vector<Load> summed;  // bytes per host its busiest rank sums, host ascending
+  // Bytes per host its busiest rank sends and receives, host ascending: the transport's work
+  // in that rank's polls (the cost model's start costs). Never calibrated: the payload's.
+  std::vector<Load> moved;
   // For calibration: sequential steps, and the messages on the critical path (the sum over the
   // steps of the most messages one rank handles in the step).
   double steps = 0.0;
@@ -96,8 +99,8 @@ struct Phase {
   // The collectives it runs, as bits 1 << Collective (the calibration each one's bytes take).
   unsigned collectives = 0;
 
-  // This phase with every byte count (loads, summed, root) times `factor` (cpu and latency
-  // unchanged).
+  // This phase with every byte count (loads, summed, moved, root) times `factor` (cpu and
+  // latency unchanged).
   Phase Scaled(double factor) const;
   // Runs `other` beside this one (on other ranks): the longer latency, cpu and loads added.
   void Merge(const Phase& other);

@@ -13,7 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/parameter.h"
 #include "core/status.h"
+#include "distributed/builders.h"
 #include "distributed/collective_cost.h"
 #include "distributed/kinds/kind.h"
 #include "distributed/min_sums.h"
@@ -90,7 +92,9 @@ absl::StatusOr<std::unique_ptr<CostModel>> CostModel::Create(ModelProfile profil
   if (cluster.world_size() < 1) {
     return absl::InvalidArgumentError(absl::StrCat("cluster '", cluster.name, "' has no ranks"));
   }
-  return std::unique_ptr<CostModel>(new CostModel(std::move(profile), std::move(cluster)));
+  std::unique_ptr<CostModel> model(new CostModel(std::move(profile), std::move(cluster)));
+  CAVS_RETURN_IF_ERROR(model->MeasureHooksBasis());
+  return model;
 }
 
 namespace {
@@ -284,6 +288,28 @@ LinkLoad BusiestLink(const std::vector<std::vector<Job>>& links, const Resources
   return busiest;
 }
 
+// Per host, the bytes its busiest rank sends and receives over the unit's phases.
+std::vector<double> MovedByHost(const std::vector<Phase>& phases, int hosts) {
+  std::vector<double> moved(hosts, 0.0);
+  for (const Phase& ph : phases) {
+    for (const Load& l : ph.moved) moved[l.resource] += l.bytes;
+  }
+  return moved;
+}
+
+// Whether each unit starts in compute: every gradient of it and of the units before it is
+// reported in compute (units start in order: one after a unit started in Finish starts there
+// too).
+std::vector<bool> StartsInCompute(const std::vector<UnitSpec>& specs, const ModelProfile& p) {
+  std::vector<bool> in_compute;
+  bool reported = true;
+  for (const UnitSpec& spec : specs) {
+    for (int i : spec.params) reported = reported && p.params[i].ready_ms.has_value();
+    in_compute.push_back(reported);
+  }
+  return in_compute;
+}
+
 // The bytes of one rank's gradient (dense: the parameter; row-sparse: the touched rows with
 // their indices), the units' payload at float32.
 double GradientBytes(const ModelProfile& p) {
@@ -309,7 +335,9 @@ constexpr double kMaxIdleShare = 0.95;
 
 class HookCosts {
  public:
-  HookCosts(const ModelProfile& p, double gradient_bytes) {
+  // `basis`: the bytes the profiled strategy's units that start in compute cost the thread:
+  // its busiest rank's transport bytes, or the gradient's payload.
+  HookCosts(const ModelProfile& p, double basis) {
     compute_ = (p.forward_ms + p.backward_ms) * kMs;
     const double hooks = std::min(p.hooks_ms * kMs, compute_);
     if (compute_ <= 0 || hooks <= 0) return;
@@ -324,7 +352,7 @@ class HookCosts {
     idle_ = first_ > 0 ? std::min((hooks - in_overlap) / first_, kMaxIdleShare) : 0.0;
     own_after_ = std::min(overlap - in_overlap, overlap * (1 - idle_));
     const double pushes = overlap - own_after_ / (1 - idle_);
-    per_byte_ = gradient_bytes > 0 ? pushes / gradient_bytes : 0.0;
+    per_byte_ = basis > 0 ? pushes / basis : 0.0;
   }
   double per_byte() const { return per_byte_; }
   // The compute's own work in the profile's first `wall` s of compute: at 1 - idle a second
@@ -347,6 +375,32 @@ class HookCosts {
 
 }  // namespace
 
+absl::Status CostModel::MeasureHooksBasis() {
+  hooks_basis_bytes_ = 0.0;
+  if (profile_.strategy.empty() || profile_.hooks_ms <= 0 || profile_.overlap_ms <= 0) {
+    return absl::OkStatus();
+  }
+  core::ParameterStore store;
+  CAVS_RETURN_IF_ERROR(AddProfileParameters(profile_, &store));
+  CAVS_ASSIGN_OR_RETURN(const Strategy profiled,
+                        BuildStrategy(profile_.strategy, store, cluster_.world_size()));
+  std::vector<UnitParam> params;
+  CAVS_ASSIGN_OR_RETURN(const std::vector<UnitSpec> specs,
+                        CheckedUnits(profiled, profile_, cluster_, &params));
+  const int hosts = static_cast<int>(cluster_.hosts.size());
+  const std::vector<bool> in_compute = StartsInCompute(specs, profile_);
+  std::vector<double> moved(hosts, 0.0);
+  for (size_t u = 0; u < specs.size(); ++u) {
+    if (!in_compute[u]) continue;
+    const kinds::UnitCost cost =
+        kinds::KindOf(specs[u].kind).Cost(specs[u], profile_, *collectives_);
+    const std::vector<double> unit = MovedByHost(cost.phases, hosts);
+    for (int h = 0; h < hosts; ++h) moved[h] += unit[h];
+  }
+  hooks_basis_bytes_ = hosts > 0 ? *std::max_element(moved.begin(), moved.end()) : 0.0;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
   return Predict(strategy, std::numeric_limits<double>::infinity());
 }
@@ -360,14 +414,18 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
   Prediction pred;
   pred.forward_s = profile_.forward_ms * kMs;
   pred.optimizer_s = profile_.optimizer_ms * kMs;
-  const HookCosts hooks(profile_, GradientBytes(profile_));
+  // Start costs by the bytes each host's busiest rank moves where the profiled strategy's
+  // units gave the basis (MeasureHooksBasis), else by the payload on every rank.
+  const bool by_rank = hooks_basis_bytes_ > 0;
+  const HookCosts hooks(profile_, by_rank ? hooks_basis_bytes_ : GradientBytes(profile_));
   const double pure_end = hooks.Pure(pred.forward_s + profile_.backward_ms * kMs);
+  const std::vector<bool> in_compute = StartsInCompute(specs, profile_);
 
   std::vector<std::vector<Phase>> phases(specs.size());
   std::map<int, ServerLoad> servers;
-  double started = 0.0;  // s the backward's thread has spent in the units' Start so far
-  std::vector<double> pure_readies, push_s;  // per unit: its own work ready, its start cost
-  bool in_compute = true;                    // the units so far all start in compute
+  double started = 0.0;              // s the backward's thread has spent in the units' Start so far
+  std::vector<double> pure_readies;  // per unit: its own work ready
+  std::vector<std::vector<double>> push_s;  // per unit and host: its start cost
   for (size_t u = 0; u < specs.size(); ++u) {
     const kinds::SyncKind& kind = kinds::KindOf(specs[u].kind);
     UnitPrediction unit;
@@ -378,12 +436,8 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     for (const Phase& ph : phases[u]) pred.collectives |= ph.collectives;
     unit.payload_bytes = cost.payload_bytes;
     double pure_ready = hooks.Pure(pred.forward_s);
-    // Every gradient's MarkReady in compute, and those of the units before it (units start in
-    // order: one after a unit started in Finish starts there too): the unit starts in compute.
-    bool reported = in_compute;
     for (int i : specs[u].params) {
       const std::optional<double>& ready_ms = profile_.params[i].ready_ms;
-      reported = reported && ready_ms.has_value();
       pure_ready = std::max(
           pure_ready, hooks.Pure(pred.forward_s + ready_ms.value_or(profile_.backward_ms) * kMs));
     }
@@ -391,15 +445,24 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     // Ready once that much own work is done, after the Start of the units before it (on the
     // thread that computes the gradients: its encodes) and the start costs of those started
     // before it with their own work done no later (their bytes leave in the polls meanwhile).
-    double pushed = 0.0;
+    // The slowest host's: each rank computes its own gradients.
+    std::vector<double> pushed_by_host(hosts, 0.0);
     for (size_t v = 0; v < u; ++v) {
-      if (pure_readies[v] <= pure_ready) pushed += push_s[v];
+      if (pure_readies[v] > pure_ready) continue;
+      for (int h = 0; h < hosts; ++h) pushed_by_host[h] += push_s[v][h];
     }
+    const double pushed = *std::max_element(pushed_by_host.begin(), pushed_by_host.end());
     unit.ready_s = hooks.Wall(pure_ready) + pushed + started;
     // Units start in order: a ready unit waits for the one before it.
     unit.start_s = std::max(unit.ready_s, u == 0 ? 0.0 : pred.units.back().start_s);
-    in_compute = reported;
-    push_s.push_back(reported ? hooks.per_byte() * static_cast<double>(cost.payload_bytes) : 0.0);
+    std::vector<double> push(hosts, 0.0);
+    if (in_compute[u] && by_rank) {
+      push = MovedByHost(phases[u], hosts);
+      for (double& p : push) p *= hooks.per_byte();
+    } else if (in_compute[u]) {
+      push.assign(hosts, hooks.per_byte() * static_cast<double>(cost.payload_bytes));
+    }
+    push_s.push_back(std::move(push));
     if (cost.start_s > 0) {
       // Its own Start's work comes first, on every rank's CPU.
       Phase start;
@@ -417,8 +480,12 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     }
     pred.units.push_back(std::move(unit));
   }
-  double pushed = 0.0;
-  for (double p : push_s) pushed += p;
+  std::vector<double> pushed_by_host(hosts, 0.0);
+  for (const std::vector<double>& push : push_s) {
+    for (int h = 0; h < hosts; ++h) pushed_by_host[h] += push[h];
+  }
+  const double pushed =
+      hosts > 0 ? *std::max_element(pushed_by_host.begin(), pushed_by_host.end()) : 0.0;
   pred.hooks_s = hooks.Wall(pure_end) - pure_end + pushed;
   pred.compute_s = pure_end + pred.hooks_s + started;
   pred.backward_s = pred.compute_s - pred.forward_s;

@@ -117,7 +117,8 @@ struct Prediction {
 // The model for one profile on one cluster; predicts many strategies, caching the collectives.
 class CostModel {
  public:
-  // Errors: a profile without parameters, a cluster without ranks.
+  // Errors: a profile without parameters, a cluster without ranks, a profiled strategy (the
+  // profile's `strategy`) that its builder cannot make for the cluster's ranks.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<CostModel>> Create(ModelProfile profile,
                                                                          ClusterSpec cluster);
   ~CostModel();
@@ -139,10 +140,16 @@ class CostModel {
 
  private:
   CostModel(ModelProfile profile, ClusterSpec cluster);
+  // The hooks' basis: where the profile names the strategy it ran under and measured its
+  // hooks with units in flight, the bytes its busiest rank moved in the units that started in
+  // compute (the start costs are then charged per host by those bytes); else 0 (by the
+  // payload, on every rank alike).
+  absl::Status MeasureHooksBasis();
 
   ModelProfile profile_;
   ClusterSpec cluster_;
   std::unique_ptr<internal::Collectives> collectives_;
+  double hooks_basis_bytes_ = 0.0;
 };
 
 // CostModel::Create(profile, cluster) and Predict(strategy), once.

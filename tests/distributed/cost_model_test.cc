@@ -816,6 +816,61 @@ TEST(CostModelTest, TheHooksCostAShareOfComputeAndTheStartsTheirBytes) {
   }
 }
 
+// Where the profile names the builder it ran under, a start costs the bytes each host's busiest
+// rank moves, at the cost a byte the profiled strategy's own units give: a ring allreduce of
+// B over 4 ranks moves 2 x 2(4-1)/4 B = 3 B through every rank, a PS server on the direct route
+// 6 B (3 B in, 3 B out), a client 2 B.
+TEST(CostModelTest, TheStartsCostTheBytesTheBusiestRankMoves) {
+  ModelProfile profile = Profile({{1000}, {3000}});  // 4,000 and 12,000 bytes
+  profile.forward_ms = 2;
+  profile.backward_ms = 8;
+  profile.hooks_ms = 3;
+  profile.overlap_ms = 4;
+  profile.overlap_hooks_ms = 2;
+  profile.params[0].ready_ms = profile.params[1].ready_ms = 8.0;  // both in compute
+  profile.strategy = "allreduce";
+  profile.step_ms = 20;
+  const ClusterSpec c = Cluster(4, 1, 1, 10 * kUs, 5 * kUs);
+  const double ms = 1e-3;
+  // idle 1/6, the overlap's own work 2 ms, so its pushes 4 - 2 / (5/6) = 1.6 ms over the
+  // allreduce's 48,000 bytes a rank; compute's own 8.4 ms of wall time.
+  core::ParameterStore store;
+  ASSERT_TRUE(AddProfileParameters(profile, &store).ok());
+  absl::StatusOr<Strategy> allreduce = BuildStrategy("allreduce", store, 4);
+  ASSERT_TRUE(allreduce.ok()) << allreduce.status();
+  {  // The profiled strategy: its compute and hooks as measured.
+    absl::StatusOr<Prediction> p = PredictStepTime(*allreduce, profile, c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_NEAR(p->compute_s, 10 * ms, 1e-12);
+    EXPECT_NEAR(p->hooks_s, 3 * ms, 1e-12);
+  }
+  const auto on_servers = [&](int a, int b) {
+    Strategy s = OneEach(profile, 4, ParameterServerSync{.route = PsRoute::kDirect});
+    std::get<ParameterServerSync>(s.params[0].sync).placement = {a};
+    std::get<ParameterServerSync>(s.params[1].sync).placement = {b};
+    return s;
+  };
+  {  // Both on rank 0: it moves 6 x 16,000 bytes, twice the allreduce's: 3.2 ms.
+    absl::StatusOr<Prediction> p = PredictStepTime(on_servers(0, 0), profile, c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_NEAR(p->compute_s, 11.6 * ms, 1e-12);
+    EXPECT_NEAR(p->hooks_s, 1.4 * ms + 3.2 * ms, 1e-12);
+  }
+  {  // p0 on rank 0, p1 on rank 1: rank 1 moves 2 x 4,000 + 6 x 12,000 = 80,000 bytes.
+    absl::StatusOr<Prediction> p = PredictStepTime(on_servers(0, 1), profile, c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_NEAR(p->compute_s, 8.4 * ms + 1.6 * ms * 80000 / 48000, 1e-12);
+  }
+  {  // Without the profiled strategy, every rank is charged the payload alike: the profile's.
+    ModelProfile unnamed = profile;
+    unnamed.strategy.clear();
+    unnamed.step_ms = 0;
+    absl::StatusOr<Prediction> p = PredictStepTime(on_servers(0, 0), unnamed, c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_NEAR(p->compute_s, 10 * ms, 1e-12);
+  }
+}
+
 // More bandwidth never predicts a slower step, more latency or overhead never a faster one:
 // every builder on uneven clusters (every allreduce algorithm), each link parameter raised in
 // turn.
