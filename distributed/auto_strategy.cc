@@ -251,6 +251,8 @@ absl::Status AutoStrategy::NextVisit() {
       if (!Pending(i)) continue;  // its trial was cut
       trying_ = i;
       trial_times_.clear();
+      trial_compute_.clear();
+      trial_hooks_.clear();
       return Use(candidates_[i].strategy, i);
     }
     if (++round_ >= Rounds()) break;
@@ -434,6 +436,8 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
   }
   // A trial step of candidates_[trying_].
   trial_times_.push_back(t.total());
+  trial_compute_.push_back(t.compute);
+  trial_hooks_.push_back(t.hooks);
   ++trial_steps_run_;
   const AutoCandidate& c = candidates_[trying_];
   const int steps = static_cast<int>(trial_times_.size());
@@ -462,17 +466,31 @@ absl::Status AutoStrategy::EndVisit(bool cut) {
 }
 
 absl::Status AutoStrategy::FoldVisit(bool cut, bool whole) {
-  CAVS_ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverRanks(*comm_, trial_times_));
+  // One reduction for the three: the steps, their compute, their hooks.
+  const size_t n = trial_times_.size();
+  std::vector<double> mine = trial_times_;
+  mine.insert(mine.end(), trial_compute_.begin(), trial_compute_.end());
+  mine.insert(mine.end(), trial_hooks_.begin(), trial_hooks_.end());
   trial_times_.clear();
+  trial_compute_.clear();
+  trial_hooks_.clear();
+  CAVS_ASSIGN_OR_RETURN(const std::vector<double> most, MaxOverRanks(*comm_, mine));
+  std::vector<double> slowest(most.begin(), most.begin() + n);
+  std::vector<double> compute(most.begin() + n, most.begin() + 2 * n);
+  std::vector<double> hooks(most.begin() + 2 * n, most.end());
   AutoCandidate& c = candidates_[trying_];
   PartTimes& part = parts_[c.searched ? kSearch : kComparison];
   if (WarmUpSteps() > 0) {  // the visit's first step warms the strategy up
     part.first_steps.push_back(slowest[0]);
     slowest.erase(slowest.begin());
+    compute.erase(compute.begin());
+    hooks.erase(hooks.begin());
   }
   part.counted_steps.insert(part.counted_steps.end(), slowest.begin(), slowest.end());
   const size_t before = c.counted_s.size();
   c.counted_s.insert(c.counted_s.end(), slowest.begin(), slowest.end());
+  c.counted_compute_s.insert(c.counted_compute_s.end(), compute.begin(), compute.end());
+  c.counted_hooks_s.insert(c.counted_hooks_s.end(), hooks.begin(), hooks.end());
   if (!whole) return absl::OkStatus();
   ++c.visits;
   // A builder whose visits count one step each: the cutoff once two are counted.
@@ -490,6 +508,11 @@ void AutoStrategy::Measure(AutoCandidate& c) {
   const std::vector<double> steps(c.counted_s.begin() + c.second_from, c.counted_s.end());
   c.measured_s = Median(steps);
   c.measured_steps = static_cast<int>(steps.size());
+  const auto median_from = [&](const std::vector<double>& v) {
+    return v.size() > c.second_from ? Median({v.begin() + c.second_from, v.end()}) : -1.0;
+  };
+  c.measured_compute_s = median_from(c.counted_compute_s);
+  c.measured_hooks_s = median_from(c.counted_hooks_s);
 }
 
 absl::Status AutoStrategy::Conclude() {
@@ -569,6 +592,25 @@ std::string AutoStrategy::Report() const {
                             "standard error at that spread, %.1f%% at %d steps\n",
                             100 * spread_, 100 * MedianStandardError(spread_, CountedSteps()),
                             CountedSteps());
+    }
+    // The compute the hooks' terms predict, beside what the trials measured.
+    std::string computes;
+    std::vector<double> compute_errors;
+    for (const AutoCandidate& c : candidates_) {
+      if (c.measured_compute_s <= 0) continue;
+      const Prediction& p = c.prediction;
+      compute_errors.push_back((p.compute_s - c.measured_compute_s) / c.measured_compute_s);
+      absl::StrAppendFormat(&computes, "    %-*s compute %8.2f / %8.2f   hooks %8.2f / %8.2f\n",
+                            width, c.name, 1e3 * p.compute_s, 1e3 * c.measured_compute_s,
+                            1e3 * p.hooks_s, 1e3 * c.measured_hooks_s);
+    }
+    if (!compute_errors.empty()) {
+      std::vector<double> abs_errors;
+      for (double e : compute_errors) abs_errors.push_back(std::abs(e));
+      absl::StrAppendFormat(&out,
+                            "  compute and its hooks, predicted / measured (ms, the slowest "
+                            "rank's medians): median error %+.1f%%, median |error| %.1f%%\n%s",
+                            100 * Median(compute_errors), 100 * Median(abs_errors), computes);
     }
     if (cut_short_) {
       int tried = 0;

@@ -112,7 +112,12 @@ struct AutoCandidate {
   // pooled spread (AutoStrategy::spread); -1: not measured.
   double standard_error = -1;
   std::vector<double> counted_s;  // its counted steps so far (the slowest rank's), in order
-  int visits = 0;                 // its trial's visits so far
+  // Of the same steps, the compute (StepTimes::compute) and the hooks in it (StepTimes::hooks)
+  // of the rank slowest in each, and their medians once measured (-1: not measured): the
+  // cost model's compute_s and hooks_s, measured.
+  std::vector<double> counted_compute_s, counted_hooks_s;
+  double measured_compute_s = -1, measured_hooks_s = -1;
+  int visits = 0;           // its trial's visits so far
   bool reserve = false;     // searched beyond `candidates`: tried only if the correction says so
   double corrected_s = -1;  // the prediction corrected by the trials (once they are done)
   // Tried in the second round of trials: the reserve candidates the correction picked, and the
@@ -268,9 +273,10 @@ class AutoStrategy {
   ModelProfile profile_;
   std::vector<StepTimes> profiled_;
   std::vector<AutoCandidate> candidates_;
-  size_t trying_ = 0;                // the candidate in trial
-  std::vector<double> trial_times_;  // this rank's step times of the current visit
-  int round_ = 0;                    // the trials' round, and its order of visits
+  size_t trying_ = 0;                                // the candidate in trial
+  std::vector<double> trial_times_;                  // this rank's step times of the current visit
+  std::vector<double> trial_compute_, trial_hooks_;  // and their compute and hooks
+  int round_ = 0;                                    // the trials' round, and its order of visits
   std::vector<size_t> order_;
   size_t next_in_order_ = 0;
   size_t chosen_ = 0;
