@@ -165,11 +165,17 @@ TEST(AutoStrategyTest, TheReportSaysHowNoisyTheTrialsWere) {
     ++measured;
     EXPECT_EQ(a.measured_steps, 4) << a.name;
     EXPECT_DOUBLE_EQ(a.standard_error, MedianStandardError(controller.spread(), 4)) << a.name;
+    // The compute is the sleep (40 or 60 ms), inside the step; the hooks a part of it.
+    EXPECT_GE(a.measured_compute_s, 0.040) << a.name;
+    EXPECT_LE(a.measured_compute_s, a.measured_s) << a.name;
+    EXPECT_GE(a.measured_hooks_s, 0.0) << a.name;
+    EXPECT_LE(a.measured_hooks_s, a.measured_compute_s) << a.name;
   }
   EXPECT_GE(measured, 2) << controller.Report();
   const std::string report = controller.Report();
   EXPECT_TRUE(absl::StrContains(report, "se_%")) << report;
   EXPECT_TRUE(absl::StrContains(report, "noise: the counted steps spread")) << report;
+  EXPECT_TRUE(absl::StrContains(report, "compute and its hooks, predicted / measured")) << report;
 }
 
 // One slow counted step (a retransmission, a page fault storm) does not stop a builder: the
