@@ -12,7 +12,9 @@
 # the correction's error out of sample, each trial predicted from the others; and (logs since the
 # report has each measurement's standard error, se_%) which misses of 5% are more than twice the
 # ratio's standard error over it: those the trials' noise does not explain (recheck the others
-# with bench/auto_grid_recheck.sh).
+# with bench/auto_grid_recheck.sh); and (logs since the report has them) per kind of strategy the
+# error of the predicted compute and how far the measured hooks in it are over the predicted, the
+# strategies with the profiled builder's units (`hybrid`, and those equal to it) apart.
 function abs(x) { return x < 0 ? -x : x }
 FNR == 1 {
   if (file != "") finish()
@@ -35,6 +37,15 @@ FNR == 1 {
   # Its total where the log has one (switching included), else its steps (older logs).
   if (match($0, /[0-9.]+ s in all/)) compare_s = substr($0, RSTART, RLENGTH - 9)
   else { match($0, /comparison: [0-9.]+/); compare_s = substr($0, RSTART + 12, RLENGTH - 12) }
+}
+# The compute and its hooks, predicted / measured (logs since the report has them): per kind of
+# strategy, the error of the predicted compute; the profiled builder's is its own kind.
+/^    .* compute +[0-9.]+ \/ +[0-9.]+ +hooks/ {
+  cname = $1; for (i = 2; $i != "compute"; ++i) cname = cname " " $i
+  cp = $(i + 1); cm = $(i + 3); hp = $(i + 5); hm = $(i + 7)
+  ckind = cname ~ /hybrid\)?$/ || cname ~ /^hybrid/ ? "as profiled (hybrid)" : cname ~ /^auto#/ ? "searched" : cname ~ /ps/ ? "PS builders" : "allreduce builders"
+  if (cm > 0) { ccomp[ckind, ++nccomp[ckind]] = (cp - cm) / cm; chook[ckind, nccomp[ckind]] = hm - hp }
+  next
 }
 in_table && NF >= 5 {
   line = $0; is_chosen = sub(/  <- chosen$/, "", line)
@@ -94,6 +105,12 @@ END {
     for (i = 1; i <= n; ++i) b[i] = abs(a[i])
     printf "  %-18s %3d measured: median error %+.1f%%, median |error| %.1f%%, largest %+.1f%%\n",
            kind, n, 100 * median(a, n), 100 * median(b, n), 100 * m
+  }
+  for (kind in nccomp) {
+    n = nccomp[kind]
+    for (i = 1; i <= n; ++i) { a[i] = ccomp[kind, i]; b[i] = abs(a[i]); h[i] = chook[kind, i] }
+    printf "  compute, %-18s %3d measured: median error %+.1f%%, median |error| %.1f%%; hooks measured - predicted median %+.1f ms\n",
+           kind, n, 100 * median(a, n), 100 * median(b, n), median(h, n)
   }
   if (nccells > 0) {
     m = 0; for (i = 1; i <= nccells; ++i) if (ccells[i] > m) m = ccells[i]
