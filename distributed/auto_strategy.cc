@@ -250,9 +250,7 @@ absl::Status AutoStrategy::NextVisit() {
       const size_t i = order_[next_in_order_++];
       if (!Pending(i)) continue;  // its trial was cut
       trying_ = i;
-      trial_times_.clear();
-      trial_compute_.clear();
-      trial_hooks_.clear();
+      ClearVisitSteps();
       return Use(candidates_[i].strategy, i);
     }
     if (++round_ >= Rounds()) break;
@@ -465,15 +463,19 @@ absl::Status AutoStrategy::EndVisit(bool cut) {
   return NextVisit();
 }
 
+void AutoStrategy::ClearVisitSteps() {
+  trial_times_.clear();
+  trial_compute_.clear();
+  trial_hooks_.clear();
+}
+
 absl::Status AutoStrategy::FoldVisit(bool cut, bool whole) {
   // One reduction for the three: the steps, their compute, their hooks.
   const size_t n = trial_times_.size();
   std::vector<double> mine = trial_times_;
   mine.insert(mine.end(), trial_compute_.begin(), trial_compute_.end());
   mine.insert(mine.end(), trial_hooks_.begin(), trial_hooks_.end());
-  trial_times_.clear();
-  trial_compute_.clear();
-  trial_hooks_.clear();
+  ClearVisitSteps();
   CAVS_ASSIGN_OR_RETURN(const std::vector<double> most, MaxOverRanks(*comm_, mine));
   std::vector<double> slowest(most.begin(), most.begin() + n);
   std::vector<double> compute(most.begin() + n, most.begin() + 2 * n);
@@ -548,6 +550,10 @@ std::string AutoStrategy::Report() const {
   const auto ms = [](double s) {
     return s < 0 ? std::string("-") : absl::StrFormat("%.2f", 1e3 * s);
   };
+  const auto median_abs = [](std::vector<double> errors) {
+    for (double& e : errors) e = std::abs(e);
+    return Median(std::move(errors));
+  };
   for (size_t i = 0; i < candidates_.size(); ++i) {
     const AutoCandidate& c = candidates_[i];
     absl::StrAppendFormat(
@@ -560,13 +566,12 @@ std::string AutoStrategy::Report() const {
   if (decided()) {
     absl::StrAppend(&out, "  trial correction: ", correction_.Describe());
     if (out_of_sample_.size() > 1) {
-      std::vector<double> abs_errors;
-      for (double e : out_of_sample_) abs_errors.push_back(std::abs(e));
+      double largest = 0;
+      for (double e : out_of_sample_) largest = std::max(largest, std::abs(e));
       absl::StrAppendFormat(&out,
                             "; out of sample (each trial from the others): median |error| %.1f%%, "
                             "largest %.1f%%",
-                            100 * Median(abs_errors),
-                            100 * *std::max_element(abs_errors.begin(), abs_errors.end()));
+                            100 * median_abs(out_of_sample_), 100 * largest);
     }
     absl::StrAppend(&out, "\n");
     for (const AutoCandidate& c : candidates_) {
@@ -605,12 +610,11 @@ std::string AutoStrategy::Report() const {
                             1e3 * p.hooks_s, 1e3 * c.measured_hooks_s);
     }
     if (!compute_errors.empty()) {
-      std::vector<double> abs_errors;
-      for (double e : compute_errors) abs_errors.push_back(std::abs(e));
       absl::StrAppendFormat(&out,
                             "  compute and its hooks, predicted / measured (ms, the slowest "
                             "rank's medians): median error %+.1f%%, median |error| %.1f%%\n%s",
-                            100 * Median(compute_errors), 100 * Median(abs_errors), computes);
+                            100 * Median(compute_errors), 100 * median_abs(compute_errors),
+                            computes);
     }
     if (cut_short_) {
       int tried = 0;

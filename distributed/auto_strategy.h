@@ -251,6 +251,8 @@ class AutoStrategy {
   // EndVisit's first part: the visit's steps counted (and, where `whole`, the visit counted and
   // the trial measured where it ends; not `whole`: a visit the run's end cut short). Collective.
   absl::Status FoldVisit(bool cut, bool whole);
+  // Empties the current visit's steps (trial_times_ and their compute and hooks).
+  void ClearVisitSteps();
   // Adds the time since the current Run began to the search's or the comparison's (once).
   void ChargeRun();
   // The part the current step belongs to: a builder's trial is the comparison's.

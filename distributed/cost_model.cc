@@ -297,6 +297,17 @@ std::vector<double> MovedByHost(const std::vector<Phase>& phases, int hosts) {
   return moved;
 }
 
+// The largest over hosts of the per-host values of the units `keep` keeps, summed.
+template <typename Keep>
+double SlowestHostSum(const std::vector<std::vector<double>>& per_unit, int hosts, Keep keep) {
+  std::vector<double> sum(hosts, 0.0);
+  for (size_t v = 0; v < per_unit.size(); ++v) {
+    if (!keep(v)) continue;
+    for (int h = 0; h < hosts; ++h) sum[h] += per_unit[v][h];
+  }
+  return hosts > 0 ? *std::max_element(sum.begin(), sum.end()) : 0.0;
+}
+
 // Whether each unit starts in compute: every gradient of it and of the units before it is
 // reported in compute (units start in order: one after a unit started in Finish starts there
 // too).
@@ -389,15 +400,12 @@ absl::Status CostModel::MeasureHooksBasis() {
                         CheckedUnits(profiled, profile_, cluster_, &params));
   const int hosts = static_cast<int>(cluster_.hosts.size());
   const std::vector<bool> in_compute = StartsInCompute(specs, profile_);
-  std::vector<double> moved(hosts, 0.0);
-  for (size_t u = 0; u < specs.size(); ++u) {
-    if (!in_compute[u]) continue;
-    const kinds::UnitCost cost =
-        kinds::KindOf(specs[u].kind).Cost(specs[u], profile_, *collectives_);
-    const std::vector<double> unit = MovedByHost(cost.phases, hosts);
-    for (int h = 0; h < hosts; ++h) moved[h] += unit[h];
+  std::vector<std::vector<double>> moved;
+  for (const UnitSpec& spec : specs) {
+    moved.push_back(
+        MovedByHost(kinds::KindOf(spec.kind).Cost(spec, profile_, *collectives_).phases, hosts));
   }
-  hooks_basis_bytes_ = hosts > 0 ? *std::max_element(moved.begin(), moved.end()) : 0.0;
+  hooks_basis_bytes_ = SlowestHostSum(moved, hosts, [&](size_t u) { return in_compute[u]; });
   return absl::OkStatus();
 }
 
@@ -446,22 +454,17 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     // thread that computes the gradients: its encodes) and the start costs of those started
     // before it with their own work done no later (their bytes leave in the polls meanwhile).
     // The slowest host's: each rank computes its own gradients.
-    std::vector<double> pushed_by_host(hosts, 0.0);
-    for (size_t v = 0; v < u; ++v) {
-      if (pure_readies[v] > pure_ready) continue;
-      for (int h = 0; h < hosts; ++h) pushed_by_host[h] += push_s[v][h];
-    }
-    const double pushed = *std::max_element(pushed_by_host.begin(), pushed_by_host.end());
-    unit.ready_s = hooks.Wall(pure_ready) + pushed + started;
+    unit.ready_s =
+        hooks.Wall(pure_ready) +
+        SlowestHostSum(push_s, hosts, [&](size_t v) { return pure_readies[v] <= pure_ready; }) +
+        started;
     // Units start in order: a ready unit waits for the one before it.
     unit.start_s = std::max(unit.ready_s, u == 0 ? 0.0 : pred.units.back().start_s);
-    std::vector<double> push(hosts, 0.0);
-    if (in_compute[u] && by_rank) {
-      push = MovedByHost(phases[u], hosts);
-      for (double& p : push) p *= hooks.per_byte();
-    } else if (in_compute[u]) {
-      push.assign(hosts, hooks.per_byte() * static_cast<double>(cost.payload_bytes));
-    }
+    // Its bytes through each host's busiest rank, or the payload on every host alike.
+    std::vector<double> push =
+        by_rank ? MovedByHost(phases[u], hosts)
+                : std::vector<double>(hosts, static_cast<double>(cost.payload_bytes));
+    for (double& p : push) p *= in_compute[u] ? hooks.per_byte() : 0.0;
     push_s.push_back(std::move(push));
     if (cost.start_s > 0) {
       // Its own Start's work comes first, on every rank's CPU.
@@ -480,12 +483,7 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     }
     pred.units.push_back(std::move(unit));
   }
-  std::vector<double> pushed_by_host(hosts, 0.0);
-  for (const std::vector<double>& push : push_s) {
-    for (int h = 0; h < hosts; ++h) pushed_by_host[h] += push[h];
-  }
-  const double pushed =
-      hosts > 0 ? *std::max_element(pushed_by_host.begin(), pushed_by_host.end()) : 0.0;
+  const double pushed = SlowestHostSum(push_s, hosts, [](size_t) { return true; });
   pred.hooks_s = hooks.Wall(pure_end) - pure_end + pushed;
   pred.compute_s = pure_end + pred.hooks_s + started;
   pred.backward_s = pred.compute_s - pred.forward_s;
