@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "distributed/builders.h"
@@ -75,6 +76,13 @@ absl::StatusOr<std::unique_ptr<AutoStrategy>> AutoStrategy::Create(Communicator*
         options.candidates, ") and reserve (", options.reserve, ") >= 0, noise (", options.noise,
         ") in [0, 1), cutoff (", options.cutoff, ") 0 or >= 1"));
   }
+  if (const std::vector<std::string>& builders = StrategyBuilderNames();
+      options.early != "auto" && options.early != "none" &&
+      std::find(builders.begin(), builders.end(), options.early) == builders.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("auto strategy: early builder '", options.early,
+                                                   "' is none of auto, none, ",
+                                                   absl::StrJoin(builders, ", ")));
+  }
   std::unique_ptr<AutoStrategy> a(new AutoStrategy(comm, store, optimizer, std::move(options)));
   const double t0 = Now();
   absl::StatusOr<ProbeResult> probe = ProbeCluster(*comm, a->options_.probe);
@@ -135,6 +143,90 @@ absl::Status AutoStrategy::CalibrateToProfile() {
   return absl::OkStatus();
 }
 
+absl::Status AutoStrategy::StartEarly() {
+  const int w = comm_->world_size();
+  early_ = options_.early;
+  if (early_ == "none") early_note_ = "none asked (--auto-early=none)";
+  if (w < 2) early_note_ = "one rank, no units";
+  if (!early_note_.empty()) {
+    early_.clear();
+    return BeginTrials();
+  }
+  if (early_ == "auto") {
+    // The fastest predicted builder with units in flight in a good part of its compute: the
+    // polls' share shows where they are, and a fast one costs the search the least.
+    const double t0 = Now();
+    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model,
+                          CostModel::Create(profile_, step_calibration_.cluster));
+    early_.clear();
+    double best = 0;
+    for (const std::string& name : StrategyBuilderNames()) {
+      if (name == options_.start) continue;
+      CAVS_ASSIGN_OR_RETURN(const Strategy s, BuildStrategy(name, *store_, w));
+      CAVS_ASSIGN_OR_RETURN(const Prediction p, model->Predict(s));
+      if (InFlightShare(p) < kEarlyFlightShare) continue;
+      if (early_.empty() || p.step_s < best) early_ = name, best = p.step_s;
+    }
+    search_seconds_ += Now() - t0;
+    if (early_.empty()) {
+      early_note_ =
+          absl::StrFormat("no builder but '%s' has units in flight for %.0f%% of its compute",
+                          options_.start, 100 * kEarlyFlightShare);
+      return BeginTrials();
+    }
+  }
+  CAVS_ASSIGN_OR_RETURN(const Strategy early, BuildStrategy(early_, *store_, w));
+  early_phase_ = true;
+  return Use(early);
+}
+
+absl::Status AutoStrategy::FitPolls() {
+  const double t0 = Now();
+  // The slowest rank's compute of each step, both strategies' alike (profiling on in both),
+  // and the early steps' times; the median of each after its first step (a warm-up).
+  std::vector<double> v;
+  for (const StepTimes& t : profiled_) v.push_back(t.compute);
+  for (const StepTimes& t : early_times_) v.push_back(t.compute);
+  for (const StepTimes& t : early_times_) v.push_back(t.total());
+  CAVS_ASSIGN_OR_RETURN(v, MaxOverRanks(*comm_, v));
+  const size_t np = profiled_.size(), ne = early_times_.size();
+  const auto median_after_first = [&](size_t from, size_t n) {
+    return Median(std::vector<double>(v.begin() + from + (n > 1 ? 1 : 0), v.begin() + from + n));
+  };
+  profile_compute_s_ = median_after_first(0, np);
+  early_compute_s_ = median_after_first(np, ne);
+  early_steps_.assign(v.begin() + np + ne, v.end());
+  const int w = comm_->world_size();
+  CAVS_ASSIGN_OR_RETURN(const Strategy profiled, BuildStrategy(options_.start, *store_, w));
+  CAVS_ASSIGN_OR_RETURN(const Strategy early, BuildStrategy(early_, *store_, w));
+  profile_.early_strategy = early_;
+  profile_.early_compute_ratio = early_compute_s_ / profile_compute_s_;
+  // The share moves the profiled strategy's predicted step a little (its own units in flight),
+  // and the calibration moves the units' times in flight: fitted and calibrated again, twice;
+  // the last calibration is the profile's with its share, as cavs-sim makes it.
+  for (int round = 0; round < 2; ++round) {
+    CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model,
+                          CostModel::Create(profile_, step_calibration_.cluster));
+    CAVS_ASSIGN_OR_RETURN(poll_fit_,
+                          model->FitPollShare(profiled, early, profile_.early_compute_ratio));
+    profile_.poll_share = poll_fit_.share;
+    CAVS_RETURN_IF_ERROR(CalibrateToProfile());
+  }
+  search_seconds_ += Now() - t0;
+  return absl::OkStatus();
+}
+
+absl::Status AutoStrategy::BeginTrials() {
+  CAVS_RETURN_IF_ERROR(RankCandidates());
+  // Try the searched ones, then (where asked) the builders, in the candidates' order;
+  // candidates_ keeps the untried ones too (predicted only).
+  phase_ = Phase::kTrial;
+  bool any = false;
+  for (size_t i = 0; i < candidates_.size(); ++i) any = any || Pending(i);
+  if (!any) return absl::InternalError("auto strategy: no candidate");
+  return StartTrials();
+}
+
 absl::Status AutoStrategy::RankCandidates() {
   const double t0 = Now();
   const int w = comm_->world_size();
@@ -174,7 +266,7 @@ absl::Status AutoStrategy::RankCandidates() {
     CAVS_ASSIGN_OR_RETURN(c.prediction, model->Predict(c.strategy));
     candidates_.push_back(std::move(c));
   }
-  search_seconds_ = Now() - t0;
+  search_seconds_ += Now() - t0;
   SizeTrials();
   return absl::OkStatus();
 }
@@ -356,7 +448,7 @@ absl::Status AutoStrategy::Decide() {
       MaxOverRanks(*comm_, {parts_[kSearch].steps_s + search_seconds_ - parts_[kSearch].run_s,
                             parts_[kComparison].steps_s - parts_[kComparison].run_s,
                             -parts_[kSearch].use_s, -parts_[kComparison].use_s}));
-  search_cost_.profile_s = beyond_chosen(profile_steps_);
+  search_cost_.profile_s = beyond_chosen(profile_steps_) + beyond_chosen(early_steps_);
   for (Part p : {kSearch, kComparison}) {
     SearchCost& cost = p == kSearch ? search_cost_ : comparison_cost_;
     cost.first_steps_s = beyond_chosen(parts_[p].first_steps);
@@ -374,9 +466,11 @@ absl::StatusOr<StepTimes> AutoStrategy::Run(
   if (phase_ == Phase::kDecided) return step_->Run(local_count, compute, run_empty);
   // A failure (a dead peer's deadline, say) names the part of the search it stopped.
   const std::string what =
-      phase_ == Phase::kProfile
-          ? absl::StrCat("auto strategy: profiling the model under '", options_.start, "'")
-          : absl::StrCat("auto strategy: trying '", candidates_[trying_].name, "'");
+      phase_ == Phase::kTrial
+          ? absl::StrCat("auto strategy: trying '", candidates_[trying_].name, "'")
+      : early_phase_
+          ? absl::StrCat("auto strategy: timing the polls under '", early_, "'")
+          : absl::StrCat("auto strategy: profiling the model under '", options_.start, "'");
   run_began_ = Now();
   run_part_ = CurrentPart();
   absl::StatusOr<StepTimes> t = Search(local_count, compute, run_empty);
@@ -400,6 +494,25 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
     bool run_empty) {
   CAVS_ASSIGN_OR_RETURN(StepTimes t, step_->Run(local_count, compute, run_empty));
   parts_[run_part_].steps_s += t.total();
+  if (phase_ == Phase::kProfile && early_phase_) {
+    early_times_.push_back(t);
+    if (early_times_.size() == 1) {
+      // As many steps as the profile's, or with a trial budget, half its time (the compute's
+      // median is steadier than the step's).
+      early_target_ = options_.profile_steps;
+      if (options_.trial_seconds > 0) {
+        CAVS_ASSIGN_OR_RETURN(const std::vector<double> first,
+                              MaxOverRanks(*comm_, std::vector<double>{t.total()}));
+        early_target_ =
+            std::max(early_target_, 1 + BudgetSteps(0.5 * options_.trial_seconds, first[0]));
+      }
+    }
+    if (static_cast<int>(early_times_.size()) < early_target_) return t;
+    early_phase_ = false;
+    CAVS_RETURN_IF_ERROR(FitPolls());
+    CAVS_RETURN_IF_ERROR(BeginTrials());
+    return t;
+  }
   if (phase_ == Phase::kProfile) {
     profiled_.push_back(t);
     if (profiled_.size() == 1) {
@@ -422,14 +535,7 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
     for (const StepTimes& p : profiled_) totals.push_back(p.total());
     CAVS_ASSIGN_OR_RETURN(profile_steps_, MaxOverRanks(*comm_, totals));
     CAVS_RETURN_IF_ERROR(CalibrateToProfile());
-    CAVS_RETURN_IF_ERROR(RankCandidates());
-    // Try the searched ones, then (where asked) the builders, in the candidates' order;
-    // candidates_ keeps the untried ones too (predicted only).
-    phase_ = Phase::kTrial;
-    bool any = false;
-    for (size_t i = 0; i < candidates_.size(); ++i) any = any || Pending(i);
-    if (!any) return absl::InternalError("auto strategy: no candidate");
-    CAVS_RETURN_IF_ERROR(StartTrials());
+    CAVS_RETURN_IF_ERROR(StartEarly());
     return t;
   }
   // A trial step of candidates_[trying_].
@@ -632,6 +738,21 @@ std::string AutoStrategy::Report() const {
     absl::StrAppend(&out, "  profile: ", profile_steps_.size(), " steps under '", options_.start,
                     "',", profiled, " ms (the slowest rank's)\n");
     absl::StrAppend(&out, "  ", DescribeStepCalibration(step_calibration_), "\n");
+    if (early_.empty()) {
+      absl::StrAppend(&out, "  polls while units are in flight: not measured (", early_note_,
+                      ")\n");
+    } else {
+      std::string steps;
+      for (double t : early_steps_) absl::StrAppendFormat(&steps, " %.1f", 1e3 * t);
+      const CostModel::PollShareFit& f = poll_fit_;
+      absl::StrAppendFormat(
+          &out,
+          "  polls while units are in flight: share %.3f of the compute thread, where the cost "
+          "model predicts '%s''s compute over '%s''s as measured, %.1f / %.1f ms = %.3fx "
+          "(predicted %.3fx; with no share %.3fx, at most %.3fx); %d steps under it,%s ms\n",
+          f.share, early_, options_.start, 1e3 * early_compute_s_, 1e3 * profile_compute_s_,
+          f.ratio, f.predicted, f.at_zero, f.at_max, static_cast<int>(early_steps_.size()), steps);
+    }
     const SearchCost& s = search_cost_;
     absl::StrAppendFormat(
         &out,

@@ -1,6 +1,7 @@
 #include "distributed/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
@@ -79,7 +80,8 @@ absl::StatusOr<std::vector<UnitSpec>> CheckedUnits(const Strategy& named,
 CostModel::CostModel(ModelProfile profile, ClusterSpec cluster)
     : profile_(std::move(profile)),
       cluster_(std::move(cluster)),
-      collectives_(std::make_unique<internal::Collectives>(cluster_)) {}
+      collectives_(std::make_unique<internal::Collectives>(cluster_)),
+      poll_share_(profile_.poll_share) {}
 
 CostModel::~CostModel() = default;
 
@@ -266,6 +268,55 @@ void Expose(Prediction& pred) {
   }
   pred.exposed_comm_s = covered - pred.compute_s;
   pred.step_s = pred.compute_s + pred.exposed_comm_s + pred.complete_s + pred.optimizer_s;
+}
+
+// The polls while units are in flight: compute's own progress runs at 1 - phi wherever a unit
+// is in flight, so compute ends later and the units ready during it are ready later. A unit is
+// in flight for its chain's time alone (`alone`: the links' share with the others is left out,
+// so that the time stays monotone in every link parameter) from its start, which is when it is
+// ready and not before the unit before it; its readiness is the first pass's wall time of
+// compute, mapped through the spans in flight of the units started before it (those after
+// start later, so they cannot change it). Each unit's end moves with its start. In compute's
+// own progress the starts do not depend on the links, so longer spans only ever slow it more.
+void StretchForPolls(double phi, const std::vector<double>& span, Prediction& pred) {
+  if (phi <= 0 || pred.units.empty()) return;
+  const double compute = pred.compute_s;
+  std::vector<std::pair<double, double>> flight;  // the union of the spans in flight, in order
+  // The wall time at which compute has done what the first pass had done at `x`.
+  const auto wall_at = [&](double x) {
+    double wall = 0.0, done = 0.0;
+    for (const auto& [begin, end] : flight) {
+      if (done + (begin - wall) >= x) break;
+      done += begin - wall;
+      wall = begin;
+      const double in_flight = (end - begin) * (1 - phi);
+      if (done + in_flight >= x) return wall + (x - done) / (1 - phi);
+      done += in_flight;
+      wall = end;
+    }
+    return wall + (x - done);
+  };
+  double before = 0.0;  // the start of the unit before
+  for (size_t i = 0; i < pred.units.size(); ++i) {
+    UnitPrediction& u = pred.units[i];
+    const double was = u.start_s;
+    u.ready_s = u.ready_s <= compute ? wall_at(u.ready_s) : wall_at(compute) + u.ready_s - compute;
+    u.start_s = std::max(u.ready_s, before);
+    u.end_s += u.start_s - was;
+    before = u.start_s;
+    const double end = u.start_s + span[i];
+    if (!flight.empty() && u.start_s <= flight.back().second) {
+      flight.back().second = std::max(flight.back().second, end);
+    } else {
+      flight.emplace_back(u.start_s, end);
+    }
+  }
+  const double later = wall_at(compute) - compute;
+  pred.compute_s += later;
+  pred.backward_s += later;
+  pred.hooks_s += later;
+  pred.comm_end_s = 0.0;
+  Expose(pred);
 }
 
 // The host link busy the longest, from the bytes queued on each resource.
@@ -505,12 +556,76 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     }
     Expose(pred);
   }
+  // A lower bound stays one: the stretch only moves times later, and less where units end
+  // sooner.
+  std::vector<double> span;  // each unit's time in flight
+  for (const UnitPrediction& u : pred.units) span.push_back(u.end_s - u.start_s);
+  StretchForPolls(poll_share_, span, pred);
   for (const auto& [rank, s] : servers) {  // the most bytes; ties to the lower rank
     const ServerLoad& b = pred.busiest_server;
     if (b.rank < 0 || s.bytes_in + s.bytes_out > b.bytes_in + b.bytes_out) pred.busiest_server = s;
   }
   pred.busiest_link = BusiestLink(links, res, hosts);
   return pred;
+}
+
+absl::StatusOr<CostModel::PollShareFit> CostModel::FitPollShare(const Strategy& profiled,
+                                                                const Strategy& early,
+                                                                double ratio) {
+  if (!(ratio > 0) || !std::isfinite(ratio)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("poll share: the measured compute ratio ", ratio, " is not positive"));
+  }
+  const double own = poll_share_;
+  const auto predicted = [&](double share) -> absl::StatusOr<double> {
+    poll_share_ = share;
+    absl::StatusOr<Prediction> p = Predict(profiled), e = Predict(early);
+    poll_share_ = own;
+    if (!p.ok()) return p.status();
+    if (!e.ok()) return e.status();
+    return e->compute_s / p->compute_s;
+  };
+  PollShareFit fit;
+  fit.ratio = ratio;
+  CAVS_ASSIGN_OR_RETURN(fit.at_zero, predicted(0.0));
+  CAVS_ASSIGN_OR_RETURN(fit.at_max, predicted(kMaxPollShare));
+  // Where no share moves the ratio (the early strategy's units are not in flight in its
+  // compute), the measurement says nothing of it: none.
+  if (ratio <= fit.at_zero || fit.at_max - fit.at_zero < 1e-9 * fit.at_zero) {
+    fit.predicted = fit.at_zero;
+    return fit;
+  }
+  if (ratio >= fit.at_max) {
+    fit.share = kMaxPollShare;
+    fit.predicted = fit.at_max;
+    return fit;
+  }
+  // The predicted ratio grows with the share (the early strategy's units are in flight in more
+  // of its compute than the profiled one's): halve the interval where it crosses the measured.
+  double lo = 0.0, hi = kMaxPollShare;
+  while (hi - lo > 1e-4) {
+    const double mid = 0.5 * (lo + hi);
+    CAVS_ASSIGN_OR_RETURN(const double r, predicted(mid));
+    (r < ratio ? lo : hi) = mid;
+  }
+  fit.share = 0.5 * (lo + hi);
+  CAVS_ASSIGN_OR_RETURN(fit.predicted, predicted(fit.share));
+  return fit;
+}
+
+double InFlightShare(const Prediction& p) {
+  if (p.compute_s <= 0) return 0.0;
+  std::vector<std::pair<double, double>> spans;
+  for (const UnitPrediction& u : p.units) {
+    if (u.start_s < p.compute_s) spans.emplace_back(u.start_s, std::min(u.end_s, p.compute_s));
+  }
+  std::sort(spans.begin(), spans.end());
+  double covered = 0.0, reach = 0.0;
+  for (const auto& [begin, end] : spans) {
+    covered += std::max(0.0, end - std::max(begin, reach));
+    reach = std::max(reach, end);
+  }
+  return covered / p.compute_s;
 }
 
 absl::StatusOr<Prediction> PredictStepTime(const Strategy& strategy, const ModelProfile& profile,

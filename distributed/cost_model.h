@@ -32,6 +32,10 @@
 //     readiness of the units after it); its float16 sums are its reducing ranks' CPU time in
 //     the phases that reduce; its decode runs in Complete, after every unit is done (the
 //     cluster's Fp16Costs per element; 0 where it has none);
+//   - while a unit is in flight during compute, the polls take a share phi of the compute
+//     thread (the profile's poll_share): compute's own work runs at 1 - phi then, so compute
+//     ends later, and the units after it are ready later; each unit keeps its time on the
+//     links as the queues gave it, moved with its start;
 //   - the step ends when backward and the last unit are done, plus the units' Complete and the
 //     optimizer.
 // Per-message overheads, efficiency and duplex are ClusterSpec fields, to be calibrated from
@@ -138,6 +142,25 @@ class CostModel {
   const ModelProfile& profile() const { return profile_; }
   const ClusterSpec& cluster() const { return cluster_; }
 
+  // The share of the compute thread the polls take while units are in flight (the profile's
+  // poll_share until set). REQUIRES: 0 <= share <= kMaxPollShare.
+  double poll_share() const { return poll_share_; }
+  void set_poll_share(double share) { poll_share_ = share; }
+
+  // The poll share at which `early`'s predicted compute over `profiled`'s is `ratio` (their
+  // measured compute's): a bisection over [0, kMaxPollShare], the ends where the ratio is
+  // beyond what they predict. The model's own share is left as it was. Errors: as Predict;
+  // ratio not positive.
+  struct PollShareFit {
+    double share = 0.0;
+    double ratio = 0.0;      // the measured ratio it was fitted to
+    double at_zero = 0.0;    // the predicted ratio with no share
+    double at_max = 0.0;     // ... and with kMaxPollShare
+    double predicted = 0.0;  // ... and with `share`
+  };
+  [[nodiscard]] absl::StatusOr<PollShareFit> FitPollShare(const Strategy& profiled,
+                                                          const Strategy& early, double ratio);
+
  private:
   CostModel(ModelProfile profile, ClusterSpec cluster);
   // The hooks' basis: where the profile names the strategy it ran under and measured its
@@ -150,7 +173,11 @@ class CostModel {
   ClusterSpec cluster_;
   std::unique_ptr<internal::Collectives> collectives_;
   double hooks_basis_bytes_ = 0.0;
+  double poll_share_ = 0.0;
 };
+
+// The share of the predicted compute during which some unit is in flight (0 without compute).
+double InFlightShare(const Prediction& p);
 
 // CostModel::Create(profile, cluster) and Predict(strategy), once.
 [[nodiscard]] absl::StatusOr<Prediction> PredictStepTime(const Strategy& strategy,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -225,13 +227,26 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
     st.have_version = true;
   } else if (key == "name") {
     st.profile.name = value;
-  } else if (key == "strategy") {
+  } else if (key == "strategy" || key == "early_strategy") {
     const std::vector<std::string>& builders = StrategyBuilderNames();
     if (std::find(builders.begin(), builders.end(), value) == builders.end()) {
       s = absl::InvalidArgumentError(absl::StrCat("'", value, "' is not a strategy builder (",
                                                   absl::StrJoin(builders, ", "), ")"));
     }
-    st.profile.strategy = value;
+    (key == "strategy" ? st.profile.strategy : st.profile.early_strategy) = value;
+  } else if (key == "poll_share") {
+    absl::StatusOr<double> v = ParseNumber(value, kNonNegative);
+    if (v.ok() && *v > kMaxPollShare) {
+      v = absl::InvalidArgumentError(
+          absl::StrCat(*v, " is more than ", kMaxPollShare, " (compute must still progress)"));
+    }
+    if (v.ok()) st.profile.poll_share = *v;
+    s = v.status();
+  } else if (key == "early_compute_ratio") {
+    absl::StatusOr<double> v = ParseNumber(value, kNonNegative);
+    if (v.ok() && !(*v > 0)) v = absl::InvalidArgumentError("a measured ratio must be positive");
+    if (v.ok()) st.profile.early_compute_ratio = *v;
+    s = v.status();
   } else if (key == "batch_per_rank") {
     absl::StatusOr<int64_t> v = ParseInteger(value, 0, int64_t{1} << 40);
     if (v.ok()) st.profile.batch_per_rank = *v;
@@ -252,8 +267,8 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
     return absl::InvalidArgumentError(
         absl::StrCat("unknown directive '", key,
                      "' (expected version, name, batch_per_rank, forward_ms, backward_ms, "
-                     "optimizer_ms, hooks_ms, overlap_ms, overlap_hooks_ms, strategy, step_ms or "
-                     "param)"));
+                     "optimizer_ms, hooks_ms, overlap_ms, overlap_hooks_ms, strategy, step_ms, "
+                     "poll_share, early_strategy, early_compute_ratio or param)"));
   }
   return s.ok() ? s : FieldError(key, s);
 }
@@ -405,6 +420,11 @@ std::string SerializeModelProfile(const ModelProfile& profile) {
   if (!profile.strategy.empty()) {
     absl::StrAppend(&out, "strategy ", profile.strategy, "\nstep_ms ", Num(profile.step_ms), "\n");
   }
+  if (profile.poll_share > 0) absl::StrAppend(&out, "poll_share ", Num(profile.poll_share), "\n");
+  if (!profile.early_strategy.empty()) {
+    absl::StrAppend(&out, "early_strategy ", profile.early_strategy, "\nearly_compute_ratio ",
+                    Num(profile.early_compute_ratio), "\n");
+  }
   for (const ParamProfile& p : profile.params) {
     absl::StrAppend(&out, "param ", internal::QuoteToken(p.name),
                     " shape=", absl::StrJoin(p.shape, ","));
@@ -464,18 +484,30 @@ absl::StatusOr<ModelProfile> ParseModelProfile(absl::string_view text, absl::str
                               "overlap (overlap_ms)", st.profile.overlap_ms));
   CAVS_RETURN_IF_ERROR(within("overlap_hooks_ms", st.profile.overlap_hooks_ms, "hooks (hooks_ms)",
                               st.profile.hooks_ms));
-  // The profiled step comes with the strategy it ran under, and is a step: more than nothing.
-  const bool has_strategy = st.key_line.contains("strategy"),
-             has_step = st.key_line.contains("step_ms");
-  if (has_strategy != has_step) {
-    const std::string given = has_strategy ? "strategy" : "step_ms";
-    return internal::LineError(
-        file, st.key_line[given],
-        FieldError(given, absl::InvalidArgumentError(absl::StrCat(
-                              "needs a '", has_strategy ? "step_ms" : "strategy",
-                              "' line too (the profiled steps' time and the builder they ran "
-                              "under go together)"))));
+  // The profiled step comes with the strategy it ran under, and is a step: more than nothing;
+  // the early steps' ratio with theirs.
+  for (const auto& [first, second, why] :
+       {std::tuple<std::string, std::string, std::string>{
+            "strategy", "step_ms", "the profiled steps' time and the builder they ran under"},
+        {"early_strategy", "early_compute_ratio",
+         "the early steps' compute and the builder they ran under"}}) {
+    const bool has_first = st.key_line.contains(first), has_second = st.key_line.contains(second);
+    if (has_first == has_second) continue;
+    const std::string& given = has_first ? first : second;
+    return internal::LineError(file, st.key_line[given],
+                               FieldError(given, absl::InvalidArgumentError(absl::StrCat(
+                                                     "needs a '", has_first ? second : first,
+                                                     "' line too (", why, " go together)"))));
   }
+  if (st.key_line.contains("early_strategy") && !st.key_line.contains("strategy")) {
+    return internal::LineError(
+        file, st.key_line["early_strategy"],
+        FieldError("early_strategy",
+                   absl::InvalidArgumentError(
+                       "needs a 'strategy' line (the early steps' compute is over the profiled "
+                       "strategy's)")));
+  }
+  const bool has_step = st.key_line.contains("step_ms");
   if (has_step && !(st.profile.step_ms > 0)) {
     return internal::LineError(
         file, st.key_line["step_ms"],

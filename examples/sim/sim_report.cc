@@ -419,6 +419,16 @@ absl::Status RunSim(const SimConfig& config, std::ostream& out) {
     calibration_line = absl::StrCat("        ", distributed::DescribeStepCalibration(calibration),
                                     ", under '", profile.strategy, "'\n");
   }
+  if (profile.poll_share > 0 || !profile.early_strategy.empty()) {
+    absl::StrAppendFormat(&calibration_line,
+                          "        polls while units are in flight: share %.3f of compute",
+                          profile.poll_share);
+    if (!profile.early_strategy.empty()) {
+      absl::StrAppendFormat(&calibration_line, " (fitted where '%s''s compute was %.3fx '%s''s)",
+                            profile.early_strategy, profile.early_compute_ratio, profile.strategy);
+    }
+    absl::StrAppend(&calibration_line, "\n");
+  }
   std::string measured_text;
   if (!config.measured_path.empty()) {
     CAVS_ASSIGN_OR_RETURN(measured_text, ReadFile("--measured", config.measured_path));

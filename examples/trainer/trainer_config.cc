@@ -331,6 +331,13 @@ const std::vector<FlagSpec>& Flags() {
        "--strategy=auto: a builder whose first two counted trial steps are over X times the "
        "best measured stops there (0: every builder runs all its steps; default 1.5)",
        Real("auto-cutoff", &C::auto_cutoff)},
+      {"auto-early", "NAME",
+       "--strategy=auto: the builder whose units start early that the polls' share of compute "
+       "while units are in flight is measured under, for as many steps as the profile: auto "
+       "(the fastest predicted with units in flight for a quarter of its compute), none (no "
+       "such steps, no share; the default: docs/distributed.md says why), or a builder's "
+       "name (default none)",
+       Text(&C::auto_early)},
       {"allow-compression", "", "--strategy=auto may send fp16 gradients (changes the numbers)",
        Bool("allow-compression", &C::allow_compression)},
       {"profile-out", "FILE",
@@ -470,6 +477,12 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
       return bad(absl::StrCat("--strategy: '", c.strategy, "' is not one of ",
                               absl::StrJoin(names, ", "), ", auto"));
     }
+  }
+  if (const std::vector<std::string>& names = distributed::StrategyBuilderNames();
+      c.auto_early != "auto" && c.auto_early != "none" &&
+      std::find(names.begin(), names.end(), c.auto_early) == names.end()) {
+    return bad(absl::StrCat("--auto-early: '", c.auto_early, "' is not one of auto, none, ",
+                            absl::StrJoin(names, ", ")));
   }
   if (c.strategy != "auto" &&
       (!c.profile_out.empty() || !c.cluster_out.empty() || c.allow_compression)) {

@@ -76,6 +76,7 @@ struct TrainerConfig {
   int auto_profile_steps = 3;
   int auto_builders = 1;
   double auto_cutoff = 1.5;
+  std::string auto_early = "none";
   bool allow_compression = false;
   bool sync_overlap = true;  // DataParallelStep::set_overlap
   std::string profile_out;

@@ -105,6 +105,7 @@ absl::Status Trainer::SetUpDistributed() {
          {"auto_reserve", absl::StrCat(c.auto_reserve), "--auto-reserve"},
          {"auto_builders", absl::StrCat(c.auto_builders), "--auto-builders"},
          {"auto_cutoff", absl::StrCat(c.auto_cutoff), "--auto-cutoff"},
+         {"auto_early", c.auto_early, "--auto-early"},
          {"allow_compression", c.allow_compression ? "true" : "false", "--allow-compression"}});
   }
   CAVS_RETURN_IF_ERROR(CheckRanksAgree(settings));
@@ -118,6 +119,7 @@ absl::Status Trainer::SetUpDistributed() {
     ao.reserve = config_.auto_reserve;
     ao.try_builders = config_.auto_builders == 1;
     ao.cutoff = config_.auto_cutoff;
+    ao.early = config_.auto_early;
     ao.allow_compression = config_.allow_compression;
     ao.overlap = config_.sync_overlap;
     ao.batch_per_rank = (config_.batch + comm_->world_size() - 1) / comm_->world_size();

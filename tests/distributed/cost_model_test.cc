@@ -615,6 +615,80 @@ TEST(CostModelTest, CommunicationOverlapsTheRestOfBackward) {
   EXPECT_NEAR(Step(s, profile, c), 0.105 + 2 * one + 0.002, 1e-12);
 }
 
+// The polls while units are in flight: compute's own work runs at 1 - phi while a unit is in
+// flight, so a unit that starts with r of compute left and is in flight for T ends compute
+// min(r phi / (1 - phi), T phi) later, and the units ready after it are ready that much later.
+TEST(CostModelTest, ThePollsSlowComputeWhileUnitsAreInFlight) {
+  ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}});
+  profile.forward_ms = 5;
+  profile.backward_ms = 100;
+  profile.optimizer_ms = 2;
+  profile.params[1].ready_ms = 10;
+  profile.params[0].ready_ms = 100;
+  profile.poll_share = 0.5;
+  Strategy s = OneEach(profile, 2, AllReduceSync{});
+  std::get<AllReduceSync>(s.params[1].sync).group = 1;  // a bucket each
+  // T = 32 ms in flight from 15 ms, r = 90 ms left: compute ends T phi = 16 ms later.
+  absl::StatusOr<Prediction> pred = PredictStepTime(s, profile, Cluster(2, 1, 1, 0, 0));
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  const double one = 4e6 / kGbit;
+  ASSERT_EQ(pred->units.size(), 2u);
+  EXPECT_NEAR(pred->units[0].start_s, 0.015, 1e-12);
+  EXPECT_NEAR(pred->units[0].end_s, 0.015 + one, 1e-12);
+  EXPECT_NEAR(pred->compute_s, 0.105 + 0.5 * one, 1e-12);
+  EXPECT_NEAR(pred->hooks_s, 0.5 * one, 1e-12);  // the polls' time is the hooks'
+  EXPECT_NEAR(pred->units[1].ready_s, pred->compute_s, 1e-12);
+  EXPECT_NEAR(pred->units[1].end_s, pred->compute_s + one, 1e-12);
+  EXPECT_NEAR(pred->step_s, 0.105 + 1.5 * one + 0.002, 1e-12);
+  // A tenth of the bandwidth: in flight past compute's end, r phi / (1 - phi) = 90 ms later.
+  pred = PredictStepTime(s, profile, Cluster(2, 1, 0.1, 0, 0));
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  EXPECT_NEAR(pred->compute_s, 0.015 + 0.090 / 0.5, 1e-12);
+  EXPECT_NEAR(pred->units[1].ready_s, pred->compute_s, 1e-12);
+  EXPECT_GE(pred->units[1].start_s, pred->compute_s);
+  // No share: the times as before.
+  profile.poll_share = 0;
+  pred = PredictStepTime(s, profile, Cluster(2, 1, 1, 0, 0));
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  EXPECT_NEAR(pred->compute_s, 0.105, 1e-12);
+  EXPECT_NEAR(pred->step_s, 0.105 + one + 0.002, 1e-12);
+}
+
+// The share is found again from the ratio it predicts: an early bucket's compute over a late
+// one's; a ratio beyond what the shares predict gets the nearer end; the model keeps its share.
+TEST(CostModelTest, ThePollShareIsFittedToTheComputeRatio) {
+  ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}});
+  profile.forward_ms = 5;
+  profile.backward_ms = 100;
+  profile.params[1].ready_ms = 10;
+  profile.params[0].ready_ms = 100;
+  Strategy late = OneEach(profile, 2, AllReduceSync{});  // one bucket, at the end
+  Strategy early = late;
+  std::get<AllReduceSync>(early.params[1].sync).group = 1;
+  absl::StatusOr<std::unique_ptr<CostModel>> model =
+      CostModel::Create(profile, Cluster(2, 1, 1, 0, 0));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const double one = 4e6 / kGbit;
+  for (const double phi : {0.2, 0.5, 0.8}) {
+    // The late bucket is never in flight in compute: the ratio is early's compute over 105 ms.
+    const double ratio = (0.105 + phi * one) / 0.105;
+    absl::StatusOr<CostModel::PollShareFit> fit = (*model)->FitPollShare(late, early, ratio);
+    ASSERT_TRUE(fit.ok()) << fit.status();
+    EXPECT_NEAR(fit->share, phi, 1e-3);
+    EXPECT_NEAR(fit->predicted, ratio, 1e-4);
+    EXPECT_NEAR(fit->at_zero, 1.0, 1e-12);
+    EXPECT_NEAR(fit->at_max, (0.105 + kMaxPollShare * one) / 0.105, 1e-12);
+    EXPECT_EQ((*model)->poll_share(), 0.0);
+  }
+  absl::StatusOr<CostModel::PollShareFit> fit = (*model)->FitPollShare(late, early, 0.9);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->share, 0.0);
+  fit = (*model)->FitPollShare(late, early, 3.0);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->share, kMaxPollShare);
+  EXPECT_FALSE((*model)->FitPollShare(late, early, 0.0).ok());
+}
+
 // A float16 bucket: half the bytes on the wire, and the CPU work the cluster's Fp16Costs say:
 // every element encoded (before the allreduce, on the backward's thread), the elements the
 // busiest rank reduces summed (ring: (W-1)/W of them; Rabenseifner over 3 ranks: rank 0 adds
@@ -888,6 +962,7 @@ TEST(CostModelTest, MonotoneInEveryLinkParameter) {
   core::ParameterStore store;
   ASSERT_TRUE(AddProfileParameters(profile, &store).ok());
   for (int variant = 0; variant < 4; ++variant) {
+    profile.poll_share = variant % 2 ? 0.6 : 0.0;  // the polls in flight, half the variants
     ClusterSpec base = Cluster(3, 2, 1, 40 * kUs, 15 * kUs);
     base.hosts[1].bandwidth *= 0.25;
     base.hosts[2].ranks = 1 + variant % 3;
@@ -912,7 +987,9 @@ TEST(CostModelTest, MonotoneInEveryLinkParameter) {
         if (direct && !has_ps) continue;
         const std::string name = builder + (direct ? " direct" : "");
         const double step = Step(*s, profile, base);
-        const double eps = step * 1e-12;
+        // With the polls' share, as far as each unit's span is (docs/distributed.md, "The
+        // polls while units are in flight"): seen 2e-4 of the step.
+        const double eps = step * (profile.poll_share > 0 ? 1e-3 : 1e-12);
         for (size_t h = 0; h < base.hosts.size(); ++h) {
           ClusterSpec faster = base;
           faster.hosts[h].bandwidth *= 1.7;

@@ -24,6 +24,9 @@ overlap_ms 6
 overlap_hooks_ms 2.5
 strategy hybrid
 step_ms 31.25
+poll_share 0.35
+early_strategy ps-lb
+early_compute_ratio 1.5
 param embedding shape=1000,30 grad=sparse touched=100 dup=0.4 ready_ms=14
 param W shape=30,150 ready_ms=13.5   # a matrix
 param b shape=150
@@ -43,6 +46,9 @@ TEST(ModelProfileTest, ParsesEveryField) {
   EXPECT_EQ(p->overlap_hooks_ms, 2.5);
   EXPECT_EQ(p->strategy, "hybrid");
   EXPECT_EQ(p->step_ms, 31.25);
+  EXPECT_EQ(p->poll_share, 0.35);
+  EXPECT_EQ(p->early_strategy, "ps-lb");
+  EXPECT_EQ(p->early_compute_ratio, 1.5);
   ASSERT_EQ(p->params.size(), 4u);
   const ParamProfile& e = p->params[0];
   EXPECT_EQ(e.name, "embedding");
@@ -202,7 +208,22 @@ TEST(ModelProfileTest, ErrorsNameTheFileLineAndField) {
       {head + "epochs 3\n",
        "p.txt line 4: unknown directive 'epochs' (expected version, name, batch_per_rank, "
        "forward_ms, backward_ms, optimizer_ms, hooks_ms, overlap_ms, overlap_hooks_ms, strategy, "
-       "step_ms or param)"},
+       "step_ms, poll_share, early_strategy, early_compute_ratio or param)"},
+      {head + "poll_share 0.96\n",
+       "p.txt line 4: field 'poll_share': 0.96 is more than 0.95 (compute must still progress)"},
+      {head + "poll_share -0.1\n",
+       "p.txt line 4: field 'poll_share': bad value '-0.1' (expected a number >= 0)"},
+      {head + "early_compute_ratio 0\n",
+       "p.txt line 4: field 'early_compute_ratio': a measured ratio must be positive"},
+      {head + "early_strategy ps\nparam a shape=2\n",
+       "p.txt line 4: field 'early_strategy': needs a 'early_compute_ratio' line too (the early "
+       "steps' compute and the builder they ran under go together)"},
+      {head + "early_strategy ps\nearly_compute_ratio 1.2\nparam a shape=2\n",
+       "p.txt line 4: field 'early_strategy': needs a 'strategy' line (the early steps' compute "
+       "is over the profiled strategy's)"},
+      {head + "early_strategy soon\n",
+       "p.txt line 4: field 'early_strategy': 'soon' is not a strategy builder (allreduce, ps, "
+       "ps-lb, partitioned-ps, hybrid, hier-allreduce, hier-hybrid)"},
       {head + "strategy hybrid\nparam a shape=2\n",
        "p.txt line 4: field 'strategy': needs a 'step_ms' line too (the profiled steps' time and "
        "the builder they ran under go together)"},

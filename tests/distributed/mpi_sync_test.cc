@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/optimizer.h"
+#include "core/status.h"
 #include "distributed/auto_strategy.h"
 #include "distributed/builders.h"
 #include "distributed/synchronizer.h"
@@ -228,6 +229,28 @@ struct AutoRun {
     ASSERT_TRUE(WriteMeans(want, static_cast<int64_t>(batch.all.size()), reference).ok());
     ASSERT_TRUE(reference_sgd->Step(reference).ok());
   }
+  // As Step, but compute marks each gradient ready in turn (latest-created first, as backward
+  // finishes them), `gap_ms` apart, polling meanwhile: units start during compute.
+  void StepMarkingReady(int i, int gap_ms) {
+    const Batch batch = BatchOf(World().rank(), World().world_size(), i);
+    absl::StatusOr<StepTimes> t =
+        a->Run(static_cast<int64_t>(batch.mine.size()), [&](const StepHooks& hooks) {
+          CAVS_RETURN_IF_ERROR(WriteGradients(testing::ComputeGradSums(store, batch.mine), store));
+          for (int p = store.size() - 1; p >= 0; --p) {
+            const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(gap_ms);
+            while (std::chrono::steady_clock::now() < until) {
+              CAVS_RETURN_IF_ERROR(hooks.on_progress());
+              std::this_thread::sleep_for(std::chrono::microseconds(200));
+            }
+            CAVS_RETURN_IF_ERROR(hooks.on_gradient_ready(store.parameters()[p]->name));
+          }
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(t.ok()) << t.status();
+    const testing::GradSums want = testing::ComputeGradSums(reference, batch.all);
+    ASSERT_TRUE(WriteMeans(want, static_cast<int64_t>(batch.all.size()), reference).ok());
+    ASSERT_TRUE(reference_sgd->Step(reference).ok());
+  }
   // Every parameter within `tolerance` (relative) of one process's.
   void ExpectLikeOneProcess(double tolerance) const {
     for (int i = 0; i < store.size(); ++i) {
@@ -278,6 +301,7 @@ void TrainsLikeOneProcessAndAgreesOnTheChoice(int trial_steps, int rounds) {
   options.trial_steps = trial_steps;
   options.trial_rounds = rounds;
   options.candidates = 2;
+  options.early = "none";  // the steps counted below are the profile's and the trials'
   std::unique_ptr<AutoRun> run = StartAutoRun(/*momentum=*/0.9f, options);
   ASSERT_NE(run, nullptr);
   AutoStrategy& a = *run->a;
@@ -351,6 +375,51 @@ TEST(MpiAutoStrategyTest, TrainsLikeOneProcessInRoundsOfTrials) {
   TrainsLikeOneProcessAndAgreesOnTheChoice(/*trial_steps=*/3, /*rounds=*/2);
 }
 
+// The polls while units are in flight: after the profiled steps, as many under the early
+// builder (ps, its units start as their gradients are marked ready), and the share fitted to
+// its compute over the profiled strategy's; every rank holds the same profile, and the steps
+// train like one process.
+TEST(MpiAutoStrategyTest, TheEarlyBuildersStepsFitThePollShare) {
+  const int w = World().world_size();
+  AutoOptions options;
+  options.profile_steps = 2;
+  options.trial_steps = 2;
+  options.candidates = 1;
+  options.try_builders = false;
+  options.early = "ps";
+  std::unique_ptr<AutoRun> run = StartAutoRun(/*momentum=*/0.0f, options);
+  ASSERT_NE(run, nullptr);
+  AutoStrategy& a = *run->a;
+  int steps = 0;
+  for (; steps < 2; ++steps) ASSERT_NO_FATAL_FAILURE(run->StepMarkingReady(steps, 3));
+  EXPECT_EQ(a.synchronizer()->strategy().name, "ps");  // the early steps begin
+  for (; steps < 100 && !a.decided(); ++steps) {
+    ASSERT_NO_FATAL_FAILURE(run->StepMarkingReady(steps, 3));
+  }
+  ASSERT_TRUE(a.decided()) << "no decision after " << steps << " steps";
+  int tried = 0;
+  for (const AutoCandidate& c : a.candidates()) tried += c.measured_s >= 0 ? 1 : 0;
+  EXPECT_EQ(steps, 2 + 2 + 2 * tried) << a.Report();
+  const ModelProfile& p = a.profile();
+  EXPECT_EQ(p.early_strategy, "ps");
+  EXPECT_GT(p.early_compute_ratio, 0);
+  EXPECT_GE(p.poll_share, 0);
+  EXPECT_LE(p.poll_share, kMaxPollShare);
+  for (const ParamProfile& q : p.params) EXPECT_TRUE(q.ready_ms.has_value()) << q.name;
+  EXPECT_TRUE(absl::StrContains(a.Report(), "polls while units are in flight: share "))
+      << a.Report();
+  EXPECT_TRUE(absl::StrContains(a.Report(), "'ps''s compute over 'hybrid''s")) << a.Report();
+  // The profile, its share included, is the same text on every rank.
+  core::Tensor mine = core::Tensor::Host({1}, core::DType::kInt64);
+  mine.data<int64_t>()[0] =
+      static_cast<int64_t>(std::hash<std::string>()(SerializeModelProfile(p)) & INT64_MAX);
+  core::Tensor all = core::Tensor::Host({w}, core::DType::kInt64);
+  ASSERT_TRUE(World().AllGather(mine, all).ok());
+  for (int q = 0; q < w; ++q) EXPECT_EQ(all.data<int64_t>()[q], mine.data<int64_t>()[0]) << q;
+  run->ExpectSameChoiceOnEveryRank();
+  run->ExpectLikeOneProcess(1e-5);
+}
+
 // A run that ends before the trials do (cavs-train's last step in the middle of the second
 // candidate's trial): Conclude decides on every rank alike from the trials so far, and the
 // chosen strategy trains on like one process.
@@ -360,6 +429,7 @@ TEST(MpiAutoStrategyTest, ConcludedEarlyAgreesAndTrainsOn) {
   options.trial_steps = 4;  // a warm-up step and 3 counted
   options.candidates = 2;
   options.cutoff = 0;
+  options.early = "none";
   std::unique_ptr<AutoRun> run = StartAutoRun(/*momentum=*/0.0f, options);
   ASSERT_NE(run, nullptr);
   AutoStrategy& a = *run->a;
