@@ -457,6 +457,30 @@ TEST(AutoStrategyTest, RefusesZeroRoundsAndNegativeSeconds) {
   a = AutoStrategy::Create(comm->get(), &store, sgd.get(), options);
   ASSERT_FALSE(a.ok());
   EXPECT_TRUE(absl::StrContains(a.status().message(), "trial_seconds (-1)")) << a.status();
+  options = AutoOptions{};
+  options.early = "soon";
+  a = AutoStrategy::Create(comm->get(), &store, sgd.get(), options);
+  ASSERT_FALSE(a.ok());
+  EXPECT_TRUE(absl::StrContains(a.status().message(),
+                                "early builder 'soon' is none of auto, none, allreduce"))
+      << a.status();
+}
+
+// One process runs no collective: no early steps even where asked, and the report says why.
+TEST(AutoStrategyTest, OneProcessHasNoEarlySteps) {
+  AutoOptions options;
+  options.profile_steps = 2;
+  options.trial_steps = 2;
+  options.early = "ps";
+  std::unique_ptr<Controlled> c = MakeControlled(options);
+  ASSERT_NE(c, nullptr);
+  RunUntilDecided(*c, [](const std::string&) { return 0; });
+  EXPECT_EQ(c->controller->profile().poll_share, 0.0);
+  EXPECT_TRUE(c->controller->profile().early_strategy.empty());
+  EXPECT_TRUE(absl::StrContains(c->controller->Report(),
+                                "polls while units are in flight: not measured (one rank, no "
+                                "units)"))
+      << c->controller->Report();
 }
 
 }  // namespace

@@ -90,6 +90,7 @@ TEST(TrainerFlagsTest, ErrorsNameTheFlag) {
   ExpectError({"--auto-reserve=-1"}, "--auto-reserve: -1 is out of range (0 to 100)");
   ExpectError({"--auto-builders=2"}, "--auto-builders: 2 is out of range (0 to 1)");
   ExpectError({"--auto-cutoff=0.5"}, "--auto-cutoff: 0.5 is neither 0 nor >= 1");
+  ExpectError({"--auto-early=soon"}, "--auto-early: 'soon' is not one of auto, none, allreduce");
   ExpectError({"--auto-trial-seconds=-1"}, "--auto-trial-seconds: -1 is out of range (0 to 3600)");
   ExpectError({"--profile-out=p.txt"}, "need --strategy=auto");
   ExpectError({"--strategy=allreduce", "--allow-compression"}, "need --strategy=auto");
