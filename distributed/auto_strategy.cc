@@ -154,7 +154,7 @@ absl::Status AutoStrategy::StartEarly() {
   }
   if (early_ == "auto") {
     // The fastest predicted builder with units in flight in a good part of its compute: the
-    // polls' share shows where they are, and a fast one costs the search the least.
+    // polls' cost shows where they are, and a fast one costs the search the least.
     const double t0 = Now();
     CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model,
                           CostModel::Create(profile_, step_calibration_.cluster));
@@ -164,14 +164,15 @@ absl::Status AutoStrategy::StartEarly() {
       if (name == options_.start) continue;
       CAVS_ASSIGN_OR_RETURN(const Strategy s, BuildStrategy(name, *store_, w));
       CAVS_ASSIGN_OR_RETURN(const Prediction p, model->Predict(s));
-      if (InFlightShare(p) < kEarlyFlightShare) continue;
+      if (MeanUnitsInFlight(p) < kEarlyUnitsInFlight) continue;
       if (early_.empty() || p.step_s < best) early_ = name, best = p.step_s;
     }
     search_seconds_ += Now() - t0;
     if (early_.empty()) {
-      early_note_ =
-          absl::StrFormat("no builder but '%s' has units in flight for %.0f%% of its compute",
-                          options_.start, 100 * kEarlyFlightShare);
+      early_note_ = absl::StrFormat(
+          "no builder but '%s' has %.2f units in flight on average over its "
+          "compute",
+          options_.start, kEarlyUnitsInFlight);
       return BeginTrials();
     }
   }
@@ -201,15 +202,15 @@ absl::Status AutoStrategy::FitPolls() {
   CAVS_ASSIGN_OR_RETURN(const Strategy early, BuildStrategy(early_, *store_, w));
   profile_.early_strategy = early_;
   profile_.early_compute_ratio = early_compute_s_ / profile_compute_s_;
-  // The share moves the profiled strategy's predicted step a little (its own units in flight),
+  // The cost moves the profiled strategy's predicted step a little (its own units in flight),
   // and the calibration moves the units' times in flight: fitted and calibrated again, twice;
-  // the last calibration is the profile's with its share, as cavs-sim makes it.
+  // the last calibration is the profile's with its cost, as cavs-sim makes it.
   for (int round = 0; round < 2; ++round) {
     CAVS_ASSIGN_OR_RETURN(std::unique_ptr<CostModel> model,
                           CostModel::Create(profile_, step_calibration_.cluster));
     CAVS_ASSIGN_OR_RETURN(poll_fit_,
-                          model->FitPollShare(profiled, early, profile_.early_compute_ratio));
-    profile_.poll_share = poll_fit_.share;
+                          model->FitPollCost(profiled, early, profile_.early_compute_ratio));
+    profile_.poll_cost = poll_fit_.cost;
     CAVS_RETURN_IF_ERROR(CalibrateToProfile());
   }
   search_seconds_ += Now() - t0;
@@ -744,14 +745,15 @@ std::string AutoStrategy::Report() const {
     } else {
       std::string steps;
       for (double t : early_steps_) absl::StrAppendFormat(&steps, " %.1f", 1e3 * t);
-      const CostModel::PollShareFit& f = poll_fit_;
+      const CostModel::PollCostFit& f = poll_fit_;
       absl::StrAppendFormat(
           &out,
-          "  polls while units are in flight: share %.3f of the compute thread, where the cost "
+          "  polls while units are in flight: %.3f s of compute a second of its own per unit in "
+          "flight, where the cost "
           "model predicts '%s''s compute over '%s''s as measured, %.1f / %.1f ms = %.3fx "
-          "(predicted %.3fx; with no share %.3fx, at most %.3fx); %d steps under it,%s ms\n",
-          f.share, early_, options_.start, 1e3 * early_compute_s_, 1e3 * profile_compute_s_,
-          f.ratio, f.predicted, f.at_zero, f.at_max, static_cast<int>(early_steps_.size()), steps);
+          "(predicted %.3fx; with none %.3fx, at most %.3fx); %d steps under it,%s ms\n",
+          f.cost, early_, options_.start, 1e3 * early_compute_s_, 1e3 * profile_compute_s_, f.ratio,
+          f.predicted, f.at_zero, f.at_max, static_cast<int>(early_steps_.size()), steps);
     }
     const SearchCost& s = search_cost_;
     absl::StrAppendFormat(

@@ -11,9 +11,9 @@
 //      runs at the model's own sizes (CalibrateToProfiledStep);
 //   2b. the polls while units are in flight (off by default): where `early` names or picks a
 //      builder whose units start early in backward, as many steps again under it (as
-//      profiled), and the share of the compute thread the polls take while units are in flight
-//      fitted so that the cost model predicts its measured compute over the profiled
-//      strategy's (CostModel::FitPollShare; the profile's poll_share);
+//      profiled), and what each unit in flight costs the compute thread fitted so that the
+//      cost model predicts its measured compute over the profiled strategy's
+//      (CostModel::FitPollCost; the profile's poll_cost);
 //   3. search: the cost model ranks the builders' strategies and searched per-parameter ones
 //      (SearchStrategies) for that profile and cluster;
 //   4. trials: the best `candidates` searched strategies, and every builder where `try_builders`,
@@ -82,16 +82,16 @@ namespace cavs::distributed {
 inline constexpr int kMaxBudgetSteps = 60;
 inline constexpr int kBudgetVisitSteps = 6;
 
-// A builder `early` = "auto" picks has units in flight for at least this share of its
+// A builder `early` = "auto" picks has at least this many units in flight on average over its
 // predicted compute.
-inline constexpr double kEarlyFlightShare = 0.25;
+inline constexpr double kEarlyUnitsInFlight = 0.25;
 
 struct AutoOptions {
   std::string start = "hybrid";  // the builder the profiled steps run under
-  // The builder the poll share is measured under, after the profiled steps and for as many:
+  // The builder the poll cost is measured under, after the profiled steps and for as many:
   // "auto" (the one predicted fastest, other than `start`, whose units are in flight for at
-  // least kEarlyFlightShare of its compute; none where none is), "none" (no such steps: no
-  // poll share; the default, docs/distributed.md, "The polls while units are in flight", says
+  // least kEarlyUnitsInFlight of its compute; none where none is), "none" (no such steps: no
+  // poll cost; the default, docs/distributed.md, "The polls while units are in flight", says
   // why), or a builder's name.
   std::string early = "none";
   int profile_steps = 4;  // steps profiled (the first is not counted)
@@ -236,7 +236,7 @@ class AutoStrategy {
   // After the profile: the early builder's steps begin (early_phase_), or, where there is
   // none, the trials (BeginTrials).
   absl::Status StartEarly();
-  // The poll share fitted to the early steps' compute (and the cluster calibrated again with
+  // The poll cost fitted to the early steps' compute (and the cluster calibrated again with
   // it), into profile_.
   absl::Status FitPolls();
   // The candidates ranked and the first round of trials started.
@@ -319,7 +319,7 @@ class AutoStrategy {
   SearchCost search_cost_, comparison_cost_;
   // Slowest-rank step times of the profile, before the decision.
   std::vector<double> profile_steps_;
-  // The early builder's steps (poll share): its name ("" none, and why in early_note_), their
+  // The early builder's steps (poll cost): its name ("" none, and why in early_note_), their
   // times on this rank, and their slowest-rank step times; the target count; the fit, and the
   // medians of the slowest rank's compute it was fitted to.
   std::string early_, early_note_;
@@ -327,7 +327,7 @@ class AutoStrategy {
   std::vector<StepTimes> early_times_;
   std::vector<double> early_steps_;
   int early_target_ = 0;
-  CostModel::PollShareFit poll_fit_;
+  CostModel::PollCostFit poll_fit_;
   double profile_compute_s_ = 0, early_compute_s_ = 0;
   // The steps before the decision, in two parts: the profile's and the searched candidates'
   // (kSearch), the builders' (kComparison).

@@ -81,7 +81,7 @@ CostModel::CostModel(ModelProfile profile, ClusterSpec cluster)
     : profile_(std::move(profile)),
       cluster_(std::move(cluster)),
       collectives_(std::make_unique<internal::Collectives>(cluster_)),
-      poll_share_(profile_.poll_share) {}
+      poll_cost_(profile_.poll_cost) {}
 
 CostModel::~CostModel() = default;
 
@@ -270,48 +270,60 @@ void Expose(Prediction& pred) {
   pred.step_s = pred.compute_s + pred.exposed_comm_s + pred.complete_s + pred.optimizer_s;
 }
 
-// The polls while units are in flight: compute's own progress runs at 1 - phi wherever a unit
-// is in flight, so compute ends later and the units ready during it are ready later. A unit is
-// in flight for its chain's time alone (`alone`: the links' share with the others is left out,
-// so that the time stays monotone in every link parameter) from its start, which is when it is
-// ready and not before the unit before it; its readiness is the first pass's wall time of
-// compute, mapped through the spans in flight of the units started before it (those after
-// start later, so they cannot change it). Each unit's end moves with its start. In compute's
-// own progress the starts do not depend on the links, so longer spans only ever slow it more.
-void StretchForPolls(double phi, const std::vector<double>& span, Prediction& pred) {
-  if (phi <= 0 || pred.units.empty()) return;
+// The polls while units are in flight: with k units in flight, a second of compute's own work
+// takes 1 + c k, so compute ends later and the units ready during it are ready later. A unit is
+// in flight for its span (end - start, as the first pass's queues gave it) from its start,
+// which is when it is ready and not before the unit before it; its readiness is the first
+// pass's wall time of compute, mapped through the spans of the units started before it (those
+// after start later, so they cannot change it); the units that start after compute in the
+// first pass are not in flight in it. Each unit's end moves with its start. The
+// profile's compute already holds the profiled strategy's own polls in flight, `own`: compute,
+// and the readiness of the units ready at its end, are that much earlier (so the profiled
+// strategy's compute is the profile's).
+void StretchForPolls(double c, double own, const std::vector<double>& span, Prediction& pred) {
+  if (c <= 0 || pred.units.empty()) return;
   const double compute = pred.compute_s;
-  std::vector<std::pair<double, double>> flight;  // the union of the spans in flight, in order
-  // The wall time at which compute has done what the first pass had done at `x`.
+  // The spans of the units started so far: +1 at each start, -1 at each end, by time.
+  std::vector<std::pair<double, int>> events;
+  // The wall time at which compute has done what the first pass had done at `x`: between
+  // events the units in flight are constant and own work runs at 1 / (1 + c k).
   const auto wall_at = [&](double x) {
+    std::vector<std::pair<double, int>> sorted = events;
+    std::sort(sorted.begin(), sorted.end());
     double wall = 0.0, done = 0.0;
-    for (const auto& [begin, end] : flight) {
-      if (done + (begin - wall) >= x) break;
-      done += begin - wall;
-      wall = begin;
-      const double in_flight = (end - begin) * (1 - phi);
-      if (done + in_flight >= x) return wall + (x - done) / (1 - phi);
-      done += in_flight;
-      wall = end;
+    int k = 0;
+    for (const auto& [t, step] : sorted) {
+      const double can = (t - wall) / (1 + c * k);
+      if (done + can >= x) return wall + (x - done) * (1 + c * k);
+      done += can;
+      wall = t;
+      k += step;
     }
-    return wall + (x - done);
+    return wall + (x - done) * (1 + c * k);
   };
   double before = 0.0;  // the start of the unit before
+  double end = -1.0;    // compute's end, once a unit ready at it has come
   for (size_t i = 0; i < pred.units.size(); ++i) {
     UnitPrediction& u = pred.units[i];
     const double was = u.start_s;
-    u.ready_s = u.ready_s <= compute ? wall_at(u.ready_s) : wall_at(compute) + u.ready_s - compute;
+    const bool in_compute = was < compute;  // in the first pass: only those slow compute down
+    if (u.ready_s < compute) {
+      u.ready_s = wall_at(u.ready_s);
+    } else {
+      if (end < 0) end = wall_at(compute) - own;
+      u.ready_s = end + u.ready_s - compute;
+    }
     u.start_s = std::max(u.ready_s, before);
     u.end_s += u.start_s - was;
     before = u.start_s;
-    const double end = u.start_s + span[i];
-    if (!flight.empty() && u.start_s <= flight.back().second) {
-      flight.back().second = std::max(flight.back().second, end);
-    } else {
-      flight.emplace_back(u.start_s, end);
+    if (in_compute) {
+      events.emplace_back(u.start_s, 1);
+      events.emplace_back(u.start_s + span[i], -1);
     }
   }
-  const double later = wall_at(compute) - compute;
+  const double gross = wall_at(compute) - compute;
+  const double later = gross - own;
+  pred.polls_in_flight_s = later;
   pred.compute_s += later;
   pred.backward_s += later;
   pred.hooks_s += later;
@@ -439,16 +451,14 @@ class HookCosts {
 
 absl::Status CostModel::MeasureHooksBasis() {
   hooks_basis_bytes_ = 0.0;
-  if (profile_.strategy.empty() || profile_.hooks_ms <= 0 || profile_.overlap_ms <= 0) {
-    return absl::OkStatus();
-  }
+  if (profile_.strategy.empty()) return absl::OkStatus();
   core::ParameterStore store;
   CAVS_RETURN_IF_ERROR(AddProfileParameters(profile_, &store));
-  CAVS_ASSIGN_OR_RETURN(const Strategy profiled,
-                        BuildStrategy(profile_.strategy, store, cluster_.world_size()));
+  CAVS_ASSIGN_OR_RETURN(profiled_, BuildStrategy(profile_.strategy, store, cluster_.world_size()));
+  if (profile_.hooks_ms <= 0 || profile_.overlap_ms <= 0) return absl::OkStatus();
   std::vector<UnitParam> params;
   CAVS_ASSIGN_OR_RETURN(const std::vector<UnitSpec> specs,
-                        CheckedUnits(profiled, profile_, cluster_, &params));
+                        CheckedUnits(*profiled_, profile_, cluster_, &params));
   const int hosts = static_cast<int>(cluster_.hosts.size());
   const std::vector<bool> in_compute = StartsInCompute(specs, profile_);
   std::vector<std::vector<double>> moved;
@@ -458,6 +468,19 @@ absl::Status CostModel::MeasureHooksBasis() {
   }
   hooks_basis_bytes_ = SlowestHostSum(moved, hosts, [&](size_t u) { return in_compute[u]; });
   return absl::OkStatus();
+}
+
+absl::StatusOr<double> CostModel::ProfiledPolls() {
+  if (!profiled_.has_value() || poll_cost_ <= 0) return 0.0;
+  if (profiled_polls_cost_ != poll_cost_) {
+    in_profiled_ = true;
+    absl::StatusOr<Prediction> p = Predict(*profiled_);
+    in_profiled_ = false;
+    if (!p.ok()) return p.status();
+    profiled_polls_cost_ = poll_cost_;
+    profiled_polls_s_ = p->polls_in_flight_s;
+  }
+  return profiled_polls_s_;
 }
 
 absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy) {
@@ -560,7 +583,11 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
   // sooner.
   std::vector<double> span;  // each unit's time in flight
   for (const UnitPrediction& u : pred.units) span.push_back(u.end_s - u.start_s);
-  StretchForPolls(poll_share_, span, pred);
+  double own = 0.0;  // the profiled strategy's polls in flight, in the profile's compute
+  if (!in_profiled_) {
+    CAVS_ASSIGN_OR_RETURN(own, ProfiledPolls());
+  }
+  StretchForPolls(poll_cost_, own, span, pred);
   for (const auto& [rank, s] : servers) {  // the most bytes; ties to the lower rank
     const ServerLoad& b = pred.busiest_server;
     if (b.rank < 0 || s.bytes_in + s.bytes_out > b.bytes_in + b.bytes_out) pred.busiest_server = s;
@@ -569,63 +596,56 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
   return pred;
 }
 
-absl::StatusOr<CostModel::PollShareFit> CostModel::FitPollShare(const Strategy& profiled,
-                                                                const Strategy& early,
-                                                                double ratio) {
+absl::StatusOr<CostModel::PollCostFit> CostModel::FitPollCost(const Strategy& profiled,
+                                                              const Strategy& early, double ratio) {
   if (!(ratio > 0) || !std::isfinite(ratio)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("poll share: the measured compute ratio ", ratio, " is not positive"));
+        absl::StrCat("poll cost: the measured compute ratio ", ratio, " is not positive"));
   }
-  const double own = poll_share_;
+  const double own = poll_cost_;
   const auto predicted = [&](double share) -> absl::StatusOr<double> {
-    poll_share_ = share;
+    poll_cost_ = share;
     absl::StatusOr<Prediction> p = Predict(profiled), e = Predict(early);
-    poll_share_ = own;
+    poll_cost_ = own;
     if (!p.ok()) return p.status();
     if (!e.ok()) return e.status();
     return e->compute_s / p->compute_s;
   };
-  PollShareFit fit;
+  PollCostFit fit;
   fit.ratio = ratio;
   CAVS_ASSIGN_OR_RETURN(fit.at_zero, predicted(0.0));
-  CAVS_ASSIGN_OR_RETURN(fit.at_max, predicted(kMaxPollShare));
-  // Where no share moves the ratio (the early strategy's units are not in flight in its
+  CAVS_ASSIGN_OR_RETURN(fit.at_max, predicted(kMaxPollCost));
+  // Where no cost moves the ratio (the early strategy's units are not in flight in its
   // compute), the measurement says nothing of it: none.
   if (ratio <= fit.at_zero || fit.at_max - fit.at_zero < 1e-9 * fit.at_zero) {
     fit.predicted = fit.at_zero;
     return fit;
   }
   if (ratio >= fit.at_max) {
-    fit.share = kMaxPollShare;
+    fit.cost = kMaxPollCost;
     fit.predicted = fit.at_max;
     return fit;
   }
-  // The predicted ratio grows with the share (the early strategy's units are in flight in more
+  // The predicted ratio grows with the cost (the early strategy's units are in flight in more
   // of its compute than the profiled one's): halve the interval where it crosses the measured.
-  double lo = 0.0, hi = kMaxPollShare;
-  while (hi - lo > 1e-4) {
+  double lo = 0.0, hi = kMaxPollCost;
+  while (hi - lo > 1e-4 * kMaxPollCost) {
     const double mid = 0.5 * (lo + hi);
     CAVS_ASSIGN_OR_RETURN(const double r, predicted(mid));
     (r < ratio ? lo : hi) = mid;
   }
-  fit.share = 0.5 * (lo + hi);
-  CAVS_ASSIGN_OR_RETURN(fit.predicted, predicted(fit.share));
+  fit.cost = 0.5 * (lo + hi);
+  CAVS_ASSIGN_OR_RETURN(fit.predicted, predicted(fit.cost));
   return fit;
 }
 
-double InFlightShare(const Prediction& p) {
+double MeanUnitsInFlight(const Prediction& p) {
   if (p.compute_s <= 0) return 0.0;
-  std::vector<std::pair<double, double>> spans;
+  double in_flight = 0.0;
   for (const UnitPrediction& u : p.units) {
-    if (u.start_s < p.compute_s) spans.emplace_back(u.start_s, std::min(u.end_s, p.compute_s));
+    in_flight += std::max(0.0, std::min(u.end_s, p.compute_s) - u.start_s);
   }
-  std::sort(spans.begin(), spans.end());
-  double covered = 0.0, reach = 0.0;
-  for (const auto& [begin, end] : spans) {
-    covered += std::max(0.0, end - std::max(begin, reach));
-    reach = std::max(reach, end);
-  }
-  return covered / p.compute_s;
+  return in_flight / p.compute_s;
 }
 
 absl::StatusOr<Prediction> PredictStepTime(const Strategy& strategy, const ModelProfile& profile,

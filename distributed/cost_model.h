@@ -32,9 +32,9 @@
 //     readiness of the units after it); its float16 sums are its reducing ranks' CPU time in
 //     the phases that reduce; its decode runs in Complete, after every unit is done (the
 //     cluster's Fp16Costs per element; 0 where it has none);
-//   - while a unit is in flight during compute, the polls take a share phi of the compute
-//     thread (the profile's poll_share): compute's own work runs at 1 - phi then, so compute
-//     ends later, and the units after it are ready later; each unit keeps its time on the
+//   - while k units are in flight during compute, a second of compute's own work takes
+//     1 + c k (c: the profile's poll_cost; the polls Advance every unit in flight), so compute
+//     ends later and the units after it are ready later; each unit keeps its time on the
 //     links as the queues gave it, moved with its start;
 //   - the step ends when backward and the last unit are done, plus the units' Complete and the
 //     optimizer.
@@ -47,6 +47,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,10 @@ struct Prediction {
   // cost a byte the profile measured, as this strategy's units start (docs/distributed.md, "The
   // transport's CPU time"). The profile's own hooks_ms under the strategy it was taken with.
   double hooks_s = 0.0;
+  // Of hooks_s, the polls while units are in flight (the profile's poll_cost), net of the
+  // profiled strategy's own, which the profile's compute already holds: a strategy with fewer
+  // units in flight in compute than the profiled one gets a negative term.
+  double polls_in_flight_s = 0.0;
   double optimizer_s = 0.0;
   double compute_s = 0.0;       // forward + backward
   double comm_end_s = 0.0;      // the last unit's end (0 without units)
@@ -142,24 +147,24 @@ class CostModel {
   const ModelProfile& profile() const { return profile_; }
   const ClusterSpec& cluster() const { return cluster_; }
 
-  // The share of the compute thread the polls take while units are in flight (the profile's
-  // poll_share until set). REQUIRES: 0 <= share <= kMaxPollShare.
-  double poll_share() const { return poll_share_; }
-  void set_poll_share(double share) { poll_share_ = share; }
+  // What a unit in flight costs compute per second of its own work (the profile's poll_cost
+  // until set). REQUIRES: 0 <= cost.
+  double poll_cost() const { return poll_cost_; }
+  void set_poll_cost(double cost) { poll_cost_ = cost; }
 
-  // The poll share at which `early`'s predicted compute over `profiled`'s is `ratio` (their
-  // measured compute's): a bisection over [0, kMaxPollShare], the ends where the ratio is
-  // beyond what they predict. The model's own share is left as it was. Errors: as Predict;
-  // ratio not positive.
-  struct PollShareFit {
-    double share = 0.0;
+  // The poll cost at which `early`'s predicted compute over `profiled`'s is `ratio` (their
+  // measured compute's): a bisection over [0, kMaxPollCost], the ends where the ratio is
+  // beyond what they predict, 0 where no cost moves it. The model's own cost is left as it
+  // was. Errors: as Predict; ratio not positive.
+  struct PollCostFit {
+    double cost = 0.0;
     double ratio = 0.0;      // the measured ratio it was fitted to
-    double at_zero = 0.0;    // the predicted ratio with no share
-    double at_max = 0.0;     // ... and with kMaxPollShare
-    double predicted = 0.0;  // ... and with `share`
+    double at_zero = 0.0;    // the predicted ratio with no cost
+    double at_max = 0.0;     // ... and with kMaxPollCost
+    double predicted = 0.0;  // ... and with `cost`
   };
-  [[nodiscard]] absl::StatusOr<PollShareFit> FitPollShare(const Strategy& profiled,
-                                                          const Strategy& early, double ratio);
+  [[nodiscard]] absl::StatusOr<PollCostFit> FitPollCost(const Strategy& profiled,
+                                                        const Strategy& early, double ratio);
 
  private:
   CostModel(ModelProfile profile, ClusterSpec cluster);
@@ -168,16 +173,23 @@ class CostModel {
   // compute (the start costs are then charged per host by those bytes); else 0 (by the
   // payload, on every rank alike).
   absl::Status MeasureHooksBasis();
+  // The profiled strategy's own polls in flight at the current poll cost (its
+  // Prediction::polls_in_flight_s before the net), cached per cost; 0 without a profiled
+  // strategy.
+  absl::StatusOr<double> ProfiledPolls();
 
   ModelProfile profile_;
   ClusterSpec cluster_;
   std::unique_ptr<internal::Collectives> collectives_;
   double hooks_basis_bytes_ = 0.0;
-  double poll_share_ = 0.0;
+  double poll_cost_ = 0.0;
+  std::optional<Strategy> profiled_;  // the profile's `strategy`, built for the cluster
+  bool in_profiled_ = false;          // predicting it for ProfiledPolls
+  double profiled_polls_cost_ = -1.0, profiled_polls_s_ = 0.0;  // ProfiledPolls' cache
 };
 
-// The share of the predicted compute during which some unit is in flight (0 without compute).
-double InFlightShare(const Prediction& p);
+// The units in flight during the predicted compute, on average over it (0 without compute).
+double MeanUnitsInFlight(const Prediction& p);
 
 // CostModel::Create(profile, cluster) and Predict(strategy), once.
 [[nodiscard]] absl::StatusOr<Prediction> PredictStepTime(const Strategy& strategy,

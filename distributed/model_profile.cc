@@ -234,13 +234,13 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
                                                   absl::StrJoin(builders, ", "), ")"));
     }
     (key == "strategy" ? st.profile.strategy : st.profile.early_strategy) = value;
-  } else if (key == "poll_share") {
+  } else if (key == "poll_cost") {
     absl::StatusOr<double> v = ParseNumber(value, kNonNegative);
-    if (v.ok() && *v > kMaxPollShare) {
+    if (v.ok() && *v > kMaxPollCost) {
       v = absl::InvalidArgumentError(
-          absl::StrCat(*v, " is more than ", kMaxPollShare, " (compute must still progress)"));
+          absl::StrCat(*v, " is more than ", kMaxPollCost, " (see kMaxPollCost)"));
     }
-    if (v.ok()) st.profile.poll_share = *v;
+    if (v.ok()) st.profile.poll_cost = *v;
     s = v.status();
   } else if (key == "early_compute_ratio") {
     absl::StatusOr<double> v = ParseNumber(value, kNonNegative);
@@ -268,7 +268,7 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
         absl::StrCat("unknown directive '", key,
                      "' (expected version, name, batch_per_rank, forward_ms, backward_ms, "
                      "optimizer_ms, hooks_ms, overlap_ms, overlap_hooks_ms, strategy, step_ms, "
-                     "poll_share, early_strategy, early_compute_ratio or param)"));
+                     "poll_cost, early_strategy, early_compute_ratio or param)"));
   }
   return s.ok() ? s : FieldError(key, s);
 }
@@ -420,7 +420,7 @@ std::string SerializeModelProfile(const ModelProfile& profile) {
   if (!profile.strategy.empty()) {
     absl::StrAppend(&out, "strategy ", profile.strategy, "\nstep_ms ", Num(profile.step_ms), "\n");
   }
-  if (profile.poll_share > 0) absl::StrAppend(&out, "poll_share ", Num(profile.poll_share), "\n");
+  if (profile.poll_cost > 0) absl::StrAppend(&out, "poll_cost ", Num(profile.poll_cost), "\n");
   if (!profile.early_strategy.empty()) {
     absl::StrAppend(&out, "early_strategy ", profile.early_strategy, "\nearly_compute_ratio ",
                     Num(profile.early_compute_ratio), "\n");

@@ -16,7 +16,7 @@
 //   overlap_hooks_ms 2.5
 //   strategy hybrid                               (optional, with the next)
 //   step_ms 31.2
-//   poll_share 0.35                               (optional)
+//   poll_cost 0.8                                 (optional)
 //   early_strategy ps-lb                          (optional, with the next)
 //   early_compute_ratio 1.42
 //   param embedding shape=21701,300 grad=sparse touched=160 dup=0.45 ready_ms=14.0
@@ -41,8 +41,9 @@
 
 namespace cavs::distributed {
 
-// The largest poll share: compute at 1 - phi must still progress.
-inline constexpr double kMaxPollShare = 0.95;
+// The largest poll cost a profile may give (c below: 20 units in flight at that would make
+// compute 400 times its own work).
+inline constexpr double kMaxPollCost = 20.0;
 
 struct ParamProfile {
   std::string name;
@@ -119,16 +120,17 @@ struct ModelProfile {
   // 0: not measured (a profile by hand).
   std::string strategy;
   double step_ms = 0.0;
-  // The share phi of the compute thread's time the synchronizer's polls take while units are
-  // in flight (the transport's work for the bytes moving then), beyond hooks_ms's share: the
-  // cost model slows compute to 1 - phi wherever a unit is in flight during it
-  // (docs/distributed.md, "The polls while units are in flight"). In [0, kMaxPollShare]; 0: none.
-  double poll_share = 0.0;
-  // Where poll_share was measured: a builder whose units start early in backward, run for a
-  // few steps after the profiled ones, and its measured compute over the profiled strategy's
-  // (each the median over the steps after the first of the slowest rank's compute); poll_share
-  // is the phi at which the cost model predicts that ratio (FitPollShare) on the profiled
-  // cluster. "" and 0: not measured (a share by hand, or none).
+  // What each unit in flight during compute costs the compute thread, per second of its own
+  // work: c, so that with k units in flight compute takes 1 + c k seconds for one of its own
+  // (the polls Advance every unit in flight, each a call into the transport, and on shared
+  // cores the other ranks' polls take their turns too; docs/distributed.md, "The polls while
+  // units are in flight"). In [0, kMaxPollCost]; 0: none.
+  double poll_cost = 0.0;
+  // Where poll_cost was measured: a builder whose units start early in backward, run for a few
+  // steps after the profiled ones, and its measured compute over the profiled strategy's (each
+  // the median over the steps after the first of the slowest rank's compute); poll_cost is the
+  // c at which the cost model predicts that ratio (CostModel::FitPollCost) on the profiled
+  // cluster. "" and 0: not measured (a cost by hand, or none).
   std::string early_strategy;
   double early_compute_ratio = 0.0;
   std::vector<ParamProfile> params;  // in the parameter store's creation order

@@ -9,6 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "core/status.h"
+#include "distributed/model_profile.h"
 
 namespace cavs::sim {
 namespace {
@@ -58,6 +59,16 @@ Setter Bool(const char* name, bool SimConfig::*field) {
   };
 }
 
+absl::Status SetPollCost(SimConfig& c, const std::string& v) {
+  double x = 0;
+  if (!absl::SimpleAtod(v, &x) || !(x >= 0 && x <= distributed::kMaxPollCost)) {
+    return absl::InvalidArgumentError(absl::StrCat("--poll-cost: '", v, "' is not a number in [0, ",
+                                                   distributed::kMaxPollCost, "]"));
+  }
+  c.poll_cost = x;
+  return absl::OkStatus();
+}
+
 absl::Status SetScaling(SimConfig& c, const std::string& v) {
   c.scaling.clear();
   if (v == "none") return absl::OkStatus();
@@ -92,6 +103,10 @@ const std::vector<FlagSpec>& Flags() {
        Path("measured", &C::measured_path)},
       {"allow-compression", "", "let the search use fp16 buckets (it changes the gradients)",
        Bool("allow-compression", &C::allow_compression)},
+      {"poll-cost", "C",
+       "what a unit in flight during compute costs it, s a second of its own work, instead of "
+       "the profile's poll_cost (docs/distributed.md)",
+       SetPollCost},
       {"scaling", "H1,H2,..", "host counts of the scaling table, or none (default 1,2,4,...,256)",
        SetScaling},
       {"ranks-per-host", "N", "ranks per host in the scaling table (default 8)",

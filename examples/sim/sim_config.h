@@ -20,6 +20,9 @@ struct SimConfig {
   std::string strategy_out;   // --strategy-out: write the searched strategy here
   std::string measured_path;  // --measured: measured step times to correct the model by
   bool allow_compression = false;
+  // --poll-cost: what a unit in flight costs compute (ModelProfile::poll_cost) instead of the
+  // profile's; < 0: the profile's.
+  double poll_cost = -1;
   // Host counts of the scaling table; empty: no table.
   std::vector<int> scaling = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   int ranks_per_host = 8;

@@ -403,6 +403,7 @@ absl::Status RunSim(const SimConfig& config, std::ostream& out) {
   CAVS_ASSIGN_OR_RETURN(std::string cluster_text, ReadFile("--cluster", config.cluster_path));
   CAVS_ASSIGN_OR_RETURN(ClusterSpec cluster,
                         distributed::ParseClusterSpec(cluster_text, config.cluster_path));
+  if (config.poll_cost >= 0) profile.poll_cost = config.poll_cost;
   core::ParameterStore store;
   CAVS_RETURN_IF_ERROR(distributed::AddProfileParameters(profile, &store));
   // A profile that measured its own steps calibrates the cluster there, as --strategy=auto's
@@ -419,11 +420,14 @@ absl::Status RunSim(const SimConfig& config, std::ostream& out) {
     calibration_line = absl::StrCat("        ", distributed::DescribeStepCalibration(calibration),
                                     ", under '", profile.strategy, "'\n");
   }
-  if (profile.poll_share > 0 || !profile.early_strategy.empty()) {
-    absl::StrAppendFormat(&calibration_line,
-                          "        polls while units are in flight: share %.3f of compute",
-                          profile.poll_share);
-    if (!profile.early_strategy.empty()) {
+  if (profile.poll_cost > 0 || !profile.early_strategy.empty() || config.poll_cost >= 0) {
+    absl::StrAppendFormat(
+        &calibration_line,
+        "        polls while units are in flight: %.3f s a second of compute's own per unit",
+        profile.poll_cost);
+    if (config.poll_cost >= 0) {
+      absl::StrAppend(&calibration_line, " (--poll-cost)");
+    } else if (!profile.early_strategy.empty()) {
       absl::StrAppendFormat(&calibration_line, " (fitted where '%s''s compute was %.3fx '%s''s)",
                             profile.early_strategy, profile.early_compute_ratio, profile.strategy);
     }

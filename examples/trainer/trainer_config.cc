@@ -332,11 +332,10 @@ const std::vector<FlagSpec>& Flags() {
        "best measured stops there (0: every builder runs all its steps; default 1.5)",
        Real("auto-cutoff", &C::auto_cutoff)},
       {"auto-early", "NAME",
-       "--strategy=auto: the builder whose units start early that the polls' share of compute "
-       "while units are in flight is measured under, for as many steps as the profile: auto "
-       "(the fastest predicted with units in flight for a quarter of its compute), none (no "
-       "such steps, no share; the default: docs/distributed.md says why), or a builder's "
-       "name (default none)",
+       "--strategy=auto: the builder whose units start early that what a unit in flight costs "
+       "compute is measured under, for as many steps as the profile: auto (the fastest "
+       "predicted with a quarter of a unit in flight on average over its compute), none (no "
+       "such steps, no cost), or a builder's name (default none)",
        Text(&C::auto_early)},
       {"allow-compression", "", "--strategy=auto may send fp16 gradients (changes the numbers)",
        Bool("allow-compression", &C::allow_compression)},

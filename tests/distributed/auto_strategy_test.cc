@@ -475,7 +475,7 @@ TEST(AutoStrategyTest, OneProcessHasNoEarlySteps) {
   std::unique_ptr<Controlled> c = MakeControlled(options);
   ASSERT_NE(c, nullptr);
   RunUntilDecided(*c, [](const std::string&) { return 0; });
-  EXPECT_EQ(c->controller->profile().poll_share, 0.0);
+  EXPECT_EQ(c->controller->profile().poll_cost, 0.0);
   EXPECT_TRUE(c->controller->profile().early_strategy.empty());
   EXPECT_TRUE(absl::StrContains(c->controller->Report(),
                                 "polls while units are in flight: not measured (one rank, no "

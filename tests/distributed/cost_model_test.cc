@@ -615,9 +615,9 @@ TEST(CostModelTest, CommunicationOverlapsTheRestOfBackward) {
   EXPECT_NEAR(Step(s, profile, c), 0.105 + 2 * one + 0.002, 1e-12);
 }
 
-// The polls while units are in flight: compute's own work runs at 1 - phi while a unit is in
-// flight, so a unit that starts with r of compute left and is in flight for T ends compute
-// min(r phi / (1 - phi), T phi) later, and the units ready after it are ready that much later.
+// The polls while units are in flight: with k units in flight a second of compute's own work
+// takes 1 + c k, so a unit that starts with r of compute left and is in flight for T ends
+// compute min(r c, T c / (1 + c)) later, and the units ready after it are ready that much later.
 TEST(CostModelTest, ThePollsSlowComputeWhileUnitsAreInFlight) {
   ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}});
   profile.forward_ms = 5;
@@ -625,10 +625,10 @@ TEST(CostModelTest, ThePollsSlowComputeWhileUnitsAreInFlight) {
   profile.optimizer_ms = 2;
   profile.params[1].ready_ms = 10;
   profile.params[0].ready_ms = 100;
-  profile.poll_share = 0.5;
+  profile.poll_cost = 1;
   Strategy s = OneEach(profile, 2, AllReduceSync{});
   std::get<AllReduceSync>(s.params[1].sync).group = 1;  // a bucket each
-  // T = 32 ms in flight from 15 ms, r = 90 ms left: compute ends T phi = 16 ms later.
+  // T = 32 ms in flight from 15 ms, r = 90 ms left: compute ends T / 2 = 16 ms later.
   absl::StatusOr<Prediction> pred = PredictStepTime(s, profile, Cluster(2, 1, 1, 0, 0));
   ASSERT_TRUE(pred.ok()) << pred.status();
   const double one = 4e6 / kGbit;
@@ -640,23 +640,73 @@ TEST(CostModelTest, ThePollsSlowComputeWhileUnitsAreInFlight) {
   EXPECT_NEAR(pred->units[1].ready_s, pred->compute_s, 1e-12);
   EXPECT_NEAR(pred->units[1].end_s, pred->compute_s + one, 1e-12);
   EXPECT_NEAR(pred->step_s, 0.105 + 1.5 * one + 0.002, 1e-12);
-  // A tenth of the bandwidth: in flight past compute's end, r phi / (1 - phi) = 90 ms later.
+  // A tenth of the bandwidth: in flight past compute's end, r c = 90 ms later.
   pred = PredictStepTime(s, profile, Cluster(2, 1, 0.1, 0, 0));
   ASSERT_TRUE(pred.ok()) << pred.status();
-  EXPECT_NEAR(pred->compute_s, 0.015 + 0.090 / 0.5, 1e-12);
+  EXPECT_NEAR(pred->compute_s, 0.105 + 0.090, 1e-12);
   EXPECT_NEAR(pred->units[1].ready_s, pred->compute_s, 1e-12);
-  EXPECT_GE(pred->units[1].start_s, pred->compute_s);
-  // No share: the times as before.
-  profile.poll_share = 0;
+  EXPECT_GE(pred->units[1].start_s, pred->compute_s - 1e-12);
+  // Both ready at 10 ms, in flight together: two units cost twice one. Own work runs at
+  // 1 / (1 + c k) while k are in flight (their spans as predicted: they start before any
+  // stretch), at 1 after.
+  profile.params[0].ready_ms = 10;
+  profile.poll_cost = 0.5;
+  pred = PredictStepTime(s, profile, Cluster(2, 1, 1, 0, 0));
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  ASSERT_EQ(pred->units.size(), 2u);
+  double t = 0.015, own = 0.015;
+  const double ends[2] = {std::min(pred->units[0].end_s, pred->units[1].end_s),
+                          std::max(pred->units[0].end_s, pred->units[1].end_s)};
+  for (int k = 2; k >= 1; --k) {
+    own += (ends[2 - k] - t) / (1 + 0.5 * k);
+    t = ends[2 - k];
+  }
+  ASSERT_LT(own, 0.105);  // compute outlasts both
+  EXPECT_NEAR(pred->units[0].start_s, 0.015, 1e-12);
+  EXPECT_NEAR(pred->units[1].start_s, 0.015, 1e-12);
+  EXPECT_NEAR(pred->compute_s, t + (0.105 - own), 1e-12);
+  // No cost: the times as before.
+  profile.params[0].ready_ms = 100;
+  profile.poll_cost = 0;
   pred = PredictStepTime(s, profile, Cluster(2, 1, 1, 0, 0));
   ASSERT_TRUE(pred.ok()) << pred.status();
   EXPECT_NEAR(pred->compute_s, 0.105, 1e-12);
   EXPECT_NEAR(pred->step_s, 0.105 + one + 0.002, 1e-12);
 }
 
-// The share is found again from the ratio it predicts: an early bucket's compute over a late
-// one's; a ratio beyond what the shares predict gets the nearer end; the model keeps its share.
-TEST(CostModelTest, ThePollShareIsFittedToTheComputeRatio) {
+// The profile's compute holds the profiled strategy's own polls in flight: at any cost it is
+// predicted as profiled, and a strategy with no unit in flight in compute computes that much
+// less.
+TEST(CostModelTest, TheProfiledStrategysOwnPollsAreInTheProfile) {
+  ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}});
+  profile.forward_ms = 5;
+  profile.backward_ms = 100;
+  profile.params[1].ready_ms = 10;
+  profile.params[0].ready_ms = 100;
+  profile.strategy = "ps";  // a unit each, p1's in flight from 15 ms
+  profile.step_ms = 200;
+  core::ParameterStore store;
+  ASSERT_TRUE(AddProfileParameters(profile, &store).ok());
+  absl::StatusOr<Strategy> ps = BuildStrategy("ps", store, 2);
+  absl::StatusOr<Strategy> late = BuildStrategy("allreduce", store, 2);  // one bucket at the end
+  ASSERT_TRUE(ps.ok() && late.ok());
+  absl::StatusOr<std::unique_ptr<CostModel>> model =
+      CostModel::Create(profile, Cluster(2, 1, 1, 0, 0));
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Prediction> ps0 = (*model)->Predict(*ps), late0 = (*model)->Predict(*late);
+  ASSERT_TRUE(ps0.ok() && late0.ok());
+  (*model)->set_poll_cost(1);
+  absl::StatusOr<Prediction> ps1 = (*model)->Predict(*ps), late1 = (*model)->Predict(*late);
+  ASSERT_TRUE(ps1.ok() && late1.ok());
+  EXPECT_NEAR(ps1->compute_s, ps0->compute_s, 1e-12);
+  EXPECT_NEAR(ps1->polls_in_flight_s, 0.0, 1e-12);
+  EXPECT_LT(late1->polls_in_flight_s, -0.001);  // ps's p1 shard cost it over a millisecond
+  EXPECT_NEAR(late1->compute_s, late0->compute_s + late1->polls_in_flight_s, 1e-12);
+}
+
+// The cost is found again from the ratio it predicts: an early bucket's compute over a late
+// one's; a ratio beyond what the costs predict gets the nearer end; the model keeps its cost.
+TEST(CostModelTest, ThePollCostIsFittedToTheComputeRatio) {
   ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}});
   profile.forward_ms = 5;
   profile.backward_ms = 100;
@@ -669,24 +719,24 @@ TEST(CostModelTest, ThePollShareIsFittedToTheComputeRatio) {
       CostModel::Create(profile, Cluster(2, 1, 1, 0, 0));
   ASSERT_TRUE(model.ok()) << model.status();
   const double one = 4e6 / kGbit;
-  for (const double phi : {0.2, 0.5, 0.8}) {
+  for (const double c : {0.25, 1.0, 4.0}) {
     // The late bucket is never in flight in compute: the ratio is early's compute over 105 ms.
-    const double ratio = (0.105 + phi * one) / 0.105;
-    absl::StatusOr<CostModel::PollShareFit> fit = (*model)->FitPollShare(late, early, ratio);
+    const double ratio = (0.105 + one * c / (1 + c)) / 0.105;
+    absl::StatusOr<CostModel::PollCostFit> fit = (*model)->FitPollCost(late, early, ratio);
     ASSERT_TRUE(fit.ok()) << fit.status();
-    EXPECT_NEAR(fit->share, phi, 1e-3);
+    EXPECT_NEAR(fit->cost, c, 3e-3 * c);
     EXPECT_NEAR(fit->predicted, ratio, 1e-4);
     EXPECT_NEAR(fit->at_zero, 1.0, 1e-12);
-    EXPECT_NEAR(fit->at_max, (0.105 + kMaxPollShare * one) / 0.105, 1e-12);
-    EXPECT_EQ((*model)->poll_share(), 0.0);
+    EXPECT_NEAR(fit->at_max, (0.105 + one * kMaxPollCost / (1 + kMaxPollCost)) / 0.105, 1e-12);
+    EXPECT_EQ((*model)->poll_cost(), 0.0);
   }
-  absl::StatusOr<CostModel::PollShareFit> fit = (*model)->FitPollShare(late, early, 0.9);
+  absl::StatusOr<CostModel::PollCostFit> fit = (*model)->FitPollCost(late, early, 0.9);
   ASSERT_TRUE(fit.ok()) << fit.status();
-  EXPECT_EQ(fit->share, 0.0);
-  fit = (*model)->FitPollShare(late, early, 3.0);
+  EXPECT_EQ(fit->cost, 0.0);
+  fit = (*model)->FitPollCost(late, early, 3.0);
   ASSERT_TRUE(fit.ok()) << fit.status();
-  EXPECT_EQ(fit->share, kMaxPollShare);
-  EXPECT_FALSE((*model)->FitPollShare(late, early, 0.0).ok());
+  EXPECT_EQ(fit->cost, kMaxPollCost);
+  EXPECT_FALSE((*model)->FitPollCost(late, early, 0.0).ok());
 }
 
 // A float16 bucket: half the bytes on the wire, and the CPU work the cluster's Fp16Costs say:
@@ -962,7 +1012,7 @@ TEST(CostModelTest, MonotoneInEveryLinkParameter) {
   core::ParameterStore store;
   ASSERT_TRUE(AddProfileParameters(profile, &store).ok());
   for (int variant = 0; variant < 4; ++variant) {
-    profile.poll_share = variant % 2 ? 0.6 : 0.0;  // the polls in flight, half the variants
+    profile.poll_cost = variant % 2 ? 1.5 : 0.0;  // the polls in flight, half the variants
     ClusterSpec base = Cluster(3, 2, 1, 40 * kUs, 15 * kUs);
     base.hosts[1].bandwidth *= 0.25;
     base.hosts[2].ranks = 1 + variant % 3;
@@ -989,7 +1039,7 @@ TEST(CostModelTest, MonotoneInEveryLinkParameter) {
         const double step = Step(*s, profile, base);
         // With the polls' share, as far as each unit's span is (docs/distributed.md, "The
         // polls while units are in flight"): seen 2e-4 of the step.
-        const double eps = step * (profile.poll_share > 0 ? 1e-3 : 1e-12);
+        const double eps = step * (profile.poll_cost > 0 ? 1e-3 : 1e-12);
         for (size_t h = 0; h < base.hosts.size(); ++h) {
           ClusterSpec faster = base;
           faster.hosts[h].bandwidth *= 1.7;

@@ -379,7 +379,7 @@ TEST(MpiAutoStrategyTest, TrainsLikeOneProcessInRoundsOfTrials) {
 // builder (ps, its units start as their gradients are marked ready), and the share fitted to
 // its compute over the profiled strategy's; every rank holds the same profile, and the steps
 // train like one process.
-TEST(MpiAutoStrategyTest, TheEarlyBuildersStepsFitThePollShare) {
+TEST(MpiAutoStrategyTest, TheEarlyBuildersStepsFitThePollCost) {
   const int w = World().world_size();
   AutoOptions options;
   options.profile_steps = 2;
@@ -403,10 +403,10 @@ TEST(MpiAutoStrategyTest, TheEarlyBuildersStepsFitThePollShare) {
   const ModelProfile& p = a.profile();
   EXPECT_EQ(p.early_strategy, "ps");
   EXPECT_GT(p.early_compute_ratio, 0);
-  EXPECT_GE(p.poll_share, 0);
-  EXPECT_LE(p.poll_share, kMaxPollShare);
+  EXPECT_GE(p.poll_cost, 0);
+  EXPECT_LE(p.poll_cost, kMaxPollCost);
   for (const ParamProfile& q : p.params) EXPECT_TRUE(q.ready_ms.has_value()) << q.name;
-  EXPECT_TRUE(absl::StrContains(a.Report(), "polls while units are in flight: share "))
+  EXPECT_TRUE(absl::StrContains(a.Report(), "s of compute a second of its own per unit in flight"))
       << a.Report();
   EXPECT_TRUE(absl::StrContains(a.Report(), "'ps''s compute over 'hybrid''s")) << a.Report();
   // The profile, its share included, is the same text on every rank.

@@ -90,9 +90,11 @@ TEST(SimFlagsTest, DefaultsAndErrors) {
   EXPECT_EQ(c->scaling, (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
   EXPECT_EQ(c->ranks_per_host, 8);
   EXPECT_FALSE(c->allow_compression);
+  EXPECT_EQ(c->poll_cost, -1);  // the profile's
   c = Flags({"--profile=p", "--cluster=c", "--allow_compression", "--scaling=none",
-             "--ranks-per-host=4", "--units=false", "--top=2"});
+             "--ranks-per-host=4", "--units=false", "--top=2", "--poll-cost=1.5"});
   ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->poll_cost, 1.5);
   EXPECT_TRUE(c->allow_compression);
   EXPECT_TRUE(c->scaling.empty());
   EXPECT_EQ(c->ranks_per_host, 4);
@@ -111,6 +113,8 @@ TEST(SimFlagsTest, DefaultsAndErrors) {
       {{"--profile=p", "--cluster=c", "--scaling=none", "--plot=x.png"},
        "--plot draws the scaling table: --scaling=none has none"},
       {{"--profile=p", "--cluster=c", "--top"}, "--top needs a value"},
+      {{"--profile=p", "--cluster=c", "--poll-cost=-1"},
+       "--poll-cost: '-1' is not a number in [0, 20]"},
       {{"stray"}, "unexpected argument 'stray' (flags look like --name=value)"},
   };
   for (const auto& [args, error] : bad) {
