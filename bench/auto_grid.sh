@@ -6,7 +6,7 @@
 # build/default:
 #
 #   bench/auto_grid.sh [OUT_DIR] [SST train file] [CONFIG_PATTERN] [MODEL_PATTERN] [STEPS] [ROUNDS]
-#                      [EPOCHS] [TRIAL_SECONDS]
+#                      [EPOCHS] [TRIAL_SECONDS] [EXTRA_FLAGS]
 #
 # CONFIG_PATTERN (an extended regular expression, default all) keeps the configurations whose
 # line below matches, e.g. '^250mbit - 0 ' for the even 250 Mbit/s ones without latency;
@@ -17,7 +17,8 @@
 # so more epochs let more counted steps a strategy finish (a run that ends first says so).
 # TRIAL_SECONDS: cavs-train --auto-trial-seconds (default 3: trials of short steps stretched to
 # about 3 s a strategy, so more steps than STEPS and more rounds than ROUNDS where the
-# predicted step is under a second; 0: STEPS and ROUNDS as given).
+# predicted step is under a second; 0: STEPS and ROUNDS as given). EXTRA_FLAGS: more cavs-train
+# flags for every run, one word each (e.g. '--auto-early=auto').
 # One log per configuration and model under OUT_DIR (default bench-out/auto-<date>), with the
 # probed cluster and the profile beside it, and each run's table of predicted beside measured
 # step times printed as it ends.
@@ -31,6 +32,7 @@ steps="${5:-3}"
 rounds="${6:-1}"
 epochs="${7:-1}"
 trial_seconds="${8:-3}"
+read -r -a extra_flags <<<"${9:-}"
 mkdir -p "$out"
 train=build/default/examples/trainer/cavs-train
 # The cost model the grid's searches run, for bench/auto_grid_repredict.sh's --then-sim.
@@ -73,7 +75,7 @@ for c in "${configs[@]}"; do
     } >"$log"
     "$cluster" run --name=$name --timeout=1500 -- "$train" "${flags[@]}" --epochs="$epochs" \
       --strategy=auto --auto-steps="$steps" --auto-rounds="$rounds" --auto-trial-seconds="$trial_seconds" --auto-candidates=3 --quiet \
-      --profile-out="$out/$tag.profile" --cluster-out="$out/$tag.cluster" >>"$log" 2>&1
+      --profile-out="$out/$tag.profile" --cluster-out="$out/$tag.cluster" "${extra_flags[@]}" >>"$log" 2>&1
     echo "== $tag: exit $?"
     sed -n '/^auto strategy on/,/^auto strategy chosen/p' "$log" | grep -v '^auto strategy chosen'
   done
