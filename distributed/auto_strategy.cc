@@ -170,7 +170,7 @@ absl::Status AutoStrategy::StartEarly() {
     search_seconds_ += Now() - t0;
     if (early_.empty()) {
       early_note_ = absl::StrFormat(
-          "no builder but '%s' has %.2f units in flight on average over its "
+          "no builder other than '%s' has %.2f units or more in flight on average over its "
           "compute",
           options_.start, kEarlyUnitsInFlight);
       return BeginTrials();
