@@ -76,12 +76,10 @@ absl::StatusOr<std::unique_ptr<AutoStrategy>> AutoStrategy::Create(Communicator*
         options.candidates, ") and reserve (", options.reserve, ") >= 0, noise (", options.noise,
         ") in [0, 1), cutoff (", options.cutoff, ") 0 or >= 1"));
   }
-  if (const std::vector<std::string>& builders = StrategyBuilderNames();
-      options.early != "auto" && options.early != "none" &&
-      std::find(builders.begin(), builders.end(), options.early) == builders.end()) {
+  if (options.early != "auto" && options.early != "none" && !IsStrategyBuilder(options.early)) {
     return absl::InvalidArgumentError(absl::StrCat("auto strategy: early builder '", options.early,
                                                    "' is none of auto, none, ",
-                                                   absl::StrJoin(builders, ", ")));
+                                                   absl::StrJoin(StrategyBuilderNames(), ", ")));
   }
   std::unique_ptr<AutoStrategy> a(new AutoStrategy(comm, store, optimizer, std::move(options)));
   const double t0 = Now();
@@ -490,6 +488,14 @@ void AutoStrategy::ChargeRun() {
   run_began_ = 0;
 }
 
+absl::StatusOr<int> AutoStrategy::StepsFor(double seconds, const StepTimes& first) {
+  if (options_.trial_seconds <= 0) return options_.profile_steps;
+  CAVS_ASSIGN_OR_RETURN(const std::vector<double> slowest,
+                        MaxOverRanks(*comm_, std::vector<double>{first.total()}));
+  // And the first, not counted.
+  return std::max(options_.profile_steps, 1 + BudgetSteps(seconds, slowest[0]));
+}
+
 absl::StatusOr<StepTimes> AutoStrategy::Search(
     int64_t local_count, const std::function<absl::Status(const StepHooks&)>& compute,
     bool run_empty) {
@@ -500,13 +506,7 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
     if (early_times_.size() == 1) {
       // As many steps as the profile's, or with a trial budget, half its time (the compute's
       // median is steadier than the step's).
-      early_target_ = options_.profile_steps;
-      if (options_.trial_seconds > 0) {
-        CAVS_ASSIGN_OR_RETURN(const std::vector<double> first,
-                              MaxOverRanks(*comm_, std::vector<double>{t.total()}));
-        early_target_ =
-            std::max(early_target_, 1 + BudgetSteps(0.5 * options_.trial_seconds, first[0]));
-      }
+      CAVS_ASSIGN_OR_RETURN(early_target_, StepsFor(0.5 * options_.trial_seconds, t));
     }
     if (static_cast<int>(early_times_.size()) < early_target_) return t;
     early_phase_ = false;
@@ -517,16 +517,9 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
   if (phase_ == Phase::kProfile) {
     profiled_.push_back(t);
     if (profiled_.size() == 1) {
-      // With a trial budget the profile is sized by it too, from its first step (the slowest
-      // rank's, so every rank counts the same): short steps are profiled for about
-      // trial_seconds, their medians then less the noise of a few steps.
-      profile_target_ = options_.profile_steps;
-      if (options_.trial_seconds > 0) {
-        CAVS_ASSIGN_OR_RETURN(const std::vector<double> first,
-                              MaxOverRanks(*comm_, std::vector<double>{t.total()}));
-        const int counted = BudgetSteps(options_.trial_seconds, first[0]);
-        profile_target_ = std::max(profile_target_, 1 + counted);  // and the first, not counted
-      }
+      // With a trial budget the profile is sized by it too: short steps are profiled for
+      // about trial_seconds, their medians then less the noise of a few steps.
+      CAVS_ASSIGN_OR_RETURN(profile_target_, StepsFor(options_.trial_seconds, t));
     }
     if (static_cast<int>(profiled_.size()) < profile_target_) return t;
     CAVS_ASSIGN_OR_RETURN(

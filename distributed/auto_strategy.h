@@ -241,6 +241,10 @@ class AutoStrategy {
   absl::Status FitPolls();
   // The candidates ranked and the first round of trials started.
   absl::Status BeginTrials();
+  // The steps of a profile from its first: profile_steps, or where there is a trial budget,
+  // more where steps as slow as the first's (the slowest rank's, so that every rank counts the
+  // same) take less than `seconds`. Collective where there is a budget.
+  absl::StatusOr<int> StepsFor(double seconds, const StepTimes& first);
   // Run's step before the decision: profiling, or a trial.
   absl::StatusOr<StepTimes> Search(int64_t local_count,
                                    const std::function<absl::Status(const StepHooks&)>& compute,

@@ -147,6 +147,11 @@ const std::vector<std::string>& StrategyBuilderNames() {
   return *names;
 }
 
+bool IsStrategyBuilder(absl::string_view name) {
+  const std::vector<std::string>& names = StrategyBuilderNames();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 absl::StatusOr<Strategy> BuildStrategy(absl::string_view name, const ParameterStore& store,
                                        int world_size, const BuildOptions& options) {
   if (world_size < 1) {

@@ -46,6 +46,8 @@ struct BuildOptions {
 
 // The builder names BuildStrategy accepts, in the order listed above.
 const std::vector<std::string>& StrategyBuilderNames();
+// Whether `name` is one of StrategyBuilderNames().
+bool IsStrategyBuilder(absl::string_view name);
 
 // Builds the named strategy for `store` over `world_size` ranks. Errors: an unknown name (the
 // message lists the known ones), world_size < 1, a non-positive bucket size.

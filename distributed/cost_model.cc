@@ -272,7 +272,8 @@ void Expose(Prediction& pred) {
 
 // The polls while units are in flight: with k units in flight, a second of compute's own work
 // takes 1 + c k, so compute ends later and the units ready during it are ready later. A unit is
-// in flight for its span (end - start, as the first pass's queues gave it) from its start,
+// in flight for its span (end - start, as the first pass's queues gave it: `pred` on entry) from
+// its start,
 // which is when it is ready and not before the unit before it; its readiness is the first
 // pass's wall time of compute, mapped through the spans of the units started before it (those
 // after start later, so they cannot change it); the units that start after compute in the
@@ -280,19 +281,21 @@ void Expose(Prediction& pred) {
 // profile's compute already holds the profiled strategy's own polls in flight, `own`: compute,
 // and the readiness of the units ready at its end, are that much earlier (so the profiled
 // strategy's compute is the profile's).
-void StretchForPolls(double c, double own, const std::vector<double>& span, Prediction& pred) {
+void StretchForPolls(double c, double own, Prediction& pred) {
   if (c <= 0 || pred.units.empty()) return;
   const double compute = pred.compute_s;
-  // The spans of the units started so far: +1 at each start, -1 at each end, by time.
+  // The spans of the units started so far: +1 at each start, -1 at each end, kept in time order.
   std::vector<std::pair<double, int>> events;
+  const auto add = [&](double t, int step) {
+    const std::pair<double, int> e{t, step};
+    events.insert(std::upper_bound(events.begin(), events.end(), e), e);
+  };
   // The wall time at which compute has done what the first pass had done at `x`: between
   // events the units in flight are constant and own work runs at 1 / (1 + c k).
   const auto wall_at = [&](double x) {
-    std::vector<std::pair<double, int>> sorted = events;
-    std::sort(sorted.begin(), sorted.end());
     double wall = 0.0, done = 0.0;
     int k = 0;
-    for (const auto& [t, step] : sorted) {
+    for (const auto& [t, step] : events) {
       const double can = (t - wall) / (1 + c * k);
       if (done + can >= x) return wall + (x - done) * (1 + c * k);
       done += can;
@@ -303,9 +306,8 @@ void StretchForPolls(double c, double own, const std::vector<double>& span, Pred
   };
   double before = 0.0;  // the start of the unit before
   double end = -1.0;    // compute's end, once a unit ready at it has come
-  for (size_t i = 0; i < pred.units.size(); ++i) {
-    UnitPrediction& u = pred.units[i];
-    const double was = u.start_s;
+  for (UnitPrediction& u : pred.units) {
+    const double was = u.start_s, span = u.end_s - u.start_s;
     const bool in_compute = was < compute;  // in the first pass: only those slow compute down
     if (u.ready_s < compute) {
       u.ready_s = wall_at(u.ready_s);
@@ -317,8 +319,8 @@ void StretchForPolls(double c, double own, const std::vector<double>& span, Pred
     u.end_s += u.start_s - was;
     before = u.start_s;
     if (in_compute) {
-      events.emplace_back(u.start_s, 1);
-      events.emplace_back(u.start_s + span[i], -1);
+      add(u.start_s, 1);
+      add(u.start_s + span, -1);
     }
   }
   const double gross = wall_at(compute) - compute;
@@ -579,15 +581,13 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     }
     Expose(pred);
   }
-  // A lower bound stays one: the stretch only moves times later, and less where units end
-  // sooner.
-  std::vector<double> span;  // each unit's time in flight
-  for (const UnitPrediction& u : pred.units) span.push_back(u.end_s - u.start_s);
-  double own = 0.0;  // the profiled strategy's polls in flight, in the profile's compute
+  // The polls while units are in flight, net of the profiled strategy's own (in the profile's
+  // compute already).
+  double own = 0.0;
   if (!in_profiled_) {
     CAVS_ASSIGN_OR_RETURN(own, ProfiledPolls());
   }
-  StretchForPolls(poll_cost_, own, span, pred);
+  StretchForPolls(poll_cost_, own, pred);
   for (const auto& [rank, s] : servers) {  // the most bytes; ties to the lower rank
     const ServerLoad& b = pred.busiest_server;
     if (b.rank < 0 || s.bytes_in + s.bytes_out > b.bytes_in + b.bytes_out) pred.busiest_server = s;
@@ -602,11 +602,11 @@ absl::StatusOr<CostModel::PollCostFit> CostModel::FitPollCost(const Strategy& pr
     return absl::InvalidArgumentError(
         absl::StrCat("poll cost: the measured compute ratio ", ratio, " is not positive"));
   }
-  const double own = poll_cost_;
-  const auto predicted = [&](double share) -> absl::StatusOr<double> {
-    poll_cost_ = share;
+  const double kept = poll_cost_;
+  const auto predicted = [&](double cost) -> absl::StatusOr<double> {
+    poll_cost_ = cost;
     absl::StatusOr<Prediction> p = Predict(profiled), e = Predict(early);
-    poll_cost_ = own;
+    poll_cost_ = kept;
     if (!p.ok()) return p.status();
     if (!e.ok()) return e.status();
     return e->compute_s / p->compute_s;

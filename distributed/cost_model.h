@@ -168,10 +168,10 @@ class CostModel {
 
  private:
   CostModel(ModelProfile profile, ClusterSpec cluster);
-  // The hooks' basis: where the profile names the strategy it ran under and measured its
-  // hooks with units in flight, the bytes its busiest rank moved in the units that started in
-  // compute (the start costs are then charged per host by those bytes); else 0 (by the
-  // payload, on every rank alike).
+  // The profiled strategy (profiled_, where the profile names the builder it ran under) and
+  // the hooks' basis: where it measured its hooks with units in flight, the bytes its busiest
+  // rank moved in the units that started in compute (the start costs are then charged per
+  // host by those bytes); else 0 (by the payload, on every rank alike).
   absl::Status MeasureHooksBasis();
   // The profiled strategy's own polls in flight at the current poll cost (its
   // Prediction::polls_in_flight_s before the net), cached per cost; 0 without a profiled

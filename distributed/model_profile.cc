@@ -228,10 +228,10 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
   } else if (key == "name") {
     st.profile.name = value;
   } else if (key == "strategy" || key == "early_strategy") {
-    const std::vector<std::string>& builders = StrategyBuilderNames();
-    if (std::find(builders.begin(), builders.end(), value) == builders.end()) {
+    if (!IsStrategyBuilder(value)) {
       s = absl::InvalidArgumentError(absl::StrCat("'", value, "' is not a strategy builder (",
-                                                  absl::StrJoin(builders, ", "), ")"));
+                                                  absl::StrJoin(StrategyBuilderNames(), ", "),
+                                                  ")"));
     }
     (key == "strategy" ? st.profile.strategy : st.profile.early_strategy) = value;
   } else if (key == "poll_cost") {

@@ -471,17 +471,15 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
     return bad("--strategy and --strategy-file exclude each other");
   }
   if (!c.strategy.empty() && c.strategy != "auto") {
-    const std::vector<std::string>& names = distributed::StrategyBuilderNames();
-    if (std::find(names.begin(), names.end(), c.strategy) == names.end()) {
+    if (!distributed::IsStrategyBuilder(c.strategy)) {
       return bad(absl::StrCat("--strategy: '", c.strategy, "' is not one of ",
-                              absl::StrJoin(names, ", "), ", auto"));
+                              absl::StrJoin(distributed::StrategyBuilderNames(), ", "), ", auto"));
     }
   }
-  if (const std::vector<std::string>& names = distributed::StrategyBuilderNames();
-      c.auto_early != "auto" && c.auto_early != "none" &&
-      std::find(names.begin(), names.end(), c.auto_early) == names.end()) {
+  if (c.auto_early != "auto" && c.auto_early != "none" &&
+      !distributed::IsStrategyBuilder(c.auto_early)) {
     return bad(absl::StrCat("--auto-early: '", c.auto_early, "' is not one of auto, none, ",
-                            absl::StrJoin(names, ", ")));
+                            absl::StrJoin(distributed::StrategyBuilderNames(), ", ")));
   }
   if (c.strategy != "auto" &&
       (!c.profile_out.empty() || !c.cluster_out.empty() || c.allow_compression)) {

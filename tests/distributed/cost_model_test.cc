@@ -615,16 +615,23 @@ TEST(CostModelTest, CommunicationOverlapsTheRestOfBackward) {
   EXPECT_NEAR(Step(s, profile, c), 0.105 + 2 * one + 0.002, 1e-12);
 }
 
+// Two 4 MB gradients: p1 ready 10 ms into a 100 ms backward (after 5 ms of forward), p0 at its
+// end.
+ModelProfile EarlyAndLate() {
+  ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}});
+  profile.forward_ms = 5;
+  profile.backward_ms = 100;
+  profile.params[1].ready_ms = 10;
+  profile.params[0].ready_ms = 100;
+  return profile;
+}
+
 // The polls while units are in flight: with k units in flight a second of compute's own work
 // takes 1 + c k, so a unit that starts with r of compute left and is in flight for T ends
 // compute min(r c, T c / (1 + c)) later, and the units ready after it are ready that much later.
 TEST(CostModelTest, ThePollsSlowComputeWhileUnitsAreInFlight) {
-  ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}});
-  profile.forward_ms = 5;
-  profile.backward_ms = 100;
+  ModelProfile profile = EarlyAndLate();
   profile.optimizer_ms = 2;
-  profile.params[1].ready_ms = 10;
-  profile.params[0].ready_ms = 100;
   profile.poll_cost = 1;
   Strategy s = OneEach(profile, 2, AllReduceSync{});
   std::get<AllReduceSync>(s.params[1].sync).group = 1;  // a bucket each
@@ -678,11 +685,7 @@ TEST(CostModelTest, ThePollsSlowComputeWhileUnitsAreInFlight) {
 // predicted as profiled, and a strategy with no unit in flight in compute computes that much
 // less.
 TEST(CostModelTest, TheProfiledStrategysOwnPollsAreInTheProfile) {
-  ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}});
-  profile.forward_ms = 5;
-  profile.backward_ms = 100;
-  profile.params[1].ready_ms = 10;
-  profile.params[0].ready_ms = 100;
+  ModelProfile profile = EarlyAndLate();
   profile.strategy = "ps";  // a unit each, p1's in flight from 15 ms
   profile.step_ms = 200;
   core::ParameterStore store;
@@ -707,11 +710,7 @@ TEST(CostModelTest, TheProfiledStrategysOwnPollsAreInTheProfile) {
 // The cost is found again from the ratio it predicts: an early bucket's compute over a late
 // one's; a ratio beyond what the costs predict gets the nearer end; the model keeps its cost.
 TEST(CostModelTest, ThePollCostIsFittedToTheComputeRatio) {
-  ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}});
-  profile.forward_ms = 5;
-  profile.backward_ms = 100;
-  profile.params[1].ready_ms = 10;
-  profile.params[0].ready_ms = 100;
+  ModelProfile profile = EarlyAndLate();
   Strategy late = OneEach(profile, 2, AllReduceSync{});  // one bucket, at the end
   Strategy early = late;
   std::get<AllReduceSync>(early.params[1].sync).group = 1;
