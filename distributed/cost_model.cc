@@ -565,15 +565,22 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
   pred.backward_s = pred.compute_s - pred.forward_s;
   std::vector<std::vector<Job>> cpu(hosts), links(res.count());
   ChainUnits(phases, res, pred.units, cpu, links);
-  const std::vector<double> shared = SharedChainEnds(phases, res, pred.units);
+  // The shared links and the queued chains judge overlap on the chains alone.
+  std::vector<UnitPrediction> alone = pred.units;
   for (std::vector<Job>& queue : cpu) Serve(queue, pred.units);
   for (std::vector<Job>& queue : links) Serve(queue, pred.units);
-  for (size_t u = 0; u < pred.units.size(); ++u) {
-    pred.units[u].end_s = std::max(pred.units[u].end_s, shared[u]);
-  }
-  // The queued chains can only end units later, and the step never shrinks when one does.
+  // Each pass below can only end units later, and the step never shrinks when one does: where
+  // the step is already over the bound, the rest is not costed.
   Expose(pred);
   pred.lower_bound = pred.step_s > bound_s;
+  if (!pred.lower_bound) {
+    const std::vector<double> shared = SharedChainEnds(phases, res, alone);
+    for (size_t u = 0; u < pred.units.size(); ++u) {
+      pred.units[u].end_s = std::max(pred.units[u].end_s, shared[u]);
+    }
+    Expose(pred);
+    pred.lower_bound = pred.step_s > bound_s;
+  }
   if (!pred.lower_bound) {
     const std::vector<double> queued = QueuedChainEnds(phases, res, hosts, pred.units);
     for (size_t u = 0; u < pred.units.size(); ++u) {

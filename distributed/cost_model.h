@@ -116,8 +116,8 @@ struct Prediction {
   std::vector<UnitPrediction> units;  // in start order
   ServerLoad busiest_server;          // the PS rank moving the most bytes (in + out)
   LinkLoad busiest_link;              // the host link busy the longest
-  // Predict with a bound stopped short of the queued chains: every end, and so step_s, is at
-  // most the full prediction's.
+  // Predict with a bound stopped short of the shared links or the queued chains: every end,
+  // and so step_s, is at most the full prediction's.
   bool lower_bound = false;
   // The collectives its units run, as bits 1 << Collective.
   unsigned collectives = 0;
@@ -138,10 +138,11 @@ class CostModel {
   // server out of range, or a host or local rank the cluster does not have; shards that do not
   // tile the rows.
   [[nodiscard]] absl::StatusOr<Prediction> Predict(const Strategy& strategy);
-  // As Predict, but where the step is already above `bound_s` before the queued chains are
-  // replayed (the costliest term: each unit visits every pair of hosts its messages use, H^2
-  // for an allgather over H hosts), it stops there and returns that lower bound, marked
-  // `lower_bound`. For a search that needs only the strategies below a bound.
+  // As Predict, but where the step is already above `bound_s` before the shared links are
+  // costed or the queued chains replayed (the costliest terms: each unit visits every pair of
+  // hosts its messages use, H^2 for an allgather over H hosts), it stops there and returns
+  // that lower bound, marked `lower_bound`. For a search that needs only the strategies below
+  // a bound.
   [[nodiscard]] absl::StatusOr<Prediction> Predict(const Strategy& strategy, double bound_s);
 
   const ModelProfile& profile() const { return profile_; }

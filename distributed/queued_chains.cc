@@ -44,9 +44,24 @@ std::vector<double> QueuedChainEnds(const std::vector<std::vector<Phase>>& phase
   }
   auto rate = [&](int pair) { return rates[pair]; };
   // Per pair: when the first phases so far are through on it, at best (0: none); per host, the
-  // pairs from it and to it that have had any.
+  // pairs from it and to it whose backlog may outlast the current start (starts only grow, so
+  // a pair whose backlog is through by one is left off until a later unit queues on it again;
+  // listed: per pair, whether it is in its from and to lists).
   std::vector<double> backlog(static_cast<size_t>(hosts) * hosts, 0.0);
   std::vector<std::vector<int>> from(hosts), to(hosts);
+  std::vector<unsigned char> listed(backlog.size(), 0);  // bit 1: in from, bit 2: in to
+  // Drops from `pairs` those through by `start`, clearing their `bit`.
+  const auto prune = [&](std::vector<int>& pairs, unsigned char bit, double start) {
+    size_t kept = 0;
+    for (int q : pairs) {
+      if (backlog[q] > start) {
+        pairs[kept++] = q;
+      } else {
+        listed[q] &= static_cast<unsigned char>(~bit);
+      }
+    }
+    pairs.resize(kept);
+  };
   std::vector<AllMinSums> out(hosts), in(hosts);  // per link: its connections' rests, for u
   std::vector<double> rests;                      // scratch
   std::vector<size_t> out_for(hosts, n), in_for(hosts, n);  // the unit each was set for
@@ -77,14 +92,17 @@ std::vector<double> QueuedChainEnds(const std::vector<std::vector<Phase>>& phase
       std::fill(out_count.begin(), out_count.end(), 0);
       std::fill(in_count.begin(), in_count.end(), 0);
       for (int a = 0; a < hosts; ++a) {
+        prune(from[a], 1, start);
         for (int q : from[a]) add_rest(q, start, 1);
       }
       rests_at = start;
     }
     auto link = [&](std::vector<AllMinSums>& sums, std::vector<size_t>& set_for,
-                    const std::vector<std::vector<int>>& pairs, int host) -> const AllMinSums& {
+                    std::vector<std::vector<int>>& pairs, unsigned char bit,
+                    int host) -> const AllMinSums& {
       if (set_for[host] != u) {
         set_for[host] = u;
+        prune(pairs[host], bit, start);
         rests.clear();
         for (int q : pairs[host]) {
           if (const double r = rest(q, start); r > 0.0) rests.push_back(r);
@@ -105,8 +123,9 @@ std::vector<double> QueuedChainEnds(const std::vector<std::vector<Phase>>& phase
       free_for[pair] = u;
       const double own = rest(pair, start);
       if (own <= 0.0) return free_at[pair] = start;
-      return free_at[pair] = through_at(pair, own, link(out, out_for, from, pair / hosts).Of(own),
-                                        link(in, in_for, to, pair % hosts).Of(own));
+      return free_at[pair] =
+                 through_at(pair, own, link(out, out_for, from, 1, pair / hosts).Of(own),
+                            link(in, in_for, to, 2, pair % hosts).Of(own));
     };
     double t = start;
     for (const Phase& ph : phases[u]) {
@@ -116,8 +135,13 @@ std::vector<double> QueuedChainEnds(const std::vector<std::vector<Phase>>& phase
       double done = ready + ph.latency + TransferSeconds(ph, res);
       for (size_t i = 0; i < ph.pairs.size(); ++i) {
         const Load p = ph.pairs[i];
+        // Nothing waits on the pair: its bytes go at `ready`, through no later than the phase
+        // alone (they are part of its out and in links' loads, so bytes / rate is at most
+        // TransferSeconds, in floating point too).
+        const double own = rest(p.resource, start);
+        if (own <= 0.0) continue;
         const double alone = p.bytes / rate(p.resource);
-        if (const double own = rest(p.resource, start); own > 0.0 && free_for[p.resource] != u) {
+        if (free_for[p.resource] != u) {
           const int a = p.resource / hosts, b = p.resource % hosts;
           const double bound =
               through_at(p.resource, own, std::min(out_rest[a], out_count[a] * own),
@@ -130,18 +154,21 @@ std::vector<double> QueuedChainEnds(const std::vector<std::vector<Phase>>& phase
       t = done;
     }
     ends[u] = t;
-    // The backlog the next unit finds: this unit's first crossing phase joins it.
+    // The backlog the next unit finds: this unit's first crossing phase joins it. The links'
+    // sums of rests follow only where the next unit starts at the same time (else they are
+    // summed afresh at its start).
+    const bool same_start = u + 1 < n && units[u + 1].start_s == start;
+    if (!same_start) rests_at = std::numeric_limits<double>::quiet_NaN();
     for (const Phase& ph : phases[u]) {
       for (size_t i = 0; i < ph.pairs.size(); ++i) {
         const Load p = ph.pairs[i];
         double& through = backlog[p.resource];
-        if (through == 0.0) {
-          from[p.resource / hosts].push_back(p.resource);
-          to[p.resource % hosts].push_back(p.resource);
-        }
-        add_rest(p.resource, start, -1);
+        if (!(listed[p.resource] & 1)) from[p.resource / hosts].push_back(p.resource);
+        if (!(listed[p.resource] & 2)) to[p.resource % hosts].push_back(p.resource);
+        listed[p.resource] = 3;
+        if (same_start) add_rest(p.resource, start, -1);
         through = std::max(through, start) + p.bytes / rate(p.resource);
-        add_rest(p.resource, start, 1);
+        if (same_start) add_rest(p.resource, start, 1);
       }
       if (!ph.pairs.empty()) break;
     }
