@@ -270,19 +270,58 @@ void Expose(Prediction& pred) {
   pred.step_s = pred.compute_s + pred.exposed_comm_s + pred.complete_s + pred.optimizer_s;
 }
 
+// The most passes of the polls' stretch (StretchForPolls) before the starts hold; past them the
+// last is taken.
+constexpr int kPollPasses = 4;
+
+// Each unit's end from its start (pred.units' start_s): its chain alone, the queues of each
+// link and host CPU, then, where the step is not yet above `bound_s`, the links shared with the
+// units beside it and the queued chains; the exposure of each. `links`: the link queues' jobs.
+void EndUnits(const std::vector<std::vector<Phase>>& phases, const Resources& res, int hosts,
+              double bound_s, Prediction& pred, std::vector<std::vector<Job>>& links) {
+  std::vector<std::vector<Job>> cpu(hosts);
+  links.assign(res.count(), {});
+  ChainUnits(phases, res, pred.units, cpu, links);
+  // The shared links and the queued chains judge overlap on the chains alone.
+  const std::vector<UnitPrediction> alone = pred.units;
+  for (std::vector<Job>& queue : cpu) Serve(queue, pred.units);
+  for (std::vector<Job>& queue : links) Serve(queue, pred.units);
+  // Each pass below can only end units later, and the step never shrinks when one does: where
+  // the step is already over the bound, the rest is not costed.
+  pred.comm_end_s = 0.0;
+  Expose(pred);
+  pred.lower_bound = pred.step_s > bound_s;
+  if (!pred.lower_bound) {
+    const std::vector<double> shared = SharedChainEnds(phases, res, alone);
+    for (size_t u = 0; u < pred.units.size(); ++u) {
+      pred.units[u].end_s = std::max(pred.units[u].end_s, shared[u]);
+    }
+    Expose(pred);
+    pred.lower_bound = pred.step_s > bound_s;
+  }
+  if (!pred.lower_bound) {
+    const std::vector<double> queued = QueuedChainEnds(phases, res, hosts, pred.units);
+    for (size_t u = 0; u < pred.units.size(); ++u) {
+      pred.units[u].end_s = std::max(pred.units[u].end_s, queued[u]);
+    }
+    Expose(pred);
+  }
+}
+
 // The polls while units are in flight: with k units in flight, a second of compute's own work
 // takes 1 + c k, so compute ends later and the units ready during it are ready later. A unit is
-// in flight for its span (end - start, as the first pass's queues gave it: `pred` on entry) from
-// its start,
-// which is when it is ready and not before the unit before it; its readiness is the first
-// pass's wall time of compute, mapped through the spans of the units started before it (those
-// after start later, so they cannot change it); the units that start after compute in the
-// first pass are not in flight in it. Each unit's end moves with its start. The
-// profile's compute already holds the profiled strategy's own polls in flight, `own`: compute,
-// and the readiness of the units ready at its end, are that much earlier (so the profiled
-// strategy's compute is the profile's).
-void StretchForPolls(double c, double own, Prediction& pred) {
-  if (c <= 0 || pred.units.empty()) return;
+// in flight for its span (`spans`: end - start, as the last pass's queues gave it) from its
+// start, which is when it is ready and not before the unit before it; its readiness is the
+// first pass's (`pred` on entry) wall time of compute, mapped through the spans of the units
+// started before it (those after start later, so they cannot change it); the units that start
+// after compute in the first pass are not in flight in it. The profile's compute already holds
+// the profiled strategy's own polls in flight, `own`: compute, and the readiness of the units
+// ready at its end, are that much earlier (so the profiled strategy's compute is the
+// profile's). Sets the units' starts and compute; their ends are for the caller to find again
+// from the new starts (EndUnits), and the spans with them: a unit that shared a link with one
+// whose bytes are now through before it starts takes its own time alone, so its end does not
+// move with its start (the polls' time is the units' own progress, not time on top of it).
+void StretchForPolls(double c, double own, const std::vector<double>& spans, Prediction& pred) {
   const double compute = pred.compute_s;
   // The spans of the units started so far: +1 at each start, -1 at each end, kept in time order.
   std::vector<std::pair<double, int>> events;
@@ -306,9 +345,10 @@ void StretchForPolls(double c, double own, Prediction& pred) {
   };
   double before = 0.0;  // the start of the unit before
   double end = -1.0;    // compute's end, once a unit ready at it has come
-  for (UnitPrediction& u : pred.units) {
-    const double was = u.start_s, span = u.end_s - u.start_s;
-    const bool in_compute = was < compute;  // in the first pass: only those slow compute down
+  for (size_t i = 0; i < pred.units.size(); ++i) {
+    UnitPrediction& u = pred.units[i];
+    const double span = spans[i];
+    const bool in_compute = u.start_s < compute;  // in the first pass: only those slow compute down
     if (u.ready_s < compute) {
       u.ready_s = wall_at(u.ready_s);
     } else {
@@ -316,7 +356,6 @@ void StretchForPolls(double c, double own, Prediction& pred) {
       u.ready_s = end + u.ready_s - compute;
     }
     u.start_s = std::max(u.ready_s, before);
-    u.end_s += u.start_s - was;
     before = u.start_s;
     if (in_compute) {
       add(u.start_s, 1);
@@ -329,8 +368,6 @@ void StretchForPolls(double c, double own, Prediction& pred) {
   pred.compute_s += later;
   pred.backward_s += later;
   pred.hooks_s += later;
-  pred.comm_end_s = 0.0;
-  Expose(pred);
 }
 
 // The host link busy the longest, from the bytes queued on each resource.
@@ -563,38 +600,32 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
   pred.hooks_s = hooks.Wall(pure_end) - pure_end + pushed;
   pred.compute_s = pure_end + pred.hooks_s + started;
   pred.backward_s = pred.compute_s - pred.forward_s;
-  std::vector<std::vector<Job>> cpu(hosts), links(res.count());
-  ChainUnits(phases, res, pred.units, cpu, links);
-  // The shared links and the queued chains judge overlap on the chains alone.
-  std::vector<UnitPrediction> alone = pred.units;
-  for (std::vector<Job>& queue : cpu) Serve(queue, pred.units);
-  for (std::vector<Job>& queue : links) Serve(queue, pred.units);
-  // Each pass below can only end units later, and the step never shrinks when one does: where
-  // the step is already over the bound, the rest is not costed.
-  Expose(pred);
-  pred.lower_bound = pred.step_s > bound_s;
-  if (!pred.lower_bound) {
-    const std::vector<double> shared = SharedChainEnds(phases, res, alone);
-    for (size_t u = 0; u < pred.units.size(); ++u) {
-      pred.units[u].end_s = std::max(pred.units[u].end_s, shared[u]);
-    }
-    Expose(pred);
-    pred.lower_bound = pred.step_s > bound_s;
-  }
-  if (!pred.lower_bound) {
-    const std::vector<double> queued = QueuedChainEnds(phases, res, hosts, pred.units);
-    for (size_t u = 0; u < pred.units.size(); ++u) {
-      pred.units[u].end_s = std::max(pred.units[u].end_s, queued[u]);
-    }
-    Expose(pred);
-  }
+  std::vector<std::vector<Job>> links;
+  EndUnits(phases, res, hosts, bound_s, pred, links);
   // The polls while units are in flight, net of the profiled strategy's own (in the profile's
   // compute already).
   double own = 0.0;
   if (!in_profiled_) {
     CAVS_ASSIGN_OR_RETURN(own, ProfiledPolls());
   }
-  StretchForPolls(poll_cost_, own, pred);
+  if (poll_cost_ > 0 && !pred.units.empty()) {
+    // Each pass's spans stretch the first pass's compute again, until the starts hold (the
+    // spans depend on the starts: a unit that starts later may share its links with fewer).
+    const Prediction first = pred;
+    for (int pass = 0; pass < kPollPasses; ++pass) {
+      std::vector<double> spans;
+      for (const UnitPrediction& u : pred.units) spans.push_back(u.end_s - u.start_s);
+      Prediction next = first;
+      StretchForPolls(poll_cost_, own, spans, next);
+      EndUnits(phases, res, hosts, bound_s, next, links);
+      bool held = true;
+      for (size_t u = 0; u < next.units.size(); ++u) {
+        held &= std::abs(next.units[u].start_s - pred.units[u].start_s) <= 1e-12;
+      }
+      pred = std::move(next);
+      if (held) break;
+    }
+  }
   for (const auto& [rank, s] : servers) {  // the most bytes; ties to the lower rank
     const ServerLoad& b = pred.busiest_server;
     if (b.rank < 0 || s.bytes_in + s.bytes_out > b.bytes_in + b.bytes_out) pred.busiest_server = s;

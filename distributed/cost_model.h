@@ -34,8 +34,8 @@
 //     cluster's Fp16Costs per element; 0 where it has none);
 //   - while k units are in flight during compute, a second of compute's own work takes
 //     1 + c k (c: the profile's poll_cost; the polls Advance every unit in flight), so compute
-//     ends later and the units after it are ready later; each unit keeps its time on the
-//     links as the queues gave it, moved with its start;
+//     ends later and the units after it are ready later; the units' ends are found again
+//     from the new starts (the polls' time is their own progress, not time on top of it);
 //   - the step ends when backward and the last unit are done, plus the units' Complete and the
 //     optimizer.
 // Per-message overheads, efficiency and duplex are ClusterSpec fields, to be calibrated from

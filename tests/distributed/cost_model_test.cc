@@ -653,6 +653,27 @@ TEST(CostModelTest, ThePollsSlowComputeWhileUnitsAreInFlight) {
   EXPECT_NEAR(pred->compute_s, 0.105 + 0.090, 1e-12);
   EXPECT_NEAR(pred->units[1].ready_s, pred->compute_s, 1e-12);
   EXPECT_GE(pred->units[1].start_s, pred->compute_s - 1e-12);
+  // The ends follow from the new starts: at 0.32 of the bandwidth the early bucket is in flight
+  // T = 100 ms from 15, so compute's 90 ms left end at 15 + T + (90 - T / 2) = 155 ms. Without
+  // the cost the late bucket, ready at 105, shares the link with the early one (it ends T
+  // later for it); with it, it starts at 155, after the early one's bytes are through, and
+  // takes T alone. Moving its end with its start would count the polls' time twice: it is
+  // the early bucket's own progress.
+  {
+    const double t = one / 0.32;
+    profile.poll_cost = 0;
+    absl::StatusOr<Prediction> free_polls = PredictStepTime(s, profile, Cluster(2, 1, 0.32, 0, 0));
+    ASSERT_TRUE(free_polls.ok()) << free_polls.status();
+    EXPECT_NEAR(free_polls->units[1].end_s, 0.105 + 2 * t, 1e-12);
+    profile.poll_cost = 1;
+    absl::StatusOr<Prediction> polls = PredictStepTime(s, profile, Cluster(2, 1, 0.32, 0, 0));
+    ASSERT_TRUE(polls.ok()) << polls.status();
+    EXPECT_NEAR(polls->units[0].end_s, 0.015 + t, 1e-12);
+    EXPECT_NEAR(polls->compute_s, 0.015 + t + (0.090 - t / 2), 1e-12);
+    EXPECT_NEAR(polls->units[1].start_s, polls->compute_s, 1e-12);
+    EXPECT_NEAR(polls->units[1].end_s, polls->compute_s + t, 1e-12);
+    EXPECT_NEAR(polls->step_s, polls->compute_s + t + 0.002, 1e-12);
+  }
   // Both ready at 10 ms, in flight together: two units cost twice one. Own work runs at
   // 1 / (1 + c k) while k are in flight (their spans as predicted: they start before any
   // stretch), at 1 after.
