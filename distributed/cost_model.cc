@@ -137,6 +137,11 @@ void ChainUnits(const std::vector<std::vector<Phase>>& phases, const Resources& 
   }
 }
 
+// A unit's chain alone: [start, end) from its start with nothing else running.
+struct Interval {
+  double start = 0.0, end = 0.0;
+};
+
 // Each queue serves its jobs in order of release (ties: unit, then phase), never idle while one
 // waits; a unit ends no earlier than its jobs there. The last job's end on a queue is the
 // single-server makespan, which no shorter work or earlier release can lengthen: so the step
@@ -158,15 +163,15 @@ void Serve(std::vector<Job>& queue, std::vector<UnitPrediction>& units) {
 // at or after u's end or ends at or before u's start, never both: the sum over all, less the
 // two sums over those, less u's own work. Directly where the units are few.
 std::vector<double> OverlapShares(const std::vector<std::pair<size_t, double>>& on,
-                                  const std::vector<UnitPrediction>& units) {
+                                  const std::vector<Interval>& alone) {
   const size_t m = on.size();
   std::vector<double> shared(m, 0.0);
   if (m <= 64) {
     for (size_t i = 0; i < m; ++i) {
-      const UnitPrediction& u = units[on[i].first];
+      const Interval& u = alone[on[i].first];
       for (size_t j = 0; j < m; ++j) {
-        const UnitPrediction& v = units[on[j].first];
-        if (j == i || v.start_s >= u.end_s || u.start_s >= v.end_s) continue;
+        const Interval& v = alone[on[j].first];
+        if (j == i || v.start >= u.end || u.start >= v.end) continue;
         shared[i] += std::min(on[j].second, on[i].second);
       }
     }
@@ -178,8 +183,8 @@ std::vector<double> OverlapShares(const std::vector<std::pair<size_t, double>>& 
   for (size_t i = 0; i < m; ++i) shared[i] = all.Of(works[i]) - works[i];
   std::vector<size_t> by_start(m), by_end(m);
   for (size_t i = 0; i < m; ++i) by_start[i] = by_end[i] = i;
-  auto start = [&](size_t i) { return units[on[i].first].start_s; };
-  auto end = [&](size_t i) { return units[on[i].first].end_s; };
+  auto start = [&](size_t i) { return alone[on[i].first].start; };
+  auto end = [&](size_t i) { return alone[on[i].first].end; };
   std::sort(by_start.begin(), by_start.end(),
             [&](size_t a, size_t b) { return start(a) < start(b); });
   std::sort(by_end.begin(), by_end.end(), [&](size_t a, size_t b) { return end(a) < end(b); });
@@ -219,9 +224,8 @@ std::vector<double> OverlapShares(const std::vector<std::pair<size_t, double>>& 
 // transfer time alone both grow with slower links, and the end is the later of the alone end
 // and start + fixed parts + the sum: so this end, too, never shrinks when a link gets slower.
 std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phases,
-                                    const Resources& res,
-                                    const std::vector<UnitPrediction>& units) {
-  const size_t n = units.size();
+                                    const Resources& res, const std::vector<Interval>& alone) {
+  const size_t n = alone.size();
   // Per resource: the units with work on it (s at full capacity, over all their phases); per
   // unit, its chain's transfer time alone (the sum over its phases of the longest work in each).
   std::vector<std::vector<std::pair<size_t, double>>> on(res.count());
@@ -241,7 +245,7 @@ std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phase
   }
   std::vector<double> busiest(n, 0.0);
   for (const auto& list : on) {
-    const std::vector<double> shared = OverlapShares(list, units);
+    const std::vector<double> shared = OverlapShares(list, alone);
     for (size_t i = 0; i < list.size(); ++i) {
       const size_t u = list[i].first;
       busiest[u] = std::max(busiest[u], list[i].second + shared[i]);
@@ -249,7 +253,7 @@ std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phase
   }
   std::vector<double> ends(n);
   for (size_t u = 0; u < n; ++u) {
-    ends[u] = units[u].end_s + std::max(0.0, busiest[u] - transfer[u]);
+    ends[u] = alone[u].end + std::max(0.0, busiest[u] - transfer[u]);
   }
   return ends;
 }
@@ -282,8 +286,10 @@ void EndUnits(const std::vector<std::vector<Phase>>& phases, const Resources& re
   std::vector<std::vector<Job>> cpu(hosts);
   links.assign(res.count(), {});
   ChainUnits(phases, res, pred.units, cpu, links);
-  // The shared links and the queued chains judge overlap on the chains alone.
-  const std::vector<UnitPrediction> alone = pred.units;
+  // The shared links judge overlap on the chains alone.
+  std::vector<Interval> alone;
+  alone.reserve(pred.units.size());
+  for (const UnitPrediction& u : pred.units) alone.push_back({u.start_s, u.end_s});
   for (std::vector<Job>& queue : cpu) Serve(queue, pred.units);
   for (std::vector<Job>& queue : links) Serve(queue, pred.units);
   // Each pass below can only end units later, and the step never shrinks when one does: where
