@@ -69,11 +69,23 @@ absl::Status SparseBase::StartCounts() {
   CAVS_ASSIGN_OR_RETURN(my_rows_, OnDevice(rows, dev));
   CAVS_ASSIGN_OR_RETURN(my_values_, OnDevice(vals, dev));
   CAVS_ASSIGN_OR_RETURN(Tensor count, OnDevice(HostScalar(n), dev));
-  CAVS_ASSIGN_OR_RETURN(counts_, Tensor::Empty({comm_->world_size()}, DType::kInt64, dev));
-  return stage_ops_.Add(comm_->StartAllGather(count, counts_));
+  const int world = comm_->world_size();
+  if (counts_root_ < 0 || comm_->rank() == counts_root_) {
+    CAVS_ASSIGN_OR_RETURN(counts_, Tensor::Empty({world}, DType::kInt64, dev));
+  } else {
+    counts_ = Tensor();
+  }
+  if (counts_root_ < 0) return stage_ops_.Add(comm_->StartAllGather(count, counts_));
+  return stage_ops_.Add(
+      comm_->StartGatherV(count, counts_, std::vector<int64_t>(world, 1), counts_root_));
 }
 
 absl::StatusOr<std::vector<int64_t>> SparseBase::Counts() const {
+  if (!counts_.defined()) {
+    std::vector<int64_t> own(comm_->world_size(), 0);
+    own[comm_->rank()] = my_rows_.numel();
+    return own;
+  }
   CAVS_ASSIGN_OR_RETURN(Tensor host, OnDevice(counts_, Device::Cpu()));
   const int64_t* c = host.data<int64_t>();
   return std::vector<int64_t>(c, c + host.numel());

@@ -99,7 +99,7 @@ class Stage {
 // this rank's rows of the shard [begin, end) and the exchange of every rank's count.
 class SparseBase : public SyncUnit {
  public:
-  // Stage 1: this rank's rows, and the count exchange.
+  // Stage 1: this rank's rows, and the count exchange (to every rank, or to counts_root).
   absl::Status Start(float) override {
     stage_ = 1;
     return StartCounts();
@@ -107,17 +107,21 @@ class SparseBase : public SyncUnit {
   const SparseRows* sparse_result() const override { return &result_; }
 
  protected:
+  // counts_root: -1, every rank learns every rank's count (an allgather); else only that rank
+  // does (a gather: the others send their rows there and need no one's count but their own).
   SparseBase(std::unique_ptr<Communicator> comm, core::Parameter* p, int index, std::string name,
-             int64_t begin, int64_t end)
+             int64_t begin, int64_t end, int counts_root = -1)
       : SyncUnit({index}, std::move(name)),
         comm_(std::move(comm)),
         param_(p),
         begin_(begin),
-        end_(end) {}
+        end_(end),
+        counts_root_(counts_root) {}
 
-  // Picks this rank's rows in [begin_, end_) and starts the allgather of every rank's count.
+  // Picks this rank's rows in [begin_, end_) and starts the exchange of the counts.
   absl::Status StartCounts();
-  // The counts gathered by StartCounts, on the host.
+  // The counts exchanged by StartCounts, on the host: every rank's where this rank learns them,
+  // else this rank's own and 0 for the others (what a GatherV's sender needs).
   absl::StatusOr<std::vector<int64_t>> Counts() const;
   // Sums duplicates of gathered rows and values (on any device) into result_ (unscaled).
   absl::Status Reduce(const core::Tensor& rows, const core::Tensor& values);
@@ -127,6 +131,7 @@ class SparseBase : public SyncUnit {
   std::unique_ptr<Communicator> comm_;
   core::Parameter* param_;
   int64_t begin_, end_;
+  int counts_root_;
   core::Tensor my_rows_, my_values_, counts_;
   int stage_ = 0;  // the stage in flight (1: the counts); each unit numbers the ones after
   Stage stage_ops_;

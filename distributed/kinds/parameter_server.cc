@@ -195,7 +195,7 @@ class PsSparseUnit final : public internal::SparseBase {
  public:
   PsSparseUnit(std::unique_ptr<Communicator> comm, Parameter* p, int index, std::string name,
                int64_t begin, int64_t end, int server, PsRoute route)
-      : SparseBase(std::move(comm), p, index, std::move(name), begin, end),
+      : SparseBase(std::move(comm), p, index, std::move(name), begin, end, server),
         server_(server),
         route_(route),
         piece_bytes_(comm_->PieceBytes()) {}
@@ -534,7 +534,7 @@ class ParameterServer final : public SyncKindFor<ParameterServerSync> {
     const double unique = p.UnionIn(static_cast<int>(all.size()), unit.begin, unit.end);
     UnitCost cost;
     cost.payload_bytes = static_cast<int64_t>(touched * row_bytes);
-    cost.phases = {c.Run(Collective::kAllGather, all, 0, 8.0),  // the row counts
+    cost.phases = {c.Run(Collective::kGather, all, unit.server, 8.0),  // the row counts
                    c.Run(Collective::kGather, all, unit.server, touched * row_bytes),
                    c.Run(Collective::kBroadcast, all, unit.server, 8.0, direct),
                    c.Run(Collective::kBroadcast, all, unit.server, unique * row_bytes, direct)};

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "distributed/collective_cost.h"
+#include "distributed/model_profile.h"
 
 namespace cavs::distributed::kinds {
 namespace {
@@ -101,6 +103,43 @@ TEST(SyncKindTest, UnitNames) {
   table.key = 1;
   table.end = 10;
   EXPECT_EQ(KindOf(table.kind).UnitName(table, params), "sparse allgather 'b'");
+}
+
+// A row-sparse PS shard's row counts go to its server alone (the others send their own rows and
+// need no one's count): on 4 hosts, 3 pairs into the server's host, not an allgather's 12. Its
+// rows go the same way (both gathers are linear whatever the cluster's algorithms).
+TEST(SyncKindTest, ARowSparseShardsCountsGoToItsServerAlone) {
+  ClusterSpec cluster;
+  cluster.name = "test";
+  for (int h = 0; h < 4; ++h) cluster.hosts.push_back({"h" + std::to_string(h), 1, 1e9 / 8});
+  cluster.inter_latency = 50e-6;
+  internal::Collectives collectives(cluster);
+  ModelProfile profile;
+  ParamProfile table;
+  table.name = "E";
+  table.shape = {1000, 10};
+  table.sparse = true;
+  table.touched_rows = 100;
+  profile.params.push_back(table);
+  UnitSpec shard;
+  shard.kind = UnitKind::kPsSparseShard;
+  shard.key = 0;
+  shard.begin = 0;
+  shard.end = 1000;
+  shard.server = 2;
+  const UnitCost cost = KindOf(shard.kind).Cost(shard, profile, collectives);
+  ASSERT_EQ(cost.phases.size(), 4u);
+  const int hosts = static_cast<int>(cluster.hosts.size());
+  for (int p : {0, 1}) {
+    const internal::PairLoads& pairs = cost.phases[p].pairs;
+    ASSERT_EQ(pairs.size(), 3u) << "phase " << p;
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      const int from = pairs[i].resource / hosts, to = pairs[i].resource % hosts;
+      EXPECT_EQ(to, shard.server) << "phase " << p << " pair " << i;
+      EXPECT_NE(from, to);
+    }
+  }
+  EXPECT_DOUBLE_EQ(cost.phases[0].root_in, 3 * 8.0);
 }
 
 }  // namespace
