@@ -39,12 +39,11 @@ absl::Status Stage::Add(absl::StatusOr<std::unique_ptr<Work>> work) {
 }
 
 absl::StatusOr<bool> Stage::Test() {
-  bool all = true;
-  for (auto& w : works_) {
-    CAVS_ASSIGN_OR_RETURN(bool done, w->Test());
-    all = all && done;
+  for (; done_ < works_.size(); ++done_) {
+    CAVS_ASSIGN_OR_RETURN(bool done, works_[done_]->Test());
+    if (!done) return false;
   }
-  return all;
+  return true;
 }
 
 absl::Status SparseBase::StartCounts() {

@@ -149,13 +149,17 @@ class PsDenseUnit final : public internal::SyncUnit {
 
   absl::StatusOr<bool> AdvanceDirect() {
     const bool server = comm_->rank() == server_;
-    bool turning = true;  // every piece before this one has turned back
+    bool turning = true;    // every piece before this one has turned back
+    bool returning = true;  // every piece before this one on its way back is through
     for (size_t i = 0; i < pieces_.size(); ++i) {
       int& stage = piece_stage_[i];
-      if (stage == 3 || (stage == 1 && !turning)) continue;
+      // A poll of one operation progresses them all (Stage::Test): a later piece's return,
+      // started after this one's, is looked at once the earlier ones are through.
+      if (stage == 3 || (stage == 1 && !turning) || (stage == 2 && !returning)) continue;
       CAVS_ASSIGN_OR_RETURN(bool done, piece_ops_[i].Test());
       if (!done) {
         turning = turning && stage == 2;
+        returning = returning && stage == 1;
         continue;
       }
       piece_ops_[i].Clear();

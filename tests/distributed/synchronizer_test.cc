@@ -13,13 +13,57 @@
 #include "core/backend.h"
 #include "core/optimizer.h"
 #include "distributed/builders.h"
+#include "distributed/comm_state.h"
 #include "distributed/single_communicator.h"
 #include "distributed/step.h"
+#include "distributed/sync_units.h"
 #include "tests/core/host_memory_device.h"
 #include "tests/distributed/test_model.h"
 
 namespace cavs::distributed {
 namespace {
+
+// A Work that completes on its `polls`-th poll, counting them.
+class CountedWork final : public Work {
+ public:
+  CountedWork(int polls, int* polled)
+      : Work(
+            std::make_shared<internal::CommState>("fake", 0, 1, CommOptions{}, core::Device::Cpu()),
+            "counted"),
+        polls_(polls),
+        polled_(polled) {}
+
+ private:
+  absl::StatusOr<bool> Poll() override { return ++*polled_ >= polls_; }
+  int polls_;
+  int* polled_;
+};
+
+// A stage's operations are polled in order, each until it completes, and a poll stops at the
+// first still running: one poll of the transport progresses them all, so a shard's hundreds of
+// pieces cost one each call, not hundreds.
+TEST(StageTest, PollsInOrderAndStopsAtTheFirstRunning) {
+  std::vector<int> polled(3, 0);
+  internal::Stage stage;
+  ASSERT_TRUE(stage.Add(std::make_unique<CountedWork>(2, &polled[0])).ok());
+  ASSERT_TRUE(stage.Add(std::make_unique<CountedWork>(1, &polled[1])).ok());
+  ASSERT_TRUE(stage.Add(std::make_unique<CountedWork>(3, &polled[2])).ok());
+  absl::StatusOr<bool> done = stage.Test();  // the first still running
+  ASSERT_TRUE(done.ok());
+  EXPECT_FALSE(*done);
+  EXPECT_EQ(polled, (std::vector<int>{1, 0, 0}));
+  done = stage.Test();  // the first and second complete, the third running
+  EXPECT_FALSE(*done);
+  EXPECT_EQ(polled, (std::vector<int>{2, 1, 1}));
+  done = stage.Test();
+  EXPECT_FALSE(*done);
+  done = stage.Test();  // the completed ones are not polled again
+  EXPECT_TRUE(*done);
+  EXPECT_EQ(polled, (std::vector<int>{2, 1, 3}));
+  stage.Clear();
+  done = stage.Test();
+  EXPECT_TRUE(*done);
+}
 
 using core::ParameterStore;
 using testing::BuildModel;
