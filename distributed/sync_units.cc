@@ -39,8 +39,8 @@ absl::Status Stage::Add(absl::StatusOr<std::unique_ptr<Work>> work) {
 }
 
 absl::StatusOr<bool> Stage::Test() {
-  for (; done_ < works_.size(); ++done_) {
-    CAVS_ASSIGN_OR_RETURN(bool done, works_[done_]->Test());
+  for (auto& w : works_) {
+    CAVS_ASSIGN_OR_RETURN(bool done, w->Test());
     if (!done) return false;
   }
   return true;
@@ -69,10 +69,9 @@ absl::Status SparseBase::StartCounts() {
   CAVS_ASSIGN_OR_RETURN(my_values_, OnDevice(vals, dev));
   CAVS_ASSIGN_OR_RETURN(Tensor count, OnDevice(HostScalar(n), dev));
   const int world = comm_->world_size();
+  counts_ = Tensor();  // a sender to counts_root_ learns no one's count
   if (counts_root_ < 0 || comm_->rank() == counts_root_) {
     CAVS_ASSIGN_OR_RETURN(counts_, Tensor::Empty({world}, DType::kInt64, dev));
-  } else {
-    counts_ = Tensor();
   }
   if (counts_root_ < 0) return stage_ops_.Add(comm_->StartAllGather(count, counts_));
   return stage_ops_.Add(

@@ -87,20 +87,16 @@ class Stage {
  public:
   // Keeps `work`, or returns its error.
   [[nodiscard]] absl::Status Add(absl::StatusOr<std::unique_ptr<Work>> work);
-  // True when all have completed. Polls them in the order they were added, from the first not
-  // yet seen complete, and stops at the first still running: a poll of one operation is the
+  // True when all have completed. Polls them in the order they were added and stops at the
+  // first still running (a completed Work answers without polling): a poll of one operation is the
   // transport's progress for all of them (Open MPI's MPI_Test runs its progress engine, which
   // advances every request), so polling each of a shard's hundreds of pieces on every call cost
   // that progress hundreds of times over.
   [[nodiscard]] absl::StatusOr<bool> Test();
-  void Clear() {
-    works_.clear();
-    done_ = 0;
-  }
+  void Clear() { works_.clear(); }
 
  private:
   std::vector<std::unique_ptr<Work>> works_;
-  size_t done_ = 0;  // works_[0, done_) have completed
 };
 
 // What the row-sparse units share (a sparse allgather, a PS shard of a row-sparse gradient):
