@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -43,9 +44,26 @@ absl::StatusOr<std::vector<double>> MaxOverRanks(Communicator& comm, const std::
   return out;
 }
 
-// The same strategy up to its name.
-bool SameSync(const Strategy& a, const Strategy& b) {
-  return a.world_size == b.world_size && a.params == b.params;
+// The same synchronization up to the strategy's name. Where every host has one rank a
+// hierarchical bucket is its flat allreduce (no reduce or broadcast within a host: the same
+// allreduce over the same ranks), so `hier-allreduce` is `allreduce` there, tried once.
+bool SameSync(const Strategy& a, const Strategy& b, const ClusterSpec& cluster) {
+  if (a.world_size != b.world_size || a.params.size() != b.params.size()) return false;
+  const bool flat_hosts = std::all_of(cluster.hosts.begin(), cluster.hosts.end(),
+                                      [](const HostSpec& h) { return h.ranks == 1; });
+  auto flat = [&](ParamSync sync) {
+    if (auto* ar = std::get_if<AllReduceSync>(&sync); ar != nullptr && flat_hosts) {
+      ar->topology = AllReduceTopology::kFlat;
+    }
+    return sync;
+  };
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    if (a.params[i].param != b.params[i].param ||
+        flat(a.params[i].sync) != flat(b.params[i].sync)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -251,8 +269,9 @@ absl::Status AutoStrategy::RankCandidates() {
                         CostModel::Create(profile_, step_calibration_.cluster));
   for (const std::string& name : StrategyBuilderNames()) {
     CAVS_ASSIGN_OR_RETURN(Strategy s, BuildStrategy(name, *store_, w));
-    auto same = std::find_if(candidates_.begin(), candidates_.end(),
-                             [&](const AutoCandidate& c) { return SameSync(c.strategy, s); });
+    auto same = std::find_if(candidates_.begin(), candidates_.end(), [&](const AutoCandidate& c) {
+      return SameSync(c.strategy, s, step_calibration_.cluster);
+    });
     if (same != candidates_.end()) {
       absl::StrAppend(&same->name, " (= ", name, ")");
       // A builder is tried where builders are, even as a searched strategy held in reserve.

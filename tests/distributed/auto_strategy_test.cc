@@ -15,6 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "core/optimizer.h"
+#include "distributed/builders.h"
 #include "distributed/single_communicator.h"
 #include "distributed/stats.h"
 #include "tests/distributed/test_model.h"
@@ -481,6 +482,37 @@ TEST(AutoStrategyTest, OneProcessHasNoEarlySteps) {
                                 "polls while units are in flight: not measured (one rank, no "
                                 "units)"))
       << c->controller->Report();
+}
+
+// Where every host has one rank (one process is one host of one rank) a hierarchical bucket is
+// its flat allreduce: `hier-allreduce` and `hier-hybrid` are tried once, as `allreduce` and
+// `hybrid`, and every builder is named by exactly one candidate.
+TEST(AutoStrategyTest, HierarchicalBuildersAreTheFlatOnesOnOneRankAHost) {
+  AutoOptions options;
+  options.profile_steps = 2;
+  options.trial_steps = 2;
+  std::unique_ptr<Controlled> c = MakeControlled(options);
+  ASSERT_NE(c, nullptr);
+  RunUntilDecided(*c, [](const std::string&) { return 0; });
+  ASSERT_EQ(c->controller->cluster().hosts.size(), 1u);
+  ASSERT_EQ(c->controller->cluster().hosts[0].ranks, 1);
+  const std::string report = c->controller->Report();
+  for (const std::string& builder : StrategyBuilderNames()) {
+    int named = 0;
+    for (const AutoCandidate& cand : c->controller->candidates()) {
+      named += cand.name == builder || absl::StartsWith(cand.name, builder + " (= ") ||
+                       absl::StrContains(cand.name, "(= " + builder + ")")
+                   ? 1
+                   : 0;
+    }
+    EXPECT_EQ(named, 1) << builder << "\n" << report;
+  }
+  for (const AutoCandidate& cand : c->controller->candidates()) {
+    EXPECT_FALSE(absl::StartsWith(cand.name, "hier-")) << report;
+    if (absl::StrContains(cand.name, "(= hier-allreduce)")) {
+      EXPECT_TRUE(cand.name.find("allreduce") < cand.name.find("(= hier-allreduce)")) << report;
+    }
+  }
 }
 
 }  // namespace
