@@ -14,7 +14,9 @@
 # ratio's standard error over it: those the trials' noise does not explain (recheck the others
 # with bench/auto_grid_recheck.sh); and (logs since the report has them) per kind of strategy the
 # error of the predicted compute and how far the measured hooks in it are over the predicted, the
-# strategies with the profiled builder's units (`hybrid`, and those equal to it) apart.
+# strategies with the profiled builder's units (`hybrid`, and those equal to it) apart; and (logs
+# since the report has its `drift:` line) how far the profiled strategy's trial was from its
+# profile: what moves a whole trial, which the standard errors do not count.
 function abs(x) { return x < 0 ? -x : x }
 FNR == 1 {
   if (file != "") finish()
@@ -32,6 +34,8 @@ FNR == 1 {
   match($0, /largest [0-9.]+%/); v = substr($0, RSTART + 8, RLENGTH - 9) / 100
   if (v > oos_max) oos_max = v
 }
+# The profiled strategy in the profile and in its trial (logs since the report has it).
+/^  drift: / { match($0, /, [-+][0-9.]+%:/); drift[++ndrift] = substr($0, RSTART + 2, RLENGTH - 4) / 100 }
 /cost of the search:/ { match($0, /[0-9.]+ s in all/); search_s = substr($0, RSTART, RLENGTH - 9) }
 /cost of the builders' comparison:/ {
   # Its total where the log has one (switching included), else its steps (older logs).
@@ -119,6 +123,11 @@ END {
   if (noos > 0) {
     printf "corrected, each trial from the others (out of sample): median of the logs' medians %.1f%%, largest %.1f%% (%d logs)\n",
            100 * median(oos, noos), 100 * oos_max, noos
+  }
+  if (ndrift > 0) {
+    m = 0; for (i = 1; i <= ndrift; ++i) { a[i] = abs(drift[i]); if (a[i] > m) m = a[i] }
+    printf "the profiled strategy's trial against its profile (drift): median |change| %.1f%%, largest %.1f%% (%d logs)\n",
+           100 * median(a, ndrift), 100 * m, ndrift
   }
   if (nfirsts > 0) {
     within = 0; list = ""

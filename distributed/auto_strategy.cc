@@ -251,6 +251,7 @@ absl::Status AutoStrategy::RankCandidates() {
   so.allow_compression = options_.allow_compression;
   so.top_k = std::max(1, options_.candidates + options_.reserve);
   candidates_.clear();
+  profiled_candidate_ = -1;
   if (options_.candidates > 0) {
     CAVS_ASSIGN_OR_RETURN(SearchReport found,
                           SearchStrategies(profile_, step_calibration_.cluster, so));
@@ -272,6 +273,10 @@ absl::Status AutoStrategy::RankCandidates() {
     auto same = std::find_if(candidates_.begin(), candidates_.end(), [&](const AutoCandidate& c) {
       return SameSync(c.strategy, s, step_calibration_.cluster);
     });
+    if (name == options_.start) {
+      profiled_candidate_ = static_cast<int>(same != candidates_.end() ? same - candidates_.begin()
+                                                                       : candidates_.size());
+    }
     if (same != candidates_.end()) {
       absl::StrAppend(&same->name, " (= ", name, ")");
       // A builder is tried where builders are, even as a searched strategy held in reserve.
@@ -411,6 +416,11 @@ absl::Status AutoStrategy::Decide() {
     series.emplace_back(c.counted_s.begin() + c.second_from, c.counted_s.end());
   }
   spread_ = PooledSpread(series);
+  drift_.reset();
+  if (profiled_candidate_ >= 0 && candidates_[profiled_candidate_].measured_s > 0 &&
+      profile_.step_ms > 0) {
+    drift_ = candidates_[profiled_candidate_].measured_s / (1e-3 * profile_.step_ms) - 1;
+  }
   for (AutoCandidate& c : candidates_) {
     c.standard_error = c.measured_s >= 0 ? MedianStandardError(spread_, c.measured_steps) : -1;
   }
@@ -716,6 +726,17 @@ std::string AutoStrategy::Report() const {
                             "standard error at that spread, %.1f%% at %d steps\n",
                             100 * spread_, 100 * MedianStandardError(spread_, CountedSteps()),
                             CountedSteps());
+    }
+    if (drift_.has_value()) {
+      const AutoCandidate& c = candidates_[profiled_candidate_];
+      const size_t profiled = profile_steps_.size() - (profile_steps_.size() > 1 ? 1 : 0);
+      absl::StrAppendFormat(&out,
+                            "  drift: '%s' measured %.2f ms in the profile (%d step%s) and %s "
+                            "ms in its trial (%d step%s), %+.1f%%: what moves a whole trial, "
+                            "which se_%% does not count\n",
+                            options_.start, profile_.step_ms, static_cast<int>(profiled),
+                            profiled == 1 ? "" : "s", ms(c.measured_s), c.measured_steps,
+                            c.measured_steps == 1 ? "" : "s", 100 * *drift_);
     }
     // The compute the hooks' terms predict, beside what the trials measured.
     std::string computes;

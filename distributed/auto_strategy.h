@@ -59,6 +59,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -191,6 +192,11 @@ class AutoStrategy {
   // (PooledSpread; valid once decided(), 0 where no trial counted two steps): what each
   // candidate's standard_error is computed from.
   double spread() const { return spread_; }
+  // The profiled strategy measured twice, in the profile and in its own trial (valid once
+  // decided()): its trial's median over the profile's (step_ms), less 1; none where it was not
+  // tried. What moves a whole trial (the machine over the minutes of a run) and so the trials'
+  // standard errors, taken about each trial's own mean, do not see.
+  std::optional<double> drift() const { return drift_; }
   // Synchronizers made so far: the profile's, then one per candidate's trial (kept between its
   // visits), and the chosen one's unless it was the last tried.
   int synchronizers_made() const { return synchronizers_made_; }
@@ -311,6 +317,8 @@ class AutoStrategy {
   size_t chosen_ = 0;
   TrialCorrection correction_;
   double spread_ = 0;
+  std::optional<double> drift_;
+  int profiled_candidate_ = -1;        // the candidate that is the profiled builder's strategy
   std::vector<double> out_of_sample_;  // LeaveOneOutErrors of the trials the correction fitted
   bool corrected_round_ = false;       // the reserve candidates the correction picked were queued
   bool second_round_ = false;          // ... and tried in a second round (AutoCandidate::second)

@@ -515,5 +515,23 @@ TEST(AutoStrategyTest, HierarchicalBuildersAreTheFlatOnesOnOneRankAHost) {
   }
 }
 
+// The profiled strategy is measured twice, in the profile and in its trial: the report says how
+// far apart (what moves a whole trial, which the standard errors do not count). Here the
+// profiled steps sleep 50 ms and the trials none.
+TEST(AutoStrategyTest, TheReportSaysHowFarTheProfiledStrategyDrifted) {
+  AutoOptions options;
+  options.profile_steps = 2;
+  options.trial_steps = 2;
+  std::unique_ptr<Controlled> c = MakeControlled(options);
+  ASSERT_NE(c, nullptr);
+  int step = 0;
+  RunUntilDecided(*c, [&](const std::string&) { return step++ < options.profile_steps ? 50 : 0; });
+  const std::string report = c->controller->Report();
+  ASSERT_TRUE(c->controller->drift().has_value()) << report;
+  EXPECT_LT(*c->controller->drift(), -0.5) << report;
+  EXPECT_TRUE(absl::StrContains(report, "drift: 'hybrid' measured ")) << report;
+  EXPECT_TRUE(absl::StrContains(report, " ms in the profile (1 step) and ")) << report;
+}
+
 }  // namespace
 }  // namespace cavs::distributed
