@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -42,6 +43,12 @@ absl::StatusOr<std::vector<double>> MaxOverRanks(Communicator& comm, const std::
     }
   }
   return out;
+}
+
+// The profile's steps that count: the first warms the strategy up (as in a trial), where there
+// are others.
+std::vector<double> CountedProfileSteps(const std::vector<double>& steps) {
+  return {steps.begin() + (steps.size() > 1 ? 1 : 0), steps.end()};
 }
 
 // The same synchronization up to the strategy's name. Where every host has one rank a
@@ -147,11 +154,8 @@ absl::Status AutoStrategy::Use(const Strategy& strategy, size_t candidate) {
 }
 
 absl::Status AutoStrategy::CalibrateToProfile() {
-  // The first step warms the strategy up (as in a trial), where there are others.
-  const std::vector<double> steps(profile_steps_.begin() + (profile_steps_.size() > 1 ? 1 : 0),
-                                  profile_steps_.end());
   profile_.strategy = options_.start;
-  profile_.step_ms = 1e3 * Median(steps);
+  profile_.step_ms = 1e3 * Median(CountedProfileSteps(profile_steps_));
   CAVS_ASSIGN_OR_RETURN(const Strategy start,
                         BuildStrategy(options_.start, *store_, comm_->world_size()));
   CAVS_ASSIGN_OR_RETURN(step_calibration_, CalibrateToProfiledStep(profile_, cluster_, start,
@@ -416,11 +420,6 @@ absl::Status AutoStrategy::Decide() {
     series.emplace_back(c.counted_s.begin() + c.second_from, c.counted_s.end());
   }
   spread_ = PooledSpread(series);
-  drift_.reset();
-  if (profiled_candidate_ >= 0 && candidates_[profiled_candidate_].measured_s > 0 &&
-      profile_.step_ms > 0) {
-    drift_ = candidates_[profiled_candidate_].measured_s / (1e-3 * profile_.step_ms) - 1;
-  }
   for (AutoCandidate& c : candidates_) {
     c.standard_error = c.measured_s >= 0 ? MedianStandardError(spread_, c.measured_steps) : -1;
   }
@@ -667,6 +666,13 @@ absl::Status AutoStrategy::Conclude() {
   return Decide();
 }
 
+std::optional<double> AutoStrategy::drift() const {
+  if (profiled_candidate_ < 0 || profile_.step_ms <= 0) return std::nullopt;
+  const double measured = candidates_[profiled_candidate_].measured_s;
+  if (measured <= 0) return std::nullopt;
+  return measured / (1e-3 * profile_.step_ms) - 1;
+}
+
 std::string AutoStrategy::Report() const {
   std::string out = absl::StrFormat("auto strategy on %s (probe %.2f s, search %.3f s)\n",
                                     cluster_.name, probe_seconds_, search_seconds_);
@@ -727,16 +733,16 @@ std::string AutoStrategy::Report() const {
                             100 * spread_, 100 * MedianStandardError(spread_, CountedSteps()),
                             CountedSteps());
     }
-    if (drift_.has_value()) {
+    if (const std::optional<double> drift = this->drift(); drift.has_value()) {
       const AutoCandidate& c = candidates_[profiled_candidate_];
-      const size_t profiled = profile_steps_.size() - (profile_steps_.size() > 1 ? 1 : 0);
+      const size_t profiled = CountedProfileSteps(profile_steps_).size();
       absl::StrAppendFormat(&out,
                             "  drift: '%s' measured %.2f ms in the profile (%d step%s) and %s "
                             "ms in its trial (%d step%s), %+.1f%%: what moves a whole trial, "
                             "which se_%% does not count\n",
                             options_.start, profile_.step_ms, static_cast<int>(profiled),
                             profiled == 1 ? "" : "s", ms(c.measured_s), c.measured_steps,
-                            c.measured_steps == 1 ? "" : "s", 100 * *drift_);
+                            c.measured_steps == 1 ? "" : "s", 100 * *drift);
     }
     // The compute the hooks' terms predict, beside what the trials measured.
     std::string computes;

@@ -196,7 +196,7 @@ class AutoStrategy {
   // decided()): its trial's median over the profile's (step_ms), less 1; none where it was not
   // tried. What moves a whole trial (the machine over the minutes of a run) and so the trials'
   // standard errors, taken about each trial's own mean, do not see.
-  std::optional<double> drift() const { return drift_; }
+  std::optional<double> drift() const;
   // Synchronizers made so far: the profile's, then one per candidate's trial (kept between its
   // visits), and the chosen one's unless it was the last tried.
   int synchronizers_made() const { return synchronizers_made_; }
@@ -317,7 +317,6 @@ class AutoStrategy {
   size_t chosen_ = 0;
   TrialCorrection correction_;
   double spread_ = 0;
-  std::optional<double> drift_;
   int profiled_candidate_ = -1;        // the candidate that is the profiled builder's strategy
   std::vector<double> out_of_sample_;  // LeaveOneOutErrors of the trials the correction fitted
   bool corrected_round_ = false;       // the reserve candidates the correction picked were queued

@@ -484,16 +484,27 @@ TEST(AutoStrategyTest, OneProcessHasNoEarlySteps) {
       << c->controller->Report();
 }
 
-// Where every host has one rank (one process is one host of one rank) a hierarchical bucket is
-// its flat allreduce: `hier-allreduce` and `hier-hybrid` are tried once, as `allreduce` and
-// `hybrid`, and every builder is named by exactly one candidate.
-TEST(AutoStrategyTest, HierarchicalBuildersAreTheFlatOnesOnOneRankAHost) {
+// A controller of two profiled steps and two trial steps a strategy, run until it decides; each
+// profiled step sleeps `profile_sleep_ms`, the trials none.
+std::unique_ptr<Controlled> DecidedShort(int profile_sleep_ms) {
   AutoOptions options;
   options.profile_steps = 2;
   options.trial_steps = 2;
   std::unique_ptr<Controlled> c = MakeControlled(options);
+  if (c == nullptr) return nullptr;
+  int step = 0;
+  RunUntilDecided(*c, [&](const std::string&) {
+    return step++ < options.profile_steps ? profile_sleep_ms : 0;
+  });
+  return c;
+}
+
+// Where every host has one rank (one process is one host of one rank) a hierarchical bucket is
+// its flat allreduce: `hier-allreduce` and `hier-hybrid` are tried once, as `allreduce` and
+// `hybrid`, and every builder is named by exactly one candidate.
+TEST(AutoStrategyTest, HierarchicalBuildersAreTheFlatOnesOnOneRankAHost) {
+  std::unique_ptr<Controlled> c = DecidedShort(0);
   ASSERT_NE(c, nullptr);
-  RunUntilDecided(*c, [](const std::string&) { return 0; });
   ASSERT_EQ(c->controller->cluster().hosts.size(), 1u);
   ASSERT_EQ(c->controller->cluster().hosts[0].ranks, 1);
   const std::string report = c->controller->Report();
@@ -519,13 +530,8 @@ TEST(AutoStrategyTest, HierarchicalBuildersAreTheFlatOnesOnOneRankAHost) {
 // far apart (what moves a whole trial, which the standard errors do not count). Here the
 // profiled steps sleep 50 ms and the trials none.
 TEST(AutoStrategyTest, TheReportSaysHowFarTheProfiledStrategyDrifted) {
-  AutoOptions options;
-  options.profile_steps = 2;
-  options.trial_steps = 2;
-  std::unique_ptr<Controlled> c = MakeControlled(options);
+  std::unique_ptr<Controlled> c = DecidedShort(50);
   ASSERT_NE(c, nullptr);
-  int step = 0;
-  RunUntilDecided(*c, [&](const std::string&) { return step++ < options.profile_steps ? 50 : 0; });
   const std::string report = c->controller->Report();
   ASSERT_TRUE(c->controller->drift().has_value()) << report;
   EXPECT_LT(*c->controller->drift(), -0.5) << report;
