@@ -106,35 +106,64 @@ namespace {
 struct Job {
   double release = 0.0;
   double work = 0.0;  // s
-  size_t unit = 0;
-  size_t phase = 0;
+  uint32_t unit = 0;
+  uint32_t phase = 0;
 };
 
-// Every unit's own chain, run alone from its start: sets end_s to it, and queues each phase's
-// work where it goes: queue h of `cpu` for host h's software time, queue r of `links` for link
-// resource r.
+// Every unit's own chain, run alone from its start: sets end_s to it, and hands each phase's
+// work to `queue(on_cpu, resource, job)`: host h's software time with on_cpu and resource h, a
+// link resource's transfer without.
+template <typename Queue>
 void ChainUnits(const std::vector<std::vector<Phase>>& phases, const Resources& res,
-                std::vector<UnitPrediction>& units, std::vector<std::vector<Job>>& cpu,
-                std::vector<std::vector<Job>>& links) {
+                std::vector<UnitPrediction>& units, Queue queue) {
   for (size_t u = 0; u < units.size(); ++u) {
     double t = units[u].start_s;
     for (size_t k = 0; k < phases[u].size(); ++k) {
       const Phase& ph = phases[u][k];
       double software = 0.0, transfer = 0.0;
       for (const Load& c : ph.cpu) {
-        cpu[c.resource].push_back({t, c.bytes, u, k});
+        queue(true, c.resource,
+              Job{t, c.bytes, static_cast<uint32_t>(u), static_cast<uint32_t>(k)});
         software = std::max(software, c.bytes);
       }
       const double begin = t + software + ph.latency;
       for (const Load& l : ph.loads) {
         const double work = l.bytes / res.capacity(l.resource);
-        links[l.resource].push_back({begin, work, u, k});
+        queue(false, l.resource,
+              Job{begin, work, static_cast<uint32_t>(u), static_cast<uint32_t>(k)});
         transfer = std::max(transfer, work);
       }
       t = begin + transfer;
     }
     units[u].end_s = t;
   }
+}
+
+// The latest end the queues allow without their order: every unit's chain alone (units' end_s,
+// set), and every queue busy from its first release for all its work (a single server never
+// ends sooner). Serve ends no unit earlier than its chain alone and each queue's last job no
+// earlier than that: the units' latest end is at least this.
+double ChainFloor(const std::vector<std::vector<Phase>>& phases, const Resources& res, int hosts,
+                  std::vector<UnitPrediction>& units) {
+  struct Busy {
+    double first = std::numeric_limits<double>::infinity(), work = 0.0;
+  };
+  std::vector<Busy> cpu(hosts), links(res.count());
+  ChainUnits(phases, res, units, [&](bool on_cpu, int r, const Job& j) {
+    Busy& b = on_cpu ? cpu[r] : links[r];
+    b.first = std::min(b.first, j.release);
+    b.work += j.work;
+  });
+  double floor = 0.0;
+  for (const UnitPrediction& u : units) floor = std::max(floor, u.end_s);
+  for (const std::vector<Busy>* queues : {&cpu, &links}) {
+    for (const Busy& b : *queues) {
+      if (b.work > 0) floor = std::max(floor, b.first + b.work);
+    }
+  }
+  // (1 - 1e-9): under the rounding of the sums, which Serve adds in another order, so that a
+  // step equal to the bound is costed in full as before.
+  return floor * (1 - 1e-9);
 }
 
 // A unit's chain alone: [start, end) from its start with nothing else running.
@@ -147,9 +176,8 @@ struct Interval {
 // single-server makespan, which no shorter work or earlier release can lengthen: so the step
 // time never grows with more bandwidth, less latency or less overhead.
 void Serve(std::vector<Job>& queue, std::vector<UnitPrediction>& units) {
-  std::sort(queue.begin(), queue.end(), [](const Job& a, const Job& b) {
-    return std::tie(a.release, a.unit, a.phase) < std::tie(b.release, b.unit, b.phase);
-  });
+  std::stable_sort(queue.begin(), queue.end(),
+                   [](const Job& a, const Job& b) { return a.release < b.release; });
   double free = 0.0;
   for (const Job& j : queue) {
     free = std::max(free, j.release) + j.work;
@@ -283,9 +311,23 @@ constexpr int kPollPasses = 4;
 // units beside it and the queued chains; the exposure of each. `links`: the link queues' jobs.
 void EndUnits(const std::vector<std::vector<Phase>>& phases, const Resources& res, int hosts,
               double bound_s, Prediction& pred, std::vector<std::vector<Job>>& links) {
-  std::vector<std::vector<Job>> cpu(hosts);
   links.assign(res.count(), {});
-  ChainUnits(phases, res, pred.units, cpu, links);
+  pred.comm_end_s = 0.0;
+  if (std::isfinite(bound_s)) {
+    // The queues' floor first: where it is already over the bound, not even the queues are
+    // served (an allgather over H hosts queues H^2 jobs a phase).
+    const double floor = ChainFloor(phases, res, hosts, pred.units);
+    Expose(pred);
+    pred.comm_end_s = std::max(pred.comm_end_s, floor);
+    pred.exposed_comm_s = std::max(pred.exposed_comm_s, floor - pred.compute_s);
+    pred.step_s = pred.compute_s + pred.exposed_comm_s + pred.complete_s + pred.optimizer_s;
+    pred.lower_bound = pred.step_s > bound_s;
+    if (pred.lower_bound) return;
+    pred.comm_end_s = 0.0;
+  }
+  std::vector<std::vector<Job>> cpu(hosts);
+  ChainUnits(phases, res, pred.units,
+             [&](bool on_cpu, int r, const Job& j) { (on_cpu ? cpu[r] : links[r]).push_back(j); });
   // The shared links judge overlap on the chains alone.
   std::vector<Interval> alone;
   alone.reserve(pred.units.size());
@@ -294,7 +336,6 @@ void EndUnits(const std::vector<std::vector<Phase>>& phases, const Resources& re
   for (std::vector<Job>& queue : links) Serve(queue, pred.units);
   // Each pass below can only end units later, and the step never shrinks when one does: where
   // the step is already over the bound, the rest is not costed.
-  pred.comm_end_s = 0.0;
   Expose(pred);
   pred.lower_bound = pred.step_s > bound_s;
   if (!pred.lower_bound) {
@@ -415,6 +456,38 @@ double SlowestHostSum(const std::vector<std::vector<double>>& per_unit, int host
   }
   return hosts > 0 ? *std::max_element(sum.begin(), sum.end()) : 0.0;
 }
+
+// The units' start costs per host (the seconds a unit's bytes cost each host's busiest rank's
+// thread when it starts), added in unit order: the slowest host's sum over those whose own work
+// is ready no later than a given time, as SlowestHostSum over them. Units come mostly in order
+// of readiness, so the sum over all of them, kept as they are added, is most often the answer;
+// units that cost nothing (started after compute, or no cost a byte) are left out of every sum.
+class StartCosts {
+ public:
+  explicit StartCosts(int hosts) : all_(hosts, 0.0) {}
+
+  void Add(double pure_ready, std::vector<double> push) {
+    if (std::all_of(push.begin(), push.end(), [](double p) { return p == 0.0; })) return;
+    for (size_t h = 0; h < all_.size(); ++h) all_[h] += push[h];
+    latest_ = std::max(latest_, pure_ready);
+    readies_.push_back(pure_ready);
+    pushes_.push_back(std::move(push));
+  }
+  // The slowest host's sum over the units added so far ready at or before `pure_ready`.
+  double Upto(double pure_ready) const {
+    if (pushes_.empty()) return 0.0;
+    if (pure_ready >= latest_) return All();
+    return SlowestHostSum(pushes_, static_cast<int>(all_.size()),
+                          [&](size_t v) { return readies_[v] <= pure_ready; });
+  }
+  double All() const { return pushes_.empty() ? 0.0 : *std::max_element(all_.begin(), all_.end()); }
+
+ private:
+  std::vector<double> all_;  // per host, over every unit added
+  double latest_ = -std::numeric_limits<double>::infinity();
+  std::vector<double> readies_;
+  std::vector<std::vector<double>> pushes_;
+};
 
 // Whether each unit starts in compute: every gradient of it and of the units before it is
 // reported in compute (units start in order: one after a unit started in Finish starts there
@@ -550,9 +623,8 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
 
   std::vector<std::vector<Phase>> phases(specs.size());
   std::map<int, ServerLoad> servers;
-  double started = 0.0;              // s the backward's thread has spent in the units' Start so far
-  std::vector<double> pure_readies;  // per unit: its own work ready
-  std::vector<std::vector<double>> push_s;  // per unit and host: its start cost
+  double started = 0.0;      // s the backward's thread has spent in the units' Start so far
+  StartCosts push_s(hosts);  // per unit and host: its start cost
   for (size_t u = 0; u < specs.size(); ++u) {
     const kinds::SyncKind& kind = kinds::KindOf(specs[u].kind);
     UnitPrediction unit;
@@ -568,15 +640,11 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
       pure_ready = std::max(
           pure_ready, hooks.Pure(pred.forward_s + ready_ms.value_or(profile_.backward_ms) * kMs));
     }
-    pure_readies.push_back(pure_ready);
     // Ready once that much own work is done, after the Start of the units before it (on the
     // thread that computes the gradients: its encodes) and the start costs of those started
     // before it with their own work done no later (their bytes leave in the polls meanwhile).
     // The slowest host's: each rank computes its own gradients.
-    unit.ready_s =
-        hooks.Wall(pure_ready) +
-        SlowestHostSum(push_s, hosts, [&](size_t v) { return pure_readies[v] <= pure_ready; }) +
-        started;
+    unit.ready_s = hooks.Wall(pure_ready) + push_s.Upto(pure_ready) + started;
     // Units start in order: a ready unit waits for the one before it.
     unit.start_s = std::max(unit.ready_s, u == 0 ? 0.0 : pred.units.back().start_s);
     // Its bytes through each host's busiest rank, or the payload on every host alike.
@@ -584,7 +652,7 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
         by_rank ? MovedByHost(phases[u], hosts)
                 : std::vector<double>(hosts, static_cast<double>(cost.payload_bytes));
     for (double& p : push) p *= in_compute[u] ? hooks.per_byte() : 0.0;
-    push_s.push_back(std::move(push));
+    push_s.Add(pure_ready, std::move(push));
     if (cost.start_s > 0) {
       // Its own Start's work comes first, on every rank's CPU.
       Phase start;
@@ -602,19 +670,24 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     }
     pred.units.push_back(std::move(unit));
   }
-  const double pushed = SlowestHostSum(push_s, hosts, [](size_t) { return true; });
+  const double pushed = push_s.All();
   pred.hooks_s = hooks.Wall(pure_end) - pure_end + pushed;
   pred.compute_s = pure_end + pred.hooks_s + started;
   pred.backward_s = pred.compute_s - pred.forward_s;
   std::vector<std::vector<Job>> links;
-  EndUnits(phases, res, hosts, bound_s, pred, links);
-  // The polls while units are in flight, net of the profiled strategy's own (in the profile's
-  // compute already).
-  double own = 0.0;
-  if (!in_profiled_) {
-    CAVS_ASSIGN_OR_RETURN(own, ProfiledPolls());
-  }
-  if (poll_cost_ > 0 && !pred.units.empty()) {
+  // With the polls, each pass's spans set the next one's starts, and a stretch can move the
+  // starts earlier as well as later (net of the profiled strategy's own polls): so only the
+  // last pass may stop at the bound.
+  const bool polls = poll_cost_ > 0 && !pred.units.empty();
+  const double unbounded = std::numeric_limits<double>::infinity();
+  EndUnits(phases, res, hosts, polls ? unbounded : bound_s, pred, links);
+  if (polls) {
+    // The polls while units are in flight, net of the profiled strategy's own (in the
+    // profile's compute already).
+    double own = 0.0;
+    if (!in_profiled_) {
+      CAVS_ASSIGN_OR_RETURN(own, ProfiledPolls());
+    }
     // Each pass's spans stretch the first pass's compute again, until the starts hold (the
     // spans depend on the starts: a unit that starts later may share its links with fewer).
     const Prediction first = pred;
@@ -623,11 +696,12 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
       for (const UnitPrediction& u : pred.units) spans.push_back(u.end_s - u.start_s);
       Prediction next = first;
       StretchForPolls(poll_cost_, own, spans, next);
-      EndUnits(phases, res, hosts, bound_s, next, links);
       bool held = true;
       for (size_t u = 0; u < next.units.size(); ++u) {
         held &= std::abs(next.units[u].start_s - pred.units[u].start_s) <= 1e-12;
       }
+      const bool last = held || pass + 1 == kPollPasses;
+      EndUnits(phases, res, hosts, last ? bound_s : unbounded, next, links);
       pred = std::move(next);
       if (held) break;
     }

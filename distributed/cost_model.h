@@ -116,8 +116,10 @@ struct Prediction {
   std::vector<UnitPrediction> units;  // in start order
   ServerLoad busiest_server;          // the PS rank moving the most bytes (in + out)
   LinkLoad busiest_link;              // the host link busy the longest
-  // Predict with a bound stopped short of the shared links or the queued chains: every end,
-  // and so step_s, is at most the full prediction's.
+  // Predict with a bound stopped short of the queues, the shared links or the queued chains:
+  // every end, and so step_s, is at most the full prediction's. Stopped before the queues,
+  // the units' ends are their chains alone and comm_end_s the queues' floor (the latest end
+  // any order of their jobs allows), so the units' exposed_s need not sum to exposed_comm_s.
   bool lower_bound = false;
   // The collectives its units run, as bits 1 << Collective.
   unsigned collectives = 0;
@@ -138,11 +140,12 @@ class CostModel {
   // server out of range, or a host or local rank the cluster does not have; shards that do not
   // tile the rows.
   [[nodiscard]] absl::StatusOr<Prediction> Predict(const Strategy& strategy);
-  // As Predict, but where the step is already above `bound_s` before the shared links are
-  // costed or the queued chains replayed (the costliest terms: each unit visits every pair of
-  // hosts its messages use, H^2 for an allgather over H hosts), it stops there and returns
-  // that lower bound, marked `lower_bound`. For a search that needs only the strategies below
-  // a bound.
+  // As Predict, but where the step is already above `bound_s` before the queues are served
+  // (each queue's jobs sorted: an allgather over H hosts has H jobs a phase on each of 3H link
+  // resources), the shared links costed or the queued chains replayed (each unit visits every
+  // pair of hosts its messages use, H^2 for that allgather), it stops there and returns that
+  // lower bound, marked `lower_bound`. For a search that needs only the strategies below a
+  // bound.
   [[nodiscard]] absl::StatusOr<Prediction> Predict(const Strategy& strategy, double bound_s);
 
   const ModelProfile& profile() const { return profile_; }

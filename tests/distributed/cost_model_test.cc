@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "distributed/builders.h"
 
 namespace cavs::distributed {
@@ -700,6 +701,74 @@ TEST(CostModelTest, ThePollsSlowComputeWhileUnitsAreInFlight) {
   ASSERT_TRUE(pred.ok()) << pred.status();
   EXPECT_NEAR(pred->compute_s, 0.105, 1e-12);
   EXPECT_NEAR(pred->step_s, 0.105 + one + 0.002, 1e-12);
+}
+
+// With the polls' cost, each pass's spans set the next pass's starts, and net of the profiled
+// strategy's own polls a stretch can move starts earlier: so a bound may stop only the last
+// pass. Under any bound the prediction is the full one bit for bit, or a lower bound of it
+// above the bound. (Stopping any pass at the bound, partitioned-ps on 4 ranks came out 3.7 ms
+// under its full prediction, and not marked: cavs-sim's search ranked such steps.)
+TEST(CostModelTest, ABoundWithThePollsIsTheFullPredictionOrBelowIt) {
+  ModelProfile profile = Profile({{1000, 1000}, {1000, 1000}, {2000, 500}, {300, 3000}});
+  profile.forward_ms = 5;
+  profile.backward_ms = 100;
+  profile.params[1].ready_ms = 10;
+  profile.params[0].ready_ms = 100;
+  profile.params[2].ready_ms = 40;
+  profile.params[3].ready_ms = 70;
+  profile.overlap_ms = 50;
+  profile.hooks_ms = 20;
+  profile.overlap_hooks_ms = 10;
+  profile.optimizer_ms = 2;
+  profile.poll_cost = 1;
+  profile.strategy = "ps";
+  profile.step_ms = 200;
+  Strategy two = OneEach(profile, 2, AllReduceSync{});
+  std::get<AllReduceSync>(two.params[1].sync).group = 1;  // a bucket each
+  std::get<AllReduceSync>(two.params[3].sync).group = 1;
+  int stopped = 0;
+  for (const auto& [hosts, ranks] :
+       std::vector<std::pair<int, int>>{{2, 1}, {1, 8}, {4, 1}, {2, 2}}) {
+    std::vector<Strategy> strategies;
+    if (hosts * ranks == 2) strategies = {two, OneEach(profile, 2, AllReduceSync{})};
+    core::ParameterStore store;
+    ASSERT_TRUE(AddProfileParameters(profile, &store).ok());
+    for (const char* name : {"ps", "partitioned-ps", "hybrid", "ps-lb"}) {
+      absl::StatusOr<Strategy> built = BuildStrategy(name, store, hosts * ranks);
+      ASSERT_TRUE(built.ok()) << built.status();
+      strategies.push_back(*std::move(built));
+    }
+    for (const double bandwidth : {0.05, 0.1, 0.2, 0.32, 0.5, 1.0}) {
+      absl::StatusOr<std::unique_ptr<CostModel>> model =
+          CostModel::Create(profile, Cluster(hosts, ranks, bandwidth, 0, 0));
+      ASSERT_TRUE(model.ok()) << model.status();
+      for (const Strategy& s : strategies) {
+        absl::StatusOr<Prediction> full = (*model)->Predict(s);
+        ASSERT_TRUE(full.ok()) << full.status();
+        for (int i = 0; i <= 100; ++i) {
+          const double bound = full->step_s * (0.5 + 0.01 * i);
+          SCOPED_TRACE(absl::StrCat(hosts, " x ", ranks, ", bandwidth ", bandwidth, ", units ",
+                                    full->units.size(), ", bound ", bound));
+          absl::StatusOr<Prediction> p = (*model)->Predict(s, bound);
+          ASSERT_TRUE(p.ok()) << p.status();
+          if (p->lower_bound) {
+            ++stopped;
+            EXPECT_GT(p->step_s, bound);
+            EXPECT_LE(p->step_s, full->step_s);
+            continue;
+          }
+          EXPECT_EQ(p->step_s, full->step_s);
+          EXPECT_EQ(p->compute_s, full->compute_s);
+          ASSERT_EQ(p->units.size(), full->units.size());
+          for (size_t u = 0; u < p->units.size(); ++u) {
+            EXPECT_EQ(p->units[u].start_s, full->units[u].start_s);
+            EXPECT_EQ(p->units[u].end_s, full->units[u].end_s);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(stopped, 0);  // some bounds are below what the last pass's queues give
 }
 
 // The profile's compute holds the profiled strategy's own polls in flight: at any cost it is
