@@ -23,9 +23,10 @@ for dir in "$@"; do
     [[ -f "$base.profile" && -f "$base.cluster" ]] || continue
     flags=()
     [[ "$base" == *fp16* ]] && flags+=(--allow-compression)
-    # The log's table: the first name of each measured row and its measured ms.
+    # The log's table: the first name of each measured row, its measured ms and se_% (the
+    # noise the fit holds the factors to; NOSE=1 leaves it out, as before it was read).
     sed 's/\x1b\[[0-9;]*m//g' "$log" | awk -f bench/auto_grid_table.awk |
-      awk '{ print $1, $3 }' >"$tmp/measured"
+      awk -v nose="${NOSE:-0}" '{ print $1, $3, nose == 1 ? "" : $4 }' >"$tmp/measured"
     [[ -s "$tmp/measured" ]] || continue
     line=$("$sim" --profile="$base.profile" --cluster="$base.cluster" --scaling=none \
       --units=false --top=20 --measured="$tmp/measured" "${flags[@]}" |

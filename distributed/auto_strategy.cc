@@ -407,11 +407,6 @@ size_t AutoStrategy::BestMeasured() const {
 }
 
 absl::Status AutoStrategy::Decide() {
-  // Every rank holds the same measurements (the slowest rank's), so the same fit.
-  std::vector<Trial> trials;
-  for (const AutoCandidate& c : candidates_) {
-    if (c.measured_s >= 0) trials.push_back({&c.prediction, c.measured_s});
-  }
   // The noise of the measurements: each trial's steps about their own mean, pooled (a best of
   // the first round tried again: its two rounds apart, a drift between them is no noise).
   std::vector<std::vector<double>> series;
@@ -422,6 +417,14 @@ absl::Status AutoStrategy::Decide() {
   spread_ = PooledSpread(series);
   for (AutoCandidate& c : candidates_) {
     c.standard_error = c.measured_s >= 0 ? MedianStandardError(spread_, c.measured_steps) : -1;
+  }
+  // Every rank holds the same measurements (the slowest rank's), so the same fit.
+  std::vector<Trial> trials;
+  for (const AutoCandidate& c : candidates_) {
+    if (c.measured_s >= 0) {
+      trials.push_back(
+          {&c.prediction, c.measured_s, std::max(0.0, c.standard_error) * c.measured_s});
+    }
   }
   correction_ = FitTrialCorrection(trials);
   out_of_sample_ = LeaveOneOutErrors(trials);

@@ -85,17 +85,25 @@ TrialCorrection FitTrialCorrection(const std::vector<Trial>& trials, double prio
       scale[i] += row[i] * row[i] / static_cast<double>(trials.size());
     }
   }
+  // The trials' noise: a factor's column under it cannot be told from it.
+  double noise = 0.0;
+  for (const Trial& t : trials) {
+    noise += t.standard_error_s * t.standard_error_s / static_cast<double>(trials.size());
+  }
   std::array<double, kUnknowns> ridge = scale;
+  for (int k = 0; k < kKinds; ++k) {
+    if (scale[k + 1] > 0) ridge[k + 1] = std::max(ridge[k + 1], noise);
+  }
   if (target != nullptr) {
     const std::array<double, kKinds> x = ExposedByKind(*target);
     for (int k = 0; k < kKinds; ++k) ridge[k + 1] = std::max(ridge[k + 1], x[k] * x[k]);
   }
   // Least squares with the ridge: `prior` trials' worth of evidence that the model is right
-  // (offset 0, factors 1), per unknown on its own column's scale (or the target's, where
-  // larger); a column no trial has (a kind none of them used) stays at the model's value. Factors
-  // are bounded: one the unbounded solution puts outside [kMinFactor, kMaxFactor] is fixed at the
-  // bound and the others are solved again (an active set; at most one pass per kind), so that no
-  // other unknown is left compensating for a value the bound took away.
+  // (offset 0, factors 1), per unknown on its own column's scale (or the target's or the
+  // noise's, where larger); a column no trial has (a kind none of them used) stays at the model's
+  // value. Factors are bounded: one the unbounded solution puts outside [kMinFactor, kMaxFactor] is
+  // fixed at the bound and the others are solved again (an active set; at most one pass per kind),
+  // so that no other unknown is left compensating for a value the bound took away.
   std::array<double, kUnknowns> model;  // the model's own values: offset 0, factors 1
   model.fill(1.0);
   model[0] = 0.0;

@@ -21,7 +21,10 @@
 // their scale, and its factor can wander to the clamp at no cost to the fit, then multiply the
 // 50 ms a sparse-heavy strategy exposes. On the target's scale the prior is `prior` trials'
 // worth of what that strategy exposes: the factor moves only as far as the trials show for
-// time of that size.
+// time of that size. And a factor's scale is at least the trials' noise (the mean square of
+// their standard errors, where they give them): a kind whose time is under the noise of a
+// measured step cannot be told from that noise, so the prior holds its factor to where it
+// moves a step by about the noise, not to the clamp.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -49,10 +52,12 @@ struct TrialCorrection {
   std::string Describe() const;
 };
 
-// One measured strategy: its prediction and its measured step time (seconds).
+// One measured strategy: its prediction, its measured step time (seconds) and that
+// measurement's standard error (seconds; 0: not known).
 struct Trial {
   const Prediction* prediction = nullptr;
   double measured_s = 0.0;
+  double standard_error_s = 0.0;
 };
 
 // The fit; no trials: the identity correction. `prior` >= 0. With `target`, the fit used to

@@ -98,8 +98,9 @@ const std::vector<FlagSpec>& Flags() {
        "(auto#1, auto#2, ... as --strategy=auto numbers them)",
        Path("strategy-out", &C::strategy_out)},
       {"measured", "FILE",
-       "measured step times, lines 'STRATEGY MS' (a builder, file, auto#N of --top): the "
-       "model corrected by them as --strategy=auto's trials correct it, checked out of sample",
+       "measured step times, lines 'STRATEGY MS [SE_%]' (a builder, file, auto#N of --top; "
+       "SE_%: the measurement's standard error): the model corrected by them as "
+       "--strategy=auto's trials correct it, checked out of sample",
        Path("measured", &C::measured_path)},
       {"allow-compression", "", "let the search use fp16 buckets (it changes the gradients)",
        Bool("allow-compression", &C::allow_compression)},

@@ -265,12 +265,21 @@ std::string SearchSummary(const std::vector<Row>& rows, const distributed::Searc
   return out;
 }
 
-// --measured: one strategy's measured step time a line, "LABEL MS" (a builder, "file", or
-// "auto#N", N up to --top, as --strategy=auto numbers the searched ones); a field starting with '#'
+// One --measured line: the row it measures, its step and that measurement's standard error.
+struct Measured {
+  size_t row = 0;  // index into the labels
+  double step_s = 0.0;
+  double standard_error_s = 0.0;  // 0: not given
+};
+
+// --measured: one strategy's measured step time a line, "LABEL MS [SE_%]" (a builder, "file", or
+// "auto#N", N up to --top, as --strategy=auto numbers the searched ones; SE_%, the measurement's
+// standard error in % of MS, as --strategy=auto's report gives it); a field starting with '#'
 // starts a comment. Errors name the file, the line and the field.
-absl::StatusOr<std::vector<std::pair<size_t, double>>> ParseMeasured(
-    const std::string& text, const std::string& path, const std::vector<std::string>& labels) {
-  std::vector<std::pair<size_t, double>> measured;  // index into labels, seconds
+absl::StatusOr<std::vector<Measured>> ParseMeasured(const std::string& text,
+                                                    const std::string& path,
+                                                    const std::vector<std::string>& labels) {
+  std::vector<Measured> measured;
   std::vector<int> line_of(labels.size(), 0);
   int line_no = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
@@ -302,9 +311,14 @@ absl::StatusOr<std::vector<std::pair<size_t, double>>> ParseMeasured(
     if (!absl::SimpleAtod(f[1], &ms) || !(ms > 0) || !std::isfinite(ms)) {
       return bad("ms", absl::StrCat("bad value '", f[1], "' (expected a positive number)"));
     }
-    if (f.size() > 2) return bad("ms", absl::StrCat("unexpected '", f[2], "' after it"));
+    double se = 0;
+    if (f.size() > 2 && f[2] != "-" &&
+        (!absl::SimpleAtod(f[2], &se) || !(se >= 0) || !std::isfinite(se))) {
+      return bad("se_%", absl::StrCat("bad value '", f[2], "' (expected a number >= 0, or -)"));
+    }
+    if (f.size() > 3) return bad("se_%", absl::StrCat("unexpected '", f[3], "' after it"));
     line_of[index] = line_no;
-    measured.emplace_back(index, ms / 1e3);
+    measured.push_back({index, ms / 1e3, se / 100 * ms / 1e3});
   }
   if (measured.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": no measured strategy"));
@@ -324,16 +338,15 @@ std::string ErrorsText(const std::vector<double>& errors) {
 // The model corrected by the measured rows: the fit, each row predicted, corrected (a measured
 // one from the others: out of sample) and measured, and the errors out of sample beside the
 // model's own.
-std::string FormatCorrection(const std::vector<Row>& rows,
-                             const std::vector<std::pair<size_t, double>>& measured,
+std::string FormatCorrection(const std::vector<Row>& rows, const std::vector<Measured>& measured,
                              const std::string& path) {
   std::vector<distributed::Trial> trials;
   std::vector<double> model_errors;
   std::vector<int> trial_of(rows.size(), -1);  // a measured row's index in trials
-  for (const auto& [i, s] : measured) {
-    trial_of[i] = static_cast<int>(trials.size());
-    trials.push_back({&rows[i].prediction, s});
-    model_errors.push_back((rows[i].prediction.step_s - s) / s);
+  for (const Measured& m : measured) {
+    trial_of[m.row] = static_cast<int>(trials.size());
+    trials.push_back({&rows[m.row].prediction, m.step_s, m.standard_error_s});
+    model_errors.push_back((rows[m.row].prediction.step_s - m.step_s) / m.step_s);
   }
   const std::vector<double> oos = distributed::LeaveOneOutErrors(trials);
   const std::vector<double> oos_trials_scale =

@@ -193,6 +193,28 @@ TEST(TrialCorrectionTest, AKindTheTrialsBarelyExposedIsHeldOnTheTargetsScale) {
   EXPECT_DOUBLE_EQ(corrected, FitTrialCorrection(trials, 0.5, &target).Predict(target));
 }
 
+// The same trials with their noise: each measured step's standard error 10 ms. The 2 ms of
+// sparse time is under it, so even on the trials' scale its factor moves a step by about the
+// noise at most (x1.37: 0.002 x 0.010 / (0.002^2 + 0.5 x 0.010^2), less the offset's share),
+// not to 6; the target's own scale (50 ms) is above the noise, so its fit is as without it.
+// Without standard errors (0) the fit is the one above.
+TEST(TrialCorrectionTest, AFactorsScaleIsAtLeastTheTrialsNoise) {
+  const std::vector<Prediction> ps = {MadeSparse(0.2, 0.002), MadeSparse(0.2, 0.0),
+                                      MadeSparse(0.1, 0.0)};
+  const std::vector<Trial> trials = {{&ps[0], ps[0].step_s + 0.010, 0.010},
+                                     {&ps[1], ps[1].step_s, 0.010},
+                                     {&ps[2], ps[2].step_s, 0.010}};
+  const TrialCorrection on_trials = FitTrialCorrection(trials);
+  const double sparse = on_trials.factor[static_cast<int>(UnitKind::kSparse)];
+  EXPECT_GT(sparse, 1.0) << on_trials.Describe();
+  EXPECT_LT(sparse, 1.5) << on_trials.Describe();
+  const Prediction target = MadeSparse(0.05, 0.05);
+  std::vector<Trial> quiet = trials;
+  for (Trial& t : quiet) t.standard_error_s = 0.0;
+  EXPECT_DOUBLE_EQ(CorrectedStep(trials, target), CorrectedStep(quiet, target));
+  EXPECT_GT(FitTrialCorrection(quiet).factor[static_cast<int>(UnitKind::kSparse)], 4.0);
+}
+
 // A target within the trials' scale is predicted by the trials' own fit.
 TEST(TrialCorrectionTest, ATargetWithinTheTrialsScaleGetsTheirFit) {
   const Bench bench;

@@ -363,7 +363,11 @@ TEST(SimReportTest, BadMeasuredFilesNameTheFileLineAndField) {
   EXPECT_EQ(error("ps -2\n"),
             path + " line 1: field 'ms': bad value '-2' (expected a positive number)");
   EXPECT_EQ(error("ps\n"), path + " line 1: field 'ms': missing (expected LABEL MS)");
-  EXPECT_EQ(error("ps 80 81\n"), path + " line 1: field 'ms': unexpected '81' after it");
+  EXPECT_EQ(error("ps 80 x\n"),
+            path + " line 1: field 'se_%': bad value 'x' (expected a number >= 0, or -)");
+  EXPECT_EQ(error("ps 80 -1\n"),
+            path + " line 1: field 'se_%': bad value '-1' (expected a number >= 0, or -)");
+  EXPECT_EQ(error("ps 80 2.5 81\n"), path + " line 1: field 'se_%': unexpected '81' after it");
   EXPECT_EQ(error("# nothing\n"), path + ": no measured strategy");
   config.measured_path = dir + "/missing.txt";
   EXPECT_EQ(Report(config, &status).rfind("--measured: cannot read " + config.measured_path, 0),
