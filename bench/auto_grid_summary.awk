@@ -16,7 +16,8 @@
 # error of the predicted compute and how far the measured hooks in it are over the predicted, the
 # strategies with the profiled builder's units (`hybrid`, and those equal to it) apart; and (logs
 # since the report has its `drift:` line) how far the profiled strategy's trial was from its
-# profile: what moves a whole trial, which the standard errors do not count.
+# profile: what moves a whole trial, which the standard errors do not count; and (logs since the
+# report has its `equal work:` line) the trials' spread at the profile's work beside as measured.
 function abs(x) { return x < 0 ? -x : x }
 FNR == 1 {
   if (file != "") finish()
@@ -36,6 +37,11 @@ FNR == 1 {
 }
 # The profiled strategy in the profile and in its trial (logs since the report has it).
 /^  drift: / { match($0, /, [-+][0-9.]+%:/); drift[++ndrift] = substr($0, RSTART + 2, RLENGTH - 4) / 100 }
+/^  noise: the counted steps spread / { match($0, /spread [0-9.]+%/); spread_now = substr($0, RSTART + 7, RLENGTH - 8) / 100 }
+/^  equal work: / {
+  match($0, /steps spread [0-9.]+%/); raw[++nequal] = substr($0, RSTART + 13, RLENGTH - 14) / 100
+  equal[nequal] = spread_now
+}
 /cost of the search:/ { match($0, /[0-9.]+ s in all/); search_s = substr($0, RSTART, RLENGTH - 9) }
 /cost of the builders' comparison:/ {
   # Its total where the log has one (switching included), else its steps (older logs).
@@ -123,6 +129,11 @@ END {
   if (noos > 0) {
     printf "corrected, each trial from the others (out of sample): median of the logs' medians %.1f%%, largest %.1f%% (%d logs)\n",
            100 * median(oos, noos), 100 * oos_max, noos
+  }
+  if (nequal > 0) {
+    lower = 0; for (i = 1; i <= nequal; ++i) { a[i] = equal[i]; b[i] = raw[i]; lower += equal[i] < raw[i] }
+    printf "the trials' spread at the profile's work: median %.1f%%, as measured %.1f%%; lower in %d of %d logs\n",
+           100 * median(a, nequal), 100 * median(b, nequal), lower, nequal
   }
   if (ndrift > 0) {
     m = 0; for (i = 1; i <= ndrift; ++i) { a[i] = abs(drift[i]); if (a[i] > m) m = a[i] }

@@ -409,12 +409,15 @@ size_t AutoStrategy::BestMeasured() const {
 absl::Status AutoStrategy::Decide() {
   // The noise of the measurements: each trial's steps about their own mean, pooled (a best of
   // the first round tried again: its two rounds apart, a drift between them is no noise).
-  std::vector<std::vector<double>> series;
+  std::vector<std::vector<double>> series, raw_series;
   for (const AutoCandidate& c : candidates_) {
     series.emplace_back(c.counted_s.begin(), c.counted_s.begin() + c.second_from);
     series.emplace_back(c.counted_s.begin() + c.second_from, c.counted_s.end());
+    raw_series.emplace_back(c.counted_raw_s.begin(), c.counted_raw_s.begin() + c.second_from);
+    raw_series.emplace_back(c.counted_raw_s.begin() + c.second_from, c.counted_raw_s.end());
   }
   spread_ = PooledSpread(series);
+  raw_spread_ = PooledSpread(raw_series);
   for (AutoCandidate& c : candidates_) {
     c.standard_error = c.measured_s >= 0 ? MedianStandardError(spread_, c.measured_steps) : -1;
   }
@@ -547,6 +550,7 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
   }
   if (phase_ == Phase::kProfile) {
     profiled_.push_back(t);
+    profile_work_.push_back(static_cast<double>(local_count));
     if (profiled_.size() == 1) {
       // With a trial budget the profile is sized by it too: short steps are profiled for
       // about trial_seconds, their medians then less the noise of a few steps.
@@ -559,6 +563,7 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
     std::vector<double> totals;
     for (const StepTimes& p : profiled_) totals.push_back(p.total());
     CAVS_ASSIGN_OR_RETURN(profile_steps_, MaxOverRanks(*comm_, totals));
+    CAVS_RETURN_IF_ERROR(MeasureWorkRate());
     CAVS_RETURN_IF_ERROR(CalibrateToProfile());
     CAVS_RETURN_IF_ERROR(StartEarly());
     return t;
@@ -567,6 +572,7 @@ absl::StatusOr<StepTimes> AutoStrategy::Search(
   trial_times_.push_back(t.total());
   trial_compute_.push_back(t.compute);
   trial_hooks_.push_back(t.hooks);
+  trial_work_.push_back(static_cast<double>(local_count));
   ++trial_steps_run_;
   const AutoCandidate& c = candidates_[trying_];
   const int steps = static_cast<int>(trial_times_.size());
@@ -598,30 +604,57 @@ void AutoStrategy::ClearVisitSteps() {
   trial_times_.clear();
   trial_compute_.clear();
   trial_hooks_.clear();
+  trial_work_.clear();
+}
+
+absl::Status AutoStrategy::MeasureWorkRate() {
+  work_rate_ = work_ref_ = 0;
+  // The counted steps' own work and labelled vertices, each the slowest rank's (one reduction;
+  // every rank then holds the same rate).
+  const size_t first = profiled_.size() > 1 ? 1 : 0;
+  std::vector<double> mine;
+  for (size_t i = first; i < profiled_.size(); ++i) {
+    mine.push_back(profiled_[i].compute - profiled_[i].hooks);
+  }
+  mine.insert(mine.end(), profile_work_.begin() + first, profile_work_.end());
+  CAVS_ASSIGN_OR_RETURN(const std::vector<double> most, MaxOverRanks(*comm_, mine));
+  const size_t n = most.size() / 2;
+  double own = 0, work = 0;
+  for (size_t i = 0; i < n; ++i) own += most[i], work += most[n + i];
+  if (n == 0 || own <= 0 || work <= 0) return absl::OkStatus();
+  work_rate_ = own / work;
+  work_ref_ = work / static_cast<double>(n);
+  return absl::OkStatus();
 }
 
 absl::Status AutoStrategy::FoldVisit(bool cut, bool whole) {
-  // One reduction for the three: the steps, their compute, their hooks.
+  // One reduction for the four: the steps, their compute, their hooks, their work.
   const size_t n = trial_times_.size();
   std::vector<double> mine = trial_times_;
   mine.insert(mine.end(), trial_compute_.begin(), trial_compute_.end());
   mine.insert(mine.end(), trial_hooks_.begin(), trial_hooks_.end());
+  mine.insert(mine.end(), trial_work_.begin(), trial_work_.end());
   ClearVisitSteps();
   CAVS_ASSIGN_OR_RETURN(const std::vector<double> most, MaxOverRanks(*comm_, mine));
   std::vector<double> slowest(most.begin(), most.begin() + n);
   std::vector<double> compute(most.begin() + n, most.begin() + 2 * n);
-  std::vector<double> hooks(most.begin() + 2 * n, most.end());
+  std::vector<double> hooks(most.begin() + 2 * n, most.begin() + 3 * n);
+  std::vector<double> work(most.begin() + 3 * n, most.end());
   AutoCandidate& c = candidates_[trying_];
   PartTimes& part = parts_[c.searched ? kSearch : kComparison];
   if (WarmUpSteps() > 0) {  // the visit's first step warms the strategy up
     part.first_steps.push_back(slowest[0]);
-    slowest.erase(slowest.begin());
-    compute.erase(compute.begin());
-    hooks.erase(hooks.begin());
+    for (std::vector<double>* v : {&slowest, &compute, &hooks, &work}) v->erase(v->begin());
   }
   part.counted_steps.insert(part.counted_steps.end(), slowest.begin(), slowest.end());
+  // Each step at the profile's work: its own work moved by what its labelled vertices differ.
+  std::vector<double> at_ref = slowest;
+  if (options_.equal_work && work_rate_ > 0) {
+    for (size_t i = 0; i < at_ref.size(); ++i) at_ref[i] -= work_rate_ * (work[i] - work_ref_);
+  }
   const size_t before = c.counted_s.size();
-  c.counted_s.insert(c.counted_s.end(), slowest.begin(), slowest.end());
+  c.counted_s.insert(c.counted_s.end(), at_ref.begin(), at_ref.end());
+  c.counted_raw_s.insert(c.counted_raw_s.end(), slowest.begin(), slowest.end());
   c.counted_compute_s.insert(c.counted_compute_s.end(), compute.begin(), compute.end());
   c.counted_hooks_s.insert(c.counted_hooks_s.end(), hooks.begin(), hooks.end());
   if (!whole) return absl::OkStatus();
@@ -735,6 +768,13 @@ std::string AutoStrategy::Report() const {
                             "standard error at that spread, %.1f%% at %d steps\n",
                             100 * spread_, 100 * MedianStandardError(spread_, CountedSteps()),
                             CountedSteps());
+    }
+    if (options_.equal_work && work_rate_ > 0) {
+      absl::StrAppendFormat(&out,
+                            "  equal work: each counted step at the profile's %.0f labelled "
+                            "vertices (the slowest rank's), its own work moved %.3g us a vertex; "
+                            "as measured the steps spread %.1f%%\n",
+                            work_ref_, 1e6 * work_rate_, 100 * raw_spread_);
     }
     if (const std::optional<double> drift = this->drift(); drift.has_value()) {
       const AutoCandidate& c = candidates_[profiled_candidate_];

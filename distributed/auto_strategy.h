@@ -107,7 +107,12 @@ struct AutoOptions {
   int candidates = 3;        // searched strategies tried
   int reserve = 6;           // searched strategies after those, tried only if corrected
   bool try_builders = true;  // also try every builder (the report's comparison)
-  double cutoff = 1.5;       // a builder this much slower in two counted steps stops (0: never)
+  // Trial steps compared at the profile's work: a step's own work (compute less the hooks)
+  // scales with its labelled vertices (Run's local_count, the slowest rank's), which differ
+  // from batch to batch; each counted step is taken at the profile's mean work, at the
+  // profile's own work a vertex (docs/distributed.md, "--strategy=auto", item 4).
+  bool equal_work = true;
+  double cutoff = 1.5;  // a builder this much slower in two counted steps stops (0: never)
   bool allow_compression = false;
   bool overlap = true;  // DataParallelStep::set_overlap for the profile, trials and training
   double noise = 0.03;
@@ -127,7 +132,9 @@ struct AutoCandidate {
   // measured_s's standard error, relative: MedianStandardError of measured_steps at the trials'
   // pooled spread (AutoStrategy::spread); -1: not measured.
   double standard_error = -1;
-  std::vector<double> counted_s;  // its counted steps so far (the slowest rank's), in order
+  // Its counted steps so far (the slowest rank's), in order, at the profile's work where
+  // AutoOptions::equal_work (else as measured), and as measured.
+  std::vector<double> counted_s, counted_raw_s;
   // Of the same steps, the compute (StepTimes::compute) and the hooks in it (StepTimes::hooks)
   // of the rank slowest in each, and their medians once measured (-1: not measured): the
   // cost model's compute_s and hooks_s, measured.
@@ -192,6 +199,13 @@ class AutoStrategy {
   // (PooledSpread; valid once decided(), 0 where no trial counted two steps): what each
   // candidate's standard_error is computed from.
   double spread() const { return spread_; }
+  // The same spread of the steps as measured, where equal_work took them to the profile's
+  // work (else spread()): what taking the work out of the steps removed.
+  double raw_spread() const { return raw_spread_; }
+  // The profile's own work (compute less the hooks) a labelled vertex, and its mean labelled
+  // vertices a step, the slowest rank's (0 where not measured): what equal_work scales by.
+  double work_rate() const { return work_rate_; }
+  double work_ref() const { return work_ref_; }
   // The profiled strategy measured twice, in the profile and in its own trial (valid once
   // decided()): its trial's median over the profile's (step_ms), less 1; none where it was not
   // tried. What moves a whole trial (the machine over the minutes of a run) and so the trials'
@@ -284,8 +298,10 @@ class AutoStrategy {
   // EndVisit's first part: the visit's steps counted (and, where `whole`, the visit counted and
   // the trial measured where it ends; not `whole`: a visit the run's end cut short). Collective.
   absl::Status FoldVisit(bool cut, bool whole);
-  // Empties the current visit's steps (trial_times_ and their compute and hooks).
+  // Empties the current visit's steps (trial_times_ and their compute, hooks and work).
   void ClearVisitSteps();
+  // work_rate_ and work_ref_ from the profiled steps. Collective.
+  absl::Status MeasureWorkRate();
   // Adds the time since the current Run began to the search's or the comparison's (once).
   void ChargeRun();
   // The part the current step belongs to: a builder's trial is the comparison's.
@@ -311,12 +327,15 @@ class AutoStrategy {
   size_t trying_ = 0;                                // the candidate in trial
   std::vector<double> trial_times_;                  // this rank's step times of the current visit
   std::vector<double> trial_compute_, trial_hooks_;  // and their compute and hooks
+  std::vector<double> trial_work_;                   // and their labelled vertices (local_count)
   int round_ = 0;                                    // the trials' round, and its order of visits
   std::vector<size_t> order_;
   size_t next_in_order_ = 0;
   size_t chosen_ = 0;
   TrialCorrection correction_;
-  double spread_ = 0;
+  double spread_ = 0, raw_spread_ = 0;
+  double work_rate_ = 0, work_ref_ = 0;
+  std::vector<double> profile_work_;   // this rank's labelled vertices of each profiled step
   int profiled_candidate_ = -1;        // the candidate that is the profiled builder's strategy
   std::vector<double> out_of_sample_;  // LeaveOneOutErrors of the trials the correction fitted
   bool corrected_round_ = false;       // the reserve candidates the correction picked were queued

@@ -70,6 +70,7 @@ constexpr IntRange kAutoStepsRange{"auto-steps", 1, 1000};
 constexpr IntRange kAutoRoundsRange{"auto-rounds", 1, 1000};
 constexpr IntRange kAutoProfileStepsRange{"auto-profile-steps", 1, 1000};
 constexpr IntRange kAutoBuildersRange{"auto-builders", 0, 1};
+constexpr IntRange kAutoEqualWorkRange{"auto-equal-work", 0, 1};
 
 absl::Status OutOfRange(const IntRange& r, const std::string& value) {
   return absl::InvalidArgumentError(
@@ -327,6 +328,10 @@ const std::vector<FlagSpec>& Flags() {
       {"auto-builders", "BOOL",
        "--strategy=auto: also try every builder, for the comparison in the report (default 1)",
        Int(kAutoBuildersRange, &C::auto_builders)},
+      {"auto-equal-work", "BOOL",
+       "--strategy=auto: compare trial steps at the profile's work, each step's own work scaled "
+       "from its labelled vertices to the profile's (default 1)",
+       Int(kAutoEqualWorkRange, &C::auto_equal_work)},
       {"auto-cutoff", "X",
        "--strategy=auto: a builder whose first two counted trial steps are over X times the "
        "best measured stops there (0: every builder runs all its steps; default 1.5)",
@@ -434,7 +439,8 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
                                  {kAutoStepsRange, c.auto_steps},
                                  {kAutoRoundsRange, c.auto_rounds},
                                  {kAutoProfileStepsRange, c.auto_profile_steps},
-                                 {kAutoBuildersRange, c.auto_builders}}) {
+                                 {kAutoBuildersRange, c.auto_builders},
+                                 {kAutoEqualWorkRange, c.auto_equal_work}}) {
     CAVS_RETURN_IF_ERROR(CheckRange(range, x));
   }
   // The optimizer and the model take these as floats: a value that becomes inf, or 0 without

@@ -75,6 +75,7 @@ struct TrainerConfig {
   double auto_trial_seconds = 3.0;
   int auto_profile_steps = 3;
   int auto_builders = 1;
+  int auto_equal_work = 1;
   double auto_cutoff = 1.5;
   std::string auto_early = "none";
   bool allow_compression = false;

@@ -104,6 +104,7 @@ absl::Status Trainer::SetUpDistributed() {
          {"auto_candidates", absl::StrCat(c.auto_candidates), "--auto-candidates"},
          {"auto_reserve", absl::StrCat(c.auto_reserve), "--auto-reserve"},
          {"auto_builders", absl::StrCat(c.auto_builders), "--auto-builders"},
+         {"auto_equal_work", absl::StrCat(c.auto_equal_work), "--auto-equal-work"},
          {"auto_cutoff", absl::StrCat(c.auto_cutoff), "--auto-cutoff"},
          {"auto_early", c.auto_early, "--auto-early"},
          {"allow_compression", c.allow_compression ? "true" : "false", "--allow-compression"}});
@@ -118,6 +119,7 @@ absl::Status Trainer::SetUpDistributed() {
     ao.candidates = config_.auto_candidates;
     ao.reserve = config_.auto_reserve;
     ao.try_builders = config_.auto_builders == 1;
+    ao.equal_work = config_.auto_equal_work == 1;
     ao.cutoff = config_.auto_cutoff;
     ao.early = config_.auto_early;
     ao.allow_compression = config_.allow_compression;

@@ -51,13 +51,16 @@ std::unique_ptr<Controlled> MakeControlled(AutoOptions options) {
 }
 
 // Runs steps until the controller decides (at most 500) and returns how many ran. Before each
-// step `sleep_ms` is told its strategy's name and says how long the step's compute sleeps.
-int RunUntilDecided(Controlled& c, const std::function<int(const std::string&)>& sleep_ms) {
+// step `labelled`, where given, says its labelled vertices from its index (else 6), then
+// `sleep_ms` is told its strategy's name and says how long the step's compute sleeps.
+int RunUntilDecided(Controlled& c, const std::function<int(const std::string&)>& sleep_ms,
+                    const std::function<int64_t(int)>& labelled = nullptr) {
   const std::vector<int64_t> samples = {0, 1, 2, 3, 4, 5};
   int steps = 0;
   for (; steps < 500 && !c.controller->decided(); ++steps) {
+    const int64_t count = labelled ? labelled(steps) : 6;
     const int ms = sleep_ms(c.controller->synchronizer()->strategy().name);
-    absl::StatusOr<StepTimes> t = c.controller->Run(6, [&](const StepHooks&) -> absl::Status {
+    absl::StatusOr<StepTimes> t = c.controller->Run(count, [&](const StepHooks&) -> absl::Status {
       if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
       return testing::WriteGradients(testing::ComputeGradSums(c.store, samples), c.store);
     });
@@ -177,6 +180,49 @@ TEST(AutoStrategyTest, TheReportSaysHowNoisyTheTrialsWere) {
   EXPECT_TRUE(absl::StrContains(report, "se_%")) << report;
   EXPECT_TRUE(absl::StrContains(report, "noise: the counted steps spread")) << report;
   EXPECT_TRUE(absl::StrContains(report, "compute and its hooks, predicted / measured")) << report;
+}
+
+// Trial steps at the profile's work: each step's compute sleeps 10 ms a labelled vertex, the
+// profiled ones at 6 vertices (60 ms), the trials' at 4 and 8 in turn (40 and 80 ms). Taken to
+// the profile's 6 vertices at its 10 ms a vertex, every counted step is about 60 ms: the spread
+// that was the batches' work (0.34 as measured, as in the test above) is gone, and each
+// strategy is measured at 60 ms. Without equal_work, the spread is the batches'.
+TEST(AutoStrategyTest, TrialStepsAreComparedAtTheProfilesWork) {
+  for (const bool equal_work : {true, false}) {
+    AutoOptions options;
+    options.profile_steps = 3;
+    options.trial_steps = 5;
+    options.cutoff = 0;
+    options.equal_work = equal_work;
+    std::unique_ptr<Controlled> c = MakeControlled(options);
+    ASSERT_NE(c, nullptr);
+    AutoStrategy& controller = *c->controller;
+    int64_t vertices = 6;
+    RunUntilDecided(
+        *c, [&](const std::string&) { return static_cast<int>(10 * vertices); },
+        [&](int step) {
+          vertices = step < options.profile_steps ? 6 : step % 2 ? 4 : 8;
+          return vertices;
+        });
+    ASSERT_TRUE(controller.decided());
+    const std::string report = controller.Report();
+    EXPECT_NEAR(controller.work_ref(), 6.0, 1e-9) << report;
+    EXPECT_NEAR(controller.work_rate(), 0.010, 0.003) << report;  // s a vertex, and the rest
+    EXPECT_GT(controller.raw_spread(), 0.25) << report;
+    if (equal_work) {
+      EXPECT_LT(controller.spread(), 0.1) << report;
+      EXPECT_TRUE(absl::StrContains(report, "equal work: each counted step at the profile's 6 "))
+          << report;
+    } else {
+      EXPECT_EQ(controller.spread(), controller.raw_spread()) << report;
+      EXPECT_FALSE(absl::StrContains(report, "equal work:")) << report;
+    }
+    for (const AutoCandidate& a : controller.candidates()) {
+      if (a.measured_s < 0) continue;
+      ASSERT_EQ(a.counted_s.size(), a.counted_raw_s.size()) << a.name;
+      if (equal_work) EXPECT_NEAR(a.measured_s, 0.060, 0.015) << a.name << "\n" << report;
+    }
+  }
 }
 
 // One slow counted step (a retransmission, a page fault storm) does not stop a builder: the
