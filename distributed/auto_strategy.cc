@@ -611,19 +611,18 @@ absl::Status AutoStrategy::MeasureWorkRate() {
   work_rate_ = work_ref_ = 0;
   // The counted steps' own work and labelled vertices, each the slowest rank's (one reduction;
   // every rank then holds the same rate).
-  const size_t first = profiled_.size() > 1 ? 1 : 0;
-  std::vector<double> mine;
-  for (size_t i = first; i < profiled_.size(); ++i) {
-    mine.push_back(profiled_[i].compute - profiled_[i].hooks);
-  }
-  mine.insert(mine.end(), profile_work_.begin() + first, profile_work_.end());
+  std::vector<double> own_work;
+  for (const StepTimes& p : profiled_) own_work.push_back(p.compute - p.hooks);
+  std::vector<double> mine = CountedProfileSteps(own_work);
+  const std::vector<double> work = CountedProfileSteps(profile_work_);
+  mine.insert(mine.end(), work.begin(), work.end());
   CAVS_ASSIGN_OR_RETURN(const std::vector<double> most, MaxOverRanks(*comm_, mine));
   const size_t n = most.size() / 2;
-  double own = 0, work = 0;
-  for (size_t i = 0; i < n; ++i) own += most[i], work += most[n + i];
-  if (n == 0 || own <= 0 || work <= 0) return absl::OkStatus();
-  work_rate_ = own / work;
-  work_ref_ = work / static_cast<double>(n);
+  double own = 0, vertices = 0;
+  for (size_t i = 0; i < n; ++i) own += most[i], vertices += most[n + i];
+  if (n == 0 || own <= 0 || vertices <= 0) return absl::OkStatus();
+  work_rate_ = own / vertices;
+  work_ref_ = vertices / static_cast<double>(n);
   return absl::OkStatus();
 }
 
