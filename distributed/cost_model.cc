@@ -287,7 +287,9 @@ std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phase
 }
 
 // Exposure, in order of end: how far each unit extends backward and the units that end before.
-void Expose(Prediction& pred) {
+// `end_floor`: an end the communication reaches at least, though no unit's end says so (the
+// queues' floor), for the step and its exposed part, not the units'.
+void Expose(Prediction& pred, double end_floor = 0.0) {
   std::vector<size_t> by_end(pred.units.size());
   for (size_t u = 0; u < by_end.size(); ++u) by_end[u] = u;
   std::stable_sort(by_end.begin(), by_end.end(),
@@ -298,6 +300,8 @@ void Expose(Prediction& pred) {
     covered = std::max(covered, pred.units[u].end_s);
     pred.comm_end_s = std::max(pred.comm_end_s, pred.units[u].end_s);
   }
+  covered = std::max(covered, end_floor);
+  pred.comm_end_s = std::max(pred.comm_end_s, end_floor);
   pred.exposed_comm_s = covered - pred.compute_s;
   pred.step_s = pred.compute_s + pred.exposed_comm_s + pred.complete_s + pred.optimizer_s;
 }
@@ -316,11 +320,7 @@ void EndUnits(const std::vector<std::vector<Phase>>& phases, const Resources& re
   if (std::isfinite(bound_s)) {
     // The queues' floor first: where it is already over the bound, not even the queues are
     // served (an allgather over H hosts queues H^2 jobs a phase).
-    const double floor = ChainFloor(phases, res, hosts, pred.units);
-    Expose(pred);
-    pred.comm_end_s = std::max(pred.comm_end_s, floor);
-    pred.exposed_comm_s = std::max(pred.exposed_comm_s, floor - pred.compute_s);
-    pred.step_s = pred.compute_s + pred.exposed_comm_s + pred.complete_s + pred.optimizer_s;
+    Expose(pred, ChainFloor(phases, res, hosts, pred.units));
     pred.lower_bound = pred.step_s > bound_s;
     if (pred.lower_bound) return;
     pred.comm_end_s = 0.0;
