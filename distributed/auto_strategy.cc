@@ -155,7 +155,7 @@ absl::Status AutoStrategy::Use(const Strategy& strategy, size_t candidate) {
 
 absl::Status AutoStrategy::CalibrateToProfile() {
   profile_.strategy = options_.start;
-  profile_.step_ms = 1e3 * Median(CountedProfileSteps(profile_steps_));
+  profile_.step_ms = 1e3 * Median(ProfileStepsAtWork());
   CAVS_ASSIGN_OR_RETURN(const Strategy start,
                         BuildStrategy(options_.start, *store_, comm_->world_size()));
   CAVS_ASSIGN_OR_RETURN(step_calibration_, CalibrateToProfiledStep(profile_, cluster_, start,
@@ -609,21 +609,31 @@ void AutoStrategy::ClearVisitSteps() {
 
 absl::Status AutoStrategy::MeasureWorkRate() {
   work_rate_ = work_ref_ = 0;
-  // The counted steps' own work and labelled vertices, each the slowest rank's (one reduction;
-  // every rank then holds the same rate).
-  std::vector<double> own_work;
-  for (const StepTimes& p : profiled_) own_work.push_back(p.compute - p.hooks);
-  std::vector<double> mine = CountedProfileSteps(own_work);
-  const std::vector<double> work = CountedProfileSteps(profile_work_);
-  mine.insert(mine.end(), work.begin(), work.end());
+  // Every profiled step's own work and labelled vertices, each the slowest rank's (one
+  // reduction; every rank then holds the same rate).
+  std::vector<double> mine;
+  for (const StepTimes& p : profiled_) mine.push_back(p.compute - p.hooks);
+  mine.insert(mine.end(), profile_work_.begin(), profile_work_.end());
   CAVS_ASSIGN_OR_RETURN(const std::vector<double> most, MaxOverRanks(*comm_, mine));
   const size_t n = most.size() / 2;
-  double own = 0, vertices = 0;
-  for (size_t i = 0; i < n; ++i) own += most[i], vertices += most[n + i];
-  if (n == 0 || own <= 0 || vertices <= 0) return absl::OkStatus();
-  work_rate_ = own / vertices;
-  work_ref_ = vertices / static_cast<double>(n);
+  profile_vertices_.assign(most.begin() + n, most.end());
+  // The rate and the mean of the counted steps.
+  const std::vector<double> own = CountedProfileSteps({most.begin(), most.begin() + n});
+  const std::vector<double> vertices = CountedProfileSteps(profile_vertices_);
+  double own_sum = 0, vertex_sum = 0;
+  for (size_t i = 0; i < own.size(); ++i) own_sum += own[i], vertex_sum += vertices[i];
+  if (own.empty() || own_sum <= 0 || vertex_sum <= 0) return absl::OkStatus();
+  work_rate_ = own_sum / vertex_sum;
+  work_ref_ = vertex_sum / static_cast<double>(own.size());
   return absl::OkStatus();
+}
+
+std::vector<double> AutoStrategy::ProfileStepsAtWork() const {
+  std::vector<double> steps = CountedProfileSteps(profile_steps_);
+  if (!options_.equal_work || work_rate_ <= 0) return steps;
+  const std::vector<double> vertices = CountedProfileSteps(profile_vertices_);
+  for (size_t i = 0; i < steps.size(); ++i) steps[i] -= work_rate_ * (vertices[i] - work_ref_);
+  return steps;
 }
 
 absl::Status AutoStrategy::FoldVisit(bool cut, bool whole) {
@@ -656,6 +666,7 @@ absl::Status AutoStrategy::FoldVisit(bool cut, bool whole) {
   c.counted_raw_s.insert(c.counted_raw_s.end(), slowest.begin(), slowest.end());
   c.counted_compute_s.insert(c.counted_compute_s.end(), compute.begin(), compute.end());
   c.counted_hooks_s.insert(c.counted_hooks_s.end(), hooks.begin(), hooks.end());
+  if (!at_ref.empty()) c.visit_steps.push_back(at_ref.size());
   if (!whole) return absl::OkStatus();
   ++c.visits;
   // A builder whose visits count one step each: the cutoff once two are counted.
@@ -804,6 +815,26 @@ std::string AutoStrategy::Report() const {
                             100 * Median(compute_errors), 100 * median_abs(compute_errors),
                             computes);
     }
+    // Each tried strategy's counted steps in the order they ran, visit by visit: what moves a
+    // whole visit (the machine, the place in the order) shows here, not in se_%.
+    std::string counted;
+    for (const AutoCandidate& c : candidates_) {
+      if (c.counted_s.empty()) continue;
+      absl::StrAppendFormat(&counted, "    %-*s", width, c.name);
+      size_t k = 0;
+      for (size_t v = 0; v < c.visit_steps.size(); ++v) {
+        if (v > 0) absl::StrAppend(&counted, k == c.second_from ? " ||" : " |");
+        for (size_t end = k + c.visit_steps[v]; k < end; ++k) {
+          absl::StrAppendFormat(&counted, " %.1f", 1e3 * c.counted_s[k]);
+        }
+      }
+      absl::StrAppend(&counted, "\n");
+    }
+    if (!counted.empty()) {
+      absl::StrAppend(&out, "  counted steps (ms, in the order they ran",
+                      options_.equal_work && work_rate_ > 0 ? ", at the profile's work" : "",
+                      "; | between visits, || before a second round's):\n", counted);
+    }
     if (cut_short_) {
       int tried = 0;
       for (const AutoCandidate& c : candidates_) tried += c.measured_s >= 0 ? 1 : 0;
@@ -816,9 +847,20 @@ std::string AutoStrategy::Report() const {
           trial_steps_run_, trial_steps_planned_, tried);
     }
     std::string profiled;
-    for (double t : profile_steps_) absl::StrAppendFormat(&profiled, " %.1f", 1e3 * t);
+    for (size_t i = 0; i < profile_steps_.size(); ++i) {
+      absl::StrAppendFormat(&profiled, " %.1f", 1e3 * profile_steps_[i]);
+      if (i < profile_vertices_.size()) {
+        absl::StrAppendFormat(&profiled, " (%.0f)", profile_vertices_[i]);
+      }
+    }
     absl::StrAppend(&out, "  profile: ", profile_steps_.size(), " steps under '", options_.start,
-                    "',", profiled, " ms (the slowest rank's)\n");
+                    "',", profiled, " ms (labelled vertices; the slowest rank's)");
+    if (options_.equal_work && work_rate_ > 0) {
+      std::string at_work;
+      for (double t : ProfileStepsAtWork()) absl::StrAppendFormat(&at_work, " %.1f", 1e3 * t);
+      absl::StrAppend(&out, "; counted at its work,", at_work, " ms");
+    }
+    absl::StrAppend(&out, "\n");
     absl::StrAppend(&out, "  ", DescribeStepCalibration(step_calibration_), "\n");
     if (early_.empty()) {
       absl::StrAppend(&out, "  polls while units are in flight: not measured (", early_note_,

@@ -135,6 +135,7 @@ struct AutoCandidate {
   // Its counted steps so far (the slowest rank's), in order, at the profile's work where
   // AutoOptions::equal_work (else as measured), and as measured.
   std::vector<double> counted_s, counted_raw_s;
+  std::vector<size_t> visit_steps;  // how many of them each visit counted, in order
   // Of the same steps, the compute (StepTimes::compute) and the hooks in it (StepTimes::hooks)
   // of the rank slowest in each, and their medians once measured (-1: not measured): the
   // cost model's compute_s and hooks_s, measured.
@@ -300,8 +301,12 @@ class AutoStrategy {
   absl::Status FoldVisit(bool cut, bool whole);
   // Empties the current visit's steps (trial_times_ and their compute, hooks and work).
   void ClearVisitSteps();
-  // work_rate_ and work_ref_ from the profiled steps. Collective.
+  // work_rate_, work_ref_ and profile_vertices_ from the profiled steps. Collective.
   absl::Status MeasureWorkRate();
+  // The profile's counted steps (the slowest rank's), each at the profile's mean work where
+  // equal_work (as a trial's counted steps are), else as measured: what profile_.step_ms is the
+  // median of.
+  std::vector<double> ProfileStepsAtWork() const;
   // Adds the time since the current Run began to the search's or the comparison's (once).
   void ChargeRun();
   // The part the current step belongs to: a builder's trial is the comparison's.
@@ -335,11 +340,12 @@ class AutoStrategy {
   TrialCorrection correction_;
   double spread_ = 0, raw_spread_ = 0;
   double work_rate_ = 0, work_ref_ = 0;
-  std::vector<double> profile_work_;   // this rank's labelled vertices of each profiled step
-  int profiled_candidate_ = -1;        // the candidate that is the profiled builder's strategy
-  std::vector<double> out_of_sample_;  // LeaveOneOutErrors of the trials the correction fitted
-  bool corrected_round_ = false;       // the reserve candidates the correction picked were queued
-  bool second_round_ = false;          // ... and tried in a second round (AutoCandidate::second)
+  std::vector<double> profile_work_;      // this rank's labelled vertices of each profiled step
+  std::vector<double> profile_vertices_;  // and the slowest rank's (MeasureWorkRate)
+  int profiled_candidate_ = -1;           // the candidate that is the profiled builder's strategy
+  std::vector<double> out_of_sample_;     // LeaveOneOutErrors of the trials the correction fitted
+  bool corrected_round_ = false;  // the reserve candidates the correction picked were queued
+  bool second_round_ = false;     // ... and tried in a second round (AutoCandidate::second)
   bool cut_short_ = false;
   int trial_steps_run_ = 0, trial_steps_planned_ = 0;
   int trial_steps_ = 0, trial_rounds_ = 0;  // as the trials run (SizeTrials)

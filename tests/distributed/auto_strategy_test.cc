@@ -225,6 +225,36 @@ TEST(AutoStrategyTest, TrialStepsAreComparedAtTheProfilesWork) {
   }
 }
 
+// The profile's step is taken at its own mean work as a trial's are: counted profile steps of
+// 4, 8 and 8 labelled vertices at 10 ms a vertex are 66.7 ms each at their mean (6.67), where
+// their median as measured is 80 ms; the report gives each profiled step's vertices.
+TEST(AutoStrategyTest, TheProfilesStepIsAtItsMeanWork) {
+  for (const bool equal_work : {true, false}) {
+    AutoOptions options;
+    options.profile_steps = 4;
+    options.trial_steps = 2;
+    options.cutoff = 0;
+    options.equal_work = equal_work;
+    std::unique_ptr<Controlled> c = MakeControlled(options);
+    ASSERT_NE(c, nullptr);
+    AutoStrategy& controller = *c->controller;
+    int64_t vertices = 6;
+    RunUntilDecided(
+        *c, [&](const std::string&) { return static_cast<int>(10 * vertices); },
+        [&](int step) {
+          const int64_t profiled[] = {6, 4, 8, 8};
+          vertices = step < options.profile_steps ? profiled[step] : 6;
+          return vertices;
+        });
+    ASSERT_TRUE(controller.decided());
+    const std::string report = controller.Report();
+    EXPECT_NEAR(controller.work_ref(), 20.0 / 3, 1e-9) << report;
+    EXPECT_NEAR(controller.profile().step_ms, equal_work ? 66.7 : 80.0, 6.0) << report;
+    EXPECT_TRUE(absl::StrContains(report, " (4) ")) << report;
+    EXPECT_EQ(absl::StrContains(report, "counted at its work"), equal_work) << report;
+  }
+}
+
 // One slow counted step (a retransmission, a page fault storm) does not stop a builder: the
 // ps builder's first counted step sleeps 600 ms, over the cutoff of 20 times the best, its
 // others sleep 10 ms as every other step does (so that a loaded machine's scheduling does not
