@@ -81,7 +81,8 @@ CostModel::CostModel(ModelProfile profile, ClusterSpec cluster)
     : profile_(std::move(profile)),
       cluster_(std::move(cluster)),
       collectives_(std::make_unique<internal::Collectives>(cluster_)),
-      poll_cost_(profile_.poll_cost) {}
+      poll_cost_(profile_.poll_cost),
+      poll_cost_per_mb_(profile_.poll_cost_per_mb) {}
 
 CostModel::~CostModel() = default;
 
@@ -309,6 +310,9 @@ void Expose(Prediction& pred, double end_floor = 0.0) {
 // The most passes of the polls' stretch (StretchForPolls) before the starts hold; past them the
 // last is taken.
 constexpr int kPollPasses = 4;
+// The most of the compute thread the units' bytes may take (beyond it a transfer is bound by
+// the thread, not the link, which the spans do not say).
+constexpr double kMaxPollShare = 0.9;
 
 // Each unit's end from its start (pred.units' start_s): its chain alone, the queues of each
 // link and host CPU, then, where the step is not yet above `bound_s`, the links shared with the
@@ -356,7 +360,10 @@ void EndUnits(const std::vector<std::vector<Phase>>& phases, const Resources& re
 }
 
 // The polls while units are in flight: with k units in flight, a second of compute's own work
-// takes 1 + c k, so compute ends later and the units ready during it are ready later. A unit is
+// takes (1 + c k) / (1 - S), S the sum of their shares of the thread (`shares`: the cost of a
+// unit's bytes over its span; at most kMaxPollShare), so compute ends later and the units
+// ready during it are ready later: a unit in flight in compute costs it its bytes' cost whole
+// (without c). A unit is
 // in flight for its span (`spans`: end - start, as the last pass's queues gave it) from its
 // start, which is when it is ready and not before the unit before it; its readiness is the
 // first pass's (`pred` on entry) wall time of compute, mapped through the spans of the units
@@ -368,27 +375,40 @@ void EndUnits(const std::vector<std::vector<Phase>>& phases, const Resources& re
 // from the new starts (EndUnits), and the spans with them: a unit that shared a link with one
 // whose bytes are now through before it starts takes its own time alone, so its end does not
 // move with its start (the polls' time is the units' own progress, not time on top of it).
-void StretchForPolls(double c, double own, const std::vector<double>& spans, Prediction& pred) {
+void StretchForPolls(double c, const std::vector<double>& shares, double own,
+                     const std::vector<double>& spans, Prediction& pred) {
   const double compute = pred.compute_s;
-  // The spans of the units started so far: +1 at each start, -1 at each end, kept in time order.
-  std::vector<std::pair<double, int>> events;
-  const auto add = [&](double t, int step) {
-    const std::pair<double, int> e{t, step};
+  // The spans of the units started so far: at each start one more unit and its share, at each
+  // end one less, kept in time order (ties: the ends first).
+  struct Event {
+    double t;
+    int units;
+    double share;
+    bool operator<(const Event& o) const { return t < o.t || (t == o.t && units < o.units); }
+  };
+  std::vector<Event> events;
+  const auto add = [&](double t, int units, double share) {
+    const Event e{t, units, share};
     events.insert(std::upper_bound(events.begin(), events.end(), e), e);
   };
+  // Own work a wall second while k units are in flight with these shares.
+  const auto rate = [&](int k, double share) {
+    return (1 - std::clamp(share, 0.0, kMaxPollShare)) / (1 + c * k);
+  };
   // The wall time at which compute has done what the first pass had done at `x`: between
-  // events the units in flight are constant and own work runs at 1 / (1 + c k).
+  // events the units in flight are constant, and so is the rate of own work.
   const auto wall_at = [&](double x) {
-    double wall = 0.0, done = 0.0;
+    double wall = 0.0, done = 0.0, share = 0.0;
     int k = 0;
-    for (const auto& [t, step] : events) {
-      const double can = (t - wall) / (1 + c * k);
-      if (done + can >= x) return wall + (x - done) * (1 + c * k);
+    for (const Event& e : events) {
+      const double can = (e.t - wall) * rate(k, share);
+      if (done + can >= x) return wall + (x - done) / rate(k, share);
       done += can;
-      wall = t;
-      k += step;
+      wall = e.t;
+      k += e.units;
+      share += e.share;
     }
-    return wall + (x - done) * (1 + c * k);
+    return wall + (x - done) / rate(k, share);
   };
   double before = 0.0;  // the start of the unit before
   double end = -1.0;    // compute's end, once a unit ready at it has come
@@ -405,8 +425,8 @@ void StretchForPolls(double c, double own, const std::vector<double>& spans, Pre
     u.start_s = std::max(u.ready_s, before);
     before = u.start_s;
     if (in_compute) {
-      add(u.start_s, 1);
-      add(u.start_s + span, -1);
+      add(u.start_s, 1, shares[i]);
+      add(u.start_s + span, -1, -shares[i]);
     }
   }
   const double gross = wall_at(compute) - compute;
@@ -589,13 +609,14 @@ absl::Status CostModel::MeasureHooksBasis() {
 }
 
 absl::StatusOr<double> CostModel::ProfiledPolls() {
-  if (!profiled_.has_value() || poll_cost_ <= 0) return 0.0;
-  if (profiled_polls_cost_ != poll_cost_) {
+  if (!profiled_.has_value() || (poll_cost_ <= 0 && poll_cost_per_mb_ <= 0)) return 0.0;
+  if (profiled_polls_cost_ != poll_cost_ || profiled_polls_per_mb_ != poll_cost_per_mb_) {
     in_profiled_ = true;
     absl::StatusOr<Prediction> p = Predict(*profiled_);
     in_profiled_ = false;
     if (!p.ok()) return p.status();
     profiled_polls_cost_ = poll_cost_;
+    profiled_polls_per_mb_ = poll_cost_per_mb_;
     profiled_polls_s_ = p->polls_in_flight_s;
   }
   return profiled_polls_s_;
@@ -678,7 +699,7 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
   // With the polls, each pass's spans set the next one's starts, and a stretch can move the
   // starts earlier as well as later (net of the profiled strategy's own polls): so only the
   // last pass may stop at the bound.
-  const bool polls = poll_cost_ > 0 && !pred.units.empty();
+  const bool polls = (poll_cost_ > 0 || poll_cost_per_mb_ > 0) && !pred.units.empty();
   const double unbounded = std::numeric_limits<double>::infinity();
   EndUnits(phases, res, hosts, polls ? unbounded : bound_s, pred, links);
   if (polls) {
@@ -690,12 +711,24 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     }
     // Each pass's spans stretch the first pass's compute again, until the starts hold (the
     // spans depend on the starts: a unit that starts later may share its links with fewer).
+    // A unit's share of the thread in flight: its bytes' cost over its span.
+    std::vector<double> mb(phases.size(), 0.0);
+    if (poll_cost_per_mb_ > 0) {
+      for (size_t u = 0; u < phases.size(); ++u) {
+        const std::vector<double> moved = MovedByHost(phases[u], hosts);
+        mb[u] = 1e-6 * *std::max_element(moved.begin(), moved.end());
+      }
+    }
     const Prediction first = pred;
     for (int pass = 0; pass < kPollPasses; ++pass) {
-      std::vector<double> spans;
-      for (const UnitPrediction& u : pred.units) spans.push_back(u.end_s - u.start_s);
+      std::vector<double> spans, shares;
+      for (size_t u = 0; u < pred.units.size(); ++u) {
+        const double span = pred.units[u].end_s - pred.units[u].start_s;
+        spans.push_back(span);
+        shares.push_back(span > 0 ? poll_cost_per_mb_ * mb[u] / span : 0.0);
+      }
       Prediction next = first;
-      StretchForPolls(poll_cost_, own, spans, next);
+      StretchForPolls(poll_cost_, shares, own, spans, next);
       bool held = true;
       for (size_t u = 0; u < next.units.size(); ++u) {
         held &= std::abs(next.units[u].start_s - pred.units[u].start_s) <= 1e-12;

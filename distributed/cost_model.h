@@ -33,7 +33,9 @@
 //     the phases that reduce; its decode runs in Complete, after every unit is done (the
 //     cluster's Fp16Costs per element; 0 where it has none);
 //   - while k units are in flight during compute, a second of compute's own work takes
-//     1 + c k (c: the profile's poll_cost; the polls Advance every unit in flight), so compute
+//     (1 + c k) / (1 - S) (c: the profile's poll_cost, the polls Advance every unit in flight;
+//     S: the sum over them of b m / s, b the profile's poll_cost_per_mb, m the MB the busiest
+//     rank moves in the unit and s its span: the transport's copies in the polls), so compute
 //     ends later and the units after it are ready later; the units' ends are found again
 //     from the new starts (the polls' time is their own progress, not time on top of it);
 //   - the step ends when backward and the last unit are done, plus the units' Complete and the
@@ -155,6 +157,10 @@ class CostModel {
   // until set). REQUIRES: 0 <= cost.
   double poll_cost() const { return poll_cost_; }
   void set_poll_cost(double cost) { poll_cost_ = cost; }
+  // What a MB the busiest rank moves in a unit in flight during compute costs compute (the
+  // profile's poll_cost_per_mb until set). REQUIRES: 0 <= cost.
+  double poll_cost_per_mb() const { return poll_cost_per_mb_; }
+  void set_poll_cost_per_mb(double cost) { poll_cost_per_mb_ = cost; }
 
   // The poll cost at which `early`'s predicted compute over `profiled`'s is `ratio` (their
   // measured compute's): a bisection over [0, kMaxPollCost], the ends where the ratio is
@@ -186,10 +192,11 @@ class CostModel {
   ClusterSpec cluster_;
   std::unique_ptr<internal::Collectives> collectives_;
   double hooks_basis_bytes_ = 0.0;
-  double poll_cost_ = 0.0;
+  double poll_cost_ = 0.0, poll_cost_per_mb_ = 0.0;
   std::optional<Strategy> profiled_;  // the profile's `strategy`, built for the cluster
   bool in_profiled_ = false;          // predicting it for ProfiledPolls
-  double profiled_polls_cost_ = -1.0, profiled_polls_s_ = 0.0;  // ProfiledPolls' cache
+  // ProfiledPolls' cache: the costs it was taken at, and its polls.
+  double profiled_polls_cost_ = -1.0, profiled_polls_per_mb_ = -1.0, profiled_polls_s_ = 0.0;
 };
 
 // The units in flight during the predicted compute, on average over it (0 without compute).

@@ -242,6 +242,14 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
     }
     if (v.ok()) st.profile.poll_cost = *v;
     s = v.status();
+  } else if (key == "poll_cost_per_mb") {
+    absl::StatusOr<double> v = ParseNumber(value, kNonNegative);
+    if (v.ok() && *v > kMaxPollCostPerMb) {
+      v = absl::InvalidArgumentError(
+          absl::StrCat(*v, " is more than ", kMaxPollCostPerMb, " (see kMaxPollCostPerMb)"));
+    }
+    if (v.ok()) st.profile.poll_cost_per_mb = *v;
+    s = v.status();
   } else if (key == "early_compute_ratio") {
     absl::StatusOr<double> v = ParseNumber(value, kNonNegative);
     if (v.ok() && !(*v > 0)) v = absl::InvalidArgumentError("a measured ratio must be positive");
@@ -268,7 +276,8 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
         absl::StrCat("unknown directive '", key,
                      "' (expected version, name, batch_per_rank, forward_ms, backward_ms, "
                      "optimizer_ms, hooks_ms, overlap_ms, overlap_hooks_ms, strategy, step_ms, "
-                     "poll_cost, early_strategy, early_compute_ratio or param)"));
+                     "poll_cost, poll_cost_per_mb, early_strategy, early_compute_ratio or "
+                     "param)"));
   }
   return s.ok() ? s : FieldError(key, s);
 }
@@ -421,6 +430,9 @@ std::string SerializeModelProfile(const ModelProfile& profile) {
     absl::StrAppend(&out, "strategy ", profile.strategy, "\nstep_ms ", Num(profile.step_ms), "\n");
   }
   if (profile.poll_cost > 0) absl::StrAppend(&out, "poll_cost ", Num(profile.poll_cost), "\n");
+  if (profile.poll_cost_per_mb > 0) {
+    absl::StrAppend(&out, "poll_cost_per_mb ", Num(profile.poll_cost_per_mb), "\n");
+  }
   if (!profile.early_strategy.empty()) {
     absl::StrAppend(&out, "early_strategy ", profile.early_strategy, "\nearly_compute_ratio ",
                     Num(profile.early_compute_ratio), "\n");

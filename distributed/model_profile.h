@@ -17,6 +17,7 @@
 //   strategy hybrid                               (optional, with the next)
 //   step_ms 31.2
 //   poll_cost 0.8                                 (optional)
+//   poll_cost_per_mb 0.0025                       (optional)
 //   early_strategy ps-lb                          (optional, with the next)
 //   early_compute_ratio 1.42
 //   param embedding shape=21701,300 grad=sparse touched=160 dup=0.45 ready_ms=14.0
@@ -44,6 +45,8 @@ namespace cavs::distributed {
 // The largest poll cost a profile may give (c below: 20 units in flight at that would make
 // compute 400 times its own work).
 inline constexpr double kMaxPollCost = 20.0;
+// The largest cost a MB a profile may give (100 ms of compute a MB: 10 MB/s of copies).
+inline constexpr double kMaxPollCostPerMb = 0.1;
 
 struct ParamProfile {
   std::string name;
@@ -126,6 +129,13 @@ struct ModelProfile {
   // cores the other ranks' polls take their turns too; docs/distributed.md, "The polls while
   // units are in flight"). In [0, kMaxPollCost]; 0: none.
   double poll_cost = 0.0;
+  // What the transport's bytes cost the compute thread while units are in flight during
+  // compute: seconds of compute a MB (1e6 bytes) the busiest rank moves in them, each unit's
+  // bytes spread evenly over its span (the polls copy a unit's bytes as it moves them; on the
+  // test bed's shared cores the other ranks' copies take their turns too). Beside poll_cost:
+  // a unit's cost per second in flight is poll_cost + poll_cost_per_mb x its MB a second.
+  // In [0, kMaxPollCostPerMb]; 0: none.
+  double poll_cost_per_mb = 0.0;
   // Where poll_cost was measured: a builder whose units start early in backward, run for a few
   // steps after the profiled ones, and its measured compute over the profiled strategy's (each
   // the median over the steps after the first of the slowest rank's compute); poll_cost is the

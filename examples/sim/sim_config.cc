@@ -69,6 +69,17 @@ absl::Status SetPollCost(SimConfig& c, const std::string& v) {
   return absl::OkStatus();
 }
 
+absl::Status SetPollCostPerMb(SimConfig& c, const std::string& v) {
+  double x = 0;
+  if (!absl::SimpleAtod(v, &x) || !(x >= 0 && x <= distributed::kMaxPollCostPerMb)) {
+    return absl::InvalidArgumentError(absl::StrCat("--poll-cost-per-mb: '", v,
+                                                   "' is not a number in [0, ",
+                                                   distributed::kMaxPollCostPerMb, "]"));
+  }
+  c.poll_cost_per_mb = x;
+  return absl::OkStatus();
+}
+
 absl::Status SetScaling(SimConfig& c, const std::string& v) {
   c.scaling.clear();
   if (v == "none") return absl::OkStatus();
@@ -108,6 +119,10 @@ const std::vector<FlagSpec>& Flags() {
        "what a unit in flight during compute costs it, s a second of its own work, instead of "
        "the profile's poll_cost (docs/distributed.md)",
        SetPollCost},
+      {"poll-cost-per-mb", "S",
+       "what a MB a rank moves in units in flight during compute costs it, s, instead of the "
+       "profile's poll_cost_per_mb (docs/distributed.md)",
+       SetPollCostPerMb},
       {"scaling", "H1,H2,..", "host counts of the scaling table, or none (default 1,2,4,...,256)",
        SetScaling},
       {"ranks-per-host", "N", "ranks per host in the scaling table (default 8)",

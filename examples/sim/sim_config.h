@@ -23,6 +23,9 @@ struct SimConfig {
   // --poll-cost: what a unit in flight costs compute (ModelProfile::poll_cost) instead of the
   // profile's; < 0: the profile's.
   double poll_cost = -1;
+  // --poll-cost-per-mb: ModelProfile::poll_cost_per_mb instead of the profile's; < 0: the
+  // profile's.
+  double poll_cost_per_mb = -1;
   // Host counts of the scaling table; empty: no table.
   std::vector<int> scaling = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   int ranks_per_host = 8;

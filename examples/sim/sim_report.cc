@@ -417,6 +417,7 @@ absl::Status RunSim(const SimConfig& config, std::ostream& out) {
   CAVS_ASSIGN_OR_RETURN(ClusterSpec cluster,
                         distributed::ParseClusterSpec(cluster_text, config.cluster_path));
   if (config.poll_cost >= 0) profile.poll_cost = config.poll_cost;
+  if (config.poll_cost_per_mb >= 0) profile.poll_cost_per_mb = config.poll_cost_per_mb;
   core::ParameterStore store;
   CAVS_RETURN_IF_ERROR(distributed::AddProfileParameters(profile, &store));
   // A profile that measured its own steps calibrates the cluster there, as --strategy=auto's
@@ -445,6 +446,13 @@ absl::Status RunSim(const SimConfig& config, std::ostream& out) {
                             profile.early_strategy, profile.early_compute_ratio, profile.strategy);
     }
     absl::StrAppend(&calibration_line, "\n");
+  }
+  if (profile.poll_cost_per_mb > 0) {
+    absl::StrAppendFormat(&calibration_line,
+                          "        the transport's bytes in the polls: %.3g ms of compute a MB a "
+                          "rank moves in units in flight during it%s\n",
+                          1e3 * profile.poll_cost_per_mb,
+                          config.poll_cost_per_mb >= 0 ? " (--poll-cost-per-mb)" : "");
   }
   std::string measured_text;
   if (!config.measured_path.empty()) {

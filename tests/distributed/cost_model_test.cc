@@ -703,6 +703,51 @@ TEST(CostModelTest, ThePollsSlowComputeWhileUnitsAreInFlight) {
   EXPECT_NEAR(pred->step_s, 0.105 + one + 0.002, 1e-12);
 }
 
+// The transport's bytes in the polls: a unit in flight during compute takes b m / T of the
+// thread (m: the MB the busiest rank moves in it, T: its span), so compute costs its bytes in
+// compute b each: the early bucket (a 2-rank ring allreduce of 4 MB: 4 MB sent and 4 received a
+// rank) in flight T = 32 ms from 15 ms, well inside compute, ends compute 8 MB x b later; at a
+// tenth of the bandwidth it is in flight past compute's end, and compute pays for the part of
+// its bytes moved by then; a share over kMaxPollShare (0.9) is held there.
+TEST(CostModelTest, TheTransportsBytesInThePollsCostComputeTheirCost) {
+  ModelProfile profile = EarlyAndLate();
+  profile.optimizer_ms = 2;
+  profile.poll_cost_per_mb = 0.001;
+  Strategy s = OneEach(profile, 2, AllReduceSync{});
+  std::get<AllReduceSync>(s.params[1].sync).group = 1;  // a bucket each
+  const double one = 4e6 / kGbit, bytes_cost = 8 * 0.001;
+  absl::StatusOr<Prediction> pred = PredictStepTime(s, profile, Cluster(2, 1, 1, 0, 0));
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  ASSERT_EQ(pred->units.size(), 2u);
+  EXPECT_NEAR(pred->units[0].start_s, 0.015, 1e-12);
+  EXPECT_NEAR(pred->units[0].end_s, 0.015 + one, 1e-12);
+  EXPECT_NEAR(pred->compute_s, 0.105 + bytes_cost, 1e-12);
+  EXPECT_NEAR(pred->hooks_s, bytes_cost, 1e-12);
+  EXPECT_NEAR(pred->units[1].ready_s, pred->compute_s, 1e-12);
+  EXPECT_NEAR(pred->step_s, pred->compute_s + one + 0.002, 1e-12);
+  // A tenth of the bandwidth: own work at 1 - b m / T until 90 ms of it are done, T the early
+  // bucket's span (20 one: the late bucket shares the link with it from compute's end on).
+  pred = PredictStepTime(s, profile, Cluster(2, 1, 0.1, 0, 0));
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  const double span = pred->units[0].end_s - pred->units[0].start_s;
+  EXPECT_GT(span, 10 * one);
+  const double share = bytes_cost / span;
+  EXPECT_NEAR(pred->compute_s, 0.015 + 0.090 / (1 - share), 1e-12);
+  EXPECT_LT(pred->compute_s, 0.105 + bytes_cost);  // only the bytes moved in compute
+  // Held at 0.9 of the thread: 32 ms in flight do 3.2 ms of own work.
+  profile.poll_cost_per_mb = kMaxPollCostPerMb;
+  pred = PredictStepTime(s, profile, Cluster(2, 1, 1, 0, 0));
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  EXPECT_NEAR(pred->compute_s, 0.105 + 0.9 * one, 1e-12);
+  // Beside a poll cost c the two compose: (1 + c) / (1 - share) a second of own work.
+  profile.poll_cost_per_mb = 0.001;
+  profile.poll_cost = 1;
+  pred = PredictStepTime(s, profile, Cluster(2, 1, 1, 0, 0));
+  ASSERT_TRUE(pred.ok()) << pred.status();
+  const double rate = (1 - bytes_cost / one) / 2;  // own work a wall second in flight
+  EXPECT_NEAR(pred->compute_s, 0.015 + one + (0.090 - one * rate), 1e-12);
+}
+
 // With the polls' cost, each pass's spans set the next pass's starts, and net of the profiled
 // strategy's own polls a stretch can move starts earlier: so a bound may stop only the last
 // pass. Under any bound the prediction is the full one bit for bit, or a lower bound of it

@@ -25,6 +25,7 @@ overlap_hooks_ms 2.5
 strategy hybrid
 step_ms 31.25
 poll_cost 0.75
+poll_cost_per_mb 0.0025
 early_strategy ps-lb
 early_compute_ratio 1.5
 param embedding shape=1000,30 grad=sparse touched=100 dup=0.4 ready_ms=14
@@ -47,6 +48,7 @@ TEST(ModelProfileTest, ParsesEveryField) {
   EXPECT_EQ(p->strategy, "hybrid");
   EXPECT_EQ(p->step_ms, 31.25);
   EXPECT_EQ(p->poll_cost, 0.75);
+  EXPECT_EQ(p->poll_cost_per_mb, 0.0025);
   EXPECT_EQ(p->early_strategy, "ps-lb");
   EXPECT_EQ(p->early_compute_ratio, 1.5);
   ASSERT_EQ(p->params.size(), 4u);
@@ -208,9 +210,11 @@ TEST(ModelProfileTest, ErrorsNameTheFileLineAndField) {
       {head + "epochs 3\n",
        "p.txt line 4: unknown directive 'epochs' (expected version, name, batch_per_rank, "
        "forward_ms, backward_ms, optimizer_ms, hooks_ms, overlap_ms, overlap_hooks_ms, strategy, "
-       "step_ms, poll_cost, early_strategy, early_compute_ratio or param)"},
+       "step_ms, poll_cost, poll_cost_per_mb, early_strategy, early_compute_ratio or param)"},
       {head + "poll_cost 21\n",
        "p.txt line 4: field 'poll_cost': 21 is more than 20 (see kMaxPollCost)"},
+      {head + "poll_cost_per_mb 0.2\n",
+       "p.txt line 4: field 'poll_cost_per_mb': 0.2 is more than 0.1 (see kMaxPollCostPerMb)"},
       {head + "poll_cost -0.1\n",
        "p.txt line 4: field 'poll_cost': bad value '-0.1' (expected a number >= 0)"},
       {head + "early_compute_ratio 0\n",

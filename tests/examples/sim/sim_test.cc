@@ -91,10 +91,13 @@ TEST(SimFlagsTest, DefaultsAndErrors) {
   EXPECT_EQ(c->ranks_per_host, 8);
   EXPECT_FALSE(c->allow_compression);
   EXPECT_EQ(c->poll_cost, -1);  // the profile's
+  EXPECT_EQ(c->poll_cost_per_mb, -1);
   c = Flags({"--profile=p", "--cluster=c", "--allow_compression", "--scaling=none",
-             "--ranks-per-host=4", "--units=false", "--top=2", "--poll-cost=1.5"});
+             "--ranks-per-host=4", "--units=false", "--top=2", "--poll-cost=1.5",
+             "--poll-cost-per-mb=0.003"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->poll_cost, 1.5);
+  EXPECT_EQ(c->poll_cost_per_mb, 0.003);
   EXPECT_TRUE(c->allow_compression);
   EXPECT_TRUE(c->scaling.empty());
   EXPECT_EQ(c->ranks_per_host, 4);
@@ -115,6 +118,8 @@ TEST(SimFlagsTest, DefaultsAndErrors) {
       {{"--profile=p", "--cluster=c", "--top"}, "--top needs a value"},
       {{"--profile=p", "--cluster=c", "--poll-cost=-1"},
        "--poll-cost: '-1' is not a number in [0, 20]"},
+      {{"--profile=p", "--cluster=c", "--poll-cost-per-mb=1"},
+       "--poll-cost-per-mb: '1' is not a number in [0, 0.1]"},
       {{"stray"}, "unexpected argument 'stray' (flags look like --name=value)"},
   };
   for (const auto& [args, error] : bad) {
