@@ -182,6 +182,20 @@ TEST(AutoStrategyTest, TheReportSaysHowNoisyTheTrialsWere) {
   EXPECT_TRUE(absl::StrContains(report, "compute and its hooks, predicted / measured")) << report;
 }
 
+// Runs a controller until it decides, each step's compute sleeping 10 ms a labelled vertex,
+// `vertices(step)` of them (the steps counted from the first profiled one, 0).
+std::unique_ptr<Controlled> DecidedAtWork(AutoOptions options,
+                                          const std::function<int64_t(int)>& vertices) {
+  options.cutoff = 0;
+  std::unique_ptr<Controlled> c = MakeControlled(options);
+  if (c == nullptr) return nullptr;
+  int64_t now = 0;
+  RunUntilDecided(
+      *c, [&](const std::string&) { return static_cast<int>(10 * now); },
+      [&](int step) { return now = vertices(step); });
+  return c;
+}
+
 // Trial steps at the profile's work: each step's compute sleeps 10 ms a labelled vertex, the
 // profiled ones at 6 vertices (60 ms), the trials' at 4 and 8 in turn (40 and 80 ms). Taken to
 // the profile's 6 vertices at its 10 ms a vertex, every counted step is about 60 ms: the spread
@@ -192,18 +206,12 @@ TEST(AutoStrategyTest, TrialStepsAreComparedAtTheProfilesWork) {
     AutoOptions options;
     options.profile_steps = 3;
     options.trial_steps = 5;
-    options.cutoff = 0;
     options.equal_work = equal_work;
-    std::unique_ptr<Controlled> c = MakeControlled(options);
+    std::unique_ptr<Controlled> c = DecidedAtWork(options, [&](int step) -> int64_t {
+      return step < options.profile_steps ? 6 : step % 2 ? 4 : 8;
+    });
     ASSERT_NE(c, nullptr);
     AutoStrategy& controller = *c->controller;
-    int64_t vertices = 6;
-    RunUntilDecided(
-        *c, [&](const std::string&) { return static_cast<int>(10 * vertices); },
-        [&](int step) {
-          vertices = step < options.profile_steps ? 6 : step % 2 ? 4 : 8;
-          return vertices;
-        });
     ASSERT_TRUE(controller.decided());
     const std::string report = controller.Report();
     EXPECT_NEAR(controller.work_ref(), 6.0, 1e-9) << report;
@@ -233,19 +241,13 @@ TEST(AutoStrategyTest, TheProfilesStepIsAtItsMeanWork) {
     AutoOptions options;
     options.profile_steps = 4;
     options.trial_steps = 2;
-    options.cutoff = 0;
     options.equal_work = equal_work;
-    std::unique_ptr<Controlled> c = MakeControlled(options);
+    std::unique_ptr<Controlled> c = DecidedAtWork(options, [&](int step) -> int64_t {
+      const int64_t profiled[] = {6, 4, 8, 8};
+      return step < options.profile_steps ? profiled[step] : 6;
+    });
     ASSERT_NE(c, nullptr);
     AutoStrategy& controller = *c->controller;
-    int64_t vertices = 6;
-    RunUntilDecided(
-        *c, [&](const std::string&) { return static_cast<int>(10 * vertices); },
-        [&](int step) {
-          const int64_t profiled[] = {6, 4, 8, 8};
-          vertices = step < options.profile_steps ? profiled[step] : 6;
-          return vertices;
-        });
     ASSERT_TRUE(controller.decided());
     const std::string report = controller.Report();
     EXPECT_NEAR(controller.work_ref(), 20.0 / 3, 1e-9) << report;
