@@ -630,7 +630,7 @@ absl::Status AutoStrategy::MeasureWorkRate() {
 
 std::vector<double> AutoStrategy::ProfileStepsAtWork() const {
   std::vector<double> steps = CountedProfileSteps(profile_steps_);
-  if (!options_.equal_work || work_rate_ <= 0) return steps;
+  if (!AtEqualWork()) return steps;
   const std::vector<double> vertices = CountedProfileSteps(profile_vertices_);
   for (size_t i = 0; i < steps.size(); ++i) steps[i] -= work_rate_ * (vertices[i] - work_ref_);
   return steps;
@@ -658,7 +658,7 @@ absl::Status AutoStrategy::FoldVisit(bool cut, bool whole) {
   part.counted_steps.insert(part.counted_steps.end(), slowest.begin(), slowest.end());
   // Each step at the profile's work: its own work moved by what its labelled vertices differ.
   std::vector<double> at_ref = slowest;
-  if (options_.equal_work && work_rate_ > 0) {
+  if (AtEqualWork()) {
     for (size_t i = 0; i < at_ref.size(); ++i) at_ref[i] -= work_rate_ * (work[i] - work_ref_);
   }
   const size_t before = c.counted_s.size();
@@ -779,7 +779,7 @@ std::string AutoStrategy::Report() const {
                             100 * spread_, 100 * MedianStandardError(spread_, CountedSteps()),
                             CountedSteps());
     }
-    if (options_.equal_work && work_rate_ > 0) {
+    if (AtEqualWork()) {
       absl::StrAppendFormat(&out,
                             "  equal work: each counted step at the profile's %.0f labelled "
                             "vertices (the slowest rank's), its own work moved %.3g us a vertex; "
@@ -832,7 +832,7 @@ std::string AutoStrategy::Report() const {
     }
     if (!counted.empty()) {
       absl::StrAppend(&out, "  counted steps (ms, in the order they ran",
-                      options_.equal_work && work_rate_ > 0 ? ", at the profile's work" : "",
+                      AtEqualWork() ? ", at the profile's work" : "",
                       "; | between visits, || before a second round's):\n", counted);
     }
     if (cut_short_) {
@@ -855,7 +855,7 @@ std::string AutoStrategy::Report() const {
     }
     absl::StrAppend(&out, "  profile: ", profile_steps_.size(), " steps under '", options_.start,
                     "',", profiled, " ms (labelled vertices; the slowest rank's)");
-    if (options_.equal_work && work_rate_ > 0) {
+    if (AtEqualWork()) {
       std::string at_work;
       for (double t : ProfileStepsAtWork()) absl::StrAppendFormat(&at_work, " %.1f", 1e3 * t);
       absl::StrAppend(&out, "; counted at its work,", at_work, " ms");

@@ -303,6 +303,8 @@ class AutoStrategy {
   void ClearVisitSteps();
   // work_rate_, work_ref_ and profile_vertices_ from the profiled steps. Collective.
   absl::Status MeasureWorkRate();
+  // Whether counted steps are taken at the profile's work: equal_work, and a rate measured.
+  bool AtEqualWork() const { return options_.equal_work && work_rate_ > 0; }
   // The profile's counted steps (the slowest rank's), each at the profile's mean work where
   // equal_work (as a trial's counted steps are), else as measured: what profile_.step_ms is the
   // median of.

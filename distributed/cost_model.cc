@@ -644,8 +644,9 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
 
   std::vector<std::vector<Phase>> phases(specs.size());
   std::map<int, ServerLoad> servers;
-  double started = 0.0;      // s the backward's thread has spent in the units' Start so far
-  StartCosts push_s(hosts);  // per unit and host: its start cost
+  double started = 0.0;         // s the backward's thread has spent in the units' Start so far
+  StartCosts push_s(hosts);     // per unit and host: its start cost
+  std::vector<double> unit_mb;  // per unit, the MB its busiest rank moves (where computed)
   for (size_t u = 0; u < specs.size(); ++u) {
     const kinds::SyncKind& kind = kinds::KindOf(specs[u].kind);
     UnitPrediction unit;
@@ -668,9 +669,13 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     unit.ready_s = hooks.Wall(pure_ready) + push_s.Upto(pure_ready) + started;
     // Units start in order: a ready unit waits for the one before it.
     unit.start_s = std::max(unit.ready_s, u == 0 ? 0.0 : pred.units.back().start_s);
-    // Its bytes through each host's busiest rank, or the payload on every host alike.
+    // Its bytes through each host's busiest rank (where the start costs or the bytes' cost in
+    // the polls need them); the start costs are by those, or by the payload on every host.
+    std::vector<double> moved;
+    if (by_rank || poll_cost_per_mb_ > 0) moved = MovedByHost(phases[u], hosts);
+    if (!moved.empty()) unit_mb.push_back(1e-6 * *std::max_element(moved.begin(), moved.end()));
     std::vector<double> push =
-        by_rank ? MovedByHost(phases[u], hosts)
+        by_rank ? std::move(moved)
                 : std::vector<double>(hosts, static_cast<double>(cost.payload_bytes));
     for (double& p : push) p *= in_compute[u] ? hooks.per_byte() : 0.0;
     push_s.Add(pure_ready, std::move(push));
@@ -711,21 +716,15 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     }
     // Each pass's spans stretch the first pass's compute again, until the starts hold (the
     // spans depend on the starts: a unit that starts later may share its links with fewer).
-    // A unit's share of the thread in flight: its bytes' cost over its span.
-    std::vector<double> mb(phases.size(), 0.0);
-    if (poll_cost_per_mb_ > 0) {
-      for (size_t u = 0; u < phases.size(); ++u) {
-        const std::vector<double> moved = MovedByHost(phases[u], hosts);
-        mb[u] = 1e-6 * *std::max_element(moved.begin(), moved.end());
-      }
-    }
     const Prediction first = pred;
     for (int pass = 0; pass < kPollPasses; ++pass) {
+      // A unit's share of the thread in flight: its bytes' cost over its span.
       std::vector<double> spans, shares;
       for (size_t u = 0; u < pred.units.size(); ++u) {
         const double span = pred.units[u].end_s - pred.units[u].start_s;
         spans.push_back(span);
-        shares.push_back(span > 0 ? poll_cost_per_mb_ * mb[u] / span : 0.0);
+        const bool costed = poll_cost_per_mb_ > 0 && span > 0;
+        shares.push_back(costed ? poll_cost_per_mb_ * unit_mb[u] / span : 0.0);
       }
       Prediction next = first;
       StretchForPolls(poll_cost_, shares, own, spans, next);

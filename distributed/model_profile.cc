@@ -202,6 +202,18 @@ double ModelProfile::*TimeField(const std::string& key) {
   return nullptr;
 }
 
+// A cost in [0, max] into *field (`max_name`: the constant the error names).
+absl::Status ParseCost(absl::string_view value, double max, const char* max_name, double* field) {
+  absl::StatusOr<double> v = ParseNumber(value, kNonNegative);
+  if (!v.ok()) return v.status();
+  if (*v > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(*v, " is more than ", max, " (see ", max_name, ")"));
+  }
+  *field = *v;
+  return absl::OkStatus();
+}
+
 absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseState& st) {
   const std::string& key = tokens[0];
   if (!st.have_version && key != "version") {
@@ -235,21 +247,9 @@ absl::Status ParseLine(const std::vector<std::string>& tokens, int line, ParseSt
     }
     (key == "strategy" ? st.profile.strategy : st.profile.early_strategy) = value;
   } else if (key == "poll_cost") {
-    absl::StatusOr<double> v = ParseNumber(value, kNonNegative);
-    if (v.ok() && *v > kMaxPollCost) {
-      v = absl::InvalidArgumentError(
-          absl::StrCat(*v, " is more than ", kMaxPollCost, " (see kMaxPollCost)"));
-    }
-    if (v.ok()) st.profile.poll_cost = *v;
-    s = v.status();
+    s = ParseCost(value, kMaxPollCost, "kMaxPollCost", &st.profile.poll_cost);
   } else if (key == "poll_cost_per_mb") {
-    absl::StatusOr<double> v = ParseNumber(value, kNonNegative);
-    if (v.ok() && *v > kMaxPollCostPerMb) {
-      v = absl::InvalidArgumentError(
-          absl::StrCat(*v, " is more than ", kMaxPollCostPerMb, " (see kMaxPollCostPerMb)"));
-    }
-    if (v.ok()) st.profile.poll_cost_per_mb = *v;
-    s = v.status();
+    s = ParseCost(value, kMaxPollCostPerMb, "kMaxPollCostPerMb", &st.profile.poll_cost_per_mb);
   } else if (key == "early_compute_ratio") {
     absl::StatusOr<double> v = ParseNumber(value, kNonNegative);
     if (v.ok() && !(*v > 0)) v = absl::InvalidArgumentError("a measured ratio must be positive");

@@ -45,6 +45,18 @@ Setter Int(const char* name, int SimConfig::*field, int min, int max) {
   };
 }
 
+Setter Double(const char* name, double SimConfig::*field, double max) {
+  return [=](SimConfig& c, const std::string& v) {
+    double x = 0;
+    if (!absl::SimpleAtod(v, &x) || !(x >= 0 && x <= max)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": '", v, "' is not a number in [0, ", max, "]"));
+    }
+    c.*field = x;
+    return absl::OkStatus();
+  };
+}
+
 Setter Bool(const char* name, bool SimConfig::*field) {
   return [name, field](SimConfig& c, const std::string& v) {
     if (v.empty() || v == "true" || v == "1") {
@@ -57,27 +69,6 @@ Setter Bool(const char* name, bool SimConfig::*field) {
     }
     return absl::OkStatus();
   };
-}
-
-absl::Status SetPollCost(SimConfig& c, const std::string& v) {
-  double x = 0;
-  if (!absl::SimpleAtod(v, &x) || !(x >= 0 && x <= distributed::kMaxPollCost)) {
-    return absl::InvalidArgumentError(absl::StrCat("--poll-cost: '", v, "' is not a number in [0, ",
-                                                   distributed::kMaxPollCost, "]"));
-  }
-  c.poll_cost = x;
-  return absl::OkStatus();
-}
-
-absl::Status SetPollCostPerMb(SimConfig& c, const std::string& v) {
-  double x = 0;
-  if (!absl::SimpleAtod(v, &x) || !(x >= 0 && x <= distributed::kMaxPollCostPerMb)) {
-    return absl::InvalidArgumentError(absl::StrCat("--poll-cost-per-mb: '", v,
-                                                   "' is not a number in [0, ",
-                                                   distributed::kMaxPollCostPerMb, "]"));
-  }
-  c.poll_cost_per_mb = x;
-  return absl::OkStatus();
 }
 
 absl::Status SetScaling(SimConfig& c, const std::string& v) {
@@ -118,11 +109,11 @@ const std::vector<FlagSpec>& Flags() {
       {"poll-cost", "C",
        "what a unit in flight during compute costs it, s a second of its own work, instead of "
        "the profile's poll_cost (docs/distributed.md)",
-       SetPollCost},
+       Double("poll-cost", &C::poll_cost, distributed::kMaxPollCost)},
       {"poll-cost-per-mb", "S",
        "what a MB a rank moves in units in flight during compute costs it, s, instead of the "
        "profile's poll_cost_per_mb (docs/distributed.md)",
-       SetPollCostPerMb},
+       Double("poll-cost-per-mb", &C::poll_cost_per_mb, distributed::kMaxPollCostPerMb)},
       {"scaling", "H1,H2,..", "host counts of the scaling table, or none (default 1,2,4,...,256)",
        SetScaling},
       {"ranks-per-host", "N", "ranks per host in the scaling table (default 8)",
