@@ -287,6 +287,114 @@ std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phase
   return ends;
 }
 
+// A staged unit's end where its neighbours meet its stages (`staged[u]`: a PS shard on MPI's
+// trees, kinds::UnitCost::staged, whose phases run one after another on every rank). As in
+// SharedChainEnds the neighbours are the units whose alone intervals overlap u's, with their
+// work per resource over their whole chains; each is charged to the first of u's stages that
+// loads a resource it loads, less its bytes on the pairs of hosts that stage sends on (a
+// connection sends in order, Open MPI's TCP transport, docs/cluster.md: those go before or
+// after the stage's, as the queues and the queued chains order them, not beside them in a fair
+// share), min(that, the stage's own work there) on each resource, as SharedChainEnds shares.
+// Each stage ends later by what its work and those shares on its most loaded resource exceed
+// its transfer time alone, and the unit by the sum over its stages: a stage cannot lend its
+// idle time to the stage before it, so the neighbours that delay a shard's reduce delay its
+// broadcast's start. Which stage a neighbour meets is decided by the resources, not by time,
+// and the neighbours are those of the alone intervals: so, as in SharedChainEnds, the end
+// never shrinks when a link gets slower. Units not staged: their alone end.
+std::vector<double> StagedEnds(const std::vector<std::vector<Phase>>& phases, const Resources& res,
+                               int hosts, const std::vector<Interval>& alone,
+                               const std::vector<bool>& staged) {
+  const size_t n = alone.size();
+  std::vector<double> ends(n);
+  for (size_t u = 0; u < n; ++u) ends[u] = alone[u].end;
+  // Work per resource and bytes per pair of hosts, both ascending, and the transfer time alone
+  // (the sum over the phases of the longest work in each): of every unit whole, and of each
+  // stage (a phase that loads a link) of a staged unit.
+  struct Loads {
+    std::vector<std::pair<int, double>> works;
+    std::vector<Load> pairs;
+    double transfer = 0.0;
+  };
+  const auto loads_of = [&](const std::vector<Phase>& chain) {
+    std::map<int, double> works, pairs;
+    Loads out;
+    for (const Phase& ph : chain) {
+      double longest = 0.0;
+      for (const Load& l : ph.loads) {
+        const double work = l.bytes / res.capacity(l.resource);
+        works[l.resource] += work;
+        longest = std::max(longest, work);
+      }
+      for (size_t i = 0; i < ph.pairs.size(); ++i) pairs[ph.pairs[i].resource] += ph.pairs[i].bytes;
+      out.transfer += longest;
+    }
+    out.works.assign(works.begin(), works.end());
+    for (const auto& [pair, bytes] : pairs) out.pairs.push_back({pair, bytes});
+    return out;
+  };
+  if (std::find(staged.begin(), staged.end(), true) == staged.end()) return ends;
+  std::vector<Loads> whole;
+  whole.reserve(n);
+  for (size_t u = 0; u < n; ++u) whole.push_back(loads_of(phases[u]));
+  for (size_t u = 0; u < n; ++u) {
+    if (!staged[u]) continue;
+    std::vector<Loads> stages;
+    for (const Phase& ph : phases[u]) {
+      if (!ph.loads.empty()) stages.push_back(loads_of({ph}));
+    }
+    std::vector<std::vector<double>> share(stages.size());
+    for (size_t g = 0; g < stages.size(); ++g) share[g].assign(stages[g].works.size(), 0.0);
+    for (size_t v = 0; v < n; ++v) {
+      if (v == u || alone[v].start >= alone[u].end || alone[u].start >= alone[v].end) continue;
+      const Loads& f = whole[v];
+      for (size_t g = 0; g < stages.size(); ++g) {
+        const Loads& e = stages[g];
+        // f's bytes on the stage's pairs, as work on the resources they load.
+        std::map<int, double> same;
+        for (size_t i = 0, j = 0; i < e.pairs.size() && j < f.pairs.size();) {
+          if (e.pairs[i].resource < f.pairs[j].resource) {
+            ++i;
+          } else if (f.pairs[j].resource < e.pairs[i].resource) {
+            ++j;
+          } else {
+            const int a = e.pairs[i].resource / hosts, b = e.pairs[i].resource % hosts;
+            for (const int r : {Resources::Out(a), Resources::In(b), Resources::Duplex(a),
+                                Resources::Duplex(b)}) {
+              same[r] += f.pairs[j].bytes / res.capacity(r);
+            }
+            ++i, ++j;
+          }
+        }
+        bool met = false;
+        for (size_t i = 0, j = 0; i < e.works.size() && j < f.works.size();) {
+          if (e.works[i].first < f.works[j].first) {
+            ++i;
+          } else if (f.works[j].first < e.works[i].first) {
+            ++j;
+          } else {
+            const auto it = same.find(e.works[i].first);
+            const double apart = f.works[j].second - (it == same.end() ? 0.0 : it->second);
+            if (apart > 0) {
+              share[g][i] += std::min(apart, e.works[i].second);
+              met = true;
+            }
+            ++i, ++j;
+          }
+        }
+        if (met) break;  // the first stage it meets
+      }
+    }
+    for (size_t g = 0; g < stages.size(); ++g) {
+      double busiest = 0.0;
+      for (size_t i = 0; i < stages[g].works.size(); ++i) {
+        busiest = std::max(busiest, stages[g].works[i].second + share[g][i]);
+      }
+      ends[u] += std::max(0.0, busiest - stages[g].transfer);
+    }
+  }
+  return ends;
+}
+
 // Exposure, in order of end: how far each unit extends backward and the units that end before.
 // `end_floor`: an end the communication reaches at least, though no unit's end says so (the
 // queues' floor), for the step and its exposed part, not the units'.
@@ -314,11 +422,19 @@ constexpr int kPollPasses = 4;
 // the thread, not the link, which the spans do not say).
 constexpr double kMaxPollShare = 0.9;
 
+// The most units a strategy may have for its staged units to be judged stage by stage
+// (StagedEnds, quadratic in the units and linear in each one's resources and pairs of hosts): the
+// test bed's strategies have at most a few dozen units; a partitioned PS over hundreds of hosts
+// has a shard per rank and parameter, and is judged whole.
+constexpr size_t kMaxStagedUnits = 64;
+
 // Each unit's end from its start (pred.units' start_s): its chain alone, the queues of each
 // link and host CPU, then, where the step is not yet above `bound_s`, the links shared with the
 // units beside it and the queued chains; the exposure of each. `links`: the link queues' jobs.
-void EndUnits(const std::vector<std::vector<Phase>>& phases, const Resources& res, int hosts,
-              double bound_s, Prediction& pred, std::vector<std::vector<Job>>& links) {
+// `staged`: per unit, whether its phases run as stages (kinds::UnitCost::staged).
+void EndUnits(const std::vector<std::vector<Phase>>& phases, const std::vector<bool>& staged,
+              const Resources& res, int hosts, double bound_s, Prediction& pred,
+              std::vector<std::vector<Job>>& links) {
   links.assign(res.count(), {});
   pred.comm_end_s = 0.0;
   if (std::isfinite(bound_s)) {
@@ -343,9 +459,15 @@ void EndUnits(const std::vector<std::vector<Phase>>& phases, const Resources& re
   Expose(pred);
   pred.lower_bound = pred.step_s > bound_s;
   if (!pred.lower_bound) {
+    // A staged unit is judged stage by stage (up to kMaxStagedUnits units), every other
+    // unit whole.
     const std::vector<double> shared = SharedChainEnds(phases, res, alone);
+    const bool by_stage = pred.units.size() <= kMaxStagedUnits;
+    const std::vector<double> stage_ends =
+        by_stage ? StagedEnds(phases, res, hosts, alone, staged) : shared;
     for (size_t u = 0; u < pred.units.size(); ++u) {
-      pred.units[u].end_s = std::max(pred.units[u].end_s, shared[u]);
+      pred.units[u].end_s =
+          std::max(pred.units[u].end_s, by_stage && staged[u] ? stage_ends[u] : shared[u]);
     }
     Expose(pred);
     pred.lower_bound = pred.step_s > bound_s;
@@ -643,6 +765,7 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
   const std::vector<bool> in_compute = StartsInCompute(specs, profile_);
 
   std::vector<std::vector<Phase>> phases(specs.size());
+  std::vector<bool> staged(specs.size());
   std::map<int, ServerLoad> servers;
   double started = 0.0;         // s the backward's thread has spent in the units' Start so far
   StartCosts push_s(hosts);     // per unit and host: its start cost
@@ -654,6 +777,7 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
     unit.kind = specs[u].kind;
     kinds::UnitCost cost = kind.Cost(specs[u], profile_, *collectives_);
     phases[u] = std::move(cost.phases);
+    staged[u] = cost.staged;
     for (const Phase& ph : phases[u]) pred.collectives |= ph.collectives;
     unit.payload_bytes = cost.payload_bytes;
     double pure_ready = hooks.Pure(pred.forward_s);
@@ -706,7 +830,7 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
   // last pass may stop at the bound.
   const bool polls = (poll_cost_ > 0 || poll_cost_per_mb_ > 0) && !pred.units.empty();
   const double unbounded = std::numeric_limits<double>::infinity();
-  EndUnits(phases, res, hosts, polls ? unbounded : bound_s, pred, links);
+  EndUnits(phases, staged, res, hosts, polls ? unbounded : bound_s, pred, links);
   if (polls) {
     // The polls while units are in flight, net of the profiled strategy's own (in the
     // profile's compute already).
@@ -733,7 +857,7 @@ absl::StatusOr<Prediction> CostModel::Predict(const Strategy& strategy, double b
         held &= std::abs(next.units[u].start_s - pred.units[u].start_s) <= 1e-12;
       }
       const bool last = held || pass + 1 == kPollPasses;
-      EndUnits(phases, res, hosts, last ? bound_s : unbounded, next, links);
+      EndUnits(phases, staged, res, hosts, last ? bound_s : unbounded, next, links);
       pred = std::move(next);
       if (held) break;
     }

@@ -80,6 +80,12 @@ struct UnitCost {
   double start_s = 0.0;
   // s of Complete's work, which runs when every unit is done: the float16 decode.
   double complete_s = 0.0;
+  // Its phases run as stages on every rank, each started once the one before is through there
+  // (a PS shard on MPI's trees: every piece's reduce, then every piece's broadcast): the cost
+  // model's shared-link term charges each neighbour to the first stage that shares a link with
+  // it, so a neighbour that delays the first stage is not hidden in the second's time. Else
+  // the term judges the chain whole (its phases pipelined, or in pieces that overlap).
+  bool staged = false;
 };
 
 class SyncKind {

@@ -528,6 +528,9 @@ class ParameterServer final : public SyncKindFor<ParameterServerSync> {
       cost.payload_bytes = static_cast<int64_t>(bytes);
       cost.phases = {c.Run(Collective::kReduce, all, unit.server, bytes, direct),
                      c.Run(Collective::kBroadcast, all, unit.server, bytes, direct)};
+      // On the trees every piece's reduce, then every piece's broadcast; the direct route
+      // turns each piece back while later ones arrive.
+      cost.staged = !direct;
       return cost;
     }
     // Row-sparse: each row travels as an int64 id and cols floats; a shard holds the touched

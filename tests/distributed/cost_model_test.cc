@@ -242,16 +242,20 @@ TEST(CostModelTest, ParameterServerHotSpotIsTheServersLink) {
   EXPECT_EQ(pred->units[0].payload_bytes, 4000000);
 
   // One shard per server: each shard's chain carries (W-1)/W of the tensor into its server's
-  // host (reduce) and out of it (broadcast), 2 alpha + 2 (W-1)/W B / bw alone; the W-1 other
-  // shards, started beside it, put (W-1)/W B more through each direction of that link (their
-  // reduce sends the server's block out, their broadcast brings one in), in the phase where
-  // the shard's own leaves that direction idle: 2 (W-1)/W B each way fits in its chain's time,
-  // and the step is the lockstep schedule's, 2 alpha + 2 (W-1)/W B / bw.
+  // host (reduce) and out of it (broadcast), 2 alpha + 2 (W-1)/W B / bw alone. On MPI's trees
+  // a shard runs its reduce, then its broadcast, and each of the W-1 others, started beside
+  // it, meets its reduce first, on the way out of a rank t that sends the shard its block:
+  // besides the block (B/W), t sends the other W-2 servers theirs (a block each, a fair share)
+  // and its own shard's broadcast to all but this server (a connection of its own: at most
+  // this shard's B/W there). So t's way out has B of work in the reduce, B/W over its
+  // (W-1)/W B / bw alone, and the step is 2 alpha + (2 (W-1) + 1)/W B / bw. (The lockstep
+  // schedule, 2 alpha + 2 (W-1)/W B / bw, would fill each direction a shard's own phase leaves
+  // idle; the test bed measured such shards slower than that.)
   const ClusterSpec quiet = Cluster(w, 1, 1, alpha, 0);
   const Strategy split = OneEach(profile, w, ParameterServerSync{{0, 1, 2, 3}, {}, 0});
   absl::StatusOr<Prediction> spread = PredictStepTime(split, profile, quiet);
   ASSERT_TRUE(spread.ok()) << spread.status();
-  EXPECT_NEAR(spread->step_s, 2 * alpha + 2.0 * (w - 1) / w * bytes / bw, 1e-12);
+  EXPECT_NEAR(spread->step_s, 2 * alpha + (2.0 * (w - 1) + 1) / w * bytes / bw, 1e-12);
   EXPECT_EQ(spread->units.size(), 4u);
   EXPECT_EQ(spread->units[1].name, "ps 'p0' rows [250, 500) on server 1");
   EXPECT_DOUBLE_EQ(spread->busiest_server.bytes_in, (w - 1) * bytes / w);
@@ -326,9 +330,10 @@ TEST(CostModelTest, TheProfiledStepCalibratesTheCollectivesItRuns) {
 // shard's broadcast released at B1 / bw, served after the first's, 3 B1 / bw as well). A small
 // shard of B2 served by rank 1 instead sends its broadcast the way the large one's reduce goes
 // and its reduce the way the large one's broadcast goes: B1 + B2 each way fits in the large
-// chain's 2 B1 / bw, which the bound leaves as it is, though a time-resolved fair share would
-// end it at (2 B1 + B2) / bw (the small broadcast meets the large reduce): what keeps the step
-// monotone in the links (docs/distributed.md, "The cost model").
+// chain's 2 B1 / bw. On MPI's trees the large shard's reduce is a stage of its own, but the
+// small broadcast goes on its connection (host 1 to host 0), which sends in order, not in a
+// fair share: the large one stays at 2 B1 / bw (docs/distributed.md, "A tree shard's
+// stages").
 TEST(CostModelTest, ShardsBesideEachOtherShareTheLinksTheirChainsLoad) {
   const double bw = 1 * kGbit, big = 8e6, small = 1e6;
   ModelProfile profile = Profile({{2000, 1000}, {250, 1000}});
@@ -410,6 +415,74 @@ TEST(CostModelTest, TheDirectRouteKeepsASlowHostOutOfTheTrees) {
   EXPECT_NEAR(trees->step_s, 6 * bytes / bw0, 1e-9);
   EXPECT_EQ(direct->units[0].name, "ps 'p1' on server 2, direct");
   EXPECT_EQ(direct->busiest_server.bytes_in, 3 * bytes);
+}
+
+// On MPI's trees a shard runs as two stages, every piece's reduce and then every piece's
+// broadcast, so a neighbour that shares the first stage's link delays the second's start. 4
+// hosts x 1 rank, host 0 slow: W (B1) on server 3's trees sends B1 out of host 0 to rank 2 and
+// gets B1 back from it; U (B2 < B1 / 2) on server 1's direct route sends B2 to rank 1 and gets
+// it back, all inside W's reduce. Host 0's way out carries B1 + B2 in the reduce, then B1 comes
+// in: W ends at (2 B1 + B2) / bw0. On the direct route W's chain is judged whole and U's bytes
+// fit in its broadcast's time: 2 B1 / bw0. U on rank 2's direct route instead shares W's
+// connection (host 0 to host 2), which sends in order, not in a fair share: as the first unit
+// started, U's bytes go first there, and W waits for them (the queued chains), (2 B1 + B2) / bw0
+// again.
+TEST(CostModelTest, ATreeShardsStagesWaitForWhatSharesTheFirstOne) {
+  const double b1 = 4e6, b2 = 1e6, bw0 = 0.1 * kGbit;
+  const ModelProfile profile = Profile({{1000, 1000}, {250, 1000}});
+  ClusterSpec c = Cluster(4, 1, 1, 0, 0);
+  c.hosts[0].bandwidth = bw0;
+  c.duplex = 1.0;
+  c.algorithms.reduce = ReduceAlgorithm::kBinomial;
+  c.algorithms.broadcast = BroadcastAlgorithm::kBinomial;
+  auto strategy = [&](PsRoute route, int u_server) {
+    Strategy s = OneEach(profile, 4, ParameterServerSync{});
+    std::get<ParameterServerSync>(s.params[0].sync) = {.placement = {3}, .route = route};
+    std::get<ParameterServerSync>(s.params[1].sync) = {.placement = {u_server},
+                                                       .route = PsRoute::kDirect};
+    return s;
+  };
+  const auto w_end = [&](const Strategy& s) {
+    absl::StatusOr<Prediction> p = PredictStepTime(s, profile, c);
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (!p.ok()) return -1.0;
+    EXPECT_EQ(p->units.size(), 2u);
+    EXPECT_EQ(p->units[0].name.substr(0, 6), "ps 'p1");  // U starts first
+    for (const UnitPrediction& u : p->units) {
+      if (u.name.substr(0, 6) == "ps 'p0") return u.end_s;
+    }
+    return -1.0;
+  };
+  EXPECT_NEAR(w_end(strategy(PsRoute::kCollective, 1)), (2 * b1 + b2) / bw0, 1e-9);
+  EXPECT_NEAR(w_end(strategy(PsRoute::kDirect, 1)), 2 * b1 / bw0, 1e-9);
+  EXPECT_NEAR(w_end(strategy(PsRoute::kCollective, 2)), (2 * b1 + b2) / bw0, 1e-9);
+}
+
+// Stage by stage is quadratic in the stages: a strategy of more units than kMaxStagedUnits (64)
+// is judged whole, where on 2 hosts x 1 rank the trees and the direct route move the same bytes
+// in the same phases and so predict the same step. With fewer units the trees' stages are
+// judged each, their neighbours on the same connection going in order rather than in a fair
+// share: the two routes differ.
+TEST(CostModelTest, ManyUnitsAreJudgedWhole) {
+  ClusterSpec c = Cluster(2, 1, 1, 10 * kUs, 5 * kUs);
+  for (const int params : {8, 70}) {
+    ModelProfile profile = Profile(std::vector<std::vector<int64_t>>(params, {200, 100}));
+    for (int i = 0; i < params; ++i) profile.params[i].ready_ms = 0.05 * i;
+    const auto each_on_two = [&](PsRoute route) {
+      Strategy s = OneEach(profile, 2, ParameterServerSync{});
+      for (int i = 0; i < params; ++i) {
+        std::get<ParameterServerSync>(s.params[i].sync) = {.placement = {i % 2}, .route = route};
+      }
+      return s;
+    };
+    const double trees = Step(each_on_two(PsRoute::kCollective), profile, c);
+    const double direct = Step(each_on_two(PsRoute::kDirect), profile, c);
+    if (params > 64) {
+      EXPECT_NEAR(trees, direct, 1e-12 * direct) << params;
+    } else {
+      EXPECT_GT(std::abs(trees - direct), 1e-6 * direct) << params;
+    }
+  }
 }
 
 // Hierarchical: a linear reduce to each host's leader over shared memory, a ring among the
