@@ -300,7 +300,9 @@ std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phase
 // idle time to the stage before it, so the neighbours that delay a shard's reduce delay its
 // broadcast's start. Which stage a neighbour meets is decided by the resources, not by time,
 // and the neighbours are those of the alone intervals: so, as in SharedChainEnds, the end
-// never shrinks when a link gets slower. Units not staged: their alone end.
+// never shrinks when a link gets slower. Units not staged: their alone end. The caller takes
+// the later of this and SharedChainEnds' end: the stages' form leaves out what goes on a
+// stage's own connections, which the whole chain counts as a fair share.
 std::vector<double> StagedEnds(const std::vector<std::vector<Phase>>& phases, const Resources& res,
                                int hosts, const std::vector<Interval>& alone,
                                const std::vector<bool>& staged) {
@@ -372,9 +374,11 @@ std::vector<double> StagedEnds(const std::vector<std::vector<Phase>>& phases, co
           } else if (f.works[j].first < e.works[i].first) {
             ++j;
           } else {
+            // What is left past its bytes on the stage's connections; under 1e-9 of its work
+            // there, the sums' rounding of none.
             const auto it = same.find(e.works[i].first);
             const double apart = f.works[j].second - (it == same.end() ? 0.0 : it->second);
-            if (apart > 0) {
+            if (apart > 1e-9 * f.works[j].second) {
               share[g][i] += std::min(apart, e.works[i].second);
               met = true;
             }
@@ -459,15 +463,15 @@ void EndUnits(const std::vector<std::vector<Phase>>& phases, const std::vector<b
   Expose(pred);
   pred.lower_bound = pred.step_s > bound_s;
   if (!pred.lower_bound) {
-    // A staged unit is judged stage by stage (up to kMaxStagedUnits units), every other
-    // unit whole.
+    // Every unit whole, and a staged one stage by stage too (up to kMaxStagedUnits units):
+    // it ends no earlier than either.
     const std::vector<double> shared = SharedChainEnds(phases, res, alone);
     const bool by_stage = pred.units.size() <= kMaxStagedUnits;
     const std::vector<double> stage_ends =
         by_stage ? StagedEnds(phases, res, hosts, alone, staged) : shared;
     for (size_t u = 0; u < pred.units.size(); ++u) {
       pred.units[u].end_s =
-          std::max(pred.units[u].end_s, by_stage && staged[u] ? stage_ends[u] : shared[u]);
+          std::max({pred.units[u].end_s, shared[u], by_stage && staged[u] ? stage_ends[u] : 0.0});
     }
     Expose(pred);
     pred.lower_bound = pred.step_s > bound_s;

@@ -22,7 +22,7 @@
 //     arrive if nothing else ran, never idle while work waits; and units that run side by side
 //     share each link fairly: a unit's chain is slowed, once, by its neighbours' traffic on
 //     the links it uses (at most its own work there per neighbour; a PS shard on MPI's
-//     trees, whose broadcast starts once its reduce is through, stage by stage: each
+//     trees, whose broadcast starts once its reduce is through, also stage by stage: each
 //     neighbour slows the first stage that shares a link with it, less its bytes on that
 //     stage's own connections, and the stages after wait for it); and a connection (a pair
 //     of hosts) sends in order: a unit's first message on a pair waits, once, for the bytes
