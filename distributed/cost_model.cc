@@ -287,6 +287,20 @@ std::vector<double> SharedChainEnds(const std::vector<std::vector<Phase>>& phase
   return ends;
 }
 
+// For each key in both of two lists sorted by it: `f(i, j)`, a[i] and b[j] having that key.
+template <typename T, typename Key, typename F>
+void ForCommon(const std::vector<T>& a, const std::vector<T>& b, Key key, F f) {
+  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    if (key(a[i]) < key(b[j])) {
+      ++i;
+    } else if (key(b[j]) < key(a[i])) {
+      ++j;
+    } else {
+      f(i++, j++);
+    }
+  }
+}
+
 // A staged unit's end where its neighbours meet its stages (`staged[u]`: a PS shard on MPI's
 // trees, kinds::UnitCost::staged, whose phases run one after another on every rank). As in
 // SharedChainEnds the neighbours are the units whose alone intervals overlap u's, with their
@@ -353,38 +367,28 @@ std::vector<double> StagedEnds(const std::vector<std::vector<Phase>>& phases, co
         const Loads& e = stages[g];
         // f's bytes on the stage's pairs, as work on the resources they load.
         std::map<int, double> same;
-        for (size_t i = 0, j = 0; i < e.pairs.size() && j < f.pairs.size();) {
-          if (e.pairs[i].resource < f.pairs[j].resource) {
-            ++i;
-          } else if (f.pairs[j].resource < e.pairs[i].resource) {
-            ++j;
-          } else {
-            const int a = e.pairs[i].resource / hosts, b = e.pairs[i].resource % hosts;
-            for (const int r : {Resources::Out(a), Resources::In(b), Resources::Duplex(a),
-                                Resources::Duplex(b)}) {
-              same[r] += f.pairs[j].bytes / res.capacity(r);
-            }
-            ++i, ++j;
-          }
-        }
+        ForCommon(
+            e.pairs, f.pairs, [](const Load& l) { return l.resource; },
+            [&](size_t i, size_t j) {
+              const int a = e.pairs[i].resource / hosts, b = e.pairs[i].resource % hosts;
+              for (const int r : {Resources::Out(a), Resources::In(b), Resources::Duplex(a),
+                                  Resources::Duplex(b)}) {
+                same[r] += f.pairs[j].bytes / res.capacity(r);
+              }
+            });
         bool met = false;
-        for (size_t i = 0, j = 0; i < e.works.size() && j < f.works.size();) {
-          if (e.works[i].first < f.works[j].first) {
-            ++i;
-          } else if (f.works[j].first < e.works[i].first) {
-            ++j;
-          } else {
-            // What is left past its bytes on the stage's connections; under 1e-9 of its work
-            // there, the sums' rounding of none.
-            const auto it = same.find(e.works[i].first);
-            const double apart = f.works[j].second - (it == same.end() ? 0.0 : it->second);
-            if (apart > 1e-9 * f.works[j].second) {
-              share[g][i] += std::min(apart, e.works[i].second);
-              met = true;
-            }
-            ++i, ++j;
-          }
-        }
+        ForCommon(
+            e.works, f.works, [](const std::pair<int, double>& w) { return w.first; },
+            [&](size_t i, size_t j) {
+              // What is left past its bytes on the stage's connections; under 1e-9 of its
+              // work there, the sums' rounding of none.
+              const auto it = same.find(e.works[i].first);
+              const double apart = f.works[j].second - (it == same.end() ? 0.0 : it->second);
+              if (apart > 1e-9 * f.works[j].second) {
+                share[g][i] += std::min(apart, e.works[i].second);
+                met = true;
+              }
+            });
         if (met) break;  // the first stage it meets
       }
     }
