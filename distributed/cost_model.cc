@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -301,6 +302,12 @@ void ForCommon(const std::vector<T>& a, const std::vector<T>& b, Key key, F f) {
   }
 }
 
+// The most units a strategy may have for its staged units to be judged stage by stage
+// (StagedEnds, quadratic in the units and linear in each one's resources and pairs of hosts): the
+// test bed's strategies have at most a few dozen units; a partitioned PS over hundreds of hosts
+// has a shard per rank and parameter, and is judged whole.
+constexpr size_t kMaxStagedUnits = 64;
+
 // A staged unit's end where its neighbours meet its stages (`staged[u]`: a PS shard on MPI's
 // trees, kinds::UnitCost::staged, whose phases run one after another on every rank). As in
 // SharedChainEnds the neighbours are the units whose alone intervals overlap u's, with their
@@ -314,9 +321,10 @@ void ForCommon(const std::vector<T>& a, const std::vector<T>& b, Key key, F f) {
 // idle time to the stage before it, so the neighbours that delay a shard's reduce delay its
 // broadcast's start. Which stage a neighbour meets is decided by the resources, not by time,
 // and the neighbours are those of the alone intervals: so, as in SharedChainEnds, the end
-// never shrinks when a link gets slower. Units not staged: their alone end. The caller takes
-// the later of this and SharedChainEnds' end: the stages' form leaves out what goes on a
-// stage's own connections, which the whole chain counts as a fair share.
+// never shrinks when a link gets slower. Units not staged, and every unit of a strategy of
+// more than kMaxStagedUnits units: their alone end. The caller takes the later of this and
+// SharedChainEnds' end: the stages' form leaves out what goes on a stage's own connections,
+// which the whole chain counts as a fair share.
 std::vector<double> StagedEnds(const std::vector<std::vector<Phase>>& phases, const Resources& res,
                                int hosts, const std::vector<Interval>& alone,
                                const std::vector<bool>& staged) {
@@ -331,7 +339,7 @@ std::vector<double> StagedEnds(const std::vector<std::vector<Phase>>& phases, co
     std::vector<Load> pairs;
     double transfer = 0.0;
   };
-  const auto loads_of = [&](const std::vector<Phase>& chain) {
+  const auto loads_of = [&](std::span<const Phase> chain) {
     std::map<int, double> works, pairs;
     Loads out;
     for (const Phase& ph : chain) {
@@ -348,7 +356,9 @@ std::vector<double> StagedEnds(const std::vector<std::vector<Phase>>& phases, co
     for (const auto& [pair, bytes] : pairs) out.pairs.push_back({pair, bytes});
     return out;
   };
-  if (std::find(staged.begin(), staged.end(), true) == staged.end()) return ends;
+  if (n > kMaxStagedUnits || std::find(staged.begin(), staged.end(), true) == staged.end()) {
+    return ends;
+  }
   std::vector<Loads> whole;
   whole.reserve(n);
   for (size_t u = 0; u < n; ++u) whole.push_back(loads_of(phases[u]));
@@ -356,7 +366,7 @@ std::vector<double> StagedEnds(const std::vector<std::vector<Phase>>& phases, co
     if (!staged[u]) continue;
     std::vector<Loads> stages;
     for (const Phase& ph : phases[u]) {
-      if (!ph.loads.empty()) stages.push_back(loads_of({ph}));
+      if (!ph.loads.empty()) stages.push_back(loads_of({&ph, 1}));
     }
     std::vector<std::vector<double>> share(stages.size());
     for (size_t g = 0; g < stages.size(); ++g) share[g].assign(stages[g].works.size(), 0.0);
@@ -430,12 +440,6 @@ constexpr int kPollPasses = 4;
 // the thread, not the link, which the spans do not say).
 constexpr double kMaxPollShare = 0.9;
 
-// The most units a strategy may have for its staged units to be judged stage by stage
-// (StagedEnds, quadratic in the units and linear in each one's resources and pairs of hosts): the
-// test bed's strategies have at most a few dozen units; a partitioned PS over hundreds of hosts
-// has a shard per rank and parameter, and is judged whole.
-constexpr size_t kMaxStagedUnits = 64;
-
 // Each unit's end from its start (pred.units' start_s): its chain alone, the queues of each
 // link and host CPU, then, where the step is not yet above `bound_s`, the links shared with the
 // units beside it and the queued chains; the exposure of each. `links`: the link queues' jobs.
@@ -467,15 +471,11 @@ void EndUnits(const std::vector<std::vector<Phase>>& phases, const std::vector<b
   Expose(pred);
   pred.lower_bound = pred.step_s > bound_s;
   if (!pred.lower_bound) {
-    // Every unit whole, and a staged one stage by stage too (up to kMaxStagedUnits units):
-    // it ends no earlier than either.
+    // Every unit whole, and a staged one stage by stage too: it ends no earlier than either.
     const std::vector<double> shared = SharedChainEnds(phases, res, alone);
-    const bool by_stage = pred.units.size() <= kMaxStagedUnits;
-    const std::vector<double> stage_ends =
-        by_stage ? StagedEnds(phases, res, hosts, alone, staged) : shared;
+    const std::vector<double> stage_ends = StagedEnds(phases, res, hosts, alone, staged);
     for (size_t u = 0; u < pred.units.size(); ++u) {
-      pred.units[u].end_s =
-          std::max({pred.units[u].end_s, shared[u], by_stage && staged[u] ? stage_ends[u] : 0.0});
+      pred.units[u].end_s = std::max({pred.units[u].end_s, shared[u], stage_ends[u]});
     }
     Expose(pred);
     pred.lower_bound = pred.step_s > bound_s;
